@@ -1,0 +1,41 @@
+"""aidc_env: checkpoint-aware 3D dispatch of LLM pre-training as a flexible grid load.
+
+The package holds the 3D mode generator (:mod:`aidc_env.modes`), cases and instances
+(:mod:`aidc_env.case`), CAISO profiles (:mod:`aidc_env.profiles`), the day simulator that computes
+every cost and metric (:mod:`aidc_env.simulator`) and the Gymnasium environment
+(:mod:`aidc_env.env`, registered as ``aidc_env/CheckpointDispatch-v0`` on import).
+
+Submodules are imported lazily, so that ``python -m aidc_env.<module>`` runs each CLI cleanly.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+__version__ = "0.1.0"
+
+_LAZY = {
+    "PAUSE": "aidc_env.case",
+    "Case": "aidc_env.case",
+    "Instance": "aidc_env.case",
+    "Job": "aidc_env.case",
+    "JobSpec": "aidc_env.case",
+    "build_instance": "aidc_env.case",
+    "load_case": "aidc_env.case",
+    "load_instance": "aidc_env.case",
+    "InputError": "aidc_env.errors",
+    "Metrics": "aidc_env.simulator",
+    "SimulationResult": "aidc_env.simulator",
+    "simulate": "aidc_env.simulator",
+    "load_profiles": "aidc_env.profiles",
+    "generate_modes": "aidc_env.modes",
+}
+
+__all__ = sorted(_LAZY)
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        return getattr(importlib.import_module(_LAZY[name]), name)
+    raise AttributeError(f"module 'aidc_env' has no attribute {name!r}")

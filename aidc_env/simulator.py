@@ -1,0 +1,333 @@
+"""The day simulator: the one place where costs and metrics are computed (DESIGN §2).
+
+:func:`simulate` turns an instance and a schedule (per job, per checkpoint segment: a mode index or
+``PAUSE``) into :class:`Metrics` plus per-slot flows. The env, the oracle (its objective and its
+precomputed joint-state costs), the baselines and every report call the functions of this module:
+
+- :func:`facility_load_mw`: L = PUE · [Σ P + (N − Σ n) · P_idle] / 1000;
+- :func:`renewable_first`: u = min(L, R), g = L − u, c = R − u;
+- :func:`slot_decision_cost_usd`: λ g Δ + c_cur c Δ (the part of the cost that decisions change);
+- :func:`segment_productive_hours`: segment hours minus the checkpoint load after a (re)start.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from aidc_env.case import PAUSE, SECONDS_PER_HOUR, Instance, Job, load_instance
+from aidc_env.errors import InputError, require, run_cli
+
+TRANCHE_TOLERANCE = 1e-9
+"""Relative shortfall below which a tranche counts as met (floating-point rounding only)."""
+
+
+# ------------------------------------------------------------------------------ the physics, vectorised
+
+
+def facility_load_mw(inst: Instance, gpus_used: np.ndarray | int, it_power_kw: np.ndarray | float) -> np.ndarray:
+    """Facility load L (MW): PUE × (IT power of the running modes + idle power of unused GPUs)."""
+    idle_gpus = np.maximum(inst.n_gpus - np.asarray(gpus_used), 0)  # a breach (reported) has no idle GPU
+    return inst.pue * (np.asarray(it_power_kw, dtype=float) + idle_gpus * inst.idle_kw_per_gpu) / 1000.0
+
+
+def renewable_first(load_mw: np.ndarray, renewable_mw: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Renewable first, no export: (renewable used u, grid import g, curtailment c), all MW."""
+    used = np.minimum(load_mw, renewable_mw)
+    return used, load_mw - used, renewable_mw - used
+
+
+def slot_decision_cost_usd(
+    inst: Instance, grid_mw: np.ndarray, curtailment_mw: np.ndarray, slots: slice | np.ndarray | int = slice(None)
+) -> np.ndarray:
+    """Grid cost plus curtailment penalty of each slot ($): λ_t g_t Δ + c_cur c_t Δ."""
+    price = inst.price_usd_per_mwh[slots]
+    return (price * grid_mw + inst.curtailment_penalty_usd_per_mwh * curtailment_mw) * inst.slot_hours
+
+
+def segment_productive_hours(inst: Instance, job: Job, restarted: np.ndarray | bool) -> np.ndarray:
+    """Hours of a running segment that make tokens: the segment minus τ_j after a (re)start."""
+    return inst.segment_hours(job) - job.restart_hours * np.asarray(restarted, dtype=float)
+
+
+def slot_productive_hours(inst: Instance, job: Job, offset_in_segment: int, restarted: bool) -> float:
+    """Token-making hours of one slot (``offset_in_segment`` slots after the boundary).
+
+    The checkpoint load occupies the first τ_j hours of a restarted segment, possibly spanning slots;
+    summed over a segment this equals :func:`segment_productive_hours`.
+    """
+    if not restarted:
+        return inst.slot_hours
+    start = offset_in_segment * inst.slot_hours
+    lost = min(inst.slot_hours, max(0.0, job.restart_hours - start))
+    return inst.slot_hours - lost
+
+
+# ------------------------------------------------------------------------------ schedules
+
+
+def validate_schedule(inst: Instance, schedule: Sequence[Sequence[int]] | Mapping[str, Sequence[int]]) -> tuple[
+        np.ndarray, ...]:
+    """Per job an int array of K_j choices (PAUSE or a mode index); InputError naming the bad entry.
+
+    Accepts a list (job order) or a mapping from job name to its list.
+    """
+    if isinstance(schedule, Mapping):
+        missing = [job.name for job in inst.jobs if job.name not in schedule]
+        require(not missing, "schedule", f"no entry for job(s) {', '.join(missing)}")
+        schedule = [schedule[job.name] for job in inst.jobs]
+    require(len(schedule) == len(inst.jobs), "schedule", f"expected {len(inst.jobs)} jobs, got {len(schedule)}")
+    out = []
+    for job, choices in zip(inst.jobs, schedule, strict=True):
+        arr = np.asarray(choices)
+        require(arr.shape == (job.segments,), f"schedule.{job.name}",
+                f"expected {job.segments} segment choices, got shape {arr.shape}")
+        require(arr.size == 0 or np.issubdtype(arr.dtype, np.integer) or bool(np.all(arr == np.round(arr))),
+                f"schedule.{job.name}", "choices must be integers")
+        arr = arr.astype(np.int64)
+        require(bool(np.all((arr >= PAUSE) & (arr < job.n_modes))), f"schedule.{job.name}",
+                f"choices must be -1 (pause) or a mode index 0..{job.n_modes - 1}")
+        out.append(arr)
+    return tuple(out)
+
+
+def restarts(job: Job, choices: np.ndarray) -> np.ndarray:
+    """Bool per segment: the job (re)starts a mode there (resume or switch), paying τ_j."""
+    previous = np.concatenate(([job.initial_mode], choices[:-1]))
+    return (choices != PAUSE) & (choices != previous)
+
+
+def switches(job: Job, choices: np.ndarray) -> np.ndarray:
+    """Bool per segment: the choice differs from the previous one (pauses and resumes included)."""
+    previous = np.concatenate(([job.initial_mode], choices[:-1]))
+    return choices != previous
+
+
+def slot_choices(inst: Instance, job: Job, choices: np.ndarray) -> np.ndarray:
+    """The job's choice in every slot (segment choices held over their slots)."""
+    return np.repeat(choices, inst.slots_per_segment(job))
+
+
+# ------------------------------------------------------------------------------ results
+
+
+@dataclass(frozen=True)
+class JobMetrics:
+    name: str
+    tokens: float
+    tranche_tokens: float
+    completion: float
+    """tokens / tranche (1.0 = exactly the tranche; tokens beyond it earn nothing)."""
+    tranche_met: bool
+    modes_used: int
+    switches: int
+    restarts: int
+    running_hours: float
+    gpu_hours: float
+    it_energy_mwh: float
+
+
+@dataclass(frozen=True)
+class Metrics:
+    """Everything reported about a day. Costs in $, energy in MWh, power in MW."""
+
+    operating_cost_usd: float
+    grid_cost_usd: float
+    renewable_cost_usd: float
+    curtailment_penalty_usd: float
+    decision_cost_usd: float
+    """Grid cost + curtailment penalty: the part of the operating cost that decisions change."""
+    load_energy_mwh: float
+    grid_energy_mwh: float
+    renewable_available_mwh: float
+    renewable_used_mwh: float
+    curtailment_mwh: float
+    green_share: float
+    """Renewable used / facility load energy."""
+    peak_load_mw: float
+    peak_grid_mw: float
+    peak_gpus: int
+    capacity_ok: bool
+    capacity_violation_slots: int
+    tranches_met: bool
+    completion: float
+    """The lowest completion over the jobs."""
+    jobs: tuple[JobMetrics, ...]
+
+    def to_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["jobs"] = {job.name: asdict(job) for job in self.jobs}
+        return data
+
+
+@dataclass(frozen=True)
+class SlotFlows:
+    """Per-slot arrays (length T)."""
+
+    gpus_used: np.ndarray
+    it_power_kw: np.ndarray
+    load_mw: np.ndarray
+    renewable_mw: np.ndarray
+    renewable_used_mw: np.ndarray
+    grid_mw: np.ndarray
+    curtailment_mw: np.ndarray
+    price_usd_per_mwh: np.ndarray
+    decision_cost_usd: np.ndarray
+    job_choice: np.ndarray
+    """(jobs, T): each job's choice per slot (PAUSE or mode index)."""
+
+
+@dataclass(frozen=True)
+class SimulationResult:
+    metrics: Metrics
+    flows: SlotFlows
+    schedule: tuple[np.ndarray, ...]
+
+    def schedule_lists(self) -> list[list[int]]:
+        return [arr.tolist() for arr in self.schedule]
+
+
+def simulate(inst: Instance, schedule: Sequence[Sequence[int]] | Mapping[str, Sequence[int]]) -> SimulationResult:
+    """Score a schedule exactly (DESIGN §2). Capacity breaches are reported, not raised."""
+    choices = validate_schedule(inst, schedule)
+    T = inst.slots
+    gpus_used = np.zeros(T, dtype=np.int64)
+    it_power_kw = np.zeros(T)
+    job_choice = np.empty((len(inst.jobs), T), dtype=np.int64)
+    job_metrics = []
+    for j, (job, arr) in enumerate(zip(inst.jobs, choices, strict=True)):
+        per_slot = slot_choices(inst, job, arr)
+        job_choice[j] = per_slot
+        gpus_used += job.gpus_by_choice[per_slot]
+        it_power_kw += job.it_power_kw_by_choice[per_slot]
+        restarted = restarts(job, arr)
+        running = arr != PAUSE
+        productive_h = np.where(running, segment_productive_hours(inst, job, restarted), 0.0)
+        # Hours per mode first, then tokens: a mode held all day gives exactly r * 3600 * 24 = its tranche.
+        hours_by_mode = np.bincount(arr[running], weights=productive_h[running], minlength=job.n_modes)
+        tokens = float(np.sum(job.tokens_per_s_by_choice[:-1] * SECONDS_PER_HOUR * hours_by_mode))
+        completion = tokens / job.tranche_tokens if job.tranche_tokens > 0 else 1.0
+        job_metrics.append(
+            JobMetrics(
+                name=job.name,
+                tokens=tokens,
+                tranche_tokens=job.tranche_tokens,
+                completion=completion,
+                tranche_met=bool(tokens >= job.tranche_tokens * (1 - TRANCHE_TOLERANCE)),
+                modes_used=int(np.unique(arr[running]).size),
+                switches=int(switches(job, arr).sum()),
+                restarts=int(restarted.sum()),
+                running_hours=float(running.sum() * inst.segment_hours(job)),
+                gpu_hours=float(np.sum(job.gpus_by_choice[per_slot]) * inst.slot_hours),
+                it_energy_mwh=float(np.sum(job.it_power_kw_by_choice[per_slot]) * inst.slot_hours / 1000.0),
+            )
+        )
+    load = facility_load_mw(inst, gpus_used, it_power_kw)
+    used, grid, curtailment = renewable_first(load, inst.renewable_mw)
+    decision = slot_decision_cost_usd(inst, grid, curtailment)
+    dt = inst.slot_hours
+    grid_cost = float(np.sum(inst.price_usd_per_mwh * grid) * dt)
+    penalty = float(np.sum(curtailment) * dt * inst.curtailment_penalty_usd_per_mwh)
+    renewable_cost = float(np.sum(inst.renewable_mw) * dt * inst.ppa_usd_per_mwh)
+    load_mwh = float(np.sum(load) * dt)
+    over = gpus_used > inst.n_gpus
+    metrics = Metrics(
+        operating_cost_usd=grid_cost + renewable_cost + penalty,
+        grid_cost_usd=grid_cost,
+        renewable_cost_usd=renewable_cost,
+        curtailment_penalty_usd=penalty,
+        decision_cost_usd=float(np.sum(decision)),
+        load_energy_mwh=load_mwh,
+        grid_energy_mwh=float(np.sum(grid) * dt),
+        renewable_available_mwh=float(np.sum(inst.renewable_mw) * dt),
+        renewable_used_mwh=float(np.sum(used) * dt),
+        curtailment_mwh=float(np.sum(curtailment) * dt),
+        green_share=float(np.sum(used) * dt / load_mwh) if load_mwh > 0 else 0.0,
+        peak_load_mw=float(load.max()),
+        peak_grid_mw=float(grid.max()),
+        peak_gpus=int(gpus_used.max()),
+        capacity_ok=not bool(over.any()),
+        capacity_violation_slots=int(over.sum()),
+        tranches_met=all(m.tranche_met for m in job_metrics),
+        completion=min(m.completion for m in job_metrics),
+        jobs=tuple(job_metrics),
+    )
+    flows = SlotFlows(
+        gpus_used=gpus_used,
+        it_power_kw=it_power_kw,
+        load_mw=load,
+        renewable_mw=inst.renewable_mw,
+        renewable_used_mw=used,
+        grid_mw=grid,
+        curtailment_mw=curtailment,
+        price_usd_per_mwh=inst.price_usd_per_mwh,
+        decision_cost_usd=decision,
+        job_choice=job_choice,
+    )
+    return SimulationResult(metrics=metrics, flows=flows, schedule=choices)
+
+
+# ------------------------------------------------------------------------------ schedule files
+
+
+def read_schedule(path: str | Path) -> list[list[int]] | dict[str, list[int]]:
+    """A schedule JSON: a list per job, ``{"schedule": ...}`` (e.g. the oracle's output) or name → list."""
+    try:
+        data = json.loads(Path(path).read_text())
+    except json.JSONDecodeError as err:
+        raise InputError("schedule", f"{path} is not valid JSON ({err.msg} at line {err.lineno})") from None
+    if isinstance(data, Mapping) and "schedule" in data:
+        data = data["schedule"]
+    require(isinstance(data, (list, Mapping)), "schedule", "must be a list per job or an object job name -> list")
+    return data
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m aidc_env.simulate",
+        description="Score any schedule of an instance with the simulator (the single source of every cost "
+        "and metric). The schedule gives, per job and per checkpoint segment, a mode index or -1 for pause.",
+    )
+    parser.add_argument("--instance", required=True, help="instance JSON (python -m aidc_env.case --json)")
+    parser.add_argument("--schedule", required=True,
+                        help='schedule JSON: [[...], [...]], {"LLM-A": [...], ...} or an oracle output')
+    parser.add_argument("--json", action="store_true", help="print the metrics as JSON")
+    parser.add_argument("--flows", action="store_true", help="with --json, include the per-slot flows")
+    args = parser.parse_args(argv)
+    inst = load_instance(args.instance)
+    result = simulate(inst, read_schedule(args.schedule))
+    if args.json:
+        out: dict[str, Any] = {"metrics": result.metrics.to_dict(), "schedule": result.schedule_lists()}
+        if args.flows:
+            out["flows"] = {k: np.asarray(v).tolist() for k, v in asdict(result.flows).items()}
+        print(json.dumps(out, indent=1))
+    else:
+        print(format_metrics(result.metrics))
+    return 0
+
+
+def format_metrics(m: Metrics) -> str:
+    lines = [
+        f"operating cost ${m.operating_cost_usd:,.2f} (grid ${m.grid_cost_usd:,.2f}, renewable "
+        f"${m.renewable_cost_usd:,.2f}, curtailment penalty ${m.curtailment_penalty_usd:,.2f})",
+        f"load {m.load_energy_mwh:.3f} MWh, grid {m.grid_energy_mwh:.3f} MWh, renewable used "
+        f"{m.renewable_used_mwh:.3f} of {m.renewable_available_mwh:.3f} MWh, curtailment {m.curtailment_mwh:.3f} MWh, "
+        f"green share {m.green_share:.2%}",
+        f"peak {m.peak_gpus} GPUs ({'within' if m.capacity_ok else 'OVER'} capacity), tranches "
+        f"{'met' if m.tranches_met else 'NOT met'}",
+    ]
+    for job in m.jobs:
+        lines.append(f"  {job.name}: completion {job.completion:.4f}, modes used {job.modes_used}, "
+                     f"switches {job.switches}, restarts {job.restarts}")
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    sys.exit(run_cli(main))

@@ -1,0 +1,177 @@
+"""Coefficients of the oracle's models, all computed by the simulator's own functions.
+
+The oracle never re-derives a cost: every number in its models comes from
+:mod:`aidc_env.simulator` (:func:`facility_load_mw`, :func:`renewable_first`,
+:func:`slot_decision_cost_usd`, :func:`segment_productive_hours`), so that the MILP objective of a
+schedule equals ``simulate(schedule).metrics.operating_cost_usd``.
+
+Vocabulary:
+
+- a *choice* of job j is a mode index 0..M_j-1 or ``PAUSE`` (-1);
+- a *block* is an interval of slots between two consecutive boundaries of the union of all jobs'
+  checkpoint segments (with equal K for every job, the blocks are the segments);
+- a *joint state* is one choice per job whose GPUs fit in the pool; its facility load is constant
+  over a block, so its exact block cost (grid cost + curtailment penalty, renewable first, negative
+  prices included) is a precomputed number.
+"""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from aidc_env.case import PAUSE, SECONDS_PER_HOUR, Instance, Job
+from aidc_env.simulator import facility_load_mw, renewable_first, segment_productive_hours, slot_decision_cost_usd
+
+MAX_JOINT_STATES = 50_000
+"""Largest number of capacity-feasible joint states the joint-state ("fast") formulation accepts."""
+
+
+@dataclass(frozen=True, eq=False)
+class JobCoefficients:
+    """One job's per-choice numbers (arrays over its modes, pause excluded)."""
+
+    gpus: np.ndarray
+    tokens_per_s: np.ndarray
+    it_power_kw: np.ndarray
+    tokens_kept: np.ndarray
+    """Tokens of a running segment in each mode without a restart (Σ r·3600·H)."""
+    tokens_restarted: np.ndarray
+    """Tokens of a running segment in each mode after a resume or a switch (r·3600·(H − τ))."""
+    slots_per_segment: int
+
+
+@dataclass(frozen=True, eq=False)
+class OracleData:
+    """Everything a formulation needs, derived from one instance (no Pyomo here)."""
+
+    inst: Instance
+    jobs: tuple[JobCoefficients, ...]
+    block_starts: np.ndarray
+    """First slot of each block; block b spans ``block_starts[b]:block_starts[b+1]`` (last ends at T)."""
+    block_segment: np.ndarray
+    """(blocks, jobs): the checkpoint segment of each job that contains the block."""
+    joint_states: np.ndarray | None
+    """(states, jobs) int array of capacity-feasible joint choices (PAUSE = -1), or None if too many."""
+    joint_load_mw: np.ndarray | None
+    """Facility load of each joint state (MW), constant over a block."""
+    block_cost_usd: np.ndarray | None
+    """(blocks, states): exact grid cost + curtailment penalty of each joint state over each block ($)."""
+    renewable_cost_usd: float
+    """The take-or-pay PPA term c_ppa·Σ R_t Δ: a constant of the objective."""
+    joint_state_count_uncapped: int = field(default=0)
+
+    @property
+    def n_blocks(self) -> int:
+        return int(self.block_starts.size)
+
+    @property
+    def n_states(self) -> int:
+        return 0 if self.joint_states is None else int(self.joint_states.shape[0])
+
+    def block_slots(self, b: int) -> slice:
+        end = self.block_starts[b + 1] if b + 1 < self.n_blocks else self.inst.slots
+        return slice(int(self.block_starts[b]), int(end))
+
+    def blocks_of_segment(self, j: int, s: int) -> np.ndarray:
+        return np.flatnonzero(self.block_segment[:, j] == s)
+
+
+def job_coefficients(inst: Instance, job: Job) -> JobCoefficients:
+    """Per-mode GPUs, throughput, power and token yields of a segment (kept / restarted)."""
+    rate = job.tokens_per_s_by_choice[:-1]
+    kept_h = float(segment_productive_hours(inst, job, False))
+    restarted_h = float(segment_productive_hours(inst, job, True))
+    return JobCoefficients(
+        gpus=job.gpus_by_choice[:-1],
+        tokens_per_s=rate,
+        it_power_kw=job.it_power_kw_by_choice[:-1],
+        tokens_kept=rate * SECONDS_PER_HOUR * kept_h,
+        tokens_restarted=rate * SECONDS_PER_HOUR * restarted_h,
+        slots_per_segment=inst.slots_per_segment(job),
+    )
+
+
+def blocks(inst: Instance) -> tuple[np.ndarray, np.ndarray]:
+    """Block start slots (union of all segment boundaries) and each job's segment per block."""
+    boundaries = sorted({s * inst.slots_per_segment(job) for job in inst.jobs for s in range(job.segments)})
+    starts = np.array(boundaries, dtype=np.int64)
+    segment = np.stack([starts // inst.slots_per_segment(job) for job in inst.jobs], axis=1)
+    return starts, segment
+
+
+def count_joint_states(inst: Instance) -> int:
+    """Number of choice tuples (pause included) before the capacity screen."""
+    return int(np.prod([job.n_modes + 1 for job in inst.jobs], dtype=float))
+
+
+def enumerate_joint_states(inst: Instance) -> np.ndarray:
+    """All capacity-feasible joint choices, as a (states, jobs) int array (PAUSE = -1)."""
+    choices = [list(range(job.n_modes)) + [PAUSE] for job in inst.jobs]
+    states = []
+    for combo in itertools.product(*choices):
+        gpus = sum(int(job.gpus_by_choice[c]) for job, c in zip(inst.jobs, combo, strict=True))
+        if gpus <= inst.n_gpus:
+            states.append(combo)
+    return np.array(states, dtype=np.int64).reshape(len(states), len(inst.jobs))
+
+
+def joint_load_mw(inst: Instance, states: np.ndarray) -> np.ndarray:
+    """Facility load of each joint state (simulator's :func:`facility_load_mw`)."""
+    gpus = np.zeros(states.shape[0], dtype=np.int64)
+    power = np.zeros(states.shape[0])
+    for j, job in enumerate(inst.jobs):
+        gpus += job.gpus_by_choice[states[:, j]]
+        power += job.it_power_kw_by_choice[states[:, j]]
+    return facility_load_mw(inst, gpus, power)
+
+
+def slot_cost_of_load(inst: Instance, load_mw: np.ndarray) -> np.ndarray:
+    """(loads, T): the simulator's decision cost of each constant load in every slot ($)."""
+    load = np.broadcast_to(np.asarray(load_mw, dtype=float)[:, None], (len(load_mw), inst.slots))
+    _, grid, curtailment = renewable_first(load, np.broadcast_to(inst.renewable_mw, load.shape))
+    return slot_decision_cost_usd(inst, grid, curtailment)
+
+
+def renewable_cost_usd(inst: Instance) -> float:
+    """The take-or-pay renewable term, as the simulator computes it."""
+    return float(np.sum(inst.renewable_mw) * inst.slot_hours * inst.ppa_usd_per_mwh)
+
+
+def oracle_data(inst: Instance, *, joint: bool = True) -> OracleData:
+    """Precompute blocks, joint states and their exact block costs (``joint=False``: skip the states)."""
+    starts, segment = blocks(inst)
+    states = load = cost = None
+    uncapped = count_joint_states(inst)
+    if joint and uncapped <= MAX_JOINT_STATES:
+        states = enumerate_joint_states(inst)
+        load = joint_load_mw(inst, states)
+        per_slot = slot_cost_of_load(inst, load)
+        cost = np.add.reduceat(per_slot, starts, axis=1).T.copy()
+    return OracleData(
+        inst=inst,
+        jobs=tuple(job_coefficients(inst, job) for job in inst.jobs),
+        block_starts=starts,
+        block_segment=segment,
+        joint_states=states,
+        joint_load_mw=load,
+        block_cost_usd=cost,
+        renewable_cost_usd=renewable_cost_usd(inst),
+        joint_state_count_uncapped=uncapped,
+    )
+
+
+def schedule_tokens(data: OracleData, schedule: list[list[int]]) -> list[float]:
+    """Tokens per job of a schedule from the model's coefficients (cross-check of the token rows)."""
+    out = []
+    for job, coef, choices in zip(data.inst.jobs, data.jobs, schedule, strict=True):
+        previous = job.initial_mode
+        total = 0.0
+        for c in choices:
+            if c != PAUSE:
+                total += coef.tokens_kept[c] if c == previous else coef.tokens_restarted[c]
+            previous = c
+        out.append(total)
+    return out
