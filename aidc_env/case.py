@@ -497,11 +497,31 @@ def build_instance(
         case = case.with_overrides(day=day, **overrides)
     if not isinstance(profiles, ProfileSet):
         profiles = load_profiles(profiles, renewable_capacity_mw=case.renewable_capacity_mw)
+    return _instance_on_day(case, case.day, profiles, resolve_jobs(case))
+
+
+def build_instances(
+    case: str | Path | Case,
+    days: Sequence[str] | None = None,
+    profiles: ProfileSet | str | Path | None = None,
+    **overrides: Any,
+) -> dict[str, Instance]:
+    """One instance per day (default: every day of the profile source); modes are resolved once."""
+    case = load_case(case)
+    if overrides:
+        case = case.with_overrides(**overrides)
+    if not isinstance(profiles, ProfileSet):
+        profiles = load_profiles(profiles, renewable_capacity_mw=case.renewable_capacity_mw)
+    jobs = resolve_jobs(case)
+    return {day: _instance_on_day(case, day, profiles, jobs) for day in (days or profiles.dates())}
+
+
+def _instance_on_day(case: Case, day: str, profiles: ProfileSet, jobs: tuple[Job, ...]) -> Instance:
     capacity = case.renewable_capacity_mw or profiles.renewable_capacity_mw
-    profile = profiles.day(case.day)
+    profile = profiles.day(day)
     return Instance(
         case_name=case.name,
-        day=case.day,
+        day=day,
         n_gpus=case.n_gpus,
         slot_hours=case.slot_hours,
         pue=case.pue,
@@ -511,7 +531,7 @@ def build_instance(
         ppa_usd_per_mwh=case.ppa_usd_per_mwh,
         curtailment_penalty_usd_per_mwh=case.curtailment_penalty_usd_per_mwh,
         renewable_capacity_mw=capacity,
-        jobs=resolve_jobs(case),
+        jobs=jobs,
         price_usd_per_mwh=hourly_to_slots(profile.price_usd_per_mwh, case.slots),
         renewable_shape=hourly_to_slots(profile.renewable_shape(capacity), case.slots),
     )

@@ -53,7 +53,6 @@ FLOPS_PER_TFLOP = 1e12
 SECONDS_PER_HOUR = 3600.0
 HOURS_PER_DAY = 24.0
 TOKENS_PER_MILLION = 1e6
-BITS_PER_BYTE = 8
 BYTES_PER_BF16 = 2  # bf16 activations / gradients / weights
 BYTES_PER_FP32 = 4  # fp32 logits for the cross-entropy
 FLOPS_PER_MAC = 2  # one multiply-accumulate = 2 floating-point operations
@@ -161,8 +160,10 @@ class ModelSpec:
         return FLOPS_PER_MAC * matmul_weights + attention + head
 
 
-_LLAMA1 = "Touvron et al. 2023, LLaMA: Open and Efficient Foundation Language Models, Table 2 (+ released configs: ffn, vocab)"
-_LLAMA2 = "Touvron et al. 2023, Llama 2: Open Foundation and Fine-Tuned Chat Models, Table 1 / §2.2 (+ released config)"
+_LLAMA1 = ("Touvron et al. 2023, LLaMA: Open and Efficient Foundation Language Models, Table 2 "
+           "(ffn and vocab from the released configs)")
+_LLAMA2 = ("Touvron et al. 2023, Llama 2: Open Foundation and Fine-Tuned Chat Models, Table 1 and §2.2 "
+           "(ffn, vocab, KV heads from the released config)")
 
 #: Read-only registry of the models, lowercase keys. LLM-A of the reference case is ``llama-13b``,
 #: LLM-B is ``llama-33b``.
@@ -200,7 +201,7 @@ RECOMPUTE_CHOICES = ("none", "selective", "full")
 @dataclass(frozen=True)
 class ModeParams:
     """Every assumption of the mode generator, with its source. Override from a TOML table with
-    :meth:`from_dict`. Defaults reproduce the seed's counts (see docs/modes.md)."""
+    :meth:`from_dict`. The defaults land within 15% of the seed's mode counts (docs/modes.md)."""
 
     # --- training job (LLaMA paper §2.3 and Table 2: context 2048, batch 4M tokens) ---------------
     seq_len_tokens: int = 2048
@@ -268,7 +269,8 @@ class ModeParams:
 
         def number(name: str, low: float, high: float = math.inf, low_open: bool = False) -> None:
             value = getattr(self, name)
-            ok = _is_number(value) and math.isfinite(value) and value <= high and (value > low if low_open else value >= low)
+            above = value > low if low_open else value >= low
+            ok = _is_number(value) and math.isfinite(value) and above and value <= high
             bound = f"{'>' if low_open else '>='} {low}" + ("" if high == math.inf else f" and <= {high}")
             require(ok, f"{prefix}.{name}", f"must be a finite number {bound}, got {value!r}")
 
@@ -493,7 +495,9 @@ def memory_gib(spec: ModelSpec, tp: int, pp: int, dp: int, micro_batch: int, par
     embed_params = spec.embedding_params / tp
 
     sbh = s * b * h
-    score_bytes = 0.0 if params.memory_efficient_attention else params.attention_score_bytes_per_as2b * spec.n_heads * s * s * b
+    score_bytes = 0.0
+    if not params.memory_efficient_attention:
+        score_bytes = params.attention_score_bytes_per_as2b * spec.n_heads * s * s * b
     coeff = params.activation_bytes_per_sbh
     if params.sequence_parallel:
         full_layer = (coeff * sbh + score_bytes) / tp
@@ -514,7 +518,8 @@ def memory_gib(spec: ModelSpec, tp: int, pp: int, dp: int, micro_batch: int, par
     logits = BYTES_PER_FP32 * s * b * spec.vocab_size / tp
 
     first = per_param * (block_params + embed_params) + in_flight_first * layers_per_stage * stored_layer + working
-    last = per_param * (block_params + embed_params + spec.hidden_size / tp) + layers_per_stage * stored_layer + working + logits
+    last = (per_param * (block_params + embed_params + spec.hidden_size / tp)
+            + layers_per_stage * stored_layer + working + logits)
     if pp == 1:
         single = per_param * (block_params + 2 * embed_params + spec.hidden_size / tp)
         worst = single + min(1, m) * layers_per_stage * stored_layer + working + logits
@@ -641,7 +646,8 @@ def calibrate_compute_efficiency(params: ModeParams = ModeParams(),
 
 def _objectives(modes: Sequence[Mode]) -> np.ndarray:
     """(n, 3) array of the minimised objectives: GPUs, -tokens/s, kWh per million tokens."""
-    return np.array([(md.gpus, -md.tokens_per_s, md.kwh_per_million_tokens) for md in modes], dtype=float).reshape(-1, 3)
+    rows = [(md.gpus, -md.tokens_per_s, md.kwh_per_million_tokens) for md in modes]
+    return np.array(rows, dtype=float).reshape(-1, 3)
 
 
 def dominates(a: Mode, b: Mode) -> bool:
@@ -760,7 +766,8 @@ def min_hours_two_jobs(modes_a: Sequence[Mode], modes_b: Sequence[Mode], tokens_
 
 
 def _format_table(title: str, mode_set: ModeSet) -> str:
-    header = f"{'label':<20}{'tp':>4}{'pp':>4}{'dp':>6}{'mb':>4}{'GPUs':>7}{'tokens/s':>12}{'tok/s/GPU':>11}{'IT kW':>9}{'kWh/Mtok':>10}"
+    header = (f"{'label':<20}{'tp':>4}{'pp':>4}{'dp':>6}{'mb':>4}{'GPUs':>7}{'tokens/s':>12}"
+              f"{'tok/s/GPU':>11}{'IT kW':>9}{'kWh/Mtok':>10}")
     lines = [f"{title}: {len(mode_set.feasible)} feasible, {len(mode_set.pareto)} Pareto", header]
     for md in mode_set.pareto:
         lines.append(f"{md.label:<20}{md.tp:>4}{md.pp:>4}{md.dp:>6}{md.micro_batch:>4}{md.gpus:>7}"

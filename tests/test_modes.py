@@ -248,6 +248,8 @@ def test_property_screens_and_pareto(model, overrides, max_gpus):
     # Monotonicity: a bigger pool never loses a feasible mode.
     bigger = generate_modes(model, max_gpus + params.gpu_granularity * 16, params)
     assert set(mode_set.feasible) <= set(bigger.feasible)
+    # Pruning commutes with shrinking the pool (a dominating mode never has more GPUs).
+    assert mode_set.pareto == tuple(md for md in bigger.pareto if md.gpus <= max_gpus)
 
 
 def test_feasible_count_monotone_in_pool(reference_sets):

@@ -1,0 +1,245 @@
+"""Evaluate every policy on the same days and compare it with the oracle.
+
+    python evaluate.py --case 2048 --policies oracle,fixed,greedy,mpc,ppo --model runs/ppo-2048/model.zip \
+        --profiles ../shared/data/caiso/caiso_2023_hourly.csv --out results/eval
+
+Reads like a report, top to bottom:
+1. pick the days (held-out days of the profile source by default: every 7th complete day);
+2. build one instance per day (modes resolved once);
+3. run each policy on each day (MILP policies in worker processes), score each schedule with the
+   simulator — the only place where costs are computed;
+4. print one table, write per-day CSV, a JSON summary and PNG figures.
+
+``--study checkpoints|gpus|renewable|flexibility|headline|days`` runs one of the research studies
+instead (see ``experiments/studies.py`` and docs/results.md).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Sequence
+from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+from tqdm import tqdm
+
+from agents.days import split_days
+from agents.mpc import ForecastNoise
+from agents.policies import HEAVY_POLICIES, POLICY_NAMES, PolicySettings, run_policy
+from aidc_env.case import Instance, build_instances, load_case
+from aidc_env.errors import InputError, require, run_cli
+from aidc_env.profiles import load_profiles
+from aidc_env.simulator import Metrics, SimulationResult, simulate
+
+SUMMARY_KEYS = (
+    "operating_cost_usd",
+    "cost_ratio_to_oracle",
+    "grid_cost_usd",
+    "grid_energy_mwh",
+    "renewable_used_mwh",
+    "curtailment_mwh",
+    "green_share",
+    "completion",
+    "tranches_met",
+    "modes_used",
+    "restarts",
+)
+
+
+def day_row(metrics: Metrics) -> dict[str, Any]:
+    """The per-day record of a policy: the simulator's metrics, flattened."""
+    row = {k: v for k, v in metrics.to_dict().items() if k != "jobs"}
+    row["tranches_met"] = float(metrics.tranches_met)
+    row["capacity_ok"] = float(metrics.capacity_ok)
+    row["modes_used"] = sum(job.modes_used for job in metrics.jobs)
+    row["restarts"] = sum(job.restarts for job in metrics.jobs)
+    for job in metrics.jobs:
+        row[f"{job.name}_completion"] = job.completion
+        row[f"{job.name}_modes_used"] = job.modes_used
+    return row
+
+
+def _heavy_task(args: tuple[str, Instance, PolicySettings]) -> tuple[list[list[int]], dict[str, Any]]:
+    name, inst, settings = args
+    return run_policy(name, inst, settings)
+
+
+def run_all(
+    instances: dict[str, Instance], policies: Sequence[str], settings: PolicySettings, workers: int
+) -> dict[str, dict[str, tuple[SimulationResult, dict[str, Any]]]]:
+    """policy → day → (simulation result, policy info)."""
+    results: dict[str, dict[str, tuple[SimulationResult, dict[str, Any]]]] = {p: {} for p in policies}
+    heavy = [(p, d) for p in policies if p in HEAVY_POLICIES for d in instances]
+    light = [(p, d) for p in policies if p not in HEAVY_POLICIES for d in instances]
+    with tqdm(total=len(heavy) + len(light), desc="policies x days", unit="run") as bar:
+        if heavy:
+            tasks = [(p, instances[d], settings) for p, d in heavy]
+            if workers > 1:
+                with ProcessPoolExecutor(max_workers=workers) as pool:
+                    outputs = pool.map(_heavy_task, tasks)
+                    for (p, d), (schedule, info) in zip(heavy, outputs, strict=True):
+                        results[p][d] = (simulate(instances[d], schedule), info)
+                        bar.update()
+            else:
+                for (p, d), task in zip(heavy, tasks, strict=True):
+                    schedule, info = _heavy_task(task)
+                    results[p][d] = (simulate(instances[d], schedule), info)
+                    bar.update()
+        for p, d in light:
+            schedule, info = run_policy(p, instances[d], settings)
+            results[p][d] = (simulate(instances[d], schedule), info)
+            bar.update()
+    return results
+
+
+def summarise(results: dict[str, dict[str, tuple[SimulationResult, dict[str, Any]]]]) -> tuple[pd.DataFrame, dict]:
+    """Per-day table (one row per policy and day) and the JSON summary."""
+    rows = []
+    oracle = results.get("oracle", {})
+    for policy, by_day in results.items():
+        for day, (result, info) in by_day.items():
+            row = {"policy": policy, "day": day, **day_row(result.metrics)}
+            reference = oracle.get(day)
+            row["cost_ratio_to_oracle"] = (
+                result.metrics.operating_cost_usd / reference[0].metrics.operating_cost_usd
+                if reference is not None and reference[0].metrics.operating_cost_usd > 0 else float("nan"))
+            row.update({f"info_{k}": v for k, v in info.items() if isinstance(v, (int, float, str)) or v is None})
+            rows.append(row)
+    per_day = pd.DataFrame(rows)
+    summary: dict[str, Any] = {"policies": {}}
+    for policy, group in per_day.groupby("policy", sort=False):
+        numeric = group.select_dtypes("number")
+        summary["policies"][policy] = {
+            "mean": {k: _json_number(v) for k, v in numeric.mean().items()},
+            "days": {row["day"]: {k: _json_number(row[k]) for k in numeric.columns} for _, row in group.iterrows()},
+        }
+    return per_day, summary
+
+
+def _json_number(value: Any) -> float | None:
+    value = float(value)
+    return None if np.isnan(value) else value
+
+
+def print_table(per_day: pd.DataFrame) -> pd.DataFrame:
+    table = per_day.groupby("policy", sort=False)[[k for k in SUMMARY_KEYS if k in per_day]].mean()
+    with pd.option_context("display.width", 160, "display.float_format", "{:,.4f}".format):
+        print(table)
+    return table
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        description="Run every policy on the same days and compare each with the exact oracle: one table "
+        "(operating cost, cost ratio to the oracle, grid energy, curtailment, green share, completion, modes "
+        "used), per-day CSV, a JSON summary and PNG figures. Days default to the held-out split "
+        "(every 7th complete day of the profile source; see agents/days.py).")
+    parser.add_argument("--case", default="2048", help="bundled case name or TOML path (default 2048)")
+    parser.add_argument("--policies", default="oracle,fixed,greedy,mpc,ppo",
+                        help=f"comma-separated, from {','.join(POLICY_NAMES)} (default: oracle,fixed,greedy,mpc,ppo)")
+    parser.add_argument("--model", help="trained MaskablePPO model (.zip) for the ppo policy "
+                        "(default: runs/ppo-<case>/model.zip if it exists)")
+    parser.add_argument("--days", nargs="+", default=["heldout"],
+                        help="dates YYYY-MM-DD, or one of: heldout (default), all, reference")
+    parser.add_argument("--max-days", type=int, help="use at most this many of the selected days (evenly spread)")
+    parser.add_argument("--profiles", help="canonical hourly CSV (default: the bundled representative days)")
+    parser.add_argument("--gpus", type=int, help="override the GPU pool")
+    parser.add_argument("--segments", type=int, help="override the checkpoint segments K of every job")
+    parser.add_argument("--renewable-ratio", type=float, help="override rho")
+    parser.add_argument("--workers", type=int, default=2, help="processes for oracle/MPC solves (default 2)")
+    parser.add_argument("--time-limit", type=float, default=120.0, help="seconds per MILP solve (default 120)")
+    parser.add_argument("--mpc-noise", type=float, default=0.0,
+                        help="MPC forecast error (relative sigma at 24 h lead) on price and renewable (default 0)")
+    parser.add_argument("--seed", type=int, default=0, help="seed of the random policy and MPC noise")
+    parser.add_argument("--out", default="results/eval", help="output folder (CSV, JSON, PNG)")
+    parser.add_argument("--json", help="also write the JSON summary to this file")
+    parser.add_argument("--no-plots", action="store_true", help="skip the PNG figures")
+    parser.add_argument("--study", help="run a research study instead: checkpoints, gpus, renewable, flexibility, "
+                        "headline, days (see experiments/studies.py)")
+    args, rest = parser.parse_known_args(argv)
+
+    if args.study:
+        from experiments.studies import main as study_main
+
+        return study_main([args.study, "--case", args.case, "--out", args.out, "--workers", str(args.workers),
+                           *(["--profiles", args.profiles] if args.profiles else []), *rest])
+    require(not rest, "arguments", f"unrecognised: {' '.join(rest)}")
+
+    # 1. Days.
+    case = load_case(args.case)
+    profiles = load_profiles(args.profiles, renewable_capacity_mw=case.renewable_capacity_mw)
+    days = select_days(args.days, profiles.dates(), case.day, args.max_days)
+
+    # 2. Instances.
+    overrides = {"gpus": args.gpus, "segments": args.segments, "renewable_ratio": args.renewable_ratio}
+    instances = build_instances(case, days, profiles, **{k: v for k, v in overrides.items() if v is not None})
+
+    # 3. Policies.
+    policies = [p.strip() for p in args.policies.split(",") if p.strip()]
+    unknown = [p for p in policies if p not in POLICY_NAMES]
+    require(not unknown, "policies", f"unknown {', '.join(unknown)}; known: {', '.join(POLICY_NAMES)}")
+    model_path = args.model or str(Path("runs") / f"ppo-{case.name}" / "model.zip")
+    if "ppo" in policies and not Path(model_path).exists():
+        require(args.model is None, "model", f"no such file {args.model}")
+        print(f"No trained PPO model at {model_path}: evaluating the other policies. Train one with\n"
+              f"  python train.py --case {case.name}" + (f" --profiles {args.profiles}" if args.profiles else ""),
+              file=sys.stderr)
+        policies.remove("ppo")
+    settings = PolicySettings(time_limit_s=args.time_limit, seed=args.seed, model_path=model_path,
+                              mpc_noise=ForecastNoise(args.mpc_noise, args.mpc_noise))
+    print(f"{len(policies)} policies x {len(days)} days of case {case.name} ({profiles.source})")
+    results = run_all(instances, policies, settings, max(1, args.workers))
+
+    # 4. Report.
+    per_day, summary = summarise(results)
+    summary.update({"case": case.name, "days": days, "profiles": profiles.source, "overrides":
+                    {k: v for k, v in overrides.items() if v is not None}})
+    print_table(per_day)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    per_day.to_csv(out / "per_day.csv", index=False)
+    text = json.dumps(summary, indent=1)
+    (out / "summary.json").write_text(text)
+    if args.json:
+        Path(args.json).write_text(text)
+    if not args.no_plots:
+        from experiments.plots import plot_cost_ratios, plot_dispatch, plot_mode_timeline
+
+        first = days[0]
+        day_results = {p: results[p][first][0] for p in policies}
+        plot_dispatch(instances[first], day_results, out / f"dispatch_{first}.png")
+        plot_mode_timeline(instances[first], day_results, out / f"modes_{first}.png")
+        if "oracle" in policies:
+            plot_cost_ratios(per_day, out / "cost_ratio.png")
+    print(f"wrote {out}/per_day.csv, {out}/summary.json" + ("" if args.no_plots else " and figures"))
+    return 0
+
+
+def select_days(requested: Sequence[str], available: Sequence[str], reference: str, max_days: int | None) -> list[str]:
+    """Resolve --days: explicit dates, 'heldout', 'all' or 'reference'; --max-days spreads evenly."""
+    if list(requested) == ["heldout"]:
+        days = split_days(available)[1] or list(available)
+    elif list(requested) == ["all"]:
+        days = list(available)
+    elif list(requested) == ["reference"]:
+        days = [reference]
+    else:
+        days = list(requested)
+        missing = [d for d in days if d not in available]
+        if missing:
+            raise InputError("days", f"{', '.join(missing)} not among the {len(available)} complete days of the "
+                             "profile source")
+    if max_days is not None and len(days) > max_days:
+        require(max_days > 0, "max-days", "must be > 0")
+        index = np.unique(np.linspace(0, len(days) - 1, max_days).round().astype(int))
+        days = [days[i] for i in index]
+    return days
+
+
+if __name__ == "__main__":
+    sys.exit(run_cli(main))
