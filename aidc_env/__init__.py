@@ -39,3 +39,7 @@ def __getattr__(name: str) -> Any:
     if name in _LAZY:
         return getattr(importlib.import_module(_LAZY[name]), name)
     raise AttributeError(f"module 'aidc_env' has no attribute {name!r}")
+
+from aidc_env.env import register_envs  # noqa: E402  (registers aidc_env/CheckpointDispatch-v0, idempotent)
+
+register_envs()

@@ -425,7 +425,7 @@ def case_from_dict(data: Mapping[str, Any], source: str = "") -> Case:
         day=str(data["day"]),
         jobs=tuple(jobs),
         mode_pool_gpus=data.get("mode_pool_gpus"),
-        mode_params=ModeParams.from_dict(dict(data.get("modes", {}))),
+        mode_params=ModeParams.from_dict(dict(data.get("modes", {})), field_prefix="modes"),
         source=source,
         **{k: float(v) for k, v in numeric.items()},
     )

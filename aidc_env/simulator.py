@@ -70,6 +70,36 @@ def slot_productive_hours(inst: Instance, job: Job, offset_in_segment: int, rest
     return inst.slot_hours - lost
 
 
+def energy_accounting(inst: Instance, load_mw: np.ndarray) -> tuple[dict[str, float], tuple[np.ndarray, ...]]:
+    """Costs and energies of a facility load profile (MW per slot): the energy part of :class:`Metrics`.
+
+    Returns (totals by Metrics field name, per-slot (renewable used, grid, curtailment, decision cost)).
+    """
+    used, grid, curtailment = renewable_first(load_mw, inst.renewable_mw)
+    decision = slot_decision_cost_usd(inst, grid, curtailment)
+    dt = inst.slot_hours
+    grid_cost = float(np.sum(inst.price_usd_per_mwh * grid) * dt)
+    penalty = float(np.sum(curtailment) * dt * inst.curtailment_penalty_usd_per_mwh)
+    renewable_cost = float(np.sum(inst.renewable_mw) * dt * inst.ppa_usd_per_mwh)
+    load_mwh = float(np.sum(load_mw) * dt)
+    totals = {
+        "operating_cost_usd": grid_cost + renewable_cost + penalty,
+        "grid_cost_usd": grid_cost,
+        "renewable_cost_usd": renewable_cost,
+        "curtailment_penalty_usd": penalty,
+        "decision_cost_usd": float(np.sum(decision)),
+        "load_energy_mwh": load_mwh,
+        "grid_energy_mwh": float(np.sum(grid) * dt),
+        "renewable_available_mwh": float(np.sum(inst.renewable_mw) * dt),
+        "renewable_used_mwh": float(np.sum(used) * dt),
+        "curtailment_mwh": float(np.sum(curtailment) * dt),
+        "green_share": float(np.sum(used) * dt / load_mwh) if load_mwh > 0 else 0.0,
+        "peak_load_mw": float(load_mw.max()),
+        "peak_grid_mw": float(grid.max()),
+    }
+    return totals, (used, grid, curtailment, decision)
+
+
 # ------------------------------------------------------------------------------ schedules
 
 
@@ -230,28 +260,10 @@ def simulate(inst: Instance, schedule: Sequence[Sequence[int]] | Mapping[str, Se
             )
         )
     load = facility_load_mw(inst, gpus_used, it_power_kw)
-    used, grid, curtailment = renewable_first(load, inst.renewable_mw)
-    decision = slot_decision_cost_usd(inst, grid, curtailment)
-    dt = inst.slot_hours
-    grid_cost = float(np.sum(inst.price_usd_per_mwh * grid) * dt)
-    penalty = float(np.sum(curtailment) * dt * inst.curtailment_penalty_usd_per_mwh)
-    renewable_cost = float(np.sum(inst.renewable_mw) * dt * inst.ppa_usd_per_mwh)
-    load_mwh = float(np.sum(load) * dt)
+    energy, (used, grid, curtailment, decision) = energy_accounting(inst, load)
     over = gpus_used > inst.n_gpus
     metrics = Metrics(
-        operating_cost_usd=grid_cost + renewable_cost + penalty,
-        grid_cost_usd=grid_cost,
-        renewable_cost_usd=renewable_cost,
-        curtailment_penalty_usd=penalty,
-        decision_cost_usd=float(np.sum(decision)),
-        load_energy_mwh=load_mwh,
-        grid_energy_mwh=float(np.sum(grid) * dt),
-        renewable_available_mwh=float(np.sum(inst.renewable_mw) * dt),
-        renewable_used_mwh=float(np.sum(used) * dt),
-        curtailment_mwh=float(np.sum(curtailment) * dt),
-        green_share=float(np.sum(used) * dt / load_mwh) if load_mwh > 0 else 0.0,
-        peak_load_mw=float(load.max()),
-        peak_grid_mw=float(grid.max()),
+        **energy,
         peak_gpus=int(gpus_used.max()),
         capacity_ok=not bool(over.any()),
         capacity_violation_slots=int(over.sum()),

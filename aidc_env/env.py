@@ -1,0 +1,733 @@
+"""Gymnasium environment: dispatch checkpoint-aware 3D-parallel pre-training jobs slot by slot (DESIGN §4).
+
+``gymnasium.make("aidc_env/CheckpointDispatch-v0", case="2048")`` (registered on ``import aidc_env``; also
+``gymnasium.make("aidc_env:aidc_env/CheckpointDispatch-v0")`` from a fresh process). The env never computes a
+cost of its own: every slot's load, renewable use, grid import, curtailment and cost come from the
+simulator's functions (:func:`~aidc_env.simulator.facility_load_mw`, :func:`~aidc_env.simulator.renewable_first`,
+:func:`~aidc_env.simulator.slot_decision_cost_usd`) and every token from
+:func:`~aidc_env.simulator.slot_productive_hours`, so that ``simulate(instance, env.schedule())`` gives the
+episode's decision cost exactly. See ``docs/env.md`` for a worked example.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+import math
+import operator
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+from gymnasium import spaces
+
+from aidc_env.case import PAUSE, SECONDS_PER_HOUR, Case, Instance, build_instance, load_case
+from aidc_env.errors import InputError, require
+from aidc_env.profiles import DayProfile, ProfileSet, hourly_to_slots, load_profiles
+from aidc_env.simulator import (
+    TRANCHE_TOLERANCE,
+    facility_load_mw,
+    renewable_first,
+    slot_decision_cost_usd,
+    slot_productive_hours,
+)
+
+ENV_ID = "aidc_env/CheckpointDispatch-v0"
+"""Gymnasium id of :class:`CheckpointDispatchEnv`."""
+
+PRICE_SCALE_USD_PER_MWH = 100.0
+"""Observed price = λ / 100 $/MWh, clipped to [PRICE_OBS_LOW, PRICE_OBS_HIGH]."""
+PRICE_OBS_LOW = -2.0
+"""Lowest observed scaled price (−$200/MWh; CAISO 2023 goes down to about −$105/MWh)."""
+PRICE_OBS_HIGH = 10.0
+"""Highest observed scaled price ($1,000/MWh; CAISO 2023 peaks near $1,058/MWh, so a few hours clip)."""
+PROGRESS_OBS_HIGH = 4.0
+"""Observed progress X_j / W_j is clipped to [0, 4]."""
+RATE_RATIO_OBS_HIGH = 10.0
+"""Observed required-rate ratio is clipped to [0, 10] (> 1: the tranche can no longer be met)."""
+
+DEFAULT_LOOKAHEAD = 16
+"""Look-ahead window, in slots (4 hours at 15-minute slots)."""
+DEFAULT_REWARD_SCALE_USD = 100.0
+"""Reward = −(slot decision cost in $) / 100: one reward unit is $100."""
+DEFAULT_TERMINAL_PENALTY_FACTOR = 2.0
+"""Multiplier on the most a missing token could ever save (see :meth:`CheckpointDispatchEnv.penalty_usd_per_token`)."""
+PENALTY_PRICE_FLOOR_USD_PER_MWH = 100.0
+"""The terminal penalty prices energy at max(day's highest price, $100/MWh), so it never vanishes."""
+SAFETY_TOLERANCE = 0.5 * TRANCHE_TOLERANCE
+"""The safety test asks for X ≥ W·(1 − 5e-10): stricter than the simulator's tranche check (1e-9)."""
+
+JOB_FEATURES = (
+    "progress",
+    "required_rate_ratio",
+    "gpu_share",
+    "power_share",
+    "mode_index",
+    "at_checkpoint",
+    "slots_to_boundary",
+)
+"""The per-job observation features, in order (see :class:`CheckpointDispatchEnv`)."""
+
+
+def register_envs() -> None:
+    """Register ``aidc_env/CheckpointDispatch-v0`` with Gymnasium (idempotent)."""
+    if ENV_ID not in gym.registry:
+        gym.register(id=ENV_ID, entry_point="aidc_env.env:CheckpointDispatchEnv")
+
+
+class CheckpointDispatchEnv(gym.Env):
+    """
+    ## Description
+
+    An AI data center with N GPUs runs pre-training jobs, each of which must finish a daily token
+    tranche W_j. It is fed first by its own renewable plant (no export) and then by the grid at the
+    day's prices. Each job may pause, resume or change its 3D-parallel mode (tensor × pipeline × data
+    parallel degrees, hence GPUs, tokens/s and IT power) only at its checkpoint boundaries (K_j segments
+    per day). A restart (resume or switch) spends the first τ_j hours of the segment loading the
+    checkpoint at full power and zero tokens. The agent picks, every slot, a joint choice for all jobs;
+    the env scores it with the simulator's functions (DESIGN §2). One step is one slot, one episode one day.
+
+    ## Action Space
+
+    ``Discrete(A)`` with A = Π_j (M_j + 1) joint choices (273 = 13 × 21 in the 2048 case). Job j's local
+    choice is 0 = pause or i = its Pareto mode i − 1; the joint index is the mixed-radix number of the
+    local choices with job 0 the most significant digit (``numpy.ravel_multi_index`` order):
+    a = Σ_j local_j · Π_{k>j} (M_k + 1). :meth:`encode` and :meth:`decode` convert.
+
+    :meth:`action_masks` returns the exact bool mask of valid joint actions:
+
+    - a job off its checkpoint boundary may only keep its choice (before t = 0 every job runs its
+      ``initial_mode``; keeping it costs no restart);
+    - the GPUs of the joint choice fit the pool (Σ_j n ≤ N);
+    - with ``pause_when_done`` (default), a job whose tranche is met may only pause at its boundaries;
+    - with ``safety_mask`` (default), a joint choice is removed unless, after taking it for the current
+      segments, some capacity-feasible joint mode held for all the remaining segments (paying the restart
+      it costs, and fitting the pool also while the jobs reach their boundaries at different slots) still
+      finishes every job's tranche. If no choice passes, the plain mask above is used (never all-False).
+      Since the plan that made the current choice safe stays available, every policy that follows the mask
+      completes every tranche whenever the day starts safe (e.g. when fixed continuous training completes).
+
+    An action outside the mask never raises: the env keeps every job's current choice (or, if keeping is
+    not in the mask, e.g. a finished job at its boundary, takes the lowest valid joint action) and sets
+    ``info["invalid_action"] = True``.
+
+    ## Observation Space
+
+    ``Box(float32)`` of size 7·J + 4 + 2·L (J jobs, L = ``lookahead``; 50 for the 2048 case with L = 16).
+    Per job j, in job order (7 values each):
+
+    | # | feature | meaning | range |
+    |---|---|---|---|
+    | 0 | progress | tokens so far / W_j (1 if W_j = 0) | [0, 4] (clipped) |
+    | 1 | required_rate_ratio | (W_j − X_j)⁺ / seconds left / fastest mode's tokens/s | [0, 10] (clipped) |
+    | 2 | gpu_share | GPUs of the current choice / N | [0, 1] |
+    | 3 | power_share | IT power of the current choice / (N · p_rated) | [0, max] |
+    | 4 | mode_index | local choice / M_j (0 = pause, 1 = the last Pareto mode) | [0, 1] |
+    | 5 | at_checkpoint | 1 if the slot is one of the job's boundaries | {0, 1} |
+    | 6 | slots_to_boundary | slots left in the current segment / slots per segment | (0, 1] |
+
+    Then the global values: time of day t / T; price now λ_t / 100 (clipped to [−2, 10]); renewable now
+    R_t / P_rated (a share of the rated facility power, in [0, ρ]); the next L slots' prices (same
+    scaling); the next L slots' renewable shares; the free GPU share (N − Σ_j n) / N. Look-ahead values
+    past the end of the day are 0. The "current choice" is the one held in the previous slot (the
+    initial mode at t = 0).
+
+    With ``forecast_noise = σ > 0`` the look-ahead (not the current values) is the truth plus Gaussian
+    noise of standard deviation σ·√k at lead k (in the scaled units above), drawn once per episode at
+    reset from ``self.np_random`` and clipped to the bounds.
+
+    ## Rewards
+
+    Every step: −(the slot's decision cost: grid cost λ_t g_t Δ + curtailment penalty c_cur c_t Δ, in $)
+    / ``reward_scale`` (default $100 per unit). The take-or-pay renewable cost does not depend on decisions
+    and is left out. At the last step, minus a terminal penalty / ``reward_scale``: for each job,
+    missing tokens × :meth:`penalty_usd_per_token` (0 when every tranche is met; only reachable with
+    ``safety_mask=False``).
+
+    ## Starting State
+
+    Slot 0 of a day drawn uniformly (with ``self.np_random``) from ``days``, or the day given by
+    ``reset(options={"day": "YYYY-MM-DD"})``; no tokens yet; each job's current choice is its initial mode.
+
+    ## Episode End
+
+    ``terminated`` after the last slot of the day (T steps, 96 by default). Never truncated.
+
+    ## Arguments
+
+    - ``case``: a bundled case name (``"2048"``), a TOML path, a :class:`~aidc_env.case.Case`, or an
+      :class:`~aidc_env.case.Instance` (or a sequence of instances of the same case on different days).
+    - ``overrides``: mapping of case overrides (``gpus``, ``segments``, ``renewable_ratio`` or any Case field).
+    - ``profiles``: None (the bundled days), a CSV path, a loaded :class:`~aidc_env.profiles.ProfileSet` or
+      a mapping date → :class:`~aidc_env.profiles.DayProfile`. Not used with instances.
+    - ``days``: dates to draw episodes from (default: every day of the profile source / the instances).
+    - ``lookahead``: look-ahead window in slots (default 16).
+    - ``forecast_noise``: σ of the look-ahead noise (default 0: perfect foresight).
+    - ``reward_scale``: $ per reward unit (default 100).
+    - ``safety_mask``: remove choices after which the tranches can no longer be met (default True).
+    - ``pause_when_done``: a job whose tranche is met may only pause at its boundaries (default True).
+    - ``terminal_penalty_factor``: multiplier of the terminal penalty (default 2).
+    - ``render_mode``: None or ``"ansi"``.
+
+    Each day's instance is built once per env and cached (modes are generated once).
+    """
+
+    metadata = {"render_modes": ["ansi"], "render_fps": 4}
+
+    def __init__(
+        self,
+        case: str | Path | Case | Instance | Sequence[Instance] = "2048",
+        overrides: Mapping[str, Any] | None = None,
+        profiles: str | Path | ProfileSet | Mapping[str, DayProfile] | None = None,
+        days: Sequence[str] | None = None,
+        lookahead: int = DEFAULT_LOOKAHEAD,
+        forecast_noise: float = 0.0,
+        reward_scale: float = DEFAULT_REWARD_SCALE_USD,
+        safety_mask: bool = True,
+        pause_when_done: bool = True,
+        terminal_penalty_factor: float = DEFAULT_TERMINAL_PENALTY_FACTOR,
+        render_mode: str | None = None,
+    ):
+        super().__init__()
+        require(isinstance(lookahead, (int, np.integer)) and not isinstance(lookahead, bool) and lookahead >= 0,
+                "lookahead", f"must be an integer >= 0, got {lookahead!r}")
+        require(_finite(forecast_noise) and forecast_noise >= 0, "forecast_noise", "must be a number >= 0")
+        require(_finite(reward_scale) and reward_scale > 0, "reward_scale", "must be a number > 0")
+        require(_finite(terminal_penalty_factor) and terminal_penalty_factor >= 0, "terminal_penalty_factor",
+                "must be a number >= 0")
+        require(render_mode is None or render_mode in self.metadata["render_modes"], "render_mode",
+                f"must be None or one of {self.metadata['render_modes']}")
+        self.render_mode = render_mode
+        self.lookahead = int(lookahead)
+        self.forecast_noise = float(forecast_noise)
+        self.reward_scale = float(reward_scale)
+        self.safety_mask = bool(safety_mask)
+        self.pause_when_done = bool(pause_when_done)
+        self.terminal_penalty_factor = float(terminal_penalty_factor)
+
+        self._instances: dict[str, Instance] = {}
+        self._hourly: dict[str, tuple[np.ndarray, np.ndarray]] = {}
+        template = self._resolve_source(case, overrides, profiles)
+        all_days = sorted(self._instances) if not self._hourly else list(self._hourly)
+        if days is None:
+            self.days = list(all_days)
+        else:
+            require(not isinstance(days, str) and len(days) > 0, "days", "must be a non-empty list of dates")
+            for d in days:
+                self._check_day(d)
+            self.days = [str(d) for d in days]
+        self._template = template
+        self._setup_tables(template)
+
+        # Episode state (set by reset).
+        self._inst: Instance | None = None
+        self._t = 0
+        self._cur = np.zeros(self.n_jobs, dtype=np.int64)
+        self._restarted = np.zeros(self.n_jobs, dtype=bool)
+        self._tokens = np.zeros(self.n_jobs)
+        self._schedule: list[np.ndarray] = []
+        self._mask: np.ndarray | None = None
+        self._global_obs = np.zeros((0, 0), dtype=np.float32)
+        self._renewable = np.zeros(0)
+        self._penalty_per_token = np.zeros(self.n_jobs)
+        self._last_info: dict[str, Any] = {}
+
+    # ------------------------------------------------------------------ construction helpers
+
+    def _resolve_source(self, case: Any, overrides: Mapping[str, Any] | None,
+                        profiles: Any) -> Instance:
+        """Fill the per-day caches; return the template instance (jobs and parameters shared by all days)."""
+        if isinstance(case, Instance) or (isinstance(case, Sequence) and not isinstance(case, str) and len(case) > 0
+                                          and all(isinstance(c, Instance) for c in case)):
+            require(not overrides, "overrides", "cannot be combined with instances")
+            require(profiles is None, "profiles", "cannot be combined with instances")
+            instances = [case] if isinstance(case, Instance) else list(case)
+            reference = _structure(instances[0])
+            for inst in instances:
+                require(inst.day not in self._instances, "case", f"two instances for the day {inst.day}")
+                require(_structure(inst) == reference, "case",
+                        f"the instance of {inst.day} differs from the first in jobs or parameters")
+                self._instances[inst.day] = inst
+            return instances[0]
+        require(isinstance(case, (str, Path, Case)), "case",
+                f"must be a case name, a TOML path, a Case or Instance(s), got {type(case).__name__}")
+        case_obj = load_case(case)
+        if overrides:
+            require(isinstance(overrides, Mapping), "overrides", "must be a mapping")
+            require("day" not in overrides, "overrides.day", "choose days with days= or reset(options={'day': ...})")
+            case_obj = case_obj.with_overrides(**dict(overrides))
+        profile_set = _as_profile_set(profiles, case_obj.renewable_capacity_mw)
+        capacity = case_obj.renewable_capacity_mw or profile_set.renewable_capacity_mw
+        for date, day in profile_set.days.items():
+            self._hourly[date] = (np.asarray(day.price_usd_per_mwh, dtype=float),
+                                  np.asarray(day.renewable_shape(capacity), dtype=float))
+        first_day = case_obj.day if case_obj.day in self._hourly else profile_set.dates()[0]
+        template = build_instance(case_obj, day=first_day, profiles=profile_set)
+        self._instances[template.day] = template
+        # The ProfileSet itself is not kept (it holds mapping proxies, which do not pickle).
+        return template
+
+    def _check_day(self, day: Any) -> str:
+        require(isinstance(day, str), "day", f"must be a date string YYYY-MM-DD, got {day!r}")
+        if day in self._instances or day in self._hourly:
+            return day
+        known = sorted(self._hourly) if self._hourly else sorted(self._instances)
+        what = "profile source" if self._hourly else "instances"
+        try:
+            valid = len(day) == 10 and dt.date.fromisoformat(day).isoformat() == day
+        except ValueError:
+            valid = False
+        if not valid:
+            raise InputError("day", f"{day!r} is not a valid date (expected YYYY-MM-DD)")
+        raise InputError("day", f"{day} is not a day of the {what} ({len(known)} days from {known[0]} to {known[-1]})")
+
+    def instance(self, day: str | None = None) -> Instance:
+        """The instance of ``day`` (default: the current episode's), built once and cached."""
+        if day is None:
+            require(self._inst is not None, "day", "no episode yet: call reset() or give a day")
+            return self._inst  # type: ignore[return-value]
+        day = self._check_day(day)
+        inst = self._instances.get(day)
+        if inst is None:
+            price, shape = self._hourly[day]
+            t = self._template
+            inst = dataclasses.replace(t, day=day, price_usd_per_mwh=hourly_to_slots(price, t.slots),
+                                       renewable_shape=hourly_to_slots(shape, t.slots))
+            self._instances[day] = inst
+        return inst
+
+    def _setup_tables(self, inst: Instance) -> None:
+        """Joint-action tables and per-job arrays (the same for every day)."""
+        jobs = inst.jobs
+        self.n_jobs = J = len(jobs)
+        self.n_slots = T = inst.slots
+        self._slot_hours = inst.slot_hours
+        self._n_gpus = inst.n_gpus
+        sizes = tuple(job.n_modes + 1 for job in jobs)
+        self._sizes = sizes
+        self.n_actions = A = int(np.prod(sizes))
+        loc = np.indices(sizes).reshape(J, -1).T.astype(np.int64)  # (A, J) local choices, job 0 most significant
+        self._loc = loc
+        self._loc_cols = [np.ascontiguousarray(loc[:, j]) for j in range(J)]
+        self._strides = [int(np.prod(sizes[j + 1:])) for j in range(J)]
+        self._choice_table = loc - 1  # PAUSE (-1) or a mode index
+        gpus = np.zeros(A, dtype=np.int64)
+        power = np.zeros(A)
+        for j, job in enumerate(jobs):  # accumulated in job order, exactly as the simulator does
+            gpus += job.gpus_by_choice[self._choice_table[:, j]]
+            power += job.it_power_kw_by_choice[self._choice_table[:, j]]
+        self._gpus_table = gpus
+        self._power_table = power
+        self._load_table = facility_load_mw(inst, gpus, power)
+        self._cap_ok = gpus <= inst.n_gpus
+
+        # Per job, arrays indexed by local choice (0 = pause, i = mode i - 1).
+        self._sps = [inst.slots_per_segment(job) for job in jobs]
+        self._tau = [job.restart_hours for job in jobs]
+        self._tranche = np.array([job.tranche_tokens for job in jobs], dtype=float)
+        self._gpus_loc = [np.asarray(job.gpus_by_choice[np.arange(n) - 1], dtype=np.int64) for job, n in
+                          zip(jobs, sizes, strict=True)]
+        self._power_loc = [np.asarray(job.it_power_kw_by_choice[np.arange(n) - 1], dtype=float) for job, n in
+                           zip(jobs, sizes, strict=True)]
+        self._rate_loc = [np.asarray(job.tokens_per_s_by_choice[np.arange(n) - 1], dtype=float) for job, n in
+                          zip(jobs, sizes, strict=True)]
+        self._rate3600_loc = [r * SECONDS_PER_HOUR for r in self._rate_loc]
+        self._gpus_joint = [self._gpus_loc[j][self._loc_cols[j]] for j in range(J)]
+        self._max_rate = [float(r.max()) if r.size else 0.0 for r in self._rate_loc]
+        # Productive hours of each slot of a restarted segment (the simulator's function), and suffix sums.
+        self._prod_restart: list[list[float]] = []
+        self._suffix_restart: list[np.ndarray] = []
+        for job, sps in zip(jobs, self._sps, strict=True):
+            per_slot = [slot_productive_hours(inst, job, o, True) for o in range(sps)]
+            self._prod_restart.append(per_slot)
+            self._suffix_restart.append(np.cumsum(per_slot[::-1])[::-1].copy())
+        # Safety test: held modes sorted by GPUs, so that the first feasible one is the smallest.
+        self._safety = []
+        for j in range(J):
+            order = np.argsort(self._gpus_loc[j], kind="stable")
+            r_sorted = self._rate3600_loc[j][order]
+            # eye[c, k] = 1 where sorted held mode k is the local choice c itself (no restart).
+            eye = (order[None, :] == np.arange(sizes[j])[:, None]).astype(float)
+            self._safety.append({
+                "gpus_sorted": self._gpus_loc[j][order],
+                "rate3600_sorted": r_sorted,
+                "keep_bonus": eye * (r_sorted * self._tau[j])[None, :],
+                "local": np.arange(sizes[j]),
+            })
+
+        # Observation layout and bounds.
+        self._power_ref_kw = inst.n_gpus * inst.rated_kw_per_gpu
+        if self._power_ref_kw <= 0:
+            self._power_ref_kw = max(float(power.max()), 1.0)
+        power_high = max(1.0, max(float(p.max()) / self._power_ref_kw for p in self._power_loc))
+        self._ren_high = max(float(inst.renewable_ratio), 1e-6)
+        L = self.lookahead
+        job_low = [0.0] * len(JOB_FEATURES)
+        job_high = [PROGRESS_OBS_HIGH, RATE_RATIO_OBS_HIGH, 1.0, power_high, 1.0, 1.0, 1.0]
+        glob_low = [0.0, PRICE_OBS_LOW, 0.0] + [PRICE_OBS_LOW] * L + [0.0] * L + [0.0]
+        glob_high = [1.0, PRICE_OBS_HIGH, self._ren_high] + [PRICE_OBS_HIGH] * L + [self._ren_high] * L + [1.0]
+        low = np.array(job_low * J + glob_low, dtype=np.float32)
+        high = np.array(job_high * J + glob_high, dtype=np.float32)
+        self.observation_space = spaces.Box(low=low, high=high, dtype=np.float32)
+        self.action_space = spaces.Discrete(A)
+        self._obs_low = low.astype(float)
+        self._obs_high = high.astype(float)
+        self._n_job_obs = len(JOB_FEATURES) * J
+        self._obs_size = low.size
+
+    def observation_names(self) -> list[str]:
+        """The name of every observation entry, in order."""
+        names = [f"{job.name}.{f}" for job in self._template.jobs for f in JOB_FEATURES]
+        names += ["time_of_day", "price_now", "renewable_now"]
+        names += [f"price_ahead_{k}" for k in range(1, self.lookahead + 1)]
+        names += [f"renewable_ahead_{k}" for k in range(1, self.lookahead + 1)]
+        names.append("free_gpu_share")
+        return names
+
+    # ------------------------------------------------------------------ action encoding
+
+    def encode(self, choices: Sequence[int]) -> int:
+        """Joint action of per-job choices (``PAUSE`` or a mode index)."""
+        require(len(choices) == self.n_jobs, "choices", f"expected {self.n_jobs} values")
+        action = 0
+        for j, c in enumerate(choices):
+            c = int(c)
+            require(PAUSE <= c < self._sizes[j] - 1, f"choices[{j}]", f"must be -1 or a mode index < {self._sizes[j] - 1}")
+            action += (c + 1) * self._strides[j]
+        return action
+
+    def decode(self, action: int) -> list[int]:
+        """Per-job choices (``PAUSE`` or a mode index) of a joint action."""
+        return [int(c) for c in self._choice_table[int(action)]]
+
+    def actions_for_schedule(self, schedule: Sequence[Sequence[int]]) -> list[int]:
+        """The joint action of every slot that replays a schedule (per job, per segment: mode or PAUSE)."""
+        require(len(schedule) == self.n_jobs, "schedule", f"expected {self.n_jobs} jobs")
+        per_slot = [np.repeat(np.asarray(s, dtype=np.int64), sps) for s, sps in zip(schedule, self._sps, strict=True)]
+        for j, arr in enumerate(per_slot):
+            require(arr.size == self.n_slots, f"schedule[{j}]", f"expected {self._template.jobs[j].segments} segments")
+        return [self.encode([arr[t] for arr in per_slot]) for t in range(self.n_slots)]
+
+    def schedule(self) -> list[list[int]]:
+        """The schedule taken so far: per job, per segment, a mode index or ``PAUSE`` (segments not yet
+        reached are ``PAUSE``). After a full episode, ``simulate(env.instance(), env.schedule())`` scores it."""
+        return [arr.tolist() for arr in self._schedule]
+
+    # ------------------------------------------------------------------ gymnasium API
+
+    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
+        super().reset(seed=seed)
+        options = options or {}
+        day = options.get("day")
+        if day is None:
+            day = self.days[int(self.np_random.integers(len(self.days)))]
+        inst = self.instance(day)
+        self._inst = inst
+        self._t = 0
+        self._cur = np.array([job.initial_mode + 1 for job in inst.jobs], dtype=np.int64)
+        self._restarted = np.zeros(self.n_jobs, dtype=bool)
+        self._tokens = np.zeros(self.n_jobs)
+        self._schedule = [np.full(job.segments, PAUSE, dtype=np.int64) for job in inst.jobs]
+        self._mask = None
+        self._renewable = inst.renewable_mw
+        self._global_obs = self._global_table(inst)
+        self._penalty_per_token = self.penalty_usd_per_token(inst)
+        info = {"day": inst.day, "slot": 0, "job_modes": (self._cur - 1).tolist(),
+                "job_progress": self._progress().tolist()}
+        return self._observation(), info
+
+    def step(self, action):
+        inst = self._inst
+        if inst is None:
+            raise gym.error.ResetNeeded("call reset() before step()")
+        t = self._t
+        if t >= self.n_slots:
+            raise gym.error.ResetNeeded("the day is over: call reset()")
+        mask = self._mask if self._mask is not None else self._compute_mask()
+        keep = self._keep_action()
+        try:
+            a = operator.index(action)
+        except TypeError:
+            arr = np.asarray(action)
+            a = int(arr.reshape(-1)[0]) if arr.size == 1 and np.issubdtype(arr.dtype, np.integer) else -1
+        invalid = not (0 <= a < self.n_actions) or not mask[a]
+        if invalid:
+            a = keep if mask[keep] else int(np.argmax(mask))
+
+        cur = self._cur
+        loc = self._loc[a]
+        for j in range(self.n_jobs):
+            c = int(loc[j])
+            sps = self._sps[j]
+            offset = t % sps
+            if offset == 0:
+                self._restarted[j] = c != 0 and c != cur[j]
+                self._schedule[j][t // sps] = c - 1
+            if c:
+                hours = self._prod_restart[j][offset] if self._restarted[j] else self._slot_hours
+                self._tokens[j] += self._rate3600_loc[j][c] * hours
+            cur[j] = c
+
+        load = self._load_table[a]
+        used, grid, curtailment = renewable_first(load, self._renewable[t])
+        cost = float(slot_decision_cost_usd(inst, grid, curtailment, t))
+        reward = -cost / self.reward_scale
+        self._t = t = t + 1
+        self._mask = None
+        terminated = t == self.n_slots
+        penalty = 0.0
+        if terminated:
+            shortfall = self.shortfall_tokens()
+            penalty = float(np.sum(shortfall * self._penalty_per_token))
+            reward -= penalty / self.reward_scale
+        info = {
+            "day": inst.day,
+            "slot": t - 1,
+            "slot_cost_usd": cost,
+            "load_mw": float(load),
+            "grid_mw": float(grid),
+            "renewable_used_mw": float(used),
+            "curtailment_mw": float(curtailment),
+            "gpus_used": int(self._gpus_table[a]),
+            "job_modes": (loc - 1).tolist(),
+            "job_progress": self._progress().tolist(),
+            "invalid_action": invalid,
+            "terminal_penalty_usd": penalty,
+        }
+        self._last_info = info
+        return self._observation(), reward, terminated, False, info
+
+    def action_masks(self) -> np.ndarray:
+        """Bool mask over the joint actions of the current slot (see the class docstring)."""
+        if self._inst is None:
+            raise gym.error.ResetNeeded("call reset() before action_masks()")
+        mask = self._mask if self._mask is not None else self._compute_mask()
+        return mask.copy()
+
+    def render(self):
+        if self.render_mode != "ansi" or self._inst is None:
+            return None
+        info = self._last_info
+        modes = " ".join(f"{job.name}={c - 1:>2d}" for job, c in zip(self._inst.jobs, self._cur, strict=True))
+        progress = " ".join(f"{p:.3f}" for p in self._progress())
+        cost = info.get("slot_cost_usd", 0.0)
+        return f"{self._inst.day} slot {self._t:3d}/{self.n_slots}: {modes} progress {progress} cost ${cost:.2f}"
+
+    # ------------------------------------------------------------------ tranche bookkeeping
+
+    def penalty_usd_per_token(self, inst: Instance | None = None) -> np.ndarray:
+        """Terminal penalty per missing token of each job ($/token).
+
+        ``terminal_penalty_factor`` × max(the day's highest price, $100/MWh) × the job's highest facility
+        energy per token over its modes (PUE·P/1000 / (r·3600), MWh/token) × T_seg / (T_seg − τ) (a restart
+        spends energy for no token). The most not making a token can save is its energy at the day's
+        highest price, so with a factor ≥ 1 missing a tranche never pays.
+        """
+        inst = inst or self.instance()
+        price = max(float(inst.price_usd_per_mwh.max()), PENALTY_PRICE_FLOOR_USD_PER_MWH)
+        out = np.zeros(self.n_jobs)
+        for j, job in enumerate(inst.jobs):
+            if job.n_modes == 0:
+                continue
+            rate = job.tokens_per_s_by_choice[:-1]
+            energy = inst.pue * job.it_power_kw_by_choice[:-1] / 1000.0 / (rate * SECONDS_PER_HOUR)
+            seg = inst.segment_hours(job)
+            out[j] = self.terminal_penalty_factor * price * float(energy.max()) * seg / (seg - job.restart_hours)
+        return out
+
+    def shortfall_tokens(self) -> np.ndarray:
+        """Missing tokens per job (0 where the tranche is met within the simulator's tolerance)."""
+        missing = self._tranche - self._tokens
+        met = self._tokens >= self._tranche * (1 - TRANCHE_TOLERANCE)
+        return np.where(met, 0.0, np.maximum(missing, 0.0))
+
+    def tokens(self) -> np.ndarray:
+        """Tokens made so far, per job."""
+        return self._tokens.copy()
+
+    def _progress(self) -> np.ndarray:
+        with np.errstate(divide="ignore", invalid="ignore"):
+            return np.where(self._tranche > 0, self._tokens / np.where(self._tranche > 0, self._tranche, 1.0), 1.0)
+
+    def _done(self) -> np.ndarray:
+        return self._tokens >= self._tranche * (1 - TRANCHE_TOLERANCE)
+
+    def _keep_action(self) -> int:
+        return int(sum(int(c) * s for c, s in zip(self._cur, self._strides, strict=True)))
+
+    # ------------------------------------------------------------------ mask
+
+    def _compute_mask(self) -> np.ndarray:
+        t = self._t
+        J = self.n_jobs
+        at_boundary = [t % sps == 0 for sps in self._sps]
+        if not any(at_boundary):
+            # Nobody may change: only "keep", which is valid (the previous slot was).
+            mask = np.zeros(self.n_actions, dtype=bool)
+            mask[self._keep_action()] = True
+            self._mask = mask
+            return mask
+        done = self._done()
+        plain = self._cap_ok.copy()
+        for j in range(J):
+            if at_boundary[j]:
+                if self.pause_when_done and done[j]:
+                    plain &= self._loc_cols[j] == 0
+            else:
+                plain &= self._loc_cols[j] == self._cur[j]
+        mask = plain
+        if self.safety_mask:
+            safe = plain & self._safe(t, at_boundary)
+            if safe.any():
+                mask = safe
+        self._mask = mask
+        return mask
+
+    def _safe(self, t: int, at_boundary: list[bool]) -> np.ndarray:
+        """Joint actions after which some capacity-feasible held joint mode still finishes every tranche.
+
+        Per job j and local choice c for its current segment (ending at slot e_j), g_j(c) is the fewest GPUs
+        of a mode m that, held from e_j to the end of the day (with a restart unless m = c), makes the
+        tokens still missing; capacity is additive, so the smallest held modes are the best for every check.
+        """
+        T = self.n_slots
+        N = self._n_gpus
+        big = N + 1
+        ends = []
+        g_joint = []
+        for j in range(self.n_jobs):
+            sps = self._sps[j]
+            offset = t % sps
+            end = t - offset + sps
+            ends.append(end)
+            rate3600 = self._rate3600_loc[j]
+            sf = self._safety[j]
+            if at_boundary[j]:
+                hours = np.full(rate3600.size, self._suffix_restart[j][0])
+                hours[0] = sps * self._slot_hours
+                hours[self._cur[j]] = sps * self._slot_hours
+            else:
+                h = self._suffix_restart[j][offset] if self._restarted[j] else (sps - offset) * self._slot_hours
+                hours = np.full(rate3600.size, h)
+            need = self._tranche[j] * (1 - SAFETY_TOLERANCE) - self._tokens[j] - rate3600 * hours
+            rest_hours = (T - end) * self._slot_hours
+            if rest_hours > 0:
+                rest = (sf["rate3600_sorted"] * (rest_hours - self._tau[j]))[None, :] + sf["keep_bonus"]
+                ok = rest >= need[:, None]
+            else:
+                ok = np.broadcast_to((need <= 0)[:, None], (need.size, rate3600.size))
+            has = ok.any(axis=1)
+            g = np.where(has, sf["gpus_sorted"][ok.argmax(axis=1)], big)
+            g_joint.append(g[self._loc_cols[j]])
+        safe = np.ones(self.n_actions, dtype=bool)
+        for e in sorted(set(ends)):
+            if e >= T:
+                continue
+            total = np.zeros(self.n_actions, dtype=np.int64)
+            for j in range(self.n_jobs):
+                total += g_joint[j] if ends[j] <= e else self._gpus_joint[j]
+            safe &= total <= N
+        for j in range(self.n_jobs):
+            safe &= g_joint[j] < big
+        return safe
+
+    # ------------------------------------------------------------------ observation
+
+    def _global_table(self, inst: Instance) -> np.ndarray:
+        """Per slot t = 0..T: time of day, price and renewable now, the look-ahead window of both."""
+        T, L = self.n_slots, self.lookahead
+        price = np.clip(inst.price_usd_per_mwh / PRICE_SCALE_USD_PER_MWH, PRICE_OBS_LOW, PRICE_OBS_HIGH)
+        rated = inst.rated_facility_mw
+        ren = np.clip(inst.renewable_mw / rated if rated > 0 else np.zeros(T), 0.0, self._ren_high)
+        price_pad = np.concatenate([price, np.zeros(L + 1)])
+        ren_pad = np.concatenate([ren, np.zeros(L + 1)])
+        table = np.zeros((T + 1, 3 + 2 * L))
+        table[:, 0] = np.arange(T + 1) / T
+        table[:, 1] = price_pad[: T + 1]
+        table[:, 2] = ren_pad[: T + 1]
+        if L:
+            idx = np.arange(T + 1)[:, None] + np.arange(1, L + 1)[None, :]
+            ahead_p = price_pad[idx]
+            ahead_r = ren_pad[idx]
+            if self.forecast_noise > 0:
+                inside = idx < T
+                sd = self.forecast_noise * np.sqrt(np.arange(1, L + 1))[None, :]
+                ahead_p = np.where(inside, ahead_p + self.np_random.normal(size=idx.shape) * sd, 0.0)
+                ahead_r = np.where(inside, ahead_r + self.np_random.normal(size=idx.shape) * sd, 0.0)
+                ahead_p = np.clip(ahead_p, PRICE_OBS_LOW, PRICE_OBS_HIGH)
+                ahead_r = np.clip(ahead_r, 0.0, self._ren_high)
+            table[:, 3: 3 + L] = ahead_p
+            table[:, 3 + L: 3 + 2 * L] = ahead_r
+        return table
+
+    def _observation(self) -> np.ndarray:
+        t = self._t
+        T = self.n_slots
+        feats = []
+        gpus_used = 0
+        seconds_left = (T - t) * self._slot_hours * SECONDS_PER_HOUR
+        for j in range(self.n_jobs):
+            c = int(self._cur[j])
+            sps = self._sps[j]
+            offset = t % sps
+            W = self._tranche[j]
+            X = self._tokens[j]
+            progress = X / W if W > 0 else 1.0
+            missing = W - X
+            if missing <= W * TRANCHE_TOLERANCE:
+                ratio = 0.0
+            elif seconds_left <= 0 or self._max_rate[j] <= 0:
+                ratio = RATE_RATIO_OBS_HIGH
+            else:
+                ratio = missing / seconds_left / self._max_rate[j]
+            gpus = int(self._gpus_loc[j][c])
+            gpus_used += gpus
+            n_modes = self._sizes[j] - 1
+            feats += [
+                progress,
+                ratio,
+                gpus / self._n_gpus,
+                self._power_loc[j][c] / self._power_ref_kw,
+                c / n_modes if n_modes else 0.0,
+                1.0 if offset == 0 else 0.0,
+                (sps - offset) / sps,
+            ]
+        obs = np.empty(self._obs_size)
+        obs[: self._n_job_obs] = feats
+        obs[self._n_job_obs: -1] = self._global_obs[t]
+        obs[-1] = (self._n_gpus - gpus_used) / self._n_gpus
+        np.clip(obs, self._obs_low, self._obs_high, out=obs)
+        return obs.astype(np.float32)
+
+
+# ---------------------------------------------------------------------------------------------- helpers
+
+
+def _finite(value: Any) -> bool:
+    return isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(value, bool) and math.isfinite(
+        value)
+
+
+def _structure(inst: Instance) -> tuple:
+    """Everything but the day's data: instances with equal structure can share the env's tables."""
+    return (inst.n_gpus, inst.slots, inst.slot_hours, inst.pue, inst.idle_kw_per_gpu, inst.rated_kw_per_gpu,
+            inst.renewable_ratio, inst.curtailment_penalty_usd_per_mwh, repr([job.to_dict() for job in inst.jobs]))
+
+
+def _as_profile_set(profiles: Any, capacity_mw: float | None) -> ProfileSet:
+    """A ProfileSet from None (bundled), a CSV path, a ProfileSet or a mapping date → DayProfile."""
+    if isinstance(profiles, ProfileSet):
+        return profiles
+    if isinstance(profiles, Mapping):
+        require(len(profiles) > 0, "profiles", "no day given")
+        for date, day in profiles.items():
+            require(isinstance(day, DayProfile), f"profiles[{date}]", "is not a DayProfile")
+        if capacity_mw is None:
+            capacity_mw = max(float(np.max(day.renewable_mw())) for day in profiles.values())
+            require(capacity_mw > 0, "profiles", "no renewable output to normalise; give renewable_capacity_mw")
+        return ProfileSet(days=dict(profiles), renewable_capacity_mw=capacity_mw, source="days")
+    require(profiles is None or isinstance(profiles, (str, Path)), "profiles",
+            f"must be None, a CSV path, a ProfileSet or a mapping of days, got {type(profiles).__name__}")
+    return load_profiles(profiles, renewable_capacity_mw=capacity_mw)

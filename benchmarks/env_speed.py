@@ -1,0 +1,102 @@
+"""Microseconds per step of CheckpointDispatch-v0 beside CartPole-v1, in the same run.
+
+The env runs the 2048 case with masked random actions: ``action_masks()`` is computed every step and a
+valid action is drawn uniformly from it. CartPole-v1 draws ``action_space.sample()``. Both are made with
+``gymnasium.make`` (the same wrapper stack) and reset at the end of each episode (resets included).
+Goal (issue "Gymnasium environment"): the env's time per step ≤ 3 × CartPole's.
+
+    python benchmarks/env_speed.py [--steps 20000] [--profiles CSV] [--json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+import gymnasium as gym
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import aidc_env  # noqa: E402,F401  (registers the env)
+from aidc_env.env import ENV_ID  # noqa: E402
+
+GOAL_RATIO = 3.0
+
+
+def time_cartpole(steps: int, seed: int) -> float:
+    env = gym.make("CartPole-v1")
+    env.reset(seed=seed)
+    env.action_space.seed(seed)
+    start = time.perf_counter()
+    for _ in range(steps):
+        _, _, terminated, truncated, _ = env.step(env.action_space.sample())
+        if terminated or truncated:
+            env.reset()
+    return (time.perf_counter() - start) / steps * 1e6
+
+
+def time_dispatch(steps: int, seed: int, profiles: str | None, case: str, safety: bool) -> dict[str, float]:
+    env = gym.make(ENV_ID, case=case, profiles=profiles, safety_mask=safety)
+    unwrapped = env.unwrapped
+    rng = np.random.default_rng(seed)
+    env.reset(seed=seed)
+    # Warm the per-day instance cache so that the timing measures steps, not instance building.
+    for day in unwrapped.days:
+        unwrapped.instance(day)
+    env.reset(seed=seed)
+    mask_time = 0.0
+    start = time.perf_counter()
+    for _ in range(steps):
+        t0 = time.perf_counter()
+        mask = unwrapped.action_masks()
+        mask_time += time.perf_counter() - t0
+        valid = np.flatnonzero(mask)
+        action = valid[rng.integers(valid.size)]
+        _, _, terminated, truncated, info = env.step(action)
+        assert not info["invalid_action"]
+        if terminated or truncated:
+            env.reset()
+    total = (time.perf_counter() - start) / steps * 1e6
+    return {"us_per_step": total, "mask_us_per_step": mask_time / steps * 1e6, "actions": unwrapped.n_actions}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--steps", type=int, default=20_000)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--case", default="2048")
+    parser.add_argument("--profiles", help="profile CSV (default: the bundled days)")
+    parser.add_argument("--json", action="store_true")
+    args = parser.parse_args(argv)
+    cartpole = time_cartpole(args.steps, args.seed)
+    dispatch = time_dispatch(args.steps, args.seed, args.profiles, args.case, safety=True)
+    plain = time_dispatch(args.steps, args.seed, args.profiles, args.case, safety=False)
+    ratio = dispatch["us_per_step"] / cartpole
+    result = {
+        "steps": args.steps,
+        "cartpole_us_per_step": cartpole,
+        "env_us_per_step": dispatch["us_per_step"],
+        "env_mask_us_per_step": dispatch["mask_us_per_step"],
+        "env_plain_mask_us_per_step": plain["us_per_step"],
+        "joint_actions": dispatch["actions"],
+        "ratio": ratio,
+        "goal_ratio": GOAL_RATIO,
+        "goal_met": ratio <= GOAL_RATIO,
+    }
+    if args.json:
+        print(json.dumps(result, indent=1))
+    else:
+        print(f"CartPole-v1                          {cartpole:8.1f} us/step")
+        print(f"{ENV_ID} (safety mask) {dispatch['us_per_step']:8.1f} us/step "
+              f"(of which action_masks {dispatch['mask_us_per_step']:.1f} us), {dispatch['actions']} joint actions")
+        print(f"{ENV_ID} (plain mask)  {plain['us_per_step']:8.1f} us/step")
+        print(f"ratio {ratio:.2f} x CartPole (goal <= {GOAL_RATIO:g} x): {'met' if ratio <= GOAL_RATIO else 'NOT met'}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
