@@ -6,27 +6,15 @@ simulator scores; none computes a cost of its own.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import numpy as np
 
-from aidc_env.case import PAUSE, Instance, Job
+from aidc_env.case import PAUSE, SECONDS_PER_HOUR, Instance, Job
 from aidc_env.simulator import facility_load_mw, simulate
 
 
 def fixed_schedule(inst: Instance) -> list[list[int]]:
     """Fixed continuous training: every job runs its baseline mode all day (no restart)."""
     return [[job.baseline_mode] * job.segments for job in inst.jobs]
-
-
-@dataclass(frozen=True)
-class GreedyParams:
-    """Thresholds of the greedy rule, as quantiles of the day's effective segment prices."""
-
-    cheap_quantile: float = 0.3
-    """Segments whose effective price is at most this quantile run the fastest mode within the job's share."""
-    expensive_quantile: float = 0.7
-    """Segments whose effective price is at least this quantile pause."""
 
 
 def _gpu_share(inst: Instance, job: Job) -> int:
@@ -45,13 +33,14 @@ def effective_segment_price(inst: Instance, job: Job) -> np.ndarray:
     return slot_price.reshape(job.segments, -1).mean(axis=1)
 
 
-def greedy_schedule(inst: Instance, params: GreedyParams = GreedyParams()) -> list[list[int]]:
-    """Price/renewable threshold rule, tranche-aware.
+def greedy_schedule(inst: Instance) -> list[list[int]]:
+    """Price threshold rule, tranche-aware: run in the cheapest segments, pause in the others.
 
-    Per job: pause in expensive segments, run the fastest mode within the job's GPU share in cheap
-    ones, the baseline mode otherwise. If the tranche is then missed, the most expensive altered
-    segments go back to the baseline mode one at a time; with every segment back, this is the fixed
-    schedule, so greedy completes whenever fixed continuous does. Jobs stay within disjoint GPU shares,
+    Job by job: rank the job's segments by effective price (slots where renewable covers the baseline
+    load count as free). For each mode within the job's GPU share, run it in the k cheapest segments and
+    pause in the rest, with the smallest k that meets the tranche (restarts included): the price
+    threshold is set by the tranche. Keep the mode whose day costs least, or the fixed schedule if none
+    is cheaper; so greedy completes whenever fixed continuous does. Jobs stay within disjoint GPU shares,
     so capacity holds whatever the segment lengths.
     """
     schedule = fixed_schedule(inst)
@@ -59,20 +48,20 @@ def greedy_schedule(inst: Instance, params: GreedyParams = GreedyParams()) -> li
         if job.baseline_mode == PAUSE:
             continue
         share = _gpu_share(inst, job)
-        within = [m for m in range(job.n_modes) if job.gpus_by_choice[m] <= share]
-        fastest = max(within, key=lambda m: job.tokens_per_s_by_choice[m])
-        price = effective_segment_price(inst, job)
-        cheap, expensive = np.quantile(price, [params.cheap_quantile, params.expensive_quantile])
-        choices = np.full(job.segments, job.baseline_mode)
-        choices[price <= cheap] = fastest
-        choices[price >= expensive] = PAUSE
-        choices[(price <= cheap) & (price >= expensive)] = job.baseline_mode  # flat prices: no signal
-        # Repair: revert altered segments, most expensive first, until the tranche is met.
-        order = [s for s in np.argsort(-price, kind="stable") if choices[s] != job.baseline_mode]
-        schedule[j] = choices.tolist()
-        while not simulate(inst, schedule).metrics.jobs[j].tranche_met and order:
-            choices[order.pop(0)] = job.baseline_mode
-            schedule[j] = choices.tolist()
+        order = np.argsort(effective_segment_price(inst, job), kind="stable")
+        best_cost = simulate(inst, schedule).metrics.operating_cost_usd
+        for mode in (m for m in range(job.n_modes) if job.gpus_by_choice[m] <= share):
+            segment_tokens = job.tokens_per_s_by_choice[mode] * SECONDS_PER_HOUR * inst.segment_hours(job)
+            for k in range(int(np.ceil(job.tranche_tokens / segment_tokens)), job.segments + 1):
+                choices = np.full(job.segments, PAUSE)
+                choices[order[:k]] = mode
+                trial = [list(s) for s in schedule]
+                trial[j] = choices.tolist()
+                metrics = simulate(inst, trial).metrics
+                if metrics.jobs[j].tranche_met:
+                    if metrics.operating_cost_usd < best_cost:
+                        best_cost, schedule = metrics.operating_cost_usd, trial
+                    break
     return schedule
 
 

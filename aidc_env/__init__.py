@@ -40,6 +40,17 @@ def __getattr__(name: str) -> Any:
         return getattr(importlib.import_module(_LAZY[name]), name)
     raise AttributeError(f"module 'aidc_env' has no attribute {name!r}")
 
-from aidc_env.env import register_envs  # noqa: E402  (registers aidc_env/CheckpointDispatch-v0, idempotent)
+
+def register_envs() -> None:
+    """Register ``aidc_env/CheckpointDispatch-v0`` with Gymnasium (idempotent).
+
+    Only the entry point is registered: :mod:`aidc_env.env` is imported by ``gymnasium.make``, so that
+    importing the package stays light and ``python -m aidc_env.<module>`` runs cleanly.
+    """
+    import gymnasium
+
+    if "aidc_env/CheckpointDispatch-v0" not in gymnasium.registry:
+        gymnasium.register(id="aidc_env/CheckpointDispatch-v0", entry_point="aidc_env.env:CheckpointDispatchEnv")
+
 
 register_envs()

@@ -72,9 +72,10 @@ JOB_FEATURES = (
 
 
 def register_envs() -> None:
-    """Register ``aidc_env/CheckpointDispatch-v0`` with Gymnasium (idempotent)."""
-    if ENV_ID not in gym.registry:
-        gym.register(id=ENV_ID, entry_point="aidc_env.env:CheckpointDispatchEnv")
+    """Register ``aidc_env/CheckpointDispatch-v0`` with Gymnasium (idempotent; done on ``import aidc_env``)."""
+    from aidc_env import register_envs as register
+
+    register()
 
 
 class CheckpointDispatchEnv(gym.Env):
@@ -91,9 +92,10 @@ class CheckpointDispatchEnv(gym.Env):
 
     ## Action Space
 
-    ``Discrete(A)`` with A = Π_j (M_j + 1) joint choices (273 = 13 × 21 in the 2048 case). Job j's local
-    choice is 0 = pause or i = its Pareto mode i − 1; the joint index is the mixed-radix number of the
-    local choices with job 0 the most significant digit (``numpy.ravel_multi_index`` order):
+    ``Discrete(A)`` with A = Π_j (M_j + 1) joint choices (M_j Pareto modes; a few hundred in the 2048
+    case). Job j's local choice is 0 = pause or i = its Pareto mode i − 1; the joint index is the
+    mixed-radix number of the local choices with job 0 the most significant digit
+    (``numpy.ravel_multi_index`` order):
     a = Σ_j local_j · Π_{k>j} (M_k + 1). :meth:`encode` and :meth:`decode` convert.
 
     :meth:`action_masks` returns the exact bool mask of valid joint actions:
@@ -146,6 +148,14 @@ class CheckpointDispatchEnv(gym.Env):
     missing tokens × :meth:`penalty_usd_per_token` (0 when every tranche is met; only reachable with
     ``safety_mask=False``).
 
+    ## Info
+
+    Every step: ``day``, ``slot``, ``slot_cost_usd``, ``load_mw``, ``grid_mw``, ``renewable_used_mw``,
+    ``curtailment_mw``, ``gpus_used``, ``job_modes`` (PAUSE = −1 or mode index per job), ``job_progress``
+    (X_j / W_j), ``invalid_action``, ``terminal_penalty_usd`` and ``safety_fallback`` (no wall-clock values).
+    :meth:`schedule` returns the schedule taken (per job, per segment), which ``simulate`` scores to the same
+    decision cost as −Σ reward × ``reward_scale`` (less the terminal penalty).
+
     ## Starting State
 
     Slot 0 of a day drawn uniformly (with ``self.np_random``) from ``days``, or the day given by
@@ -169,7 +179,8 @@ class CheckpointDispatchEnv(gym.Env):
     - ``safety_mask``: remove choices after which the tranches can no longer be met (default True).
     - ``pause_when_done``: a job whose tranche is met may only pause at its boundaries (default True).
     - ``terminal_penalty_factor``: multiplier of the terminal penalty (default 2).
-    - ``render_mode``: None or ``"ansi"``.
+    - ``render_mode``: None or ``"ansi"`` (a one-line text of the slot); other modes render nothing
+      (SB3's ``make_vec_env`` asks for ``"rgb_array"`` by default, which ``gymnasium.make`` only warns about).
 
     Each day's instance is built once per env and cached (modes are generated once).
     """
@@ -197,8 +208,6 @@ class CheckpointDispatchEnv(gym.Env):
         require(_finite(reward_scale) and reward_scale > 0, "reward_scale", "must be a number > 0")
         require(_finite(terminal_penalty_factor) and terminal_penalty_factor >= 0, "terminal_penalty_factor",
                 "must be a number >= 0")
-        require(render_mode is None or render_mode in self.metadata["render_modes"], "render_mode",
-                f"must be None or one of {self.metadata['render_modes']}")
         self.render_mode = render_mode
         self.lookahead = int(lookahead)
         self.forecast_noise = float(forecast_noise)
@@ -224,15 +233,19 @@ class CheckpointDispatchEnv(gym.Env):
         # Episode state (set by reset).
         self._inst: Instance | None = None
         self._t = 0
-        self._cur = np.zeros(self.n_jobs, dtype=np.int64)
-        self._restarted = np.zeros(self.n_jobs, dtype=bool)
-        self._tokens = np.zeros(self.n_jobs)
+        # Per job (plain Python lists: the step is scalar work): current local choice, whether the current
+        # segment restarted, tokens so far; and the joint action that keeps every choice.
+        self._cur: list[int] = [0] * self.n_jobs
+        self._restarted: list[bool] = [False] * self.n_jobs
+        self._tokens: list[float] = [0.0] * self.n_jobs
+        self._keep = 0
         self._schedule: list[np.ndarray] = []
         self._mask: np.ndarray | None = None
         self._global_obs = np.zeros((0, 0), dtype=np.float32)
         self._renewable = np.zeros(0)
         self._penalty_per_token = np.zeros(self.n_jobs)
         self._last_info: dict[str, Any] = {}
+        self._fallback = False
 
     # ------------------------------------------------------------------ construction helpers
 
@@ -313,20 +326,25 @@ class CheckpointDispatchEnv(gym.Env):
         self._loc_cols = [np.ascontiguousarray(loc[:, j]) for j in range(J)]
         self._strides = [int(np.prod(sizes[j + 1:])) for j in range(J)]
         self._choice_table = loc - 1  # PAUSE (-1) or a mode index
+        self._loc_rows = [tuple(int(c) for c in row) for row in loc]
         gpus = np.zeros(A, dtype=np.int64)
         power = np.zeros(A)
         for j, job in enumerate(jobs):  # accumulated in job order, exactly as the simulator does
             gpus += job.gpus_by_choice[self._choice_table[:, j]]
             power += job.it_power_kw_by_choice[self._choice_table[:, j]]
         self._gpus_table = gpus
-        self._power_table = power
+        self._gpus_list = gpus.tolist()
         self._load_table = facility_load_mw(inst, gpus, power)
         self._cap_ok = gpus <= inst.n_gpus
 
+        self._power_ref_kw = inst.n_gpus * inst.rated_kw_per_gpu
+        if self._power_ref_kw <= 0:
+            self._power_ref_kw = max(float(power.max()), 1.0)
         # Per job, arrays indexed by local choice (0 = pause, i = mode i - 1).
         self._sps = [inst.slots_per_segment(job) for job in jobs]
         self._tau = [job.restart_hours for job in jobs]
         self._tranche = np.array([job.tranche_tokens for job in jobs], dtype=float)
+        self._tranche_list = self._tranche.tolist()
         self._gpus_loc = [np.asarray(job.gpus_by_choice[np.arange(n) - 1], dtype=np.int64) for job, n in
                           zip(jobs, sizes, strict=True)]
         self._power_loc = [np.asarray(job.it_power_kw_by_choice[np.arange(n) - 1], dtype=float) for job, n in
@@ -334,7 +352,9 @@ class CheckpointDispatchEnv(gym.Env):
         self._rate_loc = [np.asarray(job.tokens_per_s_by_choice[np.arange(n) - 1], dtype=float) for job, n in
                           zip(jobs, sizes, strict=True)]
         self._rate3600_loc = [r * SECONDS_PER_HOUR for r in self._rate_loc]
-        self._gpus_joint = [self._gpus_loc[j][self._loc_cols[j]] for j in range(J)]
+        self._rate3600_list = [r.tolist() for r in self._rate3600_loc]
+        self._gpus_loc_list = [g.tolist() for g in self._gpus_loc]
+        self._power_share_list = [(p / self._power_ref_kw).tolist() for p in self._power_loc]
         self._max_rate = [float(r.max()) if r.size else 0.0 for r in self._rate_loc]
         # Productive hours of each slot of a restarted segment (the simulator's function), and suffix sums.
         self._prod_restart: list[list[float]] = []
@@ -343,24 +363,23 @@ class CheckpointDispatchEnv(gym.Env):
             per_slot = [slot_productive_hours(inst, job, o, True) for o in range(sps)]
             self._prod_restart.append(per_slot)
             self._suffix_restart.append(np.cumsum(per_slot[::-1])[::-1].copy())
-        # Safety test: held modes sorted by GPUs, so that the first feasible one is the smallest.
+        # Safety test. Held modes sorted by tokens/s: the fewest GPUs of a mode at least as fast as the k-th
+        # slowest is a suffix minimum (index M + 1: no mode is fast enough -> more GPUs than the pool).
         self._safety = []
         for j in range(J):
-            order = np.argsort(self._gpus_loc[j], kind="stable")
-            r_sorted = self._rate3600_loc[j][order]
-            # eye[c, k] = 1 where sorted held mode k is the local choice c itself (no restart).
-            eye = (order[None, :] == np.arange(sizes[j])[:, None]).astype(float)
+            order = np.argsort(self._rate3600_loc[j], kind="stable")
+            gpus_by_rate = self._gpus_loc[j][order]
+            suffix_min = np.minimum.accumulate(gpus_by_rate[::-1])[::-1]
+            seg_hours = self._sps[j] * inst.slot_hours
             self._safety.append({
-                "gpus_sorted": self._gpus_loc[j][order],
-                "rate3600_sorted": r_sorted,
-                "keep_bonus": eye * (r_sorted * self._tau[j])[None, :],
-                "local": np.arange(sizes[j]),
+                "rate3600_sorted": self._rate3600_loc[j][order],
+                "fewest_gpus": np.append(suffix_min, inst.n_gpus + 1).astype(np.int64),
+                "seg_tokens_restart": self._rate3600_loc[j] * self._suffix_restart[j][0],
+                "seg_tokens_keep": self._rate3600_loc[j] * seg_hours,
             })
+        self._tranche_safe = (self._tranche * (1 - SAFETY_TOLERANCE)).tolist()
 
         # Observation layout and bounds.
-        self._power_ref_kw = inst.n_gpus * inst.rated_kw_per_gpu
-        if self._power_ref_kw <= 0:
-            self._power_ref_kw = max(float(power.max()), 1.0)
         power_high = max(1.0, max(float(p.max()) / self._power_ref_kw for p in self._power_loc))
         self._ren_high = max(float(inst.renewable_ratio), 1e-6)
         L = self.lookahead
@@ -372,8 +391,6 @@ class CheckpointDispatchEnv(gym.Env):
         high = np.array(job_high * J + glob_high, dtype=np.float32)
         self.observation_space = spaces.Box(low=low, high=high, dtype=np.float32)
         self.action_space = spaces.Discrete(A)
-        self._obs_low = low.astype(float)
-        self._obs_high = high.astype(float)
         self._n_job_obs = len(JOB_FEATURES) * J
         self._obs_size = low.size
 
@@ -394,7 +411,8 @@ class CheckpointDispatchEnv(gym.Env):
         action = 0
         for j, c in enumerate(choices):
             c = int(c)
-            require(PAUSE <= c < self._sizes[j] - 1, f"choices[{j}]", f"must be -1 or a mode index < {self._sizes[j] - 1}")
+            require(PAUSE <= c < self._sizes[j] - 1, f"choices[{j}]",
+                    f"must be -1 or a mode index < {self._sizes[j] - 1}")
             action += (c + 1) * self._strides[j]
         return action
 
@@ -426,16 +444,17 @@ class CheckpointDispatchEnv(gym.Env):
         inst = self.instance(day)
         self._inst = inst
         self._t = 0
-        self._cur = np.array([job.initial_mode + 1 for job in inst.jobs], dtype=np.int64)
-        self._restarted = np.zeros(self.n_jobs, dtype=bool)
-        self._tokens = np.zeros(self.n_jobs)
+        self._cur = [job.initial_mode + 1 for job in inst.jobs]
+        self._restarted = [False] * self.n_jobs
+        self._tokens = [0.0] * self.n_jobs
+        self._keep = sum(c * s for c, s in zip(self._cur, self._strides, strict=True))
         self._schedule = [np.full(job.segments, PAUSE, dtype=np.int64) for job in inst.jobs]
         self._mask = None
         self._renewable = inst.renewable_mw
         self._global_obs = self._global_table(inst)
         self._penalty_per_token = self.penalty_usd_per_token(inst)
-        info = {"day": inst.day, "slot": 0, "job_modes": (self._cur - 1).tolist(),
-                "job_progress": self._progress().tolist()}
+        info = {"day": inst.day, "slot": 0, "job_modes": [c - 1 for c in self._cur],
+                "job_progress": self._progress()}
         return self._observation(), info
 
     def step(self, action):
@@ -446,7 +465,8 @@ class CheckpointDispatchEnv(gym.Env):
         if t >= self.n_slots:
             raise gym.error.ResetNeeded("the day is over: call reset()")
         mask = self._mask if self._mask is not None else self._compute_mask()
-        keep = self._keep_action()
+        fallback = self._fallback
+        keep = self._keep
         try:
             a = operator.index(action)
         except TypeError:
@@ -457,18 +477,20 @@ class CheckpointDispatchEnv(gym.Env):
             a = keep if mask[keep] else int(np.argmax(mask))
 
         cur = self._cur
-        loc = self._loc[a]
+        loc = self._loc_rows[a]
+        restarted = self._restarted
         for j in range(self.n_jobs):
-            c = int(loc[j])
+            c = loc[j]
             sps = self._sps[j]
             offset = t % sps
             if offset == 0:
-                self._restarted[j] = c != 0 and c != cur[j]
+                restarted[j] = c != 0 and c != cur[j]
                 self._schedule[j][t // sps] = c - 1
             if c:
-                hours = self._prod_restart[j][offset] if self._restarted[j] else self._slot_hours
-                self._tokens[j] += self._rate3600_loc[j][c] * hours
+                hours = self._prod_restart[j][offset] if restarted[j] else self._slot_hours
+                self._tokens[j] += self._rate3600_list[j][c] * hours
             cur[j] = c
+        self._keep = a
 
         load = self._load_table[a]
         used, grid, curtailment = renewable_first(load, self._renewable[t])
@@ -490,14 +512,27 @@ class CheckpointDispatchEnv(gym.Env):
             "grid_mw": float(grid),
             "renewable_used_mw": float(used),
             "curtailment_mw": float(curtailment),
-            "gpus_used": int(self._gpus_table[a]),
-            "job_modes": (loc - 1).tolist(),
-            "job_progress": self._progress().tolist(),
+            "gpus_used": self._gpus_list[a],
+            "job_modes": [c - 1 for c in loc],
+            "job_progress": self._progress(),
             "invalid_action": invalid,
             "terminal_penalty_usd": penalty,
+            "safety_fallback": fallback,
         }
         self._last_info = info
         return self._observation(), reward, terminated, False, info
+
+    @property
+    def slot(self) -> int:
+        """The slot the next step simulates (``n_slots`` once the day is over)."""
+        return self._t
+
+    @property
+    def safety_fallback(self) -> bool:
+        """True if, in the current slot, no choice passed the safety test and the plain mask is used."""
+        if self._inst is not None and self._mask is None:
+            self._compute_mask()
+        return self._fallback
 
     def action_masks(self) -> np.ndarray:
         """Bool mask over the joint actions of the current slot (see the class docstring)."""
@@ -539,23 +574,19 @@ class CheckpointDispatchEnv(gym.Env):
 
     def shortfall_tokens(self) -> np.ndarray:
         """Missing tokens per job (0 where the tranche is met within the simulator's tolerance)."""
-        missing = self._tranche - self._tokens
-        met = self._tokens >= self._tranche * (1 - TRANCHE_TOLERANCE)
-        return np.where(met, 0.0, np.maximum(missing, 0.0))
+        tokens = np.array(self._tokens)
+        met = tokens >= self._tranche * (1 - TRANCHE_TOLERANCE)
+        return np.where(met, 0.0, np.maximum(self._tranche - tokens, 0.0))
 
     def tokens(self) -> np.ndarray:
         """Tokens made so far, per job."""
-        return self._tokens.copy()
+        return np.array(self._tokens)
 
-    def _progress(self) -> np.ndarray:
-        with np.errstate(divide="ignore", invalid="ignore"):
-            return np.where(self._tranche > 0, self._tokens / np.where(self._tranche > 0, self._tranche, 1.0), 1.0)
+    def _progress(self) -> list[float]:
+        return [x / w if w > 0 else 1.0 for x, w in zip(self._tokens, self._tranche_list, strict=True)]
 
-    def _done(self) -> np.ndarray:
-        return self._tokens >= self._tranche * (1 - TRANCHE_TOLERANCE)
-
-    def _keep_action(self) -> int:
-        return int(sum(int(c) * s for c, s in zip(self._cur, self._strides, strict=True)))
+    def _done(self) -> list[bool]:
+        return [x >= w * (1 - TRANCHE_TOLERANCE) for x, w in zip(self._tokens, self._tranche_list, strict=True)]
 
     # ------------------------------------------------------------------ mask
 
@@ -566,9 +597,11 @@ class CheckpointDispatchEnv(gym.Env):
         if not any(at_boundary):
             # Nobody may change: only "keep", which is valid (the previous slot was).
             mask = np.zeros(self.n_actions, dtype=bool)
-            mask[self._keep_action()] = True
+            mask[self._keep] = True
             self._mask = mask
+            self._fallback = False
             return mask
+        self._fallback = False
         done = self._done()
         plain = self._cap_ok.copy()
         for j in range(J):
@@ -582,6 +615,8 @@ class CheckpointDispatchEnv(gym.Env):
             safe = plain & self._safe(t, at_boundary)
             if safe.any():
                 mask = safe
+            else:
+                self._fallback = True
         self._mask = mask
         return mask
 
@@ -589,49 +624,60 @@ class CheckpointDispatchEnv(gym.Env):
         """Joint actions after which some capacity-feasible held joint mode still finishes every tranche.
 
         Per job j and local choice c for its current segment (ending at slot e_j), g_j(c) is the fewest GPUs
-        of a mode m that, held from e_j to the end of the day (with a restart unless m = c), makes the
-        tokens still missing; capacity is additive, so the smallest held modes are the best for every check.
+        of a mode m that, held from e_j to the end of the day (with a restart unless m = c), makes the tokens
+        still missing (more than N if none does). Tokens depend on the job's own choices only and capacity is
+        additive, so the smallest held modes are the best for every capacity check: the joint action is safe
+        if, at each distinct e_j < T, the held modes of the jobs past their boundary plus the current GPUs of
+        the others fit the pool (and a job whose segment ends the day finishes with its current choice).
         """
         T = self.n_slots
         N = self._n_gpus
-        big = N + 1
+        dt = self._slot_hours
         ends = []
-        g_joint = []
+        g_list = []
         for j in range(self.n_jobs):
             sps = self._sps[j]
             offset = t % sps
             end = t - offset + sps
             ends.append(end)
-            rate3600 = self._rate3600_loc[j]
             sf = self._safety[j]
+            missing = self._tranche_safe[j] - self._tokens[j]
             if at_boundary[j]:
-                hours = np.full(rate3600.size, self._suffix_restart[j][0])
-                hours[0] = sps * self._slot_hours
-                hours[self._cur[j]] = sps * self._slot_hours
+                need = missing - sf["seg_tokens_restart"]
+                cur = self._cur[j]
+                need[cur] = missing - sf["seg_tokens_keep"][cur]
             else:
-                h = self._suffix_restart[j][offset] if self._restarted[j] else (sps - offset) * self._slot_hours
-                hours = np.full(rate3600.size, h)
-            need = self._tranche[j] * (1 - SAFETY_TOLERANCE) - self._tokens[j] - rate3600 * hours
-            rest_hours = (T - end) * self._slot_hours
+                h = self._suffix_restart[j][offset] if self._restarted[j] else (sps - offset) * dt
+                need = missing - self._rate3600_loc[j] * h
+            rest_hours = (T - end) * dt
             if rest_hours > 0:
-                rest = (sf["rate3600_sorted"] * (rest_hours - self._tau[j]))[None, :] + sf["keep_bonus"]
-                ok = rest >= need[:, None]
+                # Switch (or resume) to m at e_j: r_m (rest − τ); the smallest m with enough tokens.
+                base = sf["rate3600_sorted"] * (rest_hours - self._tau[j])
+                g = sf["fewest_gpus"][np.searchsorted(base, need)]
+                # Keep c itself: no restart.
+                keep_ok = self._rate3600_loc[j] * rest_hours >= need
+                np.minimum(g, self._gpus_loc[j], out=g, where=keep_ok)
             else:
-                ok = np.broadcast_to((need <= 0)[:, None], (need.size, rate3600.size))
-            has = ok.any(axis=1)
-            g = np.where(has, sf["gpus_sorted"][ok.argmax(axis=1)], big)
-            g_joint.append(g[self._loc_cols[j]])
-        safe = np.ones(self.n_actions, dtype=bool)
+                g = np.where(need <= 0, 0, N + 1)
+            g_list.append(g)
+        safe = None
         for e in sorted(set(ends)):
             if e >= T:
                 continue
-            total = np.zeros(self.n_actions, dtype=np.int64)
+            total = None
             for j in range(self.n_jobs):
-                total += g_joint[j] if ends[j] <= e else self._gpus_joint[j]
-            safe &= total <= N
-        for j in range(self.n_jobs):
-            safe &= g_joint[j] < big
-        return safe
+                vec = g_list[j] if ends[j] <= e else self._gpus_loc[j]
+                total = vec if total is None else np.add.outer(total, vec)
+            ok = total.ravel() <= N  # type: ignore[union-attr]
+            safe = ok if safe is None else safe & ok
+        if any(e >= T for e in ends):
+            ok = None
+            for j in range(self.n_jobs):
+                vec = g_list[j] <= N if ends[j] >= T else np.ones(self._sizes[j], dtype=bool)
+                ok = vec if ok is None else np.logical_and.outer(ok, vec)
+            ok = ok.ravel()  # type: ignore[union-attr]
+            safe = ok if safe is None else safe & ok
+        return safe if safe is not None else np.ones(self.n_actions, dtype=bool)
 
     # ------------------------------------------------------------------ observation
 
@@ -660,46 +706,45 @@ class CheckpointDispatchEnv(gym.Env):
                 ahead_r = np.clip(ahead_r, 0.0, self._ren_high)
             table[:, 3: 3 + L] = ahead_p
             table[:, 3 + L: 3 + 2 * L] = ahead_r
-        return table
+        return table.astype(np.float32)
 
     def _observation(self) -> np.ndarray:
         t = self._t
         T = self.n_slots
-        feats = []
+        feats: list[float] = []
         gpus_used = 0
         seconds_left = (T - t) * self._slot_hours * SECONDS_PER_HOUR
+        n_gpus = self._n_gpus
         for j in range(self.n_jobs):
-            c = int(self._cur[j])
+            c = self._cur[j]
             sps = self._sps[j]
             offset = t % sps
-            W = self._tranche[j]
+            W = self._tranche_list[j]
             X = self._tokens[j]
-            progress = X / W if W > 0 else 1.0
             missing = W - X
             if missing <= W * TRANCHE_TOLERANCE:
                 ratio = 0.0
             elif seconds_left <= 0 or self._max_rate[j] <= 0:
                 ratio = RATE_RATIO_OBS_HIGH
             else:
-                ratio = missing / seconds_left / self._max_rate[j]
-            gpus = int(self._gpus_loc[j][c])
+                ratio = min(missing / seconds_left / self._max_rate[j], RATE_RATIO_OBS_HIGH)
+            gpus = self._gpus_loc_list[j][c]
             gpus_used += gpus
             n_modes = self._sizes[j] - 1
-            feats += [
-                progress,
+            feats += (
+                min(X / W, PROGRESS_OBS_HIGH) if W > 0 else 1.0,
                 ratio,
-                gpus / self._n_gpus,
-                self._power_loc[j][c] / self._power_ref_kw,
+                min(gpus / n_gpus, 1.0),
+                self._power_share_list[j][c],
                 c / n_modes if n_modes else 0.0,
                 1.0 if offset == 0 else 0.0,
                 (sps - offset) / sps,
-            ]
-        obs = np.empty(self._obs_size)
+            )
+        obs = np.empty(self._obs_size, dtype=np.float32)
         obs[: self._n_job_obs] = feats
         obs[self._n_job_obs: -1] = self._global_obs[t]
-        obs[-1] = (self._n_gpus - gpus_used) / self._n_gpus
-        np.clip(obs, self._obs_low, self._obs_high, out=obs)
-        return obs.astype(np.float32)
+        obs[-1] = min(max((n_gpus - gpus_used) / n_gpus, 0.0), 1.0)
+        return obs
 
 
 # ---------------------------------------------------------------------------------------------- helpers

@@ -5,7 +5,7 @@ valid action is drawn uniformly from it. CartPole-v1 draws ``action_space.sample
 ``gymnasium.make`` (the same wrapper stack) and reset at the end of each episode (resets included).
 Goal (issue "Gymnasium environment"): the env's time per step ≤ 3 × CartPole's.
 
-    python benchmarks/env_speed.py [--steps 20000] [--profiles CSV] [--json]
+    python benchmarks/env_speed.py [--steps 20000] [--profiles CSV] [--segments K] [--json]
 """
 
 from __future__ import annotations
@@ -39,8 +39,10 @@ def time_cartpole(steps: int, seed: int) -> float:
     return (time.perf_counter() - start) / steps * 1e6
 
 
-def time_dispatch(steps: int, seed: int, profiles: str | None, case: str, safety: bool) -> dict[str, float]:
-    env = gym.make(ENV_ID, case=case, profiles=profiles, safety_mask=safety)
+def time_dispatch(steps: int, seed: int, profiles: str | None, case: str, safety: bool,
+                  segments: int | None = None) -> dict[str, float]:
+    overrides = {"segments": segments} if segments else None
+    env = gym.make(ENV_ID, case=case, profiles=profiles, safety_mask=safety, overrides=overrides)
     unwrapped = env.unwrapped
     rng = np.random.default_rng(seed)
     env.reset(seed=seed)
@@ -70,14 +72,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--case", default="2048")
     parser.add_argument("--profiles", help="profile CSV (default: the bundled days)")
+    parser.add_argument("--segments", type=int, help="override K of every job (default: the case's, 12)")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args(argv)
     cartpole = time_cartpole(args.steps, args.seed)
-    dispatch = time_dispatch(args.steps, args.seed, args.profiles, args.case, safety=True)
-    plain = time_dispatch(args.steps, args.seed, args.profiles, args.case, safety=False)
+    dispatch = time_dispatch(args.steps, args.seed, args.profiles, args.case, True, args.segments)
+    plain = time_dispatch(args.steps, args.seed, args.profiles, args.case, False, args.segments)
     ratio = dispatch["us_per_step"] / cartpole
     result = {
         "steps": args.steps,
+        "segments": args.segments,
         "cartpole_us_per_step": cartpole,
         "env_us_per_step": dispatch["us_per_step"],
         "env_mask_us_per_step": dispatch["mask_us_per_step"],
