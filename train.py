@@ -48,8 +48,9 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--profiles", default=None,
                         help="canonical hourly CSV (e.g. ../shared/data/caiso/caiso_2023_hourly.csv); "
                         "default: the bundled representative days")
-    parser.add_argument("--timesteps", type=int, default=DEFAULTS.total_timesteps,
-                        help="total agent steps (decisions: 12 per day in the 2048 case)")
+    parser.add_argument("--timesteps", type=int, default=None,
+                        help=f"total agent steps (decisions: 12 per day in the 2048 case; default "
+                        f"{DEFAULTS.total_timesteps:,}); with --resume, a new total extends the run")
     parser.add_argument("--seed", type=int, default=DEFAULTS.seed, help="seed of the model, the envs and the days")
     parser.add_argument("--n-envs", type=int, default=DEFAULTS.n_envs, help="parallel envs")
     parser.add_argument("--vec-env", choices=("dummy", "subproc"), default=DEFAULTS.vec_env,
@@ -93,12 +94,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     require(not args.resume or newest is not None, "resume", f"no checkpoint in {checkpoints}")
     if newest is not None and (out / CONFIG_FILE).exists():
         config = PPOConfig.from_dict(json.loads((out / CONFIG_FILE).read_text())["config"])
+        if args.timesteps is not None:
+            config.total_timesteps = args.timesteps
     else:
         overrides = {"gpus": args.gpus, "segments": args.segments, "renewable_ratio": args.renewable_ratio}
         config = PPOConfig(
             case=args.case, profiles=args.profiles, overrides={k: v for k, v in overrides.items() if v is not None},
             env_kwargs={**DEFAULTS.env_kwargs, "lookahead": args.lookahead},
-            reward_scale_usd=args.reward_scale_usd, total_timesteps=args.timesteps, seed=args.seed,
+            reward_scale_usd=args.reward_scale_usd, seed=args.seed,
+            total_timesteps=DEFAULTS.total_timesteps if args.timesteps is None else args.timesteps,
             n_envs=args.n_envs, vec_env=args.vec_env, learning_rate=args.learning_rate,
             lr_schedule=args.lr_schedule, n_steps=args.n_steps, batch_size=args.batch_size, n_epochs=args.n_epochs,
             gamma=args.gamma, gae_lambda=args.gae_lambda, ent_coef=args.ent_coef, clip_range=args.clip_range,

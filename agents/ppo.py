@@ -161,8 +161,10 @@ class DecisionSteps(gym.Wrapper):
                                    [SCALED_PRICE_CLIP]]).astype(np.float32)
             assert low.size == self._n_base + n_extra
             self.observation_space = spaces.Box(low=low, high=high, dtype=np.float32)
-        self._extra = np.zeros((0, 0), dtype=np.float32)
+        self._days: dict[str, tuple[list[bool], np.ndarray, np.ndarray | None]] = {}
+        self._boundary: list[bool] = []
         self._baseline_cost = np.zeros(0)
+        self._extra: np.ndarray | None = None
 
     # The raw env (no wrapper between us and it except gymnasium's own).
     @property
@@ -189,8 +191,8 @@ class DecisionSteps(gym.Wrapper):
 
     @staticmethod
     def _compact(info: dict[str, Any]) -> dict[str, Any]:
-        """The last slot's info, without its per-job lists (vec envs deep-copy infos every step)."""
-        return {k: v for k, v in info.items() if not isinstance(v, list)}
+        """The day and the next decision slot only (vec envs deep-copy infos every step)."""
+        return {"day": info["day"], "slot": info["slot"] + 1 if "slot_cost_usd" in info else info["slot"]}
 
     # --------------------------------------------------------------------------------------- internals
 
@@ -201,32 +203,51 @@ class DecisionSteps(gym.Wrapper):
         return -cost / self.reward_scale_usd
 
     def _advance(self, obs, info):
-        """Play the slots where only one action is valid; return (obs, reward, terminated, info)."""
+        """Play the slots where only one action is valid; return (obs, reward, terminated, info).
+
+        Off every job's boundary the only valid action is "keep" (the choices just held), so the mask is
+        not even computed there; at boundaries the env's mask decides.
+        """
         total = 0.0
-        terminated = False
         if not self.decision_steps:
-            return obs, total, terminated, info
+            return obs, total, False, info
         env = self.dispatch
+        keep = None
         while True:
-            mask = env.action_masks()
-            valid = np.flatnonzero(mask)
-            if valid.size != 1:
-                return obs, total, terminated, info
-            obs, _, terminated, truncated, info = self.env.step(int(valid[0]))
+            t = env.slot
+            if self._boundary[t]:
+                valid = np.flatnonzero(env.action_masks())
+                if valid.size != 1:
+                    return obs, total, False, info
+                action = int(valid[0])
+                keep = None
+            else:
+                if keep is None:
+                    keep = env.encode(info["job_modes"])
+                action = keep
+            obs, _, terminated, truncated, info = self.env.step(action)
             total += self._reward(info)
             if terminated or truncated:
                 return obs, total, True, info
 
     def _prepare_day(self, inst: Instance) -> None:
-        if self.reward_baseline == "fixed":
-            from agents.baselines import fixed_schedule
+        """Per-day tables (cached: training days repeat): boundary slots, fixed costs, the forecast."""
+        cached = self._days.get(inst.day)
+        if cached is None:
+            boundary = np.zeros(inst.slots + 1, dtype=bool)
+            for job in inst.jobs:
+                boundary[: inst.slots: inst.slots_per_segment(job)] = True
+            baseline = np.zeros(inst.slots)
+            if self.reward_baseline == "fixed":
+                from agents.baselines import fixed_schedule
 
-            self._baseline_cost = simulate(inst, fixed_schedule(inst)).flows.decision_cost_usd
-        if self.hourly_forecast:
-            self._extra = day_forecast_table(inst)
+                baseline = simulate(inst, fixed_schedule(inst)).flows.decision_cost_usd
+            extra = day_forecast_table(inst) if self.hourly_forecast else None
+            cached = self._days[inst.day] = (boundary.tolist(), baseline, extra)
+        self._boundary, self._baseline_cost, self._extra = cached
 
     def _observation(self, obs: np.ndarray) -> np.ndarray:
-        if not self.hourly_forecast:
+        if self._extra is None:
             return obs
         t = min(self.dispatch.slot, self._extra.shape[0] - 1)
         return np.concatenate([obs, self._extra[t]]).astype(np.float32)
@@ -275,15 +296,19 @@ def wrap_env(env: gym.Env, config: PPOConfig) -> DecisionSteps:
                          reward_baseline=config.reward_baseline, reward_scale_usd=config.reward_scale_usd)
 
 
-def make_env(config: PPOConfig, days: Sequence[str], rank: int = 0) -> Callable[[], gym.Env]:
-    """A picklable thunk building one training env (for DummyVecEnv / SubprocVecEnv)."""
+def make_env(config: PPOConfig, days: Sequence[str], rank: int = 0, profiles: Any = None) -> Callable[[], gym.Env]:
+    """A picklable thunk building one training env (for DummyVecEnv / SubprocVecEnv).
+
+    ``profiles``: an already loaded profile source to share (default: ``config.profiles``, read by the env).
+    """
 
     def _init() -> gym.Env:
         import torch
         from stable_baselines3.common.monitor import Monitor
 
         torch.set_num_threads(1)
-        env = CheckpointDispatchEnv(case=config.case, overrides=config.overrides or None, profiles=config.profiles,
+        source = config.profiles if profiles is None else profiles
+        env = CheckpointDispatchEnv(case=config.case, overrides=config.overrides or None, profiles=source,
                                     days=list(days), **config.behaviour_env_kwargs())
         return Monitor(wrap_env(env, config))
 
@@ -294,11 +319,15 @@ def make_vec_env(config: PPOConfig, days: Sequence[str]):
     """``n_envs`` training envs, seeded from the config's seed (env i resets with seed + i)."""
     from stable_baselines3.common.vec_env import DummyVecEnv, SubprocVecEnv
 
-    thunks = [make_env(config, days, i) for i in range(config.n_envs)]
     if config.vec_env == "subproc" and config.n_envs > 1:
-        vec = SubprocVecEnv(thunks, start_method="fork")
+        vec = SubprocVecEnv([make_env(config, days, i) for i in range(config.n_envs)], start_method="fork")
     else:
-        vec = DummyVecEnv(thunks)
+        from aidc_env.case import load_case
+        from aidc_env.profiles import load_profiles
+
+        # One process: read the profile source once and share it.
+        profiles = load_profiles(config.profiles, renewable_capacity_mw=load_case(config.case).renewable_capacity_mw)
+        vec = DummyVecEnv([make_env(config, days, i, profiles) for i in range(config.n_envs)])
     vec.seed(config.seed)
     return vec
 

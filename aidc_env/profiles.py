@@ -201,6 +201,10 @@ class ProfileSet:
         object.__setattr__(self, "skipped", MappingProxyType(dict(sorted(self.skipped.items()))))
         object.__setattr__(self, "renewable_capacity_mw", _require_capacity(self.renewable_capacity_mw))
 
+    def __reduce__(self):
+        # MappingProxyType fields do not pickle: rebuild from plain dicts (pickle, deepcopy, worker processes).
+        return (ProfileSet, (dict(self.days), dict(self.skipped), self.renewable_capacity_mw, self.source))
+
     def dates(self) -> list[str]:
         """The dates of the complete days, sorted."""
         return list(self.days)

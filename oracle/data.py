@@ -161,17 +161,3 @@ def oracle_data(inst: Instance, *, joint: bool = True) -> OracleData:
         renewable_cost_usd=renewable_cost_usd(inst),
         joint_state_count_uncapped=uncapped,
     )
-
-
-def schedule_tokens(data: OracleData, schedule: list[list[int]]) -> list[float]:
-    """Tokens per job of a schedule from the model's coefficients (cross-check of the token rows)."""
-    out = []
-    for job, coef, choices in zip(data.inst.jobs, data.jobs, schedule, strict=True):
-        previous = job.initial_mode
-        total = 0.0
-        for c in choices:
-            if c != PAUSE:
-                total += coef.tokens_kept[c] if c == previous else coef.tokens_restarted[c]
-            previous = c
-        out.append(total)
-    return out

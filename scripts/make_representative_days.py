@@ -14,7 +14,7 @@ its README), picks at most 24 complete days deterministically and writes, in ``-
 
 Selection rule (every tie broken by the earlier date), each month has DAYS_PER_MONTH places:
 
-1. the ``--include`` days (default 2023-04-15 and 2023-05-14), each taking a place in its month;
+1. the ``--include`` days (default 2023-04-15, 2023-05-14 and 2023-06-17, the reference day), each taking a place in its month;
 2. negative prices: the day with the most negative-price hours, then the day with the lowest hourly
    price, each among the complete days of months that have no day picked yet;
 3. per month, while it has a place: its *typical* day, closest to the month's medians of daily mean
@@ -51,7 +51,7 @@ except ModuleNotFoundError:  # run from a checkout without installing the packag
 GENERATOR = "scripts/make_representative_days.py"
 DEFAULT_SOURCE = REPO_ROOT.parent / "shared" / "data" / "caiso" / "caiso_2023_hourly.csv"
 DEFAULT_OUT = REPO_ROOT / "aidc_env" / "data"
-DEFAULT_INCLUDE = ("2023-04-15", "2023-05-14")
+DEFAULT_INCLUDE = ("2023-04-15", "2023-05-14", "2023-06-17")
 YEAR = "2023"
 
 MAX_DAYS = 24
@@ -253,7 +253,7 @@ Only complete days are eligible ({meta['source_complete_days']} of the year; day
 the loader). Selection rule, deterministic, ties broken by the earlier date; each month has
 {DAYS_PER_MONTH} places and the table has at most {MAX_DAYS} days:
 
-1. the `--include` days (default {', '.join(DEFAULT_INCLUDE)}: two spring days, one of them the reference
+1. the `--include` days (default {', '.join(DEFAULT_INCLUDE)}: three late-spring days, the last of them the case's reference
    day), each taking a place in its month;
 2. negative prices: the day with the most negative-price hours, then the day with the lowest hourly price,
    each among months that have no day picked yet;

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import copy
-import json
 import pickle
 import subprocess
 import sys
@@ -407,23 +406,27 @@ def test_replay_of_baselines_gives_the_simulator_cost(day):
 
 
 def test_replay_of_the_oracle_schedule():
-    if not (ROOT / "oracle" / "__main__.py").exists():
-        pytest.skip("the oracle CLI is not available")
-    out = subprocess.run([sys.executable, "-m", "oracle", "--case", "2048", "--time-limit", "30", "--json"],
-                         cwd=ROOT, capture_output=True, text=True, timeout=180)
-    if out.returncode != 0:
-        pytest.skip(f"the oracle did not run: {out.stderr.strip()[-300:]}")
-    result = json.loads(out.stdout)
-    schedule = result["schedule"]
-    env = CheckpointDispatchEnv(case="2048", safety_mask=False, pause_when_done=False)
-    inst = env.instance(result.get("day") or load_case("2048").day)
-    if isinstance(schedule, dict):
-        schedule = [schedule[job.name] for job in inst.jobs]
+    oracle = pytest.importorskip("oracle")
+    if not hasattr(oracle, "solve"):
+        pytest.skip("the oracle has no solve() yet")
+    permissive = CheckpointDispatchEnv(case="2048", safety_mask=False, pause_when_done=False)
+    inst = permissive.instance(load_case("2048").day)
+    result = oracle.solve(inst, time_limit_s=30)
+    if result.schedule is None:
+        pytest.skip(f"the oracle found no schedule: {result.status} {result.reason}")
+    schedule = [list(row) for row in result.schedule]
     expected = simulate(inst, schedule).metrics
-    rewards, infos = replay(env, schedule, inst.day)
-    assert not any(i["invalid_action"] for i in infos)
-    assert env.schedule() == [list(s) for s in schedule]
-    assert episode_decision_cost(rewards, infos) == pytest.approx(expected.decision_cost_usd, rel=1e-9, abs=1e-9)
+    assert expected.tranches_met
+    default = CheckpointDispatchEnv(case="2048")
+    for env in (permissive, default):
+        rewards, infos = replay(env, schedule, inst.day)
+        if env is default and any(i["invalid_action"] for i in infos):
+            continue  # the safety test is sufficient, not necessary: it may reject an optimal plan
+        assert not any(i["invalid_action"] for i in infos)
+        assert env.schedule() == schedule
+        assert infos[-1]["terminal_penalty_usd"] == 0.0
+        assert episode_decision_cost(rewards, infos) == pytest.approx(expected.decision_cost_usd, rel=1e-9, abs=1e-9)
+        assert [i["slot_cost_usd"] for i in infos] == simulate(inst, schedule).flows.decision_cost_usd.tolist()
 
 
 def test_terminal_penalty_makes_missing_a_tranche_never_pay():

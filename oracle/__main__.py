@@ -1,0 +1,93 @@
+"""Command line of the oracle: ``python -m oracle --case 2048 [overrides] [--time-limit S] --json``."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Sequence
+
+from aidc_env.case import add_case_arguments, instance_from_args, load_instance
+from aidc_env.errors import require, run_cli
+from aidc_env.simulator import format_metrics
+from oracle.formulations import FORMULATIONS
+from oracle.model import DEFAULT_MIP_GAP, DEFAULT_TIME_LIMIT_S, OracleModel, OracleResult
+from oracle.solvers import DEFAULT_SOLVER
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="python -m oracle",
+        description="Exact MILP oracle of one day (Pyomo + HiGHS): the cheapest schedule of checkpoint "
+        "segments (a 3D mode or a pause per job and segment) that trains every daily tranche within the GPU pool. "
+        "Prints status, objective, best bound, gap, seconds, the simulator's metrics of the schedule and the "
+        "schedule itself (per job, per segment: mode index, or -1 for pause). Infeasible cases are an answer "
+        "(status infeasible, with the reason), not an error: the exit code is 0. Bad input exits with code 2.",
+    )
+    add_case_arguments(parser)
+    parser.add_argument("--instance", help="solve this instance JSON (python -m aidc_env.case --json) instead of a "
+                                           "case; the case options are then ignored")
+    parser.add_argument("--time-limit", type=float, default=DEFAULT_TIME_LIMIT_S,
+                        help=f"solver time limit in seconds (default {DEFAULT_TIME_LIMIT_S:g})")
+    parser.add_argument("--mip-gap", type=float, default=DEFAULT_MIP_GAP,
+                        help=f"relative optimality gap at which to stop (default {DEFAULT_MIP_GAP:g})")
+    parser.add_argument("--solver", default=DEFAULT_SOLVER,
+                        help="highs (default: HiGHS via highspy, persistent) or any Pyomo solver name "
+                             "(appsi_highs, cbc, glpk, gurobi, cplex, scip, ...)")
+    parser.add_argument("--formulation", choices=FORMULATIONS, default="fast",
+                        help="fast: joint states with exact block costs (default); textbook: per-slot load and "
+                             "grid variables, for comparison")
+    parser.add_argument("--no-pause", action="store_true", help="forbid pausing: every job runs in every segment")
+    parser.add_argument("--no-warm-start", action="store_true",
+                        help="do not hand the best of fixed / greedy as a MIP start")
+    parser.add_argument("--threads", type=int, help="solver threads (default: the solver's own)")
+    parser.add_argument("--mps", metavar="FILE", help="also write the model in MPS format to FILE (for other solvers)")
+    parser.add_argument("--log", action="store_true", help="show the solver's log (on stderr)")
+    parser.add_argument("--json", action="store_true", help="print the result as JSON (default: a summary)")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    require(args.time_limit > 0, "time-limit", f"must be > 0, got {args.time_limit}")
+    require(0 <= args.mip_gap < 1, "mip-gap", f"must be in [0, 1), got {args.mip_gap}")
+    require(args.threads is None or args.threads > 0, "threads", f"must be > 0, got {args.threads}")
+    inst = load_instance(args.instance) if args.instance else instance_from_args(args)
+    oracle = OracleModel(inst, formulation=args.formulation, solver=args.solver, allow_pause=not args.no_pause)
+    if args.mps:
+        oracle.write(args.mps, format="mps")
+    stdout = sys.stdout
+    if args.log:
+        sys.stdout = sys.stderr  # the solver log goes to stderr, the answer to stdout
+    try:
+        result = oracle.solve(time_limit_s=args.time_limit, mip_gap=args.mip_gap, warm_start=not args.no_warm_start,
+                              threads=args.threads, tee=args.log)
+    finally:
+        sys.stdout = stdout
+    if args.json:
+        print(json.dumps(result.to_dict(), indent=1))
+    else:
+        print(summary(result))
+    return 0
+
+
+def summary(result: OracleResult) -> str:
+    head = f"{result.case} on {result.day}: {result.status}"
+    lines = [head]
+    if result.objective_usd is not None:
+        lines.append(f"operating cost ${result.objective_usd:,.4f} (best bound ${result.best_bound_usd:,.4f}, gap "
+                     f"{result.gap:.2e}), build {result.build_seconds:.2f} s, solve {result.solve_seconds:.2f} s "
+                     f"[{result.formulation}, {result.solver}]")
+    if result.reason:
+        lines.append(f"reason: {result.reason}")
+    if result.metrics is not None:
+        lines.append(format_metrics(result.metrics))
+    schedule = result.schedule_by_job()
+    if schedule:
+        for name, row in schedule.items():
+            lines.append(f"  {name}: {' '.join(f'{c:>2d}' for c in row)}   modes {', '.join(result.modes_used[name])}")
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    raise SystemExit(run_cli(main))

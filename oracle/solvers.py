@@ -1,0 +1,225 @@
+"""Running a built model with a solver: HiGHS (persistent, with a MIP start) or any Pyomo solver.
+
+The default, ``"highs"``, is Pyomo's persistent HiGHS interface of ``pyomo.contrib.solver`` (highspy,
+no external binary). The model is loaded into HiGHS once; later solves send only what changed (a new
+objective, new tranche right-hand sides). A MIP start is handed to HiGHS through highspy's
+``setSolution`` (the interface has no warm-start option of its own).
+
+Any other name goes to Pyomo: first the ``pyomo.contrib.solver`` factory (e.g. ``gurobi_persistent``,
+``scip_direct``), then the classic ``SolverFactory`` (``cbc``, ``glpk``, ``gurobi``, ``cplex``,
+``appsi_highs``, ...), with the time limit and gap passed under each solver's own option names where
+known (:data:`TIME_LIMIT_OPTION`, :data:`GAP_OPTION`).
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pyomo.environ as pyo
+from pyomo.contrib.solver.common.factory import SolverFactory as ContribSolverFactory
+from pyomo.contrib.solver.common.results import TerminationCondition as ContribTermination
+from pyomo.opt import TerminationCondition as LegacyTermination
+
+from aidc_env.errors import InputError
+
+DEFAULT_SOLVER = "highs"
+
+TIME_LIMIT_OPTION = {
+    "cbc": "seconds", "glpk": "tmlim", "gurobi": "TimeLimit", "gurobi_direct": "TimeLimit",
+    "gurobi_persistent": "TimeLimit", "cplex": "timelimit", "cplex_direct": "timelimit", "scip": "limits/time",
+    "appsi_highs": "time_limit", "xpress": "maxtime",
+}
+"""Option name of the time limit (seconds) of classic Pyomo solvers."""
+
+GAP_OPTION = {
+    "cbc": "ratioGap", "glpk": "mipgap", "gurobi": "MIPGap", "gurobi_direct": "MIPGap",
+    "gurobi_persistent": "MIPGap", "cplex": "mipgap", "cplex_direct": "mipgap", "scip": "limits/gap",
+    "appsi_highs": "mip_rel_gap", "xpress": "miprelstop",
+}
+"""Option name of the relative MIP gap of classic Pyomo solvers."""
+
+_AUTO_UPDATE_FLAGS = (
+    "check_for_new_or_removed_constraints", "check_for_new_or_removed_vars", "check_for_new_or_removed_params",
+    "check_for_new_objective", "update_constraints", "update_vars", "update_parameters",
+    "update_named_expressions", "update_objective",
+)
+
+
+@dataclass
+class RunOutcome:
+    """What a solver run returned (the solution, if any, is loaded into the model's variables)."""
+
+    status: str
+    """``optimal``, ``infeasible``, ``time_limit`` or ``error``."""
+    has_solution: bool
+    objective: float | None
+    bound: float | None
+    load_seconds: float
+    """Time to hand the model (or its changes) to the solver."""
+    solve_seconds: float
+    message: str = ""
+    start_accepted: bool | None = None
+
+
+StartValues = Iterable[tuple[pyo.Var, float]]
+
+
+class HighsRunner:
+    """Persistent HiGHS: load once, re-solve after in-place changes, MIP start via highspy."""
+
+    name = DEFAULT_SOLVER
+
+    def __init__(self) -> None:
+        self._opt: Any = None
+        self._model: pyo.ConcreteModel | None = None
+
+    def _set_auto_updates(self, enabled: bool) -> None:
+        for flag in _AUTO_UPDATE_FLAGS:
+            setattr(self._opt.config.auto_updates, flag, enabled)
+
+    def load(self, model: pyo.ConcreteModel) -> float:
+        """Hand the model (first time) or its changes (later) to HiGHS; returns the seconds taken."""
+        tick = time.perf_counter()
+        if self._opt is None or self._model is not model:
+            self._opt = ContribSolverFactory(DEFAULT_SOLVER)
+            self._set_auto_updates(True)
+            self._opt.set_instance(model)
+            self._model = model
+        else:
+            self._set_auto_updates(True)
+            self._opt.update()
+        # Changes are sent above; the solve itself must not re-send anything (it would drop the MIP start).
+        self._set_auto_updates(False)
+        return time.perf_counter() - tick
+
+    def solve(self, model: pyo.ConcreteModel, *, time_limit_s: float, mip_gap: float, start: StartValues | None,
+              threads: int | None, tee: bool, options: dict[str, Any]) -> RunOutcome:
+        load_seconds = self.load(model)
+        opt = self._opt
+        highs = opt._solver_model  # the highspy.Highs object; the interface exposes no MIP start
+        start_accepted = None
+        if start is not None:
+            columns = opt._pyomo_var_to_solver_var_map
+            index, value = [], []
+            for var, val in start:
+                column = columns.get(id(var))
+                if column is not None:
+                    index.append(column)
+                    value.append(val)
+            status = highs.setSolution(len(index), np.array(index, dtype=np.int32), np.array(value, dtype=float))
+            start_accepted = str(status).endswith("kOk")
+        tick = time.perf_counter()
+        results = opt.solve(model, time_limit=time_limit_s, rel_gap=mip_gap, threads=threads, tee=tee,
+                            load_solutions=False, raise_exception_on_nonoptimal_result=False,
+                            solver_options=dict(options))
+        solve_seconds = time.perf_counter() - tick
+        condition = results.termination_condition
+        has_solution = results.incumbent_objective is not None
+        if has_solution:
+            results.solution_loader.load_vars()
+        if condition == ContribTermination.convergenceCriteriaSatisfied:
+            status = "optimal"
+        elif condition in (ContribTermination.provenInfeasible, ContribTermination.infeasibleOrUnbounded):
+            status = "infeasible"
+        elif condition == ContribTermination.maxTimeLimit:
+            status = "time_limit"
+        else:
+            status = "error"
+        return RunOutcome(status=status, has_solution=has_solution, objective=results.incumbent_objective,
+                          bound=results.objective_bound, load_seconds=load_seconds, solve_seconds=solve_seconds,
+                          message="" if status != "error" else f"HiGHS stopped with {condition.name}",
+                          start_accepted=start_accepted)
+
+
+class PyomoRunner:
+    """Any other Pyomo solver (contrib interface first, then the classic factory)."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self._contrib = ContribSolverFactory(name) if name in _contrib_names() else None
+        if self._contrib is not None:
+            if not self._contrib.available():
+                raise InputError("solver", f"{name} is registered with Pyomo but not available here")
+            self._legacy = None
+            return
+        if name not in pyo.SolverFactory:
+            raise InputError("solver", f"unknown solver {name!r} (try highs, appsi_highs, cbc, glpk, gurobi, cplex, "
+                                       "scip)")
+        logging.getLogger("pyomo.solvers").setLevel(logging.ERROR)
+        self._legacy = pyo.SolverFactory(name)
+        if not self._legacy.available(exception_flag=False):
+            raise InputError("solver", f"{name} is not available (not installed or not on the PATH)")
+
+    def solve(self, model: pyo.ConcreteModel, *, time_limit_s: float, mip_gap: float, start: StartValues | None,
+              threads: int | None, tee: bool, options: dict[str, Any]) -> RunOutcome:
+        if self._contrib is not None:
+            return self._solve_contrib(model, time_limit_s, mip_gap, threads, tee, options)
+        return self._solve_legacy(model, time_limit_s, mip_gap, start, threads, tee, options)
+
+    def _solve_contrib(self, model, time_limit_s, mip_gap, threads, tee, options) -> RunOutcome:
+        tick = time.perf_counter()
+        results = self._contrib.solve(model, time_limit=time_limit_s, rel_gap=mip_gap, threads=threads, tee=tee,
+                                      load_solutions=False, raise_exception_on_nonoptimal_result=False,
+                                      solver_options=dict(options))
+        seconds = time.perf_counter() - tick
+        has_solution = results.incumbent_objective is not None
+        if has_solution:
+            results.solution_loader.load_vars()
+        condition = results.termination_condition
+        status = {ContribTermination.convergenceCriteriaSatisfied: "optimal",
+                  ContribTermination.provenInfeasible: "infeasible",
+                  ContribTermination.infeasibleOrUnbounded: "infeasible",
+                  ContribTermination.maxTimeLimit: "time_limit"}.get(condition, "error")
+        return RunOutcome(status, has_solution, results.incumbent_objective, results.objective_bound, 0.0, seconds,
+                          "" if status != "error" else f"{self.name} stopped with {condition.name}")
+
+    def _solve_legacy(self, model, time_limit_s, mip_gap, start, threads, tee, options) -> RunOutcome:
+        opt = self._legacy
+        if self.name in TIME_LIMIT_OPTION:
+            opt.options[TIME_LIMIT_OPTION[self.name]] = time_limit_s
+        if self.name in GAP_OPTION:
+            opt.options[GAP_OPTION[self.name]] = mip_gap
+        if threads is not None and self.name in ("cbc", "gurobi", "cplex", "appsi_highs"):
+            opt.options["threads"] = threads
+        opt.options.update(options)
+        kwargs: dict[str, Any] = {"tee": tee, "load_solutions": False}
+        warm = start is not None and getattr(opt, "warm_start_capable", lambda: False)()
+        if warm:
+            for var, value in start:
+                var.set_value(value, skip_validation=True)
+            kwargs["warmstart"] = True
+        tick = time.perf_counter()
+        results = opt.solve(model, **kwargs)
+        seconds = time.perf_counter() - tick
+        condition = results.solver.termination_condition
+        has_solution = len(results.solution) > 0
+        if has_solution:
+            model.solutions.load_from(results)
+        status = {LegacyTermination.optimal: "optimal", LegacyTermination.infeasible: "infeasible",
+                  LegacyTermination.infeasibleOrUnbounded: "infeasible",
+                  LegacyTermination.maxTimeLimit: "time_limit"}.get(condition, "error")
+        bound = results.problem.lower_bound
+        bound = float(bound) if bound is not None and math.isfinite(float(bound)) else None
+        objective = float(pyo.value(model.cost)) if has_solution else None
+        return RunOutcome(status, has_solution, objective, bound, 0.0, seconds,
+                          "" if status != "error" else f"{self.name} stopped with {condition}",
+                          start_accepted=warm if start is not None else None)
+
+
+def _contrib_names() -> set[str]:
+    return {name for name in ContribSolverFactory} - {DEFAULT_SOLVER}
+
+
+def make_runner(name: str) -> HighsRunner | PyomoRunner:
+    """The runner of a solver name (:class:`InputError` if unknown or unavailable)."""
+    if not isinstance(name, str) or not name:
+        raise InputError("solver", "must be a solver name")
+    if name == DEFAULT_SOLVER:
+        return HighsRunner()
+    return PyomoRunner(name)

@@ -1,0 +1,268 @@
+"""The MILP oracle: optimal on the reference case, equal to brute force on tiny days, and honest about infeasibility."""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from agents.baselines import fixed_schedule
+from aidc_env.case import PAUSE, SECONDS_PER_HOUR, build_instance
+from aidc_env.errors import InputError
+from aidc_env.simulator import (
+    TRANCHE_TOLERANCE,
+    facility_load_mw,
+    renewable_first,
+    restarts,
+    segment_productive_hours,
+    simulate,
+    slot_decision_cost_usd,
+)
+from oracle import OracleModel, precheck, solve
+from tests.conftest import mode, tiny_instance, tiny_job
+
+ROOT = Path(__file__).resolve().parents[1]
+REPLAY_RTOL = 1e-6
+GAP = 1e-4
+
+
+def run_oracle(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "oracle", *args], cwd=ROOT, capture_output=True, text=True,
+                          timeout=300)
+
+
+@pytest.fixture(scope="module")
+def reference_result():
+    return solve("2048", time_limit_s=120)
+
+
+# ------------------------------------------------------------------------------------ the reference case
+
+
+def test_reference_case_is_optimal_and_equals_the_simulator(reference_result):
+    r = reference_result
+    assert r.status == "optimal", r.reason
+    assert r.gap is not None and r.gap <= GAP
+    assert r.best_bound_usd <= r.objective_usd
+    replay = simulate(build_instance("2048"), r.schedule).metrics
+    assert r.objective_usd == pytest.approx(replay.operating_cost_usd, rel=REPLAY_RTOL)
+    assert r.metrics.operating_cost_usd == replay.operating_cost_usd
+    assert replay.tranches_met and replay.capacity_ok
+    fixed = simulate(build_instance("2048"), fixed_schedule(build_instance("2048"))).metrics
+    assert r.objective_usd < fixed.operating_cost_usd
+    assert r.start_objective_usd is not None and r.objective_usd <= r.start_objective_usd
+    data = json.loads(json.dumps(r.to_dict()))
+    assert set(data["schedule"]) == {"LLM-A", "LLM-B"} and len(data["schedule"]["LLM-A"]) == 12
+    assert data["modes_used"]["LLM-A"] and data["metrics"]["tranches_met"]
+
+
+@pytest.mark.parametrize("gpus, feasible", [(768, False), (1152, False), (1280, True)])
+def test_gpu_feasibility_threshold_of_the_seed(gpus, feasible):
+    r = solve("2048", gpus=gpus, time_limit_s=120)
+    if feasible:
+        assert r.status == "optimal" and r.metrics.tranches_met
+    else:
+        assert r.status == "infeasible" and r.schedule is None
+        assert f"{gpus} GPUs" in r.reason and "LLM-B" in r.reason
+
+
+def test_2048_is_feasible_at_the_threshold_too(reference_result):
+    assert reference_result.status == "optimal"
+
+
+def test_textbook_and_fast_reach_the_same_optimum():
+    inst = build_instance("2048", segments=4)
+    fast = solve(inst, mip_gap=1e-9, time_limit_s=120)
+    textbook = solve(inst, formulation="textbook", mip_gap=1e-9, time_limit_s=120)
+    assert fast.status == textbook.status == "optimal"
+    assert fast.objective_usd == pytest.approx(textbook.objective_usd, rel=1e-7)
+    assert simulate(inst, textbook.schedule).metrics.operating_cost_usd == pytest.approx(textbook.objective_usd,
+                                                                                         rel=REPLAY_RTOL)
+
+
+def test_other_pyomo_solver_names_work():
+    inst = build_instance("2048", segments=4)
+    highs = solve(inst, mip_gap=1e-9)
+    other = solve(inst, solver="appsi_highs", mip_gap=1e-9)
+    assert other.status == "optimal" and other.solver == "appsi_highs"
+    assert other.objective_usd == pytest.approx(highs.objective_usd, rel=1e-7)
+    with pytest.raises(InputError, match="solver"):
+        solve(inst, solver="no-such-solver")
+
+
+def test_model_built_once_is_repriced_in_place():
+    inst = build_instance("2048", segments=4)
+    oracle = OracleModel(inst)
+    first = oracle.solve(mip_gap=1e-9)
+    model = oracle.model
+    for changed in (build_instance("2048", segments=4, renewable_ratio=1.5),
+                    build_instance("2048", segments=4, day="2023-01-18"),
+                    dataclasses.replace(inst, jobs=tuple(dataclasses.replace(j, tranche_tokens=0.5 * j.tranche_tokens)
+                                                         for j in inst.jobs))):
+        oracle.update(changed)
+        again = oracle.solve(mip_gap=1e-9)
+        assert oracle.model is model  # same structure: not rebuilt
+        fresh = solve(changed, mip_gap=1e-9)
+        assert again.status == fresh.status == "optimal"
+        assert again.objective_usd == pytest.approx(fresh.objective_usd, rel=1e-7)
+    oracle.update(inst)
+    assert oracle.solve(mip_gap=1e-9).objective_usd == pytest.approx(first.objective_usd, rel=1e-7)
+    oracle.update(build_instance("2048", segments=6))  # another structure: rebuilt transparently
+    assert oracle.model is not model and oracle.solve().status == "optimal"
+
+
+def test_rest_of_day_sub_instance_with_zero_and_partial_tranches():
+    """What MPC builds: the remaining slots, the current choice as initial mode, what is left of the tranches."""
+    inst = build_instance("2048")
+    half = inst.slots // 2
+    jobs = (dataclasses.replace(inst.jobs[0], segments=6, initial_mode=PAUSE, tranche_tokens=0.0),
+            dataclasses.replace(inst.jobs[1], segments=3, initial_mode=0, tranche_tokens=0.4 * inst.jobs[1].tranche_tokens))
+    sub = dataclasses.replace(inst, jobs=jobs, price_usd_per_mwh=inst.price_usd_per_mwh[half:],
+                              renewable_shape=inst.renewable_shape[half:])
+    r = solve(sub, time_limit_s=60)
+    assert r.status == "optimal"
+    assert [len(row) for row in r.schedule] == [6, 3]
+    assert r.objective_usd == pytest.approx(simulate(sub, r.schedule).metrics.operating_cost_usd, rel=REPLAY_RTOL)
+
+
+def test_no_pause_option():
+    inst = build_instance("2048", segments=4)
+    free = solve(inst, mip_gap=1e-9)
+    busy = solve(inst, allow_pause=False, mip_gap=1e-9)
+    assert busy.status == "optimal"
+    assert all(c != PAUSE for row in busy.schedule for c in row)
+    assert busy.objective_usd >= free.objective_usd - 1e-6
+
+
+def test_time_limit_returns_the_best_schedule_found():
+    r = solve("2048", segments=96, time_limit_s=0.5)
+    assert r.status == "time_limit"
+    assert r.schedule is not None and r.metrics.tranches_met  # at least the MIP start
+    assert (r.gap is None or r.gap > 0) and "time limit" in r.reason
+
+
+# ------------------------------------------------------------------------------------ infeasibility reasons
+
+
+def test_infeasible_alone_names_the_job():
+    job = tiny_job("A", segments=2, tranche_tokens=10 * 18.0 * SECONDS_PER_HOUR * 2)
+    check = precheck(tiny_instance([job], price=[10.0, 20.0], shape=[0.1, 0.2]))
+    assert check.infeasible and "A's tranche" in check.reason
+
+
+def test_infeasible_because_of_restarts_is_proved_by_the_solver():
+    # Two jobs share 4 GPUs; each needs exactly half a day at full rate. Time sharing fits, but the job that
+    # waits must resume later and lose its restart time: only the MILP can tell.
+    full = mode(4, 10.0, 400.0)
+    day_tokens = 10.0 * SECONDS_PER_HOUR * 2
+    jobs = [tiny_job("A", segments=2, modes=(full,), initial_mode=0, tranche_tokens=day_tokens / 2),
+            tiny_job("B", segments=2, modes=(full,), initial_mode=0, tranche_tokens=day_tokens / 2)]
+    inst = tiny_instance(jobs, price=[10.0, 20.0], shape=[0.1, 0.2])
+    assert not precheck(inst).infeasible
+    for formulation in ("fast", "textbook"):
+        r = solve(inst, formulation=formulation)
+        assert r.status == "infeasible" and "restarts" in r.reason and "solver proved" in r.reason
+
+
+# ------------------------------------------------------------------------------------ brute force
+
+
+def brute_force(inst, allow_pause: bool = True) -> float | None:
+    """The cheapest feasible schedule's operating cost, by enumerating every schedule (vectorised)."""
+    per_job = []
+    for job in inst.jobs:
+        options = list(range(job.n_modes)) + ([PAUSE] if allow_pause else [])
+        rows = np.array(list(itertools.product(options, repeat=job.segments)), dtype=np.int64)
+        slot = np.repeat(rows, inst.slots_per_segment(job), axis=1)
+        restarted = np.array([restarts(job, r) for r in rows])
+        hours = np.where(rows != PAUSE, segment_productive_hours(inst, job, restarted), 0.0)
+        tokens = np.sum(job.tokens_per_s_by_choice[rows] * SECONDS_PER_HOUR * hours, axis=1)
+        ok = tokens >= job.tranche_tokens * (1 - TRANCHE_TOLERANCE)
+        per_job.append((job.gpus_by_choice[slot][ok], job.it_power_kw_by_choice[slot][ok]))
+    gpus, power = np.zeros((1, inst.slots), dtype=np.int64), np.zeros((1, inst.slots))
+    for job_gpus, job_power in per_job:
+        gpus = (gpus[:, None, :] + job_gpus[None, :, :]).reshape(-1, inst.slots)
+        power = (power[:, None, :] + job_power[None, :, :]).reshape(-1, inst.slots)
+    fits = np.all(gpus <= inst.n_gpus, axis=1)
+    if not fits.any():
+        return None
+    load = facility_load_mw(inst, gpus[fits], power[fits])
+    _, grid, curtailment = renewable_first(load, np.broadcast_to(inst.renewable_mw, load.shape))
+    decision = slot_decision_cost_usd(inst, grid, curtailment).sum(axis=1)
+    return float(decision.min() + np.sum(inst.renewable_mw) * inst.slot_hours * inst.ppa_usd_per_mwh)
+
+
+SLOTS = 12  # divisible by every K in 2..4
+
+
+@st.composite
+def tiny_days(draw):
+    n_jobs = draw(st.integers(1, 2))
+    n_gpus = draw(st.integers(2, 8))
+    jobs = []
+    for j in range(n_jobs):
+        n_modes = draw(st.integers(2, 4 if n_jobs == 1 else 3))
+        modes = tuple(mode(draw(st.integers(1, n_gpus)), draw(st.floats(1.0, 50.0)), draw(st.floats(50.0, 900.0)))
+                      for _ in range(n_modes))
+        segments = draw(st.sampled_from([2, 3, 4]))
+        max_day = max(m.tokens_per_s for m in modes) * SECONDS_PER_HOUR * 24.0
+        jobs.append(tiny_job(f"J{j}", segments=segments, modes=modes,
+                             initial_mode=draw(st.sampled_from([PAUSE, *range(n_modes)])),
+                             restart_hours=draw(st.floats(0.0, 1.5)),
+                             tranche_tokens=draw(st.floats(0.0, 0.9)) * max_day / n_jobs))
+    price = draw(st.lists(st.floats(-60.0, 150.0), min_size=SLOTS, max_size=SLOTS))
+    shape = draw(st.lists(st.floats(0.0, 1.0), min_size=SLOTS, max_size=SLOTS))
+    return tiny_instance(jobs, price=price, shape=shape, n_gpus=n_gpus, slot_hours=24.0 / SLOTS,
+                         curtailment_penalty_usd_per_mwh=draw(st.sampled_from([0.0, 15.0])))
+
+
+@settings(max_examples=40, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
+@given(inst=tiny_days(), allow_pause=st.booleans())
+def test_oracle_finds_the_brute_force_minimum(inst, allow_pause):
+    best = brute_force(inst, allow_pause)
+    for formulation in ("fast", "textbook"):
+        r = solve(inst, formulation=formulation, allow_pause=allow_pause, mip_gap=1e-9, time_limit_s=60)
+        if best is None:
+            assert r.status == "infeasible", (formulation, r.objective_usd)
+            assert r.reason
+        else:
+            assert r.status == "optimal", (formulation, r.reason)
+            assert r.objective_usd == pytest.approx(best, rel=1e-6, abs=1e-6), formulation
+            assert r.metrics.operating_cost_usd == pytest.approx(best, rel=1e-6, abs=1e-6)
+
+
+# ------------------------------------------------------------------------------------ command line
+
+
+def test_cli_json_and_exit_codes(tmp_path):
+    out = run_oracle("--case", "2048", "--segments", "4", "--json")
+    assert out.returncode == 0, out.stderr
+    data = json.loads(out.stdout)
+    for key in ("status", "objective_usd", "best_bound_usd", "gap", "build_seconds", "solve_seconds", "reason",
+                "metrics", "schedule", "modes_used"):
+        assert key in data
+    assert data["status"] == "optimal" and len(data["schedule"]["LLM-B"]) == 4
+
+    out = run_oracle("--gpus", "1152", "--json", "--mps", str(tmp_path / "day.mps"))
+    assert out.returncode == 0, out.stderr
+    data = json.loads(out.stdout)
+    assert data["status"] == "infeasible" and "1152 GPUs" in data["reason"]
+    text = (tmp_path / "day.mps").read_text()
+    assert "ROWS" in text and "COLUMNS" in text
+
+    for bad in (["--segments", "7"], ["--gpus", "-1"], ["--time-limit", "0"], ["--solver", "nope"]):
+        out = run_oracle(*bad)
+        assert out.returncode == 2, (bad, out.stderr)
+        assert out.stderr.startswith("error: ") and "Traceback" not in out.stderr
+        assert len(out.stderr.strip().splitlines()) == 1
+
+    summary = run_oracle("--segments", "4")
+    assert summary.returncode == 0 and "optimal" in summary.stdout

@@ -1,0 +1,140 @@
+"""train.py → save → load → evaluate, with tiny timesteps (seconds, not minutes), and evaluate's JSON schema."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+pytest.importorskip("sb3_contrib")
+
+import evaluate  # noqa: E402
+import train  # noqa: E402
+from agents.baselines import fixed_schedule  # noqa: E402
+from agents.days import split_days  # noqa: E402
+from agents.ppo import (  # noqa: E402
+    CONFIG_ATTRIBUTE,
+    PPOConfig,
+    load_model,
+    model_config,
+    ppo_schedule,
+    rollout_schedule,
+    wrap_env,
+)
+from aidc_env.case import build_instance  # noqa: E402
+from aidc_env.env import CheckpointDispatchEnv  # noqa: E402
+from aidc_env.profiles import load_profiles  # noqa: E402
+from aidc_env.simulator import simulate  # noqa: E402
+
+TINY = ["--timesteps", "128", "--n-envs", "2", "--n-steps", "32", "--batch-size", "32", "--n-epochs", "1",
+        "--net-arch", "16", "--checkpoint-freq", "64"]
+METRIC_KEYS = ("operating_cost_usd", "curtailment_mwh", "green_share", "completion")
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory):
+    """One tiny training run on the bundled days (shared by the tests of this module)."""
+    out = tmp_path_factory.mktemp("run")
+    assert train.main([*TINY, "--out", str(out), "--seed", "3"]) == 0
+    return out
+
+
+def test_train_saves_model_config_and_checkpoints(trained):
+    assert (trained / "model.zip").is_file()
+    assert sorted(p.name for p in (trained / "checkpoints").glob("ppo_*_steps.zip")) == [
+        "ppo_128_steps.zip", "ppo_64_steps.zip"]
+    assert any((trained / "tb").rglob("events.out.tfevents.*"))
+    record = json.loads((trained / "config.json").read_text())
+    config = record["config"]
+    assert record["status"] == "done" and record["num_timesteps"] == 128
+    assert config["seed"] == 3 and config["total_timesteps"] == 128 and config["net_arch"] == [16]
+    for key in ("learning_rate", "n_steps", "batch_size", "n_epochs", "gamma", "gae_lambda", "ent_coef",
+                "clip_range", "env_kwargs", "reward_scale_usd", "decision_steps", "hourly_forecast"):
+        assert key in config
+    assert set(config["env_kwargs"]) >= {"lookahead", "reward_scale", "safety_mask"}
+    train_days, heldout = split_days(load_profiles().dates())
+    assert config["train_days"] == train_days and config["heldout_days"] == heldout
+    assert not set(config["train_days"]) & set(config["heldout_days"])
+    assert {"torch", "stable_baselines3", "sb3_contrib", "gymnasium"} <= set(record["versions"])
+    assert record["heldout_check"]["tranches_met"] == 1.0
+
+
+def test_load_and_schedule_completes(trained):
+    model = load_model(trained / "model.zip")
+    assert model_config(model).seed == 3
+    assert getattr(model, CONFIG_ATTRIBUTE)["net_arch"] == [16]
+    inst = build_instance("2048")
+    schedule = ppo_schedule(model, inst)
+    assert [len(s) for s in schedule] == [job.segments for job in inst.jobs]
+    metrics = simulate(inst, schedule).metrics
+    assert metrics.tranches_met and metrics.capacity_ok  # the safety mask guarantees completion
+    assert ppo_schedule(model, inst) == schedule  # deterministic
+
+
+def test_resume_continues_from_newest_checkpoint(trained, tmp_path):
+    out = tmp_path / "resumed"
+    (out / "checkpoints").mkdir(parents=True)
+    source = trained / "checkpoints" / "ppo_64_steps.zip"
+    (out / "checkpoints" / source.name).write_bytes(source.read_bytes())
+    (out / "config.json").write_text((trained / "config.json").read_text())
+    assert train.main(["--resume", "--out", str(out)]) == 0
+    record = json.loads((out / "config.json").read_text())
+    assert record["num_timesteps"] == 128 and record["config"]["seed"] == 3
+
+
+def test_evaluate_json_schema(trained, tmp_path):
+    summary_path = tmp_path / "summary.json"
+    code = evaluate.main(["--policies", "fixed,greedy,ppo", "--model", str(trained / "model.zip"), "--no-plots",
+                          "--out", str(tmp_path / "eval"), "--json", str(summary_path)])
+    assert code == 0
+    summary = json.loads(summary_path.read_text())
+    assert set(summary["policies"]) == {"fixed", "greedy", "ppo"}
+    days = summary["days"]
+    assert days == split_days(load_profiles().dates())[1]
+    for name, block in summary["policies"].items():
+        assert set(block) >= {"mean", "days"}
+        for key in METRIC_KEYS:
+            assert isinstance(block["mean"][key], float), (name, key)
+        assert set(block["days"]) == set(days)
+        for row in block["days"].values():
+            for key in METRIC_KEYS:
+                assert isinstance(row[key], float)
+    assert summary["policies"]["ppo"]["mean"]["completion"] >= 1.0 - 1e-9
+
+
+def test_wrapper_rewards_are_savings_versus_fixed():
+    inst = build_instance("2048")
+    config = PPOConfig()
+    env = wrap_env(CheckpointDispatchEnv(case=inst, **config.behaviour_env_kwargs()), config)
+    rng = np.random.default_rng(0)
+    obs, _ = env.reset(seed=0)
+    total, steps, done = 0.0, 0, False
+    while not done:
+        assert env.observation_space.contains(obs)
+        mask = env.action_masks()
+        assert mask.sum() > 1  # forced slots are played by the wrapper
+        obs, reward, done, _, _ = env.step(int(rng.choice(np.flatnonzero(mask))))
+        total += reward
+        steps += 1
+    assert steps <= max(job.segments for job in inst.jobs)
+    fixed = simulate(inst, fixed_schedule(inst)).metrics.decision_cost_usd
+    taken = simulate(inst, env.dispatch.schedule()).metrics
+    assert taken.tranches_met
+    assert total * config.reward_scale_usd == pytest.approx(fixed - taken.decision_cost_usd, rel=1e-9, abs=1e-9)
+
+
+def test_rollout_schedule_random_completes():
+    inst = build_instance("2048")
+    rng = np.random.default_rng(0)
+    schedule = rollout_schedule(inst, lambda obs, mask: int(rng.choice(np.flatnonzero(mask))))
+    assert simulate(inst, schedule).metrics.tranches_met
+
+
+def test_train_help_explains(capsys):
+    with pytest.raises(SystemExit) as err:
+        train.main(["--help"])
+    assert err.value.code == 0
+    text = capsys.readouterr().out
+    for flag in ("--timesteps", "--seed", "--profiles", "--n-envs", "--out", "--resume"):
+        assert flag in text
