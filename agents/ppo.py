@@ -53,6 +53,8 @@ PRICE_SCALE_FLOOR_USD_PER_MWH = 5.0
 """Lower bound of the day's price scale (mean |λ|), so that a flat zero-price day does not blow up."""
 SCALED_PRICE_CLIP = 10.0
 """Day-scaled prices are clipped to [-10, 10]."""
+REWARD_REFERENCE_PRICE_USD_PER_MWH = 50.0
+"""With ``reward_day_scaled``, a day whose price scale is this keeps its rewards unchanged."""
 
 ENV_KWARGS_KEYS = ("lookahead", "forecast_noise", "reward_scale", "safety_mask", "pause_when_done",
                    "terminal_penalty_factor")
@@ -89,6 +91,10 @@ class PPOConfig:
     """'fixed': reward = savings versus fixed continuous training; 'none': the env's cost."""
     reward_scale_usd: float = 10.0
     """$ per reward unit of the wrapper's reward."""
+    reward_day_scaled: bool = False
+    """Divide each day's rewards by its price scale / $50/MWh, so that every day weighs alike in training."""
+    factored_actions: bool = False
+    """Choose the joint action one job at a time (see :class:`DecisionSteps`)."""
 
     # PPO.
     total_timesteps: int = 1_000_000
@@ -136,12 +142,20 @@ class PPOConfig:
 class DecisionSteps(gym.Wrapper):
     """One agent step per real decision; reward = savings versus fixed; hourly day-scaled forecast.
 
-    See the module docstring. Exposes ``action_masks()`` (the env's mask at the slot where the agent acts),
-    so MaskablePPO finds it through ``VecEnv.env_method``.
+    See the module docstring. Exposes ``action_masks()`` (the mask of the agent's current choice), so
+    MaskablePPO finds it through ``VecEnv.env_method``.
+
+    With ``factored_actions`` the joint choice of a boundary slot is made one job at a time: the action space
+    is ``Discrete(max_j (M_j + 1))`` (a local choice: 0 = pause, i = mode i − 1), job j's mask allows the
+    local choices that some valid joint action (the env's exact mask) completes given the jobs already
+    chosen, and the observation tells which job is choosing and what the earlier jobs chose. The env steps
+    once the last job has chosen (reward 0 on the earlier sub-steps). Sub-steps with a single valid choice
+    are taken automatically.
     """
 
     def __init__(self, env: gym.Env, *, decision_steps: bool = True, hourly_forecast: bool = True,
-                 reward_baseline: str = "fixed", reward_scale_usd: float = 10.0):
+                 reward_baseline: str = "fixed", reward_scale_usd: float = 10.0, reward_day_scaled: bool = False,
+                 factored_actions: bool = False):
         super().__init__(env)
         if reward_baseline not in ("fixed", "none"):
             raise ValueError(f"reward_baseline must be 'fixed' or 'none', got {reward_baseline!r}")
@@ -149,45 +163,62 @@ class DecisionSteps(gym.Wrapper):
         self.hourly_forecast = hourly_forecast
         self.reward_baseline = reward_baseline
         self.reward_scale_usd = float(reward_scale_usd)
+        self.reward_day_scaled = bool(reward_day_scaled)
+        self.factored_actions = bool(factored_actions)
+        self._reward_div = self.reward_scale_usd
+        dispatch = self.dispatch
+        template = dispatch.instance(dispatch.days[0])
+        self._sizes = [job.n_modes + 1 for job in template.jobs]
+        self._gpu_share = [np.append(0.0, [m.gpus / template.n_gpus for m in job.modes]) for job in template.jobs]
         base: spaces.Box = env.observation_space  # type: ignore[assignment]
-        self._n_base = int(base.shape[0])
+        low, high = [base.low], [base.high]
         if hourly_forecast:
-            n_extra = 3 * HOURS_AHEAD + 1
-            low = np.concatenate([base.low, np.full(HOURS_AHEAD, -SCALED_PRICE_CLIP), np.zeros(2 * HOURS_AHEAD),
-                                  [0.0]]).astype(np.float32)
-            ren_high = float(base.high[self._n_base - 2])  # renewable_now's bound: rho
-            high = np.concatenate([base.high, np.full(HOURS_AHEAD, SCALED_PRICE_CLIP),
-                                   np.full(HOURS_AHEAD, ren_high), np.ones(HOURS_AHEAD),
-                                   [SCALED_PRICE_CLIP]]).astype(np.float32)
-            assert low.size == self._n_base + n_extra
-            self.observation_space = spaces.Box(low=low, high=high, dtype=np.float32)
-        self._days: dict[str, tuple[list[bool], np.ndarray, np.ndarray | None]] = {}
+            ren_high = float(base.high[int(base.shape[0]) - 2])  # renewable_now's bound: rho
+            low += [np.full(HOURS_AHEAD, -SCALED_PRICE_CLIP), np.zeros(2 * HOURS_AHEAD), [0.0]]
+            high += [np.full(HOURS_AHEAD, SCALED_PRICE_CLIP), np.full(HOURS_AHEAD, ren_high), np.ones(HOURS_AHEAD),
+                     [SCALED_PRICE_CLIP]]
+        if self.factored_actions:
+            # Per job: choosing now, already chosen, the chosen mode index / M_j, its GPU share.
+            n = 4 * len(self._sizes)
+            low.append(np.zeros(n))
+            high.append(np.ones(n))
+            self.action_space = spaces.Discrete(max(self._sizes))
+        self.observation_space = spaces.Box(low=np.concatenate(low).astype(np.float32),
+                                            high=np.concatenate(high).astype(np.float32), dtype=np.float32)
+        self._days: dict[str, tuple[list[bool], np.ndarray, np.ndarray | None, float]] = {}
         self._boundary: list[bool] = []
         self._baseline_cost = np.zeros(0)
         self._extra: np.ndarray | None = None
+        self._partial: list[int] = []
+        self._joint_mask: np.ndarray | None = None
+        self._obs = np.zeros(0, dtype=np.float32)
 
-    # The raw env (no wrapper between us and it except gymnasium's own).
     @property
     def dispatch(self) -> CheckpointDispatchEnv:
+        """The raw env."""
         return self.env.unwrapped  # type: ignore[return-value]
 
     def action_masks(self) -> np.ndarray:
-        return self.dispatch.action_masks()
+        if not self.factored_actions:
+            return self.dispatch.action_masks()
+        return self._sub_mask()
 
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
         obs, info = self.env.reset(seed=seed, options=options)
-        inst = self.dispatch.instance()
-        self._prepare_day(inst)
-        obs, _, _, info = self._advance(obs, info)
-        return self._observation(obs), self._compact(info)
+        self._prepare_day(self.dispatch.instance())
+        obs, _, terminated, info = self._advance(obs, info)
+        self._obs = obs
+        reward = 0.0
+        if self.factored_actions and not terminated:
+            obs, reward, terminated, info = self._auto_substeps(info)
+        return self._observation(self._obs), self._compact(info)
 
     def step(self, action):
-        obs, reward, terminated, truncated, info = self.env.step(action)
-        total = self._reward(info)
-        if not (terminated or truncated):
-            obs, extra, terminated, info = self._advance(obs, info)
-            total += extra
-        return self._observation(obs), total, terminated, truncated, self._compact(info)
+        if self.factored_actions:
+            obs, reward, terminated, info = self._substep(int(action))
+            return self._observation(self._obs), reward, terminated, False, self._compact(info)
+        obs, reward, terminated, truncated, info = self._env_step(action)
+        return self._observation(obs), reward, terminated, truncated, self._compact(info)
 
     @staticmethod
     def _compact(info: dict[str, Any]) -> dict[str, Any]:
@@ -196,11 +227,69 @@ class DecisionSteps(gym.Wrapper):
 
     # --------------------------------------------------------------------------------------- internals
 
+    def _env_step(self, action: int):
+        """One env step plus the forced slots after it."""
+        obs, _, terminated, truncated, info = self.env.step(action)
+        total = self._reward(info)
+        if not (terminated or truncated):
+            obs, extra, terminated, info = self._advance(obs, info)
+            total += extra
+        return obs, total, terminated, truncated, info
+
+    def _sub_mask(self) -> np.ndarray:
+        """Valid local choices of the job choosing now, given the jobs already chosen."""
+        if self._joint_mask is None:
+            self._joint_mask = self.dispatch.action_masks().reshape(self._sizes)
+        k = len(self._partial)
+        rest = self._joint_mask[tuple(self._partial)]
+        valid = rest.reshape(self._sizes[k], -1).any(axis=1)
+        out = np.zeros(self.action_space.n, dtype=bool)
+        out[: valid.size] = valid
+        return out
+
+    def _substep(self, action: int):
+        """Record one job's local choice; step the env once every job has chosen."""
+        mask = self._sub_mask()
+        if not (0 <= action < mask.size and mask[action]):
+            action = int(np.argmax(mask))
+        self._partial.append(action)
+        reward = 0.0
+        info: dict[str, Any] = {"day": self.dispatch.instance().day, "slot": self.dispatch.slot}
+        terminated = False
+        if len(self._partial) == len(self._sizes):
+            joint = int(np.ravel_multi_index(tuple(self._partial), self._sizes))
+            self._partial = []
+            self._joint_mask = None
+            self._obs, reward, terminated, _, info = self._env_step(joint)
+        if not terminated:
+            _, extra, terminated, info2 = self._auto_substeps(info)
+            reward += extra
+            info = info2
+        return self._obs, reward, terminated, info
+
+    def _auto_substeps(self, info: dict[str, Any]):
+        """Take the sub-steps that have a single valid choice; stop at a real choice or the day's end."""
+        reward = 0.0
+        while True:
+            mask = self._sub_mask()
+            valid = np.flatnonzero(mask)
+            if valid.size != 1:
+                return self._obs, reward, False, info
+            self._partial.append(int(valid[0]))
+            if len(self._partial) == len(self._sizes):
+                joint = int(np.ravel_multi_index(tuple(self._partial), self._sizes))
+                self._partial = []
+                self._joint_mask = None
+                self._obs, extra, terminated, _, info = self._env_step(joint)
+                reward += extra
+                if terminated:
+                    return self._obs, reward, True, info
+
     def _reward(self, info: dict[str, Any]) -> float:
         cost = info["slot_cost_usd"] + info.get("terminal_penalty_usd", 0.0)
         if self.reward_baseline == "fixed":
             cost -= self._baseline_cost[info["slot"]]
-        return -cost / self.reward_scale_usd
+        return -cost / self._reward_div
 
     def _advance(self, obs, info):
         """Play the slots where only one action is valid; return (obs, reward, terminated, info).
@@ -243,14 +332,28 @@ class DecisionSteps(gym.Wrapper):
 
                 baseline = simulate(inst, fixed_schedule(inst)).flows.decision_cost_usd
             extra = day_forecast_table(inst) if self.hourly_forecast else None
-            cached = self._days[inst.day] = (boundary.tolist(), baseline, extra)
-        self._boundary, self._baseline_cost, self._extra = cached
+            div = self.reward_scale_usd
+            if self.reward_day_scaled:
+                div *= day_price_scale(inst) / REWARD_REFERENCE_PRICE_USD_PER_MWH
+            cached = self._days[inst.day] = (boundary.tolist(), baseline, extra, div)
+        self._boundary, self._baseline_cost, self._extra, self._reward_div = cached
+        self._partial = []
+        self._joint_mask = None
 
     def _observation(self, obs: np.ndarray) -> np.ndarray:
-        if self._extra is None:
-            return obs
-        t = min(self.dispatch.slot, self._extra.shape[0] - 1)
-        return np.concatenate([obs, self._extra[t]]).astype(np.float32)
+        parts = [obs]
+        if self._extra is not None:
+            parts.append(self._extra[min(self.dispatch.slot, self._extra.shape[0] - 1)])
+        if self.factored_actions:
+            J = len(self._sizes)
+            sub = np.zeros((J, 4), dtype=np.float32)
+            k = len(self._partial)
+            if k < J and self.dispatch.slot < self.dispatch.n_slots:
+                sub[k, 0] = 1.0
+            for j, c in enumerate(self._partial):
+                sub[j, 1:] = (1.0, c / max(self._sizes[j] - 1, 1), self._gpu_share[j][c])
+            parts.append(sub.ravel())
+        return np.concatenate(parts).astype(np.float32)
 
 
 def day_price_scale(inst: Instance) -> float:
@@ -293,7 +396,8 @@ def day_forecast_table(inst: Instance) -> np.ndarray:
 def wrap_env(env: gym.Env, config: PPOConfig) -> DecisionSteps:
     """The wrapper of a training or evaluation env, as the config says."""
     return DecisionSteps(env, decision_steps=config.decision_steps, hourly_forecast=config.hourly_forecast,
-                         reward_baseline=config.reward_baseline, reward_scale_usd=config.reward_scale_usd)
+                         reward_baseline=config.reward_baseline, reward_scale_usd=config.reward_scale_usd,
+                         reward_day_scaled=config.reward_day_scaled, factored_actions=config.factored_actions)
 
 
 def make_env(config: PPOConfig, days: Sequence[str], rank: int = 0, profiles: Any = None) -> Callable[[], gym.Env]:

@@ -11,7 +11,7 @@ the markers ``<!-- study:NAME -->`` and ``<!-- /study:NAME -->`` of docs/results
 from __future__ import annotations
 
 import argparse
-import dataclasses
+import json
 import re
 import sys
 from collections.abc import Callable, Sequence
@@ -25,12 +25,12 @@ import pandas as pd
 from tqdm import tqdm
 
 from agents.baselines import fixed_schedule
-from aidc_env.case import PAUSE, Instance, build_instance, build_instances, load_case
+from aidc_env.case import Instance, build_instance, build_instances, load_case
 from aidc_env.errors import require, run_cli
 from aidc_env.profiles import load_profiles
 from aidc_env.simulator import simulate
 from experiments.flexibility import continuous_power_optimum, restrict_to_baseline_mode
-from experiments.plots import plot_study
+from experiments.plots import plot_dispatch, plot_mode_timeline, plot_study
 
 STUDIES = ("headline", "checkpoints", "gpus", "renewable", "flexibility", "days")
 CHECKPOINT_GRID = (1, 2, 3, 4, 6, 8, 12, 24, 48, 96)
@@ -81,6 +81,7 @@ def solve_point(point: Point, time_limit_s: float) -> dict[str, Any]:
         m = simulate(point.inst, result.schedule).metrics
         row.update(_metric_columns(m))
         row["feasible"] = m.tranches_met
+        row["schedule"] = json.dumps(result.schedule)
     else:
         row["feasible"] = False
     return row
@@ -140,6 +141,10 @@ def study_headline(ctx: StudyContext) -> tuple[pd.DataFrame, str]:
     optimum = solve_all([Point({"policy": "checkpoint-aware 3D dispatch"}, inst)], 1, ctx.time_limit_s, "headline")
     frame = pd.DataFrame([fixed_row(inst, {"policy": "fixed continuous"}), *optimum.to_dict("records")])
     fixed, best = frame.iloc[0], frame.iloc[1]
+    plot_dispatch(inst, {"fixed continuous": simulate(inst, fixed_schedule(inst)),
+                         "checkpoint-aware 3D dispatch (oracle)": simulate(inst, json.loads(best["schedule"]))},
+                  ctx.out / "headline_dispatch.png")
+    plot_mode_timeline(inst, {"oracle": simulate(inst, json.loads(best["schedule"]))}, ctx.out / "headline_modes.png")
     reduction = best["operating_cost_usd"] / fixed["operating_cost_usd"] - 1
     table = _markdown(
         ["", "this project", "seed"],
@@ -357,4 +362,4 @@ if __name__ == "__main__":
     sys.exit(run_cli(main))
 
 
-__all__ = ["PAUSE", "STUDIES", "dataclasses", "main"]
+__all__ = ["STUDIES", "STUDY_FUNCTIONS", "main"]

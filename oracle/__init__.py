@@ -10,15 +10,39 @@ Public API:
 - :func:`precheck` -- the quick infeasibility proofs with their reasons;
 - :data:`FORMULATIONS` -- ``"fast"`` (joint states, the default) and ``"textbook"``.
 
-Command line: ``python -m oracle --help``.
+Command line: ``python -m oracle --help``. The heavy modules (Pyomo, SciPy) load on first use of the
+API, so that the command line answers bad input at once.
 """
 
-from oracle.feasibility import FeasibilityCheck, precheck
-from oracle.formulations import FORMULATIONS
-from oracle.model import DEFAULT_MIP_GAP, DEFAULT_TIME_LIMIT_S, STATUSES, OracleModel, OracleResult, solve
+from __future__ import annotations
+
+from importlib import import_module
+from typing import TYPE_CHECKING, Any
+
+from oracle.constants import DEFAULT_MIP_GAP, DEFAULT_SOLVER, DEFAULT_TIME_LIMIT_S, FORMULATIONS, STATUSES
+
+if TYPE_CHECKING:
+    from oracle.feasibility import FeasibilityCheck, precheck
+    from oracle.model import OracleModel, OracleResult, solve
+
+_LAZY = {
+    "FeasibilityCheck": "oracle.feasibility",
+    "precheck": "oracle.feasibility",
+    "OracleModel": "oracle.model",
+    "OracleResult": "oracle.model",
+    "solve": "oracle.model",
+}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        return getattr(import_module(_LAZY[name]), name)
+    raise AttributeError(f"module 'oracle' has no attribute {name!r}")
+
 
 __all__ = [
     "DEFAULT_MIP_GAP",
+    "DEFAULT_SOLVER",
     "DEFAULT_TIME_LIMIT_S",
     "FORMULATIONS",
     "STATUSES",

@@ -7,12 +7,15 @@ import json
 import sys
 from collections.abc import Sequence
 
+from typing import TYPE_CHECKING
+
 from aidc_env.case import add_case_arguments, instance_from_args, load_instance
 from aidc_env.errors import require, run_cli
 from aidc_env.simulator import format_metrics
-from oracle.formulations import FORMULATIONS
-from oracle.model import DEFAULT_MIP_GAP, DEFAULT_TIME_LIMIT_S, OracleModel, OracleResult
-from oracle.solvers import DEFAULT_SOLVER
+from oracle.constants import DEFAULT_MIP_GAP, DEFAULT_SOLVER, DEFAULT_TIME_LIMIT_S, FORMULATIONS
+
+if TYPE_CHECKING:
+    from oracle.model import OracleResult
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -53,6 +56,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     require(0 <= args.mip_gap < 1, "mip-gap", f"must be in [0, 1), got {args.mip_gap}")
     require(args.threads is None or args.threads > 0, "threads", f"must be > 0, got {args.threads}")
     inst = load_instance(args.instance) if args.instance else instance_from_args(args)
+    from oracle.model import OracleModel  # Pyomo loads only once the input is known to be good
+
     oracle = OracleModel(inst, formulation=args.formulation, solver=args.solver, allow_pause=not args.no_pause)
     if args.mps:
         oracle.write(args.mps, format="mps")

@@ -36,9 +36,8 @@ from pyomo.core.expr.numeric_expr import LinearExpression
 
 from aidc_env.case import PAUSE, Instance
 from aidc_env.simulator import TRANCHE_TOLERANCE, facility_load_mw, slot_decision_cost_usd
+from oracle.constants import FORMULATIONS
 from oracle.data import OracleData
-
-FORMULATIONS = ("fast", "textbook")
 
 TRANCHE_ROW_RHS = 1e4
 """Each tranche row is scaled so that the tranche built into the model reads this many units: the
@@ -66,6 +65,12 @@ class Built:
     """Set the tranche right-hand sides from an instance of the same structure (mutable Params)."""
     update_costs: Callable[[OracleData], None] | None = None
     """Re-price the objective in place for an instance of the same structure (None: rebuild)."""
+    tranche_scales: Sequence[float] = ()
+    """Multiplier of each job's token row (row units per token)."""
+    joint_states: np.ndarray | None = None
+    """fast: the joint states of the model's y columns (rows of ``data.joint_states[state_ids]``)."""
+    state_ids: np.ndarray | None = None
+    """fast: their indices in ``data.joint_states`` (all, or those without a pause)."""
 
 
 def linear(coefs: Sequence[float], variables: Sequence[pyo.Var], constant: float = 0.0) -> LinearExpression:
@@ -73,19 +78,23 @@ def linear(coefs: Sequence[float], variables: Sequence[pyo.Var], constant: float
     return LinearExpression(constant=constant, linear_coefs=[float(c) for c in coefs], linear_vars=list(variables))
 
 
-TRANCHE_SCALE_FLOOR = 1e-6
+TRANCHE_SCALE_FLOOR = 1e-3
 """A tranche smaller than this fraction of what the job's fastest mode makes in a day is scaled as if it
 were that large, to keep the row's coefficients within a range the solver handles."""
-
-MIN_POSITIVE_RHS = 1e-6
-"""A positive tranche asks for at least this many row units (10× the solver's feasibility tolerance), so
-that pausing all day never passes for meeting a minute tranche."""
-
 
 def max_day_tokens(data: OracleData, j: int) -> float:
     """What job j's fastest mode makes in a day without a restart (a scale, not a bound)."""
     coef = data.jobs[j]
     return float(np.max(coef.tokens_kept, initial=0.0)) * data.inst.jobs[j].segments
+
+
+def effective_tranche(tranche_tokens: float, segment_yields: np.ndarray) -> float:
+    """The tranche the model asks for: a positive tranche below the smallest yield of a running segment
+    is raised to that yield. Exact, since a schedule makes either no token or at least that many; it keeps
+    minute tranches (e.g. what is left of a day in MPC) clear of the solver's tolerances."""
+    if tranche_tokens <= 0 or segment_yields.size == 0:
+        return max(tranche_tokens, 0.0)
+    return max(tranche_tokens, float(segment_yields.min()))
 
 
 def tranche_scales(data: OracleData) -> list[float]:
@@ -97,16 +106,17 @@ def tranche_scales(data: OracleData) -> list[float]:
     """
     scales = []
     for j, job in enumerate(data.inst.jobs):
-        reference = max(job.tranche_tokens, TRANCHE_SCALE_FLOOR * max_day_tokens(data, j))
+        wanted = effective_tranche(job.tranche_tokens, data.jobs[j].tokens_restarted)
+        reference = max(wanted, TRANCHE_SCALE_FLOOR * max_day_tokens(data, j))
         scales.append(TRANCHE_ROW_RHS / reference if reference > 0 else 1.0)
     return scales
 
 
-def _tranche_rhs_setter(m: pyo.ConcreteModel, scales: Sequence[float]) -> Callable[[Instance], None]:
+def _tranche_rhs_setter(m: pyo.ConcreteModel, data: OracleData, scales: Sequence[float]) -> Callable[[Instance], None]:
     def set_tranches(inst: Instance) -> None:
         for j, job in enumerate(inst.jobs):
-            rhs = job.tranche_tokens * (1.0 - TRANCHE_MARGIN) * scales[j]
-            m.tranche_rhs[j] = max(rhs, MIN_POSITIVE_RHS) if job.tranche_tokens > 0 else 0.0
+            wanted = effective_tranche(job.tranche_tokens, data.jobs[j].tokens_restarted)
+            m.tranche_rhs[j] = wanted * (1.0 - TRANCHE_MARGIN) * scales[j]
 
     return set_tranches
 
@@ -179,7 +189,7 @@ def build_fast(data: OracleData, *, allow_pause: bool = True) -> Built:
         return linear(coefs, variables) >= m.tranche_rhs[j]
 
     m.tranche = pyo.Constraint(range(n_jobs), rule=tranche_rule)
-    set_tranches = _tranche_rhs_setter(m, scales)
+    set_tranches = _tranche_rhs_setter(m, data, scales)
     set_tranches(inst)
 
     # Objective: exact block costs of the joint states + the constant PPA term.
@@ -228,7 +238,8 @@ def build_fast(data: OracleData, *, allow_pause: bool = True) -> Built:
         current["data"] = new
 
     return Built(model=m, formulation="fast", read_schedule=read_schedule, start_values=start_values,
-                 objective_of=objective_of, set_tranches=set_tranches, update_costs=update_costs)
+                 objective_of=objective_of, set_tranches=set_tranches, update_costs=update_costs,
+                 tranche_scales=scales, joint_states=states, state_ids=state_ids)
 
 
 # ============================================================================================ textbook
@@ -278,7 +289,7 @@ def build_textbook(data: OracleData, *, allow_pause: bool = True) -> Built:
         return linear(coefs, variables) >= m.tranche_rhs[j]
 
     m.tranche = pyo.Constraint(range(n_jobs), rule=tranche_rule)
-    set_tranches = _tranche_rhs_setter(m, scales)
+    set_tranches = _tranche_rhs_setter(m, data, scales)
     set_tranches(inst)
 
     def segment_of(j: int, t: int) -> int:
@@ -360,7 +371,7 @@ def build_textbook(data: OracleData, *, allow_pause: bool = True) -> Built:
         return data.renewable_cost_usd + float(np.sum(grid_coef * grid + curt_coef * (renewable - load + grid)))
 
     return Built(model=m, formulation="textbook", read_schedule=read_schedule, start_values=start_values,
-                 objective_of=objective_of, set_tranches=set_tranches, update_costs=None)
+                 objective_of=objective_of, set_tranches=set_tranches, update_costs=None, tranche_scales=scales)
 
 
 def build(data: OracleData, formulation: str, *, allow_pause: bool = True) -> Built:

@@ -20,23 +20,31 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+import pyomo.environ as pyo
+
 
 from aidc_env.case import PAUSE, Case, Instance, build_instance
 from aidc_env.errors import InputError, require
 from aidc_env.profiles import ProfileSet
 from aidc_env.simulator import Metrics, simulate
+from oracle.constants import DEFAULT_MIP_GAP, DEFAULT_SOLVER, DEFAULT_TIME_LIMIT_S, FORMULATIONS, STATUSES
 from oracle.data import MAX_JOINT_STATES, OracleData, oracle_data
 from oracle.feasibility import FeasibilityCheck, precheck
-from oracle.formulations import FORMULATIONS, Built, build
-from oracle.solvers import DEFAULT_SOLVER, HighsRunner, PyomoRunner, RunOutcome, make_runner
+from oracle.formulations import Built, build
+from oracle.reduction import excluded, through_bounds
+from oracle.solvers import HighsRunner, PyomoRunner, RunOutcome, make_runner
 
-DEFAULT_TIME_LIMIT_S = 600.0
-DEFAULT_MIP_GAP = 1e-4
 OBJECTIVE_RTOL = 1e-6
 """The solver's objective and the simulator's replay of its schedule must agree to this relative tolerance."""
 OBJECTIVE_ATOL_USD = 1e-6
 """Absolute floor of that check ($), for days whose cost is near zero."""
-STATUSES = ("optimal", "infeasible", "time_limit", "error")
+REDUCTION_DELTA0 = 1e-3
+"""First threshold of the Lagrangian reduction: LB·(1 + this) (see :meth:`OracleModel._solve_reduced`)."""
+REDUCTION_SEARCH_GAP = 2e-3
+"""Gap of the restricted solves before the final one (they look for a good incumbent)."""
+REDUCTION_DELTA_GROWTH = 4.0
+"""Growth of δ when the restricted model holds no schedule."""
 
 
 @dataclass
@@ -160,9 +168,11 @@ class OracleModel:
     """
 
     def __init__(self, inst: Instance, *, formulation: str = "fast", solver: str = DEFAULT_SOLVER,
-                 allow_pause: bool = True) -> None:
+                 allow_pause: bool = True, reduce: bool = True) -> None:
         require(formulation in FORMULATIONS, "formulation", f"must be one of {', '.join(FORMULATIONS)}")
         self.formulation = formulation
+        self.reduce = reduce
+        """fast + HiGHS: solve through the Lagrangian reduction (:func:`_solve_reduced`)."""
         self.allow_pause = allow_pause
         self._runner: HighsRunner | PyomoRunner = make_runner(solver)
         self.solver = solver
@@ -231,15 +241,16 @@ class OracleModel:
                                 gap=None, build_seconds=build_seconds, solve_seconds=0.0, metrics=None,
                                 reason=check.reason, **base)
         start = best_start(inst, self.allow_pause) if warm_start else None
-        run: RunOutcome = self._runner.solve(
-            self.built.model, time_limit_s=float(time_limit_s), mip_gap=float(mip_gap),
-            start=self.built.start_values(start[0]) if start else None, threads=threads, tee=tee,
-            options=dict(solver_options or {}))
+        settings = {"time_limit_s": float(time_limit_s), "mip_gap": float(mip_gap), "threads": threads, "tee": tee,
+                    "options": dict(solver_options or {})}
+        if self.reduce and self.formulation == "fast" and isinstance(self._runner, HighsRunner):
+            run, schedule = self._solve_reduced(start, **settings)
+        else:
+            run = self._runner.solve(self.built.model, start=self.built.start_values(start[0]) if start else None,
+                                     **settings)
+            schedule = self.built.read_schedule() if run.has_solution else None
         build_seconds += run.load_seconds
-        schedule = metrics = None
-        if run.has_solution:
-            schedule = self.built.read_schedule()
-            metrics = self._verify(schedule, run.objective)
+        metrics = self._verify(schedule, run.objective) if schedule is not None else None
         status = run.status
         if status == "infeasible":
             reason = check.solver_reason(inst)
@@ -257,6 +268,110 @@ class OracleModel:
                             build_seconds=build_seconds, solve_seconds=run.solve_seconds, metrics=metrics,
                             reason=reason, modes_used=modes_used(inst, schedule) if schedule else {},
                             start_objective_usd=start[1] if start else None, **base)
+
+    def _solve_reduced(self, start: tuple[list[list[int]], float] | None, *, time_limit_s: float, mip_gap: float,
+                       threads: int | None, tee: bool, options: dict[str, Any]) -> tuple[RunOutcome, list | None]:
+        """Solve the fast model through the Lagrangian reduction (see :mod:`oracle.reduction`).
+
+        1. LP relaxation -> lower bound LB and token prices μ (tranche duals);
+        2. forward/backward shortest paths -> a bound ``through[b, S]`` for every (block, state);
+        3. solve with every (b, S) above LB + δ bounded to zero; schedules left out cost more than LB + δ,
+           so min(restricted bound, LB + δ) bounds the whole model. Stop when the gap closes; otherwise
+           δ grows (restricted model infeasible) or the threshold becomes the incumbent's cost (final step:
+           every better schedule is inside).
+        """
+        runner = self._runner
+        assert isinstance(runner, HighsRunner)
+        built, data, m = self.built, self.data, self.built.model
+        tick = time.perf_counter()
+        deadline = tick + time_limit_s
+        n_jobs = len(self.inst.jobs)
+        rows = [m.tranche[j] if j in m.tranche else None for j in range(n_jobs)]
+        binaries = list(m.x.values())
+        status, lp_value, duals = runner.relaxation(m, binaries, rows, time_limit_s=time_limit_s, threads=threads,
+                                                    tee=tee)
+        load_seconds = 0.0
+        if status != "optimal":
+            return RunOutcome(status=status, has_solution=False, objective=None, bound=None, load_seconds=0.0,
+                              solve_seconds=time.perf_counter() - tick,
+                              message="" if status == "infeasible" else "the LP relaxation failed"), None
+        scales = np.asarray(built.tranche_scales, dtype=float)
+        mu = np.abs(np.asarray(duals, dtype=float)) * scales
+        tranche = np.array([float(pyo.value(m.tranche_rhs[j])) for j in range(n_jobs)]) / scales
+        through = through_bounds(data, built.joint_states, data.block_cost_usd[:, built.state_ids], mu, tranche)
+        lower = float(through.min())
+        incumbent = start  # (schedule, objective)
+        delta = REDUCTION_DELTA0 * max(1.0, abs(lower))
+        bounded: set = set()
+        try:
+            while True:
+                threshold = lower + delta
+                if incumbent is not None:
+                    threshold = min(threshold, incumbent[1])
+                final = incumbent is not None and threshold >= incumbent[1]
+                out = excluded(through, threshold)
+                bounded = self._restrict(out, bounded)
+                inside = incumbent is not None and self._inside(incumbent[0], out)
+                remaining = deadline - time.perf_counter()
+                if remaining <= 0:
+                    run = RunOutcome("time_limit", False, None, None, 0.0, 0.0)
+                else:
+                    run = runner.solve(m, time_limit_s=remaining, mip_gap=mip_gap if final else max(
+                                           mip_gap, REDUCTION_SEARCH_GAP),
+                                       start=built.start_values(incumbent[0]) if inside else None,
+                                       threads=threads, tee=tee, options=options)
+                load_seconds += run.load_seconds
+                if run.has_solution and (incumbent is None or run.objective < incumbent[1]):
+                    incumbent = (built.read_schedule(), run.objective)
+                whole_bound = threshold if run.status == "infeasible" else (
+                    min(run.bound, threshold) if run.bound is not None else None)
+                best = incumbent[1] if incumbent is not None else None
+                gap = _gap(best, whole_bound)
+                if run.status in ("time_limit", "error") or (gap is not None and gap <= mip_gap) or (
+                        run.status == "infeasible" and not out.any()):
+                    break
+                if run.status == "infeasible" or best is None:
+                    delta *= REDUCTION_DELTA_GROWTH
+                elif final:
+                    break  # the restricted model held every better schedule: its bound is the whole model's
+                else:
+                    delta = best - lower  # final step: keep exactly the schedules that can beat the incumbent
+        finally:
+            self._restrict(np.zeros_like(through, dtype=bool), bounded)
+        seconds = time.perf_counter() - tick - load_seconds
+        if incumbent is None:
+            status = "infeasible" if run.status == "infeasible" else run.status
+            return RunOutcome(status, False, None, whole_bound, load_seconds, seconds, run.message), None
+        gap = _gap(incumbent[1], whole_bound)
+        status = "optimal" if gap is not None and gap <= mip_gap else ("error" if run.status == "error"
+                                                                       else "time_limit")
+        return RunOutcome(status, True, incumbent[1], whole_bound, load_seconds, seconds, run.message), incumbent[0]
+
+    def _restrict(self, out: np.ndarray, bounded: set) -> set:
+        """Bound y[b, S] (and per-job choices left without a state) to 0 where ``out``; free the others."""
+        m, data, states = self.built.model, self.data, self.built.joint_states
+        now = set()
+        for b, i in zip(*np.nonzero(out), strict=True):
+            now.add(("y", int(b), int(i)))
+        for (j, s, c) in m.x:
+            blocks = data.blocks_of_segment(j, s)
+            members = np.flatnonzero(states[:, j] == c)
+            if members.size and bool(np.all(out[np.ix_(blocks, members)])):
+                now.add(("x", j, s, c))
+        for key in bounded - now:
+            (m.y[key[1:]] if key[0] == "y" else m.x[key[1:]]).setub(1)
+        for key in now - bounded:
+            (m.y[key[1:]] if key[0] == "y" else m.x[key[1:]]).setub(0)
+        return now
+
+    def _inside(self, schedule: list[list[int]], out: np.ndarray) -> bool:
+        """Whether a schedule avoids every excluded (block, state)."""
+        index = {tuple(int(v) for v in row): i for i, row in enumerate(self.built.joint_states)}
+        for b in range(self.data.n_blocks):
+            joint = tuple(int(schedule[j][int(self.data.block_segment[b, j])]) for j in range(len(schedule)))
+            if joint not in index or out[b, index[joint]]:
+                return False
+        return True
 
     def _verify(self, schedule: list[list[int]], objective: float | None) -> Metrics:
         """The simulator's metrics of the schedule; AssertionError if the model disagrees (a bug)."""

@@ -16,7 +16,7 @@ from __future__ import annotations
 import logging
 import math
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -27,8 +27,7 @@ from pyomo.contrib.solver.common.results import TerminationCondition as ContribT
 from pyomo.opt import TerminationCondition as LegacyTermination
 
 from aidc_env.errors import InputError
-
-DEFAULT_SOLVER = "highs"
+from oracle.constants import DEFAULT_SOLVER
 
 TIME_LIMIT_OPTION = {
     "cbc": "seconds", "glpk": "tmlim", "gurobi": "TimeLimit", "gurobi_direct": "TimeLimit",
@@ -98,6 +97,36 @@ class HighsRunner:
         self._set_auto_updates(False)
         return time.perf_counter() - tick
 
+    def relaxation(self, model: pyo.ConcreteModel, binaries: Sequence[pyo.Var], rows: Sequence[Any], *,
+                   time_limit_s: float, threads: int | None, tee: bool) -> tuple[str, float | None, list[float]]:
+        """Solve the LP relaxation (``binaries`` made continuous); (status, objective, duals of ``rows``)."""
+        for var in binaries:
+            var.domain = pyo.UnitInterval
+        try:
+            self.load(model)
+            results = self._opt.solve(model, time_limit=time_limit_s, threads=threads, tee=tee, load_solutions=False,
+                                      raise_exception_on_nonoptimal_result=False)
+            condition = results.termination_condition
+            if condition != ContribTermination.convergenceCriteriaSatisfied:
+                status = "infeasible" if condition in (ContribTermination.provenInfeasible,
+                                                       ContribTermination.infeasibleOrUnbounded) else "error"
+                return status, None, []
+            row_dual = self._opt._solver_model.getSolution().row_dual
+            index = self._opt._pyomo_con_to_solver_con_map
+            return "optimal", results.incumbent_objective, [float(row_dual[index[row]]) if row in index else 0.0
+                                                            for row in rows]
+        finally:
+            for var in binaries:
+                var.domain = pyo.Binary
+
+    def _run(self, model, time_limit_s, mip_gap, threads, tee, options):
+        results = self._opt.solve(model, time_limit=time_limit_s, rel_gap=mip_gap, threads=threads, tee=tee,
+                                  load_solutions=False, raise_exception_on_nonoptimal_result=False,
+                                  solver_options=dict(options))
+        if results.incumbent_objective is not None:
+            results.solution_loader.load_vars()
+        return results
+
     def solve(self, model: pyo.ConcreteModel, *, time_limit_s: float, mip_gap: float, start: StartValues | None,
               threads: int | None, tee: bool, options: dict[str, Any]) -> RunOutcome:
         load_seconds = self.load(model)
@@ -115,14 +144,17 @@ class HighsRunner:
             status = highs.setSolution(len(index), np.array(index, dtype=np.int32), np.array(value, dtype=float))
             start_accepted = str(status).endswith("kOk")
         tick = time.perf_counter()
-        results = opt.solve(model, time_limit=time_limit_s, rel_gap=mip_gap, threads=threads, tee=tee,
-                            load_solutions=False, raise_exception_on_nonoptimal_result=False,
-                            solver_options=dict(options))
+        results = self._run(model, time_limit_s, mip_gap, threads, tee, options)
+        if start is not None and not _solution_matches_objective(model, results):
+            # HiGHS 1.16 can finish at the root with a MIP start that presolve rewrote ("feasible in the
+            # reduced space"): it then reports the reduced objective with the *original* start as the
+            # solution. Solve again without the start.
+            highs.clearSolver()
+            results = self._run(model, time_limit_s, mip_gap, threads, tee, options)
+            start_accepted = False
         solve_seconds = time.perf_counter() - tick
         condition = results.termination_condition
         has_solution = results.incumbent_objective is not None
-        if has_solution:
-            results.solution_loader.load_vars()
         if condition == ContribTermination.convergenceCriteriaSatisfied:
             status = "optimal"
         elif condition in (ContribTermination.provenInfeasible, ContribTermination.infeasibleOrUnbounded):
@@ -210,6 +242,17 @@ class PyomoRunner:
         return RunOutcome(status, has_solution, objective, bound, 0.0, seconds,
                           "" if status != "error" else f"{self.name} stopped with {condition}",
                           start_accepted=warm if start is not None else None)
+
+
+SOLUTION_CHECK_RTOL = 1e-7
+"""Relative tolerance between the solver's objective and the objective of the solution it returns."""
+
+
+def _solution_matches_objective(model: pyo.ConcreteModel, results: Any) -> bool:
+    if results.incumbent_objective is None:
+        return True
+    value = float(pyo.value(model.cost))
+    return abs(value - results.incumbent_objective) <= SOLUTION_CHECK_RTOL * max(1.0, abs(value))
 
 
 def _contrib_names() -> set[str]:
