@@ -128,7 +128,7 @@ def _json_number(value: Any) -> float | None:
 
 def print_table(per_day: pd.DataFrame) -> pd.DataFrame:
     table = per_day.groupby("policy", sort=False)[[k for k in SUMMARY_KEYS if k in per_day]].mean()
-    with pd.option_context("display.width", 160, "display.float_format", "{:,.4f}".format):
+    with pd.option_context("display.width", 200, "display.max_columns", None, "display.float_format", "{:,.4f}".format):
         print(table)
     return table
 
