@@ -41,6 +41,8 @@ def build_parser() -> argparse.ArgumentParser:
                         help="fast: joint states with exact block costs (default); textbook: per-slot load and "
                              "grid variables, for comparison")
     parser.add_argument("--no-pause", action="store_true", help="forbid pausing: every job runs in every segment")
+    parser.add_argument("--no-reduce", action="store_true",
+                        help="fast formulation: solve the whole model at once, without the Lagrangian reduction")
     parser.add_argument("--no-warm-start", action="store_true",
                         help="do not hand the best of fixed / greedy as a MIP start")
     parser.add_argument("--threads", type=int, help="solver threads (default: the solver's own)")
@@ -58,7 +60,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     inst = load_instance(args.instance) if args.instance else instance_from_args(args)
     from oracle.model import OracleModel  # Pyomo loads only once the input is known to be good
 
-    oracle = OracleModel(inst, formulation=args.formulation, solver=args.solver, allow_pause=not args.no_pause)
+    oracle = OracleModel(inst, formulation=args.formulation, solver=args.solver, allow_pause=not args.no_pause,
+                         reduce=not args.no_reduce)
     if args.mps:
         oracle.write(args.mps, format="mps")
     stdout = sys.stdout

@@ -18,7 +18,8 @@ x[j,s,c] (pause included) are the marginals of y (so y is integral when x is). R
 variables k[j,s,m] ≤ x[j,s−1,m], k[j,s,m] ≤ x[j,s,m] (from the initial mode at s = 0), tokens
 Σ (yield after a restart)·x + (restart loss)·k ≥ tranche. This is the projection of the per-job
 transition-flow network (each k is the flow that stays in m), and its LP bound equals that of the full
-joint-transition network (measured; see docs/performance.md) at a fraction of the size.
+joint-transition network (measured; see docs/performance.md) at a fraction of the size. The oracle
+solves it through a Lagrangian reduction (:mod:`oracle.reduction`).
 
 Each builder returns a :class:`Built`: the model, how to read a schedule from it, the values of a
 schedule as a MIP start, the model's own objective of a schedule (a cross-check), and, for
@@ -40,9 +41,8 @@ from oracle.constants import FORMULATIONS
 from oracle.data import OracleData
 
 TRANCHE_ROW_RHS = 1e4
-"""Each tranche row is scaled so that the tranche built into the model reads this many units: the
-solver's absolute feasibility tolerance (~1e-7) is then ~1e-11 of the tranche, far below the
-simulator's relative :data:`~aidc_env.simulator.TRANCHE_TOLERANCE`."""
+"""Each tranche row is scaled so that the tranche built into the model reads this many units: HiGHS's
+absolute MIP feasibility tolerance (1e-6) is then 1e-10 of the tranche, below :data:`TRANCHE_MARGIN`."""
 
 TRANCHE_MARGIN = TRANCHE_TOLERANCE / 2
 """The model asks for tokens ≥ W·(1 − margin): inside the simulator's 'met' test, and loose enough that

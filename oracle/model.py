@@ -23,7 +23,6 @@ from typing import Any
 import numpy as np
 import pyomo.environ as pyo
 
-
 from aidc_env.case import PAUSE, Case, Instance, build_instance
 from aidc_env.errors import InputError, require
 from aidc_env.profiles import ProfileSet
@@ -39,10 +38,12 @@ OBJECTIVE_RTOL = 1e-6
 """The solver's objective and the simulator's replay of its schedule must agree to this relative tolerance."""
 OBJECTIVE_ATOL_USD = 1e-6
 """Absolute floor of that check ($), for days whose cost is near zero."""
+MIP_ABS_GAP_USD = 1e-6
+"""Absolute gap ($) that also proves optimality (HiGHS's default ``mip_abs_gap``), for near-zero costs."""
 REDUCTION_DELTA0 = 1e-3
 """First threshold of the Lagrangian reduction: LB·(1 + this) (see :meth:`OracleModel._solve_reduced`)."""
-REDUCTION_SEARCH_GAP = 2e-3
-"""Gap of the restricted solves before the final one (they look for a good incumbent)."""
+MIN_SOLVE_SECONDS = 0.01
+"""Time given to a last solve when the time limit is already spent (it returns the MIP start, if any)."""
 REDUCTION_DELTA_GROWTH = 4.0
 """Growth of δ when the restricted model holds no schedule."""
 
@@ -115,6 +116,13 @@ def _structure_key(inst: Instance) -> tuple:
     return inst.n_gpus, inst.slots, inst.slot_hours, jobs
 
 
+def _closed(objective: float | None, bound: float | None, mip_gap: float) -> bool:
+    """Whether a bound proves an objective optimal: within the relative gap, or the absolute one."""
+    if objective is None or bound is None or not math.isfinite(bound):
+        return False
+    return objective - bound <= max(mip_gap * abs(objective), MIP_ABS_GAP_USD)
+
+
 def _gap(objective: float | None, bound: float | None) -> float | None:
     if objective is None or bound is None or not math.isfinite(bound):
         return None
@@ -171,8 +179,7 @@ class OracleModel:
                  allow_pause: bool = True, reduce: bool = True) -> None:
         require(formulation in FORMULATIONS, "formulation", f"must be one of {', '.join(FORMULATIONS)}")
         self.formulation = formulation
-        self.reduce = reduce
-        """fast + HiGHS: solve through the Lagrangian reduction (:func:`_solve_reduced`)."""
+        self.reduce = reduce  # fast + HiGHS: solve through the Lagrangian reduction (see _solve_reduced)
         self.allow_pause = allow_pause
         self._runner: HighsRunner | PyomoRunner = make_runner(solver)
         self.solver = solver
@@ -275,10 +282,9 @@ class OracleModel:
 
         1. LP relaxation -> lower bound LB and token prices μ (tranche duals);
         2. forward/backward shortest paths -> a bound ``through[b, S]`` for every (block, state);
-        3. solve with every (b, S) above LB + δ bounded to zero; schedules left out cost more than LB + δ,
-           so min(restricted bound, LB + δ) bounds the whole model. Stop when the gap closes; otherwise
-           δ grows (restricted model infeasible) or the threshold becomes the incumbent's cost (final step:
-           every better schedule is inside).
+        3. solve with every (b, S) above θ = LB + δ bounded to zero; schedules left out cost more than θ,
+           so min(restricted bound, θ) bounds the whole model. Stop when the gap closes; otherwise δ grows
+           ×4, θ never beyond the incumbent's cost (at which every better schedule is inside: last step).
         """
         runner = self._runner
         assert isinstance(runner, HighsRunner)
@@ -291,61 +297,69 @@ class OracleModel:
         status, lp_value, duals = runner.relaxation(m, binaries, rows, time_limit_s=time_limit_s, threads=threads,
                                                     tee=tee)
         load_seconds = 0.0
-        if status != "optimal":
+        if status == "infeasible":
             return RunOutcome(status=status, has_solution=False, objective=None, bound=None, load_seconds=0.0,
-                              solve_seconds=time.perf_counter() - tick,
-                              message="" if status == "infeasible" else "the LP relaxation failed"), None
+                              solve_seconds=time.perf_counter() - tick), None
+        if status != "optimal":  # out of time (or trouble) in the LP: solve the whole model with what is left
+            run = runner.solve(m, time_limit_s=max(deadline - time.perf_counter(), MIN_SOLVE_SECONDS),
+                               mip_gap=mip_gap, start=built.start_values(start[0]) if start else None,
+                               threads=threads, tee=tee, options=options)
+            run.solve_seconds = time.perf_counter() - tick - run.load_seconds
+            return run, built.read_schedule() if run.has_solution else None
         scales = np.asarray(built.tranche_scales, dtype=float)
         mu = np.abs(np.asarray(duals, dtype=float)) * scales
         tranche = np.array([float(pyo.value(m.tranche_rhs[j])) for j in range(n_jobs)]) / scales
         through = through_bounds(data, built.joint_states, data.block_cost_usd[:, built.state_ids], mu, tranche)
         lower = float(through.min())
+        reachable = float(through[np.isfinite(through)].max(initial=lower))
+        proven = lower  # a lower bound on the whole model, raised by every restricted solve
         incumbent = start  # (schedule, objective)
         delta = REDUCTION_DELTA0 * max(1.0, abs(lower))
         bounded: set = set()
+        run = RunOutcome("time_limit", False, None, None, 0.0, 0.0)
+        settled = False
         try:
             while True:
                 threshold = lower + delta
                 if incumbent is not None:
                     threshold = min(threshold, incumbent[1])
-                final = incumbent is not None and threshold >= incumbent[1]
                 out = excluded(through, threshold)
                 bounded = self._restrict(out, bounded)
                 inside = incumbent is not None and self._inside(incumbent[0], out)
                 remaining = deadline - time.perf_counter()
                 if remaining <= 0:
                     run = RunOutcome("time_limit", False, None, None, 0.0, 0.0)
-                else:
-                    run = runner.solve(m, time_limit_s=remaining, mip_gap=mip_gap if final else max(
-                                           mip_gap, REDUCTION_SEARCH_GAP),
-                                       start=built.start_values(incumbent[0]) if inside else None,
-                                       threads=threads, tee=tee, options=options)
+                    break
+                run = runner.solve(m, time_limit_s=remaining, mip_gap=mip_gap,
+                                   start=built.start_values(incumbent[0]) if inside else None,
+                                   threads=threads, tee=tee, options=options)
                 load_seconds += run.load_seconds
                 if run.has_solution and (incumbent is None or run.objective < incumbent[1]):
                     incumbent = (built.read_schedule(), run.objective)
-                whole_bound = threshold if run.status == "infeasible" else (
-                    min(run.bound, threshold) if run.bound is not None else None)
-                best = incumbent[1] if incumbent is not None else None
-                gap = _gap(best, whole_bound)
-                if run.status in ("time_limit", "error") or (gap is not None and gap <= mip_gap) or (
-                        run.status == "infeasible" and not out.any()):
+                # Every schedule left out costs more than the threshold.
+                if run.status == "infeasible":
+                    proven = max(proven, threshold)
+                elif run.bound is not None:
+                    proven = max(proven, min(run.bound, threshold))
+                if incumbent is not None and _closed(incumbent[1], proven, mip_gap):
                     break
-                if run.status == "infeasible" or best is None:
-                    delta *= REDUCTION_DELTA_GROWTH
-                elif final:
-                    break  # the restricted model held every better schedule: its bound is the whole model's
-                else:
-                    delta = best - lower  # final step: keep exactly the schedules that can beat the incumbent
+                if run.status in ("time_limit", "error"):
+                    break
+                if incumbent is not None and threshold >= incumbent[1]:
+                    settled = run.status == "optimal"  # every better schedule was inside, and the solver closed it
+                    break
+                if run.status == "infeasible" and threshold >= reachable:
+                    break  # nothing was left out: the whole model is infeasible
+                delta *= REDUCTION_DELTA_GROWTH  # widen (never beyond the incumbent, see the threshold)
         finally:
             self._restrict(np.zeros_like(through, dtype=bool), bounded)
         seconds = time.perf_counter() - tick - load_seconds
         if incumbent is None:
             status = "infeasible" if run.status == "infeasible" else run.status
-            return RunOutcome(status, False, None, whole_bound, load_seconds, seconds, run.message), None
-        gap = _gap(incumbent[1], whole_bound)
-        status = "optimal" if gap is not None and gap <= mip_gap else ("error" if run.status == "error"
-                                                                       else "time_limit")
-        return RunOutcome(status, True, incumbent[1], whole_bound, load_seconds, seconds, run.message), incumbent[0]
+            return RunOutcome(status, False, None, proven, load_seconds, seconds, run.message), None
+        status = "optimal" if settled or _closed(incumbent[1], proven, mip_gap) else (
+            "error" if run.status == "error" else "time_limit")
+        return RunOutcome(status, True, incumbent[1], proven, load_seconds, seconds, run.message), incumbent[0]
 
     def _restrict(self, out: np.ndarray, bounded: set) -> set:
         """Bound y[b, S] (and per-job choices left without a state) to 0 where ``out``; free the others."""
@@ -400,6 +414,7 @@ def solve(
     warm_start: bool = True,
     formulation: str = "fast",
     allow_pause: bool = True,
+    reduce: bool = True,
     threads: int | None = None,
     tee: bool = False,
     **overrides: Any,
@@ -409,7 +424,8 @@ def solve(
     ``case_or_instance``: an :class:`~aidc_env.case.Instance` (used as is), or a case (name, TOML path
     or :class:`~aidc_env.case.Case`) resolved with ``day``, ``profiles`` and ``overrides`` (``gpus``,
     ``segments``, ``renewable_ratio``, any case field) through :func:`~aidc_env.case.build_instance`.
-    ``allow_pause=False`` forbids pausing (every job runs some mode in every segment).
+    ``allow_pause=False`` forbids pausing (every job runs some mode in every segment). ``reduce=False``
+    solves the fast model in one piece, without the Lagrangian reduction (for comparison).
     """
     if isinstance(case_or_instance, Instance):
         given = {k for k, v in overrides.items() if v is not None}
@@ -418,7 +434,7 @@ def solve(
         inst = case_or_instance
     else:
         inst = build_instance(case_or_instance, day=day, profiles=profiles, **overrides)
-    model = OracleModel(inst, formulation=formulation, solver=solver, allow_pause=allow_pause)
+    model = OracleModel(inst, formulation=formulation, solver=solver, allow_pause=allow_pause, reduce=reduce)
     return model.solve(time_limit_s=time_limit_s, mip_gap=mip_gap, warm_start=warm_start, threads=threads, tee=tee)
 
 

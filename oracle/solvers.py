@@ -43,6 +43,10 @@ GAP_OPTION = {
 }
 """Option name of the relative MIP gap of classic Pyomo solvers."""
 
+RELAXATION_LP_METHOD = "ipm"
+"""HiGHS method of the LP relaxation: interior point (with crossover) is ~3× faster than simplex on the
+96-segment day; any dual solution gives valid token prices."""
+
 _AUTO_UPDATE_FLAGS = (
     "check_for_new_or_removed_constraints", "check_for_new_or_removed_vars", "check_for_new_or_removed_params",
     "check_for_new_objective", "update_constraints", "update_vars", "update_parameters",
@@ -105,11 +109,13 @@ class HighsRunner:
         try:
             self.load(model)
             results = self._opt.solve(model, time_limit=time_limit_s, threads=threads, tee=tee, load_solutions=False,
-                                      raise_exception_on_nonoptimal_result=False)
+                                      raise_exception_on_nonoptimal_result=False,
+                                      solver_options={"solver": RELAXATION_LP_METHOD})
             condition = results.termination_condition
             if condition != ContribTermination.convergenceCriteriaSatisfied:
-                status = "infeasible" if condition in (ContribTermination.provenInfeasible,
-                                                       ContribTermination.infeasibleOrUnbounded) else "error"
+                status = {ContribTermination.provenInfeasible: "infeasible",
+                          ContribTermination.infeasibleOrUnbounded: "infeasible",
+                          ContribTermination.maxTimeLimit: "time_limit"}.get(condition, "error")
                 return status, None, []
             row_dual = self._opt._solver_model.getSolution().row_dual
             index = self._opt._pyomo_con_to_solver_con_map
@@ -122,7 +128,7 @@ class HighsRunner:
     def _run(self, model, time_limit_s, mip_gap, threads, tee, options):
         results = self._opt.solve(model, time_limit=time_limit_s, rel_gap=mip_gap, threads=threads, tee=tee,
                                   load_solutions=False, raise_exception_on_nonoptimal_result=False,
-                                  solver_options=dict(options))
+                                  solver_options={"solver": "choose", **options})
         if results.incumbent_objective is not None:
             results.solution_loader.load_vars()
         return results
