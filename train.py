@@ -22,6 +22,7 @@ import json
 import re
 import sys
 import time
+import warnings
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -145,7 +146,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     checkpoint_cb = CheckpointCallback(save_freq=max(config.checkpoint_freq // config.n_envs, 1),
                                        save_path=str(checkpoints), name_prefix="ppo")
 
-    # 6. Learn.
+    # 6. Learn (SB3's progress bar is tqdm.rich, which warns that it is experimental).
+    warnings.filterwarnings("ignore", message="rich is experimental")
     remaining = config.total_timesteps - model.num_timesteps
     start = time.perf_counter()
     if remaining > 0:

@@ -143,7 +143,7 @@ def study_headline(ctx: StudyContext) -> tuple[pd.DataFrame, str]:
     fixed, best = frame.iloc[0], frame.iloc[1]
     plot_dispatch(inst, {"fixed continuous": simulate(inst, fixed_schedule(inst)),
                          "checkpoint-aware 3D dispatch (oracle)": simulate(inst, json.loads(best["schedule"]))},
-                  ctx.out / "headline_dispatch.png")
+                  ctx.out / "headline.png")
     plot_mode_timeline(inst, {"oracle": simulate(inst, json.loads(best["schedule"]))}, ctx.out / "headline_modes.png")
     reduction = best["operating_cost_usd"] / fixed["operating_cost_usd"] - 1
     table = _markdown(
