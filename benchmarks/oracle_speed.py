@@ -81,8 +81,11 @@ def table(runs: Sequence[Run], variants: Sequence[str], markdown: bool) -> str:
             ref = by[REFERENCE_VARIANT]
             for v in others:
                 ratio = ref.seconds / by[v].seconds
-                bound = "≥ " if ref.status != "optimal" and by[v].status == "optimal" else ""
-                row.append(f"{bound}{ratio:.1f}×")
+                if ref.status != "optimal" and by[v].status != "optimal":
+                    row.append("both at the limit")
+                else:
+                    bound = "≥ " if ref.status != "optimal" else ""
+                    row.append(f"{bound}{ratio:.1f}×")
         rows.append(row)
     if markdown:
         lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
