@@ -256,8 +256,10 @@ def test_cli_json_infeasible_answer_and_mps(tmp_path):
     assert out.returncode == 2 and out.stderr.startswith("error: ") and "Traceback" not in out.stderr
 
 
-def test_cli_in_process(capsys):
-    assert run_cli(oracle_main, ["--case", "2048", "--segments", "4", "--json"]) == 0
+def test_cli_in_process(capsys, tmp_path):
+    instance_file = tmp_path / "instance.json"
+    instance_file.write_text(build_instance("2048", segments=4).to_json())
+    assert run_cli(oracle_main, ["--instance", str(instance_file), "--json"]) == 0
     data = json.loads(capsys.readouterr().out)
     for key in ("status", "objective_usd", "best_bound_usd", "gap", "build_seconds", "solve_seconds", "reason",
                 "metrics", "schedule", "modes_used"):
