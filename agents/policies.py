@@ -52,8 +52,8 @@ def run_policy(name: str, inst: Instance, settings: PolicySettings) -> tuple[lis
         from oracle import solve
 
         result = solve(inst, time_limit_s=settings.time_limit_s, mip_gap=settings.mip_gap)
-        info = {"status": result.status, "gap": result.gap, "solve_seconds": result.solve_seconds,
-                "reason": result.reason}
+        info = {"status": result.status, "proof": result.proof, "gap": result.gap,
+                "solve_seconds": result.solve_seconds, "reason": result.reason}
         if result.schedule is None:
             raise RuntimeError(f"oracle found no schedule on {inst.day}: {result.status} {result.reason}")
         return [list(s) for s in result.schedule], info

@@ -22,6 +22,10 @@ What the agent sees and optimises (all of it in :class:`DecisionSteps`, a wrappe
   prices divided by the day's price scale (mean |λ| of the day, at least $5/MWh; decisions are invariant to
   a common price factor, so every day looks alike), renewable shares, and the day's price scale / $100.
   Perfect foresight of the day, as the oracle has (the env's default too).
+- **One job at a time** (``factored_actions``). A boundary's joint choice (up to 294 actions in the 2048
+  case) is made as one sub-step per job over that job's own choices, each masked so that some valid joint
+  action completes it. With ``choice_features`` the job choosing sees, per choice, the tokens that choice
+  makes in this segment and the share of its missing tokens it would cover if held for the rest of the day.
 """
 
 from __future__ import annotations
@@ -53,6 +57,8 @@ PRICE_SCALE_FLOOR_USD_PER_MWH = 5.0
 """Lower bound of the day's price scale (mean |λ|), so that a flat zero-price day does not blow up."""
 SCALED_PRICE_CLIP = 10.0
 """Day-scaled prices are clipped to [-10, 10]."""
+CHOICE_FEATURE_CLIP = 4.0
+"""Per-choice token features (``choice_features``) are clipped to [0, 4]."""
 REWARD_REFERENCE_PRICE_USD_PER_MWH = 50.0
 """With ``reward_day_scaled``, a day whose price scale is this keeps its rewards unchanged."""
 
@@ -89,24 +95,26 @@ class PPOConfig:
     """Append the day-scaled hourly forecast of the rest of the day to the observation."""
     reward_baseline: str = "fixed"
     """'fixed': reward = savings versus fixed continuous training; 'none': the env's cost."""
-    reward_scale_usd: float = 10.0
+    reward_scale_usd: float = 50.0
     """$ per reward unit of the wrapper's reward."""
-    reward_day_scaled: bool = False
+    reward_day_scaled: bool = True
     """Divide each day's rewards by its price scale / $50/MWh, so that every day weighs alike in training."""
-    factored_actions: bool = False
+    factored_actions: bool = True
     """Choose the joint action one job at a time (see :class:`DecisionSteps`)."""
+    choice_features: bool = True
+    """With factored actions: per-choice token features of the job choosing now (see :class:`DecisionSteps`)."""
 
     # PPO.
     total_timesteps: int = 1_000_000
     """Agent steps (decisions, with ``decision_steps``)."""
     seed: int = 0
-    n_envs: int = 2
+    n_envs: int = 16
     vec_env: str = "dummy"
     """'dummy' (one process) or 'subproc'."""
     learning_rate: float = 3e-4
     lr_schedule: str = "linear"
     """'linear' (to 0 at the end) or 'constant'."""
-    n_steps: int = 1024
+    n_steps: int = 128
     batch_size: int = 256
     n_epochs: int = 10
     gamma: float = 1.0
@@ -155,7 +163,7 @@ class DecisionSteps(gym.Wrapper):
 
     def __init__(self, env: gym.Env, *, decision_steps: bool = True, hourly_forecast: bool = True,
                  reward_baseline: str = "fixed", reward_scale_usd: float = 10.0, reward_day_scaled: bool = False,
-                 factored_actions: bool = False):
+                 factored_actions: bool = False, choice_features: bool = False):
         super().__init__(env)
         if reward_baseline not in ("fixed", "none"):
             raise ValueError(f"reward_baseline must be 'fixed' or 'none', got {reward_baseline!r}")
@@ -170,6 +178,13 @@ class DecisionSteps(gym.Wrapper):
         template = dispatch.instance(dispatch.days[0])
         self._sizes = [job.n_modes + 1 for job in template.jobs]
         self._gpu_share = [np.append(0.0, [m.gpus / template.n_gpus for m in job.modes]) for job in template.jobs]
+        # Per job, by local choice: tokens per hour; the job's tranche, segment and restart hours.
+        self._tokens_per_h = [np.append(0.0, [m.tokens_per_s * 3600.0 for m in job.modes]) for job in template.jobs]
+        self._tranche = [job.tranche_tokens for job in template.jobs]
+        self._seg_hours = [template.segment_hours(job) for job in template.jobs]
+        self._restart_h = [job.restart_hours for job in template.jobs]
+        self._slot_h = template.slot_hours
+        self.choice_features = bool(choice_features) and self.factored_actions
         base: spaces.Box = env.observation_space  # type: ignore[assignment]
         low, high = [base.low], [base.high]
         if hourly_forecast:
@@ -182,6 +197,9 @@ class DecisionSteps(gym.Wrapper):
             n = 4 * len(self._sizes)
             low.append(np.zeros(n))
             high.append(np.ones(n))
+            if self.choice_features:
+                low.append(np.zeros(2 * max(self._sizes)))
+                high.append(np.full(2 * max(self._sizes), CHOICE_FEATURE_CLIP))
             self.action_space = spaces.Discrete(max(self._sizes))
         self.observation_space = spaces.Box(low=np.concatenate(low).astype(np.float32),
                                             high=np.concatenate(high).astype(np.float32), dtype=np.float32)
@@ -192,6 +210,7 @@ class DecisionSteps(gym.Wrapper):
         self._partial: list[int] = []
         self._joint_mask: np.ndarray | None = None
         self._obs = np.zeros(0, dtype=np.float32)
+        self._current: list[int] = [job.initial_mode for job in template.jobs]
 
     @property
     def dispatch(self) -> CheckpointDispatchEnv:
@@ -205,6 +224,7 @@ class DecisionSteps(gym.Wrapper):
 
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
         obs, info = self.env.reset(seed=seed, options=options)
+        self._current = list(info["job_modes"])
         self._prepare_day(self.dispatch.instance())
         obs, _, terminated, info = self._advance(obs, info)
         self._obs = obs
@@ -234,6 +254,8 @@ class DecisionSteps(gym.Wrapper):
         if not (terminated or truncated):
             obs, extra, terminated, info = self._advance(obs, info)
             total += extra
+        if "job_modes" in info:
+            self._current = list(info["job_modes"])
         return obs, total, terminated, truncated, info
 
     def _sub_mask(self) -> np.ndarray:
@@ -340,6 +362,33 @@ class DecisionSteps(gym.Wrapper):
         self._partial = []
         self._joint_mask = None
 
+    def _choice_features(self, j: int) -> np.ndarray:
+        """For the job choosing now, per local choice c: (tokens c makes in this segment, restart paid) /
+        missing tokens, and missing tokens / (tokens c makes if held for the rest of the day); both clipped
+        to [0, 4] (pause: 0 and 4)."""
+        width = max(self._sizes)
+        out = np.zeros(2 * width, dtype=np.float32)
+        env = self.dispatch
+        if j >= len(self._sizes) or env.slot >= env.n_slots:
+            return out
+        n = self._sizes[j]
+        missing = self._tranche[j] - float(env.tokens()[j])
+        current = self._current[j] + 1
+        hours = np.full(n, self._seg_hours[j]) - self._restart_h[j]
+        hours[current] = self._seg_hours[j]
+        seg_tokens = self._tokens_per_h[j] * hours
+        rest_tokens = self._tokens_per_h[j] * ((env.n_slots - env.slot) * self._slot_h - self._restart_h[j])
+        rest_tokens[current] += self._tokens_per_h[j][current] * self._restart_h[j]
+        if missing <= 0:
+            out[:n] = CHOICE_FEATURE_CLIP
+            out[width: width + n] = 0.0
+            return out
+        out[:n] = np.minimum(seg_tokens / missing, CHOICE_FEATURE_CLIP)
+        with np.errstate(divide="ignore"):
+            out[width: width + n] = np.minimum(np.where(rest_tokens > 0, missing / np.maximum(rest_tokens, 1e-9),
+                                                        CHOICE_FEATURE_CLIP), CHOICE_FEATURE_CLIP)
+        return out
+
     def _observation(self, obs: np.ndarray) -> np.ndarray:
         parts = [obs]
         if self._extra is not None:
@@ -353,6 +402,8 @@ class DecisionSteps(gym.Wrapper):
             for j, c in enumerate(self._partial):
                 sub[j, 1:] = (1.0, c / max(self._sizes[j] - 1, 1), self._gpu_share[j][c])
             parts.append(sub.ravel())
+            if self.choice_features:
+                parts.append(self._choice_features(k))
         return np.concatenate(parts).astype(np.float32)
 
 
@@ -397,7 +448,8 @@ def wrap_env(env: gym.Env, config: PPOConfig) -> DecisionSteps:
     """The wrapper of a training or evaluation env, as the config says."""
     return DecisionSteps(env, decision_steps=config.decision_steps, hourly_forecast=config.hourly_forecast,
                          reward_baseline=config.reward_baseline, reward_scale_usd=config.reward_scale_usd,
-                         reward_day_scaled=config.reward_day_scaled, factored_actions=config.factored_actions)
+                         reward_day_scaled=config.reward_day_scaled, factored_actions=config.factored_actions,
+                         choice_features=config.choice_features)
 
 
 def make_env(config: PPOConfig, days: Sequence[str], rank: int = 0, profiles: Any = None) -> Callable[[], gym.Env]:

@@ -31,6 +31,7 @@ DEFAULT_KS = (4, 12, 24, 48, 96)
 DEFAULT_TIME_LIMIT_S = 120.0
 VARIANTS = {
     "fast": {"formulation": "fast", "reduce": True},
+    "fast-bnb": {"formulation": "fast", "reduce": True, "labeling": False},
     "fast-plain": {"formulation": "fast", "reduce": False},
     "textbook": {"formulation": "textbook", "reduce": False},
 }

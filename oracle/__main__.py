@@ -43,6 +43,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--no-pause", action="store_true", help="forbid pausing: every job runs in every segment")
     parser.add_argument("--no-reduce", action="store_true",
                         help="fast formulation: solve the whole model at once, without the Lagrangian reduction")
+    parser.add_argument("--no-labeling", action="store_true",
+                        help="fast formulation: skip the exact label-setting proof and close the gap by the solver's "
+                             "branch and bound only")
     parser.add_argument("--no-warm-start", action="store_true",
                         help="do not hand the best of fixed / greedy as a MIP start")
     parser.add_argument("--threads", type=int, help="solver threads (default: the solver's own)")
@@ -61,7 +64,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     from oracle.model import OracleModel  # Pyomo loads only once the input is known to be good
 
     oracle = OracleModel(inst, formulation=args.formulation, solver=args.solver, allow_pause=not args.no_pause,
-                         reduce=not args.no_reduce)
+                         reduce=not args.no_reduce, labeling=not args.no_labeling)
     if args.mps:
         oracle.write(args.mps, format="mps")
     stdout = sys.stdout

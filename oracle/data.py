@@ -26,7 +26,7 @@ from aidc_env.case import PAUSE, SECONDS_PER_HOUR, Instance, Job
 from aidc_env.simulator import facility_load_mw, renewable_first, segment_productive_hours, slot_decision_cost_usd
 
 MAX_JOINT_STATES = 50_000
-"""Largest number of capacity-feasible joint states the joint-state ("fast") formulation accepts."""
+"""Largest number of joint choice tuples (before the capacity screen) the joint-state ("fast") formulation builds."""
 
 
 @dataclass(frozen=True, eq=False)

@@ -284,7 +284,8 @@ def build_textbook(data: OracleData, *, allow_pause: bool = True) -> Built:
         coefs, variables = [], []
         for s in range(job.segments):
             for c in range(job.n_modes):
-                coefs += [coef.tokens_kept[c] * scales[j], -(coef.tokens_kept[c] - coef.tokens_restarted[c]) * scales[j]]
+                loss = coef.tokens_kept[c] - coef.tokens_restarted[c]
+                coefs += [coef.tokens_kept[c] * scales[j], -loss * scales[j]]
                 variables += [m.x[j, s, c], m.z[j, s, c]]
         return linear(coefs, variables) >= m.tranche_rhs[j]
 

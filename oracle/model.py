@@ -27,6 +27,7 @@ from aidc_env.case import PAUSE, Case, Instance, build_instance
 from aidc_env.errors import InputError, require
 from aidc_env.profiles import ProfileSet
 from aidc_env.simulator import Metrics, simulate
+from oracle import labeling
 from oracle.constants import DEFAULT_MIP_GAP, DEFAULT_SOLVER, DEFAULT_TIME_LIMIT_S, FORMULATIONS, STATUSES
 from oracle.data import MAX_JOINT_STATES, OracleData, oracle_data
 from oracle.feasibility import FeasibilityCheck, precheck
@@ -46,6 +47,9 @@ MIN_SOLVE_SECONDS = 0.01
 """Time given to a last solve when the time limit is already spent (it returns the MIP start, if any)."""
 REDUCTION_DELTA_GROWTH = 4.0
 """Growth of δ when the restricted model holds no schedule."""
+LABELING_TIME_SHARE = 0.5
+"""Share of the time limit the label-setting proof may use before branch and bound takes over (measured on
+the 2048 case: 0.2-19 s for K = 4-96 on the reference day, 0.5-5 s at K = 12 on seven bundled days)."""
 
 
 @dataclass
@@ -79,6 +83,9 @@ class OracleResult:
     """Per job, the labels of the modes the schedule runs (in order of first use)."""
     start_objective_usd: float | None = None
     """Operating cost of the MIP start handed to the solver (None: no start)."""
+    proof: str = ""
+    """How optimality was proved: ``label-setting`` (:mod:`oracle.labeling`), ``branch-and-bound`` (the
+    solver), or empty when not optimal."""
 
     @property
     def optimal(self) -> bool:
@@ -104,6 +111,7 @@ class OracleResult:
             "formulation": self.formulation,
             "solver": self.solver,
             "start_objective_usd": self.start_objective_usd,
+            "proof": self.proof,
             "metrics": self.metrics.to_dict() if self.metrics is not None else None,
             "schedule": self.schedule_by_job(),
             "modes_used": self.modes_used,
@@ -177,10 +185,11 @@ class OracleModel:
     """
 
     def __init__(self, inst: Instance, *, formulation: str = "fast", solver: str = DEFAULT_SOLVER,
-                 allow_pause: bool = True, reduce: bool = True) -> None:
+                 allow_pause: bool = True, reduce: bool = True, labeling: bool = True) -> None:
         require(formulation in FORMULATIONS, "formulation", f"must be one of {', '.join(FORMULATIONS)}")
         self.formulation = formulation
         self.reduce = reduce  # fast + HiGHS: solve through the Lagrangian reduction (see _solve_reduced)
+        self.labeling = labeling  # with reduce: try the exact label-setting proof first (oracle.labeling)
         self.allow_pause = allow_pause
         self._runner: HighsRunner | PyomoRunner = make_runner(solver)
         self.solver = solver
@@ -253,8 +262,9 @@ class OracleModel:
         start_seconds = time.perf_counter() - tick
         settings = {"time_limit_s": float(time_limit_s), "mip_gap": float(mip_gap), "threads": threads, "tee": tee,
                     "options": dict(solver_options or {})}
+        proof = "branch-and-bound"
         if self.reduce and self.formulation == "fast" and isinstance(self._runner, HighsRunner):
-            run, schedule = self._solve_reduced(start, **settings)
+            run, schedule, proof = self._solve_reduced(start, **settings)
         else:
             run = self._runner.solve(self.built.model, start=self.built.start_values(start[0]) if start else None,
                                      **settings)
@@ -278,15 +288,18 @@ class OracleModel:
                             build_seconds=build_seconds, solve_seconds=start_seconds + run.solve_seconds,
                             metrics=metrics,
                             reason=reason, modes_used=modes_used(inst, schedule) if schedule else {},
-                            start_objective_usd=start[1] if start else None, **base)
+                            start_objective_usd=start[1] if start else None,
+                            proof=proof if status == "optimal" else "", **base)
 
     def _solve_reduced(self, start: tuple[list[list[int]], float] | None, *, time_limit_s: float, mip_gap: float,
-                       threads: int | None, tee: bool, options: dict[str, Any]) -> tuple[RunOutcome, list | None]:
+                       threads: int | None, tee: bool, options: dict[str, Any]) -> tuple[RunOutcome, list | None, str]:
         """Solve the fast model through the Lagrangian reduction (see :mod:`oracle.reduction`).
 
         1. LP relaxation -> lower bound LB and token prices μ (tranche duals);
-        2. forward/backward shortest paths -> a bound ``through[b, S]`` for every (block, state);
-        3. solve with every (b, S) above θ = LB + δ bounded to zero; schedules left out cost more than θ,
+        2. with ``labeling``: the exact label-setting search (:mod:`oracle.labeling`), for at most
+           :data:`LABELING_TIME_SHARE` of the time limit. It returns the optimum, or a better lower bound;
+        3. forward/backward shortest paths -> a bound ``through[b, S]`` for every (block, state);
+        4. solve with every (b, S) above θ = LB + δ bounded to zero; schedules left out cost more than θ,
            so min(restricted bound, θ) bounds the whole model. Stop when the gap closes; otherwise δ grows
            ×4, θ never beyond the incumbent's cost (at which every better schedule is inside: last step).
         """
@@ -303,13 +316,13 @@ class OracleModel:
         load_seconds = 0.0
         if status == "infeasible":
             return RunOutcome(status=status, has_solution=False, objective=None, bound=None, load_seconds=0.0,
-                              solve_seconds=time.perf_counter() - tick), None
+                              solve_seconds=time.perf_counter() - tick), None, ""
         if status != "optimal":  # out of time (or trouble) in the LP: solve the whole model with what is left
             run = runner.solve(m, time_limit_s=max(deadline - time.perf_counter(), MIN_SOLVE_SECONDS),
                                mip_gap=mip_gap, start=built.start_values(start[0]) if start else None,
                                threads=threads, tee=tee, options=options)
             run.solve_seconds = time.perf_counter() - tick - run.load_seconds
-            return run, built.read_schedule() if run.has_solution else None
+            return run, built.read_schedule() if run.has_solution else None, "branch-and-bound"
         scales = np.asarray(built.tranche_scales, dtype=float)
         mu = np.abs(np.asarray(duals, dtype=float)) * scales
         tranche = np.array([float(pyo.value(m.tranche_rhs[j])) for j in range(n_jobs)]) / scales
@@ -318,7 +331,17 @@ class OracleModel:
         reachable = float(through[np.isfinite(through)].max(initial=lower))
         proven = lower  # a lower bound on the whole model, raised by every restricted solve
         incumbent = start  # (schedule, objective)
-        delta = REDUCTION_DELTA0 * max(1.0, abs(lower))
+        if self.labeling and labeling.supported(data):
+            search = labeling.LabelSearch(data, built.joint_states, data.block_cost_usd[:, built.state_ids], mu,
+                                          tranche)
+            budget = min(deadline, tick + LABELING_TIME_SHARE * time_limit_s)
+            found, proven = labeling.prove(search, lower, start[1] if start else None, deadline=budget)
+            proven = max(proven, lower)
+            if found.status == "optimal" and found.objective_usd is not None:
+                objective = built.objective_of(found.schedule)
+                return RunOutcome("optimal", True, objective, objective, 0.0, time.perf_counter() - tick), \
+                    found.schedule, "label-setting"
+        delta = REDUCTION_DELTA0 * max(1.0, abs(lower)) + (proven - lower)
         bounded: set = set()
         run = RunOutcome("time_limit", False, None, None, 0.0, 0.0)
         settled = False
@@ -360,10 +383,11 @@ class OracleModel:
         seconds = time.perf_counter() - tick - load_seconds
         if incumbent is None:
             status = "infeasible" if run.status == "infeasible" else run.status
-            return RunOutcome(status, False, None, proven, load_seconds, seconds, run.message), None
+            return RunOutcome(status, False, None, proven, load_seconds, seconds, run.message), None, ""
         status = "optimal" if settled or _closed(incumbent[1], proven, mip_gap) else (
             "error" if run.status == "error" else "time_limit")
-        return RunOutcome(status, True, incumbent[1], proven, load_seconds, seconds, run.message), incumbent[0]
+        return RunOutcome(status, True, incumbent[1], proven, load_seconds, seconds, run.message), incumbent[0], \
+            "branch-and-bound"
 
     def _restrict(self, out: np.ndarray, bounded: set) -> set:
         """Bound y[b, S] (and per-job choices left without a state) to 0 where ``out``; free the others."""
@@ -419,6 +443,7 @@ def solve(
     formulation: str = "fast",
     allow_pause: bool = True,
     reduce: bool = True,
+    labeling: bool = True,
     threads: int | None = None,
     tee: bool = False,
     **overrides: Any,
@@ -429,7 +454,8 @@ def solve(
     or :class:`~aidc_env.case.Case`) resolved with ``day``, ``profiles`` and ``overrides`` (``gpus``,
     ``segments``, ``renewable_ratio``, any case field) through :func:`~aidc_env.case.build_instance`.
     ``allow_pause=False`` forbids pausing (every job runs some mode in every segment). ``reduce=False``
-    solves the fast model in one piece, without the Lagrangian reduction (for comparison).
+    solves the fast model in one piece, without the Lagrangian reduction (for comparison);
+    ``labeling=False`` skips the label-setting proof (branch and bound only).
     """
     if isinstance(case_or_instance, Instance):
         given = {k for k, v in overrides.items() if v is not None}
@@ -438,7 +464,8 @@ def solve(
         inst = case_or_instance
     else:
         inst = build_instance(case_or_instance, day=day, profiles=profiles, **overrides)
-    model = OracleModel(inst, formulation=formulation, solver=solver, allow_pause=allow_pause, reduce=reduce)
+    model = OracleModel(inst, formulation=formulation, solver=solver, allow_pause=allow_pause, reduce=reduce,
+                        labeling=labeling)
     return model.solve(time_limit_s=time_limit_s, mip_gap=mip_gap, warm_start=warm_start, threads=threads, tee=tee)
 
 

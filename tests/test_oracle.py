@@ -89,6 +89,43 @@ def test_textbook_and_fast_reach_the_same_optimum():
                                                                                          rel=REPLAY_RTOL)
 
 
+@pytest.mark.parametrize("day", ["2023-04-15", "2023-01-18"])
+def test_label_setting_proof_agrees_with_branch_and_bound(day):
+    inst = build_instance("2048", day=day)
+    labeled = solve(inst, time_limit_s=120)
+    bnb = solve(inst, labeling=False, time_limit_s=120)
+    assert labeled.status == bnb.status == "optimal"
+    assert labeled.proof == "label-setting" and bnb.proof == "branch-and-bound"
+    assert labeled.gap == 0.0  # an exact proof: no gap left
+    # branch and bound stops within its gap; the label-setting optimum is never above its answer
+    assert labeled.objective_usd <= bnb.objective_usd * (1 + 1e-9)
+    assert labeled.objective_usd >= bnb.best_bound_usd * (1 - 1e-9)
+    assert labeled.metrics.operating_cost_usd == pytest.approx(labeled.objective_usd, rel=1e-9)
+
+
+def test_label_search_proves_bounds_below_the_optimum():
+    import pyomo.environ as pyo
+
+    from oracle.labeling import LabelSearch
+
+    oracle = OracleModel(build_instance("2048", segments=4))
+    optimum = oracle.solve(mip_gap=1e-9)
+    built, data, m = oracle.built, oracle.data, oracle.built.model
+    _, lp, duals = oracle._runner.relaxation(m, list(m.x.values()), [m.tranche[j] for j in range(2)],
+                                             time_limit_s=60, threads=None, tee=False)
+    scales = np.asarray(built.tranche_scales)
+    tranche = np.array([pyo.value(m.tranche_rhs[j]) for j in range(2)]) / scales
+    search = LabelSearch(data, built.joint_states, data.block_cost_usd[:, built.state_ids],
+                         np.abs(duals) * scales, tranche)
+    assert search.lower_bound_usd == pytest.approx(lp, rel=1e-7)  # the Lagrangian bound at the LP duals
+    assert search.lower_bound_usd <= optimum.objective_usd
+    below = search.run(optimum.objective_usd - 0.01)
+    assert below.status == "above" and below.schedule is None
+    at = search.run(optimum.objective_usd)
+    assert at.status == "optimal" and at.objective_usd == pytest.approx(optimum.objective_usd, rel=1e-9)
+    assert simulate(oracle.inst, at.schedule).metrics.tranches_met
+
+
 def test_other_pyomo_solver_names_work():
     inst = build_instance("2048", segments=4)
     highs = solve(inst, mip_gap=1e-9)
@@ -127,7 +164,8 @@ def test_rest_of_day_sub_instance_with_zero_and_partial_tranches():
     inst = build_instance("2048")
     half = inst.slots // 2
     jobs = (dataclasses.replace(inst.jobs[0], segments=6, initial_mode=PAUSE, tranche_tokens=0.0),
-            dataclasses.replace(inst.jobs[1], segments=3, initial_mode=0, tranche_tokens=0.4 * inst.jobs[1].tranche_tokens))
+            dataclasses.replace(inst.jobs[1], segments=3, initial_mode=0,
+                                tranche_tokens=0.4 * inst.jobs[1].tranche_tokens))
     sub = dataclasses.replace(inst, jobs=jobs, price_usd_per_mwh=inst.price_usd_per_mwh[half:],
                               renewable_shape=inst.renewable_shape[half:])
     r = solve(sub, time_limit_s=60)
@@ -231,15 +269,18 @@ def tiny_days(draw):
 @given(inst=tiny_days(), allow_pause=st.booleans())
 def test_oracle_finds_the_brute_force_minimum(inst, allow_pause):
     best = brute_force(inst, allow_pause)
-    for formulation in ("fast", "textbook"):
-        r = solve(inst, formulation=formulation, allow_pause=allow_pause, mip_gap=1e-9, time_limit_s=60)
+    variants = {"fast": {}, "fast, branch and bound only": {"labeling": False}, "textbook": {"formulation": "textbook"}}
+    for name, options in variants.items():
+        r = solve(inst, allow_pause=allow_pause, mip_gap=1e-9, time_limit_s=60, **options)
         if best is None:
-            assert r.status == "infeasible", (formulation, r.objective_usd)
+            assert r.status == "infeasible", (name, r.objective_usd)
             assert r.reason
         else:
-            assert r.status == "optimal", (formulation, r.reason)
-            assert r.objective_usd == pytest.approx(best, rel=1e-6, abs=1e-6), formulation
+            assert r.status == "optimal", (name, r.reason)
+            assert r.objective_usd == pytest.approx(best, rel=1e-6, abs=1e-6), name
             assert r.metrics.operating_cost_usd == pytest.approx(best, rel=1e-6, abs=1e-6)
+            if options.get("labeling") is False or "formulation" in options:
+                assert r.proof == "branch-and-bound"
 
 
 # ------------------------------------------------------------------------------------ command line

@@ -139,3 +139,16 @@ def test_train_help_explains(capsys):
     text = capsys.readouterr().out
     for flag in ("--timesteps", "--seed", "--profiles", "--n-envs", "--out", "--resume"):
         assert flag in text
+
+
+def test_training_is_deterministic_given_the_seed(tmp_path):
+    import torch
+
+    args = ["--timesteps", "64", "--n-envs", "2", "--n-steps", "32", "--batch-size", "32", "--n-epochs", "1",
+            "--net-arch", "16", "--checkpoint-freq", "1000", "--seed", "5"]
+    params = []
+    for name in ("a", "b"):
+        assert train.main([*args, "--out", str(tmp_path / name)]) == 0
+        model = load_model(tmp_path / name / "model.zip")
+        params.append(torch.cat([p.detach().flatten() for p in model.policy.parameters()]))
+    assert torch.equal(params[0], params[1])

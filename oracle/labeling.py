@@ -1,0 +1,308 @@
+"""Exact label-setting search of the fast model's joint-state network: the oracle's quick optimality proof.
+
+The fast model (:mod:`oracle.formulations`) is a shortest path over (block, joint state) with one side
+constraint per job: its tokens must reach the tranche. That is a resource-constrained shortest path,
+and it has an exact combinatorial algorithm (label setting with dominance and bounds):
+
+- a *label* is a partial schedule up to block b: its joint state S, its cost so far and each job's tokens
+  so far (a segment's tokens -- kept, or restarted if the job changed -- are credited at the segment's
+  first block, so tokens never decrease, and are capped at the tranche, beyond which they are worth nothing);
+- label A *dominates* B at the same (b, S) when A costs no more and has at least B's tokens for every
+  job: every completion of B is a completion of A, at no lower cost. Dominated labels are dropped;
+- the LP relaxation's token prices μ give, by a backward shortest path, a lower bound on the cost of
+  completing any label: ``cost + backward[b, S] + Σ_j μ_j·max(W_j − tokens_j, 0)`` (the Lagrangian bound
+  of :mod:`oracle.reduction`). A label whose bound exceeds a threshold θ cannot lead to a schedule
+  costing ≤ θ and is dropped; so is one that cannot reach a tranche any more.
+
+Every schedule that costs ≤ θ and meets the tranches therefore survives to the last block, and the
+cheapest surviving label is the model's optimum -- or, if none survives, the optimum costs more than θ.
+Raising θ step by step from the LP bound (:func:`prove`) proves ever higher bounds until a search returns
+the optimum, exactly (to float rounding), with no branch-and-bound gap. A search gives up
+(``status="budget"``) when its labels outgrow a budget or the deadline passes; the oracle then falls back
+to HiGHS's branch and bound on the reduced MILP, starting from the bound the searches proved.
+
+Supported: one or two jobs (the dominance test is over two token counts); other cases use the MILP.
+"""
+
+from __future__ import annotations
+
+import time
+from bisect import bisect_left
+from dataclasses import dataclass
+
+import numpy as np
+
+from aidc_env.case import PAUSE
+from oracle.data import OracleData
+
+MAX_JOBS = 2
+"""Largest number of jobs the dominance test handles."""
+
+MAX_LABELS = 400_000
+"""Budget: the most labels alive after a block before the search gives up."""
+
+PARETO_INPUT_FACTOR = 8
+"""The search also gives up when more than this × MAX_LABELS extensions pass the bounds in one block."""
+
+CHUNK_EXTENSIONS = 1_000_000
+"""Labels are extended in chunks of about this many (label, next state) pairs, to bound memory."""
+
+MAX_NETWORK_ENTRIES = 30_000_000
+"""Largest blocks × states² × jobs the precomputed transition arrays may hold (8 bytes each)."""
+
+THRESHOLD_STEP0 = 5e-4
+"""First step of the threshold above the LP bound, relative to the bound (the labels grow fast with it)."""
+
+MIN_THRESHOLD_STEP = 2e-5
+"""The search gives up when even a step this small (relative to the bound) outgrows the budget."""
+
+TARGET_LABELS = 60_000
+"""Size of the next search that the threshold's step aims at (the searches grow about exponentially in θ)."""
+
+GROWTH_FIT_MIN_LABELS = 100
+"""The growth rate is fitted only once the last search kept at least this many labels."""
+
+BOUND_RTOL = 1e-9
+"""A label is dropped only if its bound exceeds the threshold by more than this (relative)."""
+
+TOKEN_RTOL = 1e-12
+"""A final label meets a tranche if its tokens reach W·(1 − this) (the tranche W already has the model's margin)."""
+
+
+@dataclass(frozen=True)
+class LabelingOutcome:
+    """What a search proved. Costs in $ (the constant PPA term included)."""
+
+    status: str
+    """``optimal`` (``schedule`` is the model's optimum), ``above`` (no schedule costs ≤ ``threshold_usd``),
+    or ``budget`` (gave up: too many labels or out of time)."""
+    schedule: list[list[int]] | None
+    objective_usd: float | None
+    threshold_usd: float
+    max_labels: int
+    """Most labels alive after any block (or about to be, when the search gave up)."""
+    seconds: float
+
+
+def supported(data: OracleData) -> bool:
+    if data.joint_states is None or not 1 <= len(data.inst.jobs) <= MAX_JOBS:
+        return False
+    return data.n_blocks * data.n_states ** 2 * len(data.inst.jobs) <= MAX_NETWORK_ENTRIES
+
+
+class LabelSearch:
+    """Precomputed network of one instance's joint states (for a given token price vector μ)."""
+
+    def __init__(self, data: OracleData, states: np.ndarray, block_cost_usd: np.ndarray, mu_per_token: np.ndarray,
+                 tranche_tokens: np.ndarray):
+        inst = data.inst
+        self.data, self.states = data, states
+        self.n_blocks, self.n_states = block_cost_usd.shape
+        n_jobs = states.shape[1]
+        self.cost = block_cost_usd
+        self.mu = np.maximum(np.asarray(mu_per_token, dtype=float), 0.0)
+        self.tranche = np.asarray(tranche_tokens, dtype=float)
+        self.constant = data.renewable_cost_usd
+        kept = np.zeros(states.shape)
+        lost = np.zeros(states.shape)
+        for j, coef in enumerate(data.jobs):
+            running = states[:, j] != PAUSE
+            kept[running, j] = coef.tokens_kept[states[running, j]]
+            lost[running, j] = coef.tokens_kept[states[running, j]] - coef.tokens_restarted[states[running, j]]
+        starts = np.vstack([np.ones((1, n_jobs), dtype=bool), data.block_segment[1:] != data.block_segment[:-1]])
+        self.segment_start = starts  # (blocks, jobs): the block opens a segment of the job
+        changed = np.stack([states[:, j][:, None] != states[:, j][None, :] for j in range(n_jobs)], axis=-1)
+        initial = np.array([job.initial_mode for job in inst.jobs])
+        first_changed = states != initial[None, :]
+        # gain[b][old, new, j]: tokens credited when entering `new` at block b from `old`; -inf where forbidden.
+        self.allowed: list[np.ndarray] = []
+        self.gain: list[np.ndarray] = []
+        for b in range(self.n_blocks):
+            opens = starts[b]
+            if b == 0:
+                credit = np.where(first_changed, kept - lost, kept)[None, :, :]  # from the initial modes
+                allowed = np.ones((1, self.n_states), dtype=bool)
+            else:
+                credit = np.where(changed, (kept - lost)[None, :, :], kept[None, :, :])
+                allowed = ~np.any(changed & ~opens[None, None, :], axis=-1)
+            self.gain.append(np.where(opens[None, None, :], credit, 0.0))
+            self.allowed.append(allowed)
+        # Most tokens still reachable from (b, S); the backward and through bounds at the token prices μ.
+        self.reachable = np.zeros((self.n_blocks, self.n_states, n_jobs))
+        for b in range(self.n_blocks - 2, -1, -1):
+            more = self.gain[b + 1] + self.reachable[b + 1][None, :, :]
+            self.reachable[b] = np.max(np.where(self.allowed[b + 1][:, :, None], more, -np.inf), axis=1)
+        self.backward = self._backward(self.mu)
+        self.through = self._forward(self.mu) + self.backward + float(self.mu @ self.tranche) + self.constant
+        """Lower bound on the cost of every tranche-meeting schedule in S during block b."""
+
+    def _backward(self, mu: np.ndarray) -> np.ndarray:
+        """Least Lagrangian length (cost − μ·tokens) from the end of block b in state S to the end of the day."""
+        back = np.zeros((self.n_blocks, self.n_states))
+        for b in range(self.n_blocks - 2, -1, -1):
+            length = self.cost[b + 1][None, :] - self.gain[b + 1] @ mu + back[b + 1][None, :]
+            back[b] = np.min(np.where(self.allowed[b + 1], length, np.inf), axis=1)
+        return back
+
+    def _forward(self, mu: np.ndarray) -> np.ndarray:
+        """Least Lagrangian length from the start of the day to the end of block b in state S."""
+        fwd = np.empty((self.n_blocks, self.n_states))
+        fwd[0] = self.cost[0] - self.gain[0][0] @ mu
+        for b in range(1, self.n_blocks):
+            length = fwd[b - 1][:, None] - self.gain[b] @ mu
+            fwd[b] = self.cost[b] + np.min(np.where(self.allowed[b], length, np.inf), axis=0)
+        return fwd
+
+    @property
+    def lower_bound_usd(self) -> float:
+        return float(self.through.min())
+
+    @property
+    def most_cost_usd(self) -> float:
+        """No schedule costs more than this (each block in its dearest state)."""
+        return float(self.cost.max(axis=1).sum() + self.constant)
+
+    def run(self, threshold_usd: float, *, deadline: float = np.inf, max_labels: int = MAX_LABELS) -> LabelingOutcome:
+        """The cheapest schedule costing ≤ threshold, or the proof that there is none (exact)."""
+        tick = time.perf_counter()
+        tolerance = BOUND_RTOL * max(1.0, abs(threshold_usd))
+        limit = threshold_usd + tolerance
+        need = self.tranche
+        target = need * (1.0 - TOKEN_RTOL)
+
+        def viable(block: int, state: np.ndarray, cost: np.ndarray, tokens: np.ndarray) -> np.ndarray:
+            bound = cost + self.constant + self.backward[block, state] + np.maximum(need - tokens, 0.0) @ self.mu
+            return (bound <= limit) & np.all(tokens + self.reachable[block, state] >= target, axis=1)
+
+        def give_up(most: int) -> LabelingOutcome:
+            return LabelingOutcome("budget", None, None, threshold_usd, most, time.perf_counter() - tick)
+
+        inside = [np.flatnonzero(self.through[b] <= limit) for b in range(self.n_blocks)]
+        state = inside[0]
+        cost = self.cost[0, state].copy()
+        tokens = np.minimum(self.gain[0][0, state], need)
+        keep = viable(0, state, cost, tokens)
+        state, cost, tokens = state[keep], cost[keep], tokens[keep]
+        history = [(state, np.full(state.size, -1))]
+        most = int(state.size)
+        for b in range(1, self.n_blocks):
+            if state.size == 0:
+                break  # nothing left: no schedule costs ≤ θ
+            cols = inside[b]
+            chunk = max(1, CHUNK_EXTENSIONS // max(cols.size, 1))
+            parts = []
+            for first in range(0, state.size, chunk):  # extend the labels a chunk at a time (bounded memory)
+                if time.perf_counter() > deadline:
+                    return give_up(most)
+                rows = slice(first, first + chunk)
+                parent, k = np.nonzero(self.allowed[b][np.ix_(state[rows], cols)])
+                parent += first
+                new = cols[k]
+                new_cost = cost[parent] + self.cost[b, new]
+                new_tokens = np.minimum(tokens[parent] + self.gain[b][state[parent], new], need)
+                keep = viable(b, new, new_cost, new_tokens)
+                parts.append((parent[keep], new[keep], new_cost[keep], new_tokens[keep]))
+            parent, new, new_cost, new_tokens = (np.concatenate(x) for x in zip(*parts, strict=True))
+            if new.size > PARETO_INPUT_FACTOR * max_labels:
+                return give_up(most)
+            order = _pareto(new, new_cost, new_tokens)
+            if order.size > max_labels:
+                return give_up(max(most, int(order.size)))
+            state, cost, tokens = new[order], new_cost[order], new_tokens[order]
+            history.append((state, parent[order]))
+            most = max(most, int(state.size))
+        done = np.flatnonzero(np.all(tokens >= target, axis=1)) if len(history) == self.n_blocks else np.array([], int)
+        if done.size == 0:
+            return LabelingOutcome("above", None, None, threshold_usd, most, time.perf_counter() - tick)
+        best = int(done[np.argmin(cost[done])])
+        path = []
+        for b in range(self.n_blocks - 1, -1, -1):
+            path.append(int(history[b][0][best]))
+            best = int(history[b][1][best])
+        objective = float(self.cost[np.arange(self.n_blocks), path[::-1]].sum() + self.constant)
+        return LabelingOutcome("optimal", self.schedule_of(path[::-1]), objective, threshold_usd, most,
+                               time.perf_counter() - tick)
+
+    def schedule_of(self, path: list[int]) -> list[list[int]]:
+        """Per job, per segment: the choice of the joint state in the segment's first block."""
+        schedule = []
+        for j in range(self.states.shape[1]):
+            firsts = np.flatnonzero(self.segment_start[:, j])
+            schedule.append([int(self.states[path[b], j]) for b in firsts])
+        return schedule
+
+
+def _pareto(state: np.ndarray, cost: np.ndarray, tokens: np.ndarray) -> np.ndarray:
+    """Indices of the labels no other label of the same state dominates (cheaper or equal, tokens ≥)."""
+    n_jobs = tokens.shape[1]
+    second = tokens[:, 1] if n_jobs > 1 else np.zeros(state.size)
+    order = np.lexsort((-second, -tokens[:, 0], cost, state))
+    groups = np.flatnonzero(np.r_[True, state[order][1:] != state[order][:-1]])
+    ends = np.r_[groups[1:], order.size]
+    keep = np.ones(order.size, dtype=bool)
+    xs_all, ys_all = tokens[order, 0].tolist(), second[order].tolist()
+    for a, e in zip(groups.tolist(), ends.tolist(), strict=True):
+        xs: list[float] = []  # staircase of the kept labels: first tokens ascending, second descending
+        ys: list[float] = []
+        for i in range(a, e):
+            x, y = xs_all[i], ys_all[i]
+            p = bisect_left(xs, x)
+            if p < len(xs) and ys[p] >= y:  # a cheaper kept label has ≥ tokens of both jobs
+                keep[i] = False
+                continue
+            r = p
+            while r > 0 and ys[r - 1] <= y:
+                r -= 1
+            hi = p + 1 if p < len(xs) and xs[p] == x else p
+            del xs[r:hi], ys[r:hi]
+            xs.insert(r, x)
+            ys.insert(r, y)
+    return order[keep]
+
+
+def prove(search: LabelSearch, lower_bound_usd: float, incumbent_usd: float | None = None, *,
+          deadline: float = np.inf, max_labels: int = MAX_LABELS) -> tuple[LabelingOutcome, float]:
+    """Raise a threshold θ from the lower bound until the exact search finds the optimum.
+
+    Each search that finds nothing proves that the optimum costs more than its θ; the first that finds a
+    schedule returns the optimum. The labels grow about exponentially with θ, so after two searches the
+    next step is the one whose predicted search keeps :data:`TARGET_LABELS` labels (at most 4× the last
+    step); before that the step starts at :data:`THRESHOLD_STEP0` of the bound and doubles. A search over
+    budget halves the step from the last proof. θ never exceeds the incumbent's cost. Returns the last
+    outcome and the best proven lower bound.
+    """
+    scale = max(1.0, abs(lower_bound_usd))
+    proven = lower_bound_usd
+    step = THRESHOLD_STEP0 * scale
+    seen: list[tuple[float, int]] = []  # (θ, labels) of the searches that found nothing
+    while True:
+        threshold = proven + step
+        if incumbent_usd is not None:
+            threshold = min(threshold, incumbent_usd)
+        threshold = min(threshold, search.most_cost_usd)
+        outcome = search.run(threshold, deadline=deadline, max_labels=max_labels)
+        if outcome.status == "optimal" or time.perf_counter() > deadline:
+            return outcome, proven
+        if outcome.status == "budget":  # too far at once: retry a smaller step from the last proof
+            step /= 2.0
+            if step < MIN_THRESHOLD_STEP * scale:
+                return outcome, proven
+            continue
+        proven = max(proven, threshold)
+        if threshold >= search.most_cost_usd:
+            return outcome, proven  # no schedule meets the tranches (branch and bound will say why)
+        if incumbent_usd is not None and threshold >= incumbent_usd:
+            return outcome, proven  # the incumbent itself is not inside: only float noise gets here
+        seen.append((threshold, max(outcome.max_labels, 1)))
+        step = _next_step(seen, step)
+
+
+def _next_step(seen: list[tuple[float, int]], step: float) -> float:
+    """The θ step predicted to reach TARGET_LABELS labels, from the growth between the last two searches."""
+    if len(seen) < 2 or seen[-1][1] < GROWTH_FIT_MIN_LABELS:
+        return 2.0 * step
+    (theta0, labels0), (theta1, labels1) = seen[-2], seen[-1]
+    rate = np.log(labels1 / labels0) / max(theta1 - theta0, 1e-12)  # e-folds of labels per $
+    if rate <= 0:
+        return 2.0 * step
+    return float(np.clip(np.log(TARGET_LABELS / labels1) / rate, 0.25 * step, 4.0 * step))
