@@ -113,10 +113,16 @@ def _metric_columns(m) -> dict[str, Any]:
     }
 
 
+CHUNKS_PER_WORKER = 8
+"""Each worker's share of a sweep is cut into this many contiguous chunks: each chunk reuses one model, and
+the progress bar moves as chunks finish."""
+
+
 def solve_all(points: Sequence[Point], workers: int, time_limit_s: float, desc: str) -> pd.DataFrame:
-    """Solve every point; ``workers`` processes each take a contiguous chunk and reuse one model."""
+    """Solve every point; ``workers`` processes take contiguous chunks, each reusing one model."""
     workers = max(1, min(workers, len(points)))
-    bounds = np.linspace(0, len(points), workers + 1).round().astype(int)
+    n_chunks = min(len(points), workers * CHUNKS_PER_WORKER)
+    bounds = np.linspace(0, len(points), n_chunks + 1).round().astype(int)
     chunks = [list(points[a:b]) for a, b in zip(bounds[:-1], bounds[1:], strict=True)]
     with tqdm(total=len(points), desc=desc, unit="solve") as bar:
         if workers == 1:

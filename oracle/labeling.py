@@ -114,7 +114,8 @@ class LabelSearch:
         changed = np.stack([states[:, j][:, None] != states[:, j][None, :] for j in range(n_jobs)], axis=-1)
         initial = np.array([job.initial_mode for job in inst.jobs])
         first_changed = states != initial[None, :]
-        # gain[b][old, new, j]: tokens credited when entering `new` at block b from `old`; -inf where forbidden.
+        # gain[b][old, new, j]: job j's tokens credited when block b is entered in `new` after `old` (a segment's
+        # tokens, kept or restarted, at its first block; 0 elsewhere); allowed[b][old, new]: the move is possible.
         self.allowed: list[np.ndarray] = []
         self.gain: list[np.ndarray] = []
         for b in range(self.n_blocks):
