@@ -23,6 +23,8 @@ def build_parser() -> argparse.ArgumentParser:
         prog="python -m oracle",
         description="Exact MILP oracle of one day (Pyomo + HiGHS): the cheapest schedule of checkpoint "
         "segments (a 3D mode or a pause per job and segment) that trains every daily tranche within the GPU pool. "
+        "Optimality is proved exactly by a label-setting search of the model's joint-state network when it fits, "
+        "else by the solver's branch and bound (the JSON's 'proof'). "
         "Prints status, objective, best bound, gap, seconds, the simulator's metrics of the schedule and the "
         "schedule itself (per job, per segment: mode index, or -1 for pause). Infeasible cases are an answer "
         "(status infeasible, with the reason), not an error: the exit code is 0. Bad input exits with code 2.",
@@ -88,7 +90,7 @@ def summary(result: OracleResult) -> str:
     if result.objective_usd is not None:
         lines.append(f"operating cost ${result.objective_usd:,.4f} (best bound ${result.best_bound_usd:,.4f}, gap "
                      f"{result.gap:.2e}), build {result.build_seconds:.2f} s, solve {result.solve_seconds:.2f} s "
-                     f"[{result.formulation}, {result.solver}]")
+                     f"[{result.formulation}, {result.solver}{', ' + result.proof if result.proof else ''}]")
     if result.reason:
         lines.append(f"reason: {result.reason}")
     if result.metrics is not None:
