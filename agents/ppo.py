@@ -42,9 +42,9 @@ import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
 
-from aidc_env.case import Instance
+from aidc_env.case import SECONDS_PER_HOUR, Instance
 from aidc_env.env import CheckpointDispatchEnv
-from aidc_env.simulator import simulate
+from aidc_env.simulator import segment_productive_hours, simulate
 
 CONFIG_FILE = "config.json"
 MODEL_FILE = "model.zip"
@@ -179,11 +179,9 @@ class DecisionSteps(gym.Wrapper):
         self._sizes = [job.n_modes + 1 for job in template.jobs]
         self._gpu_share = [np.append(0.0, [m.gpus / template.n_gpus for m in job.modes]) for job in template.jobs]
         # Per job, by local choice: tokens per hour; the job's tranche, segment and restart hours.
-        self._tokens_per_h = [np.append(0.0, [m.tokens_per_s * 3600.0 for m in job.modes]) for job in template.jobs]
-        self._tranche = [job.tranche_tokens for job in template.jobs]
-        self._seg_hours = [template.segment_hours(job) for job in template.jobs]
-        self._restart_h = [job.restart_hours for job in template.jobs]
-        self._slot_h = template.slot_hours
+        self._template = template
+        self._tokens_per_h = [np.append(0.0, [m.tokens_per_s * SECONDS_PER_HOUR for m in job.modes])
+                              for job in template.jobs]
         self.choice_features = bool(choice_features) and self.factored_actions
         base: spaces.Box = env.observation_space  # type: ignore[assignment]
         low, high = [base.low], [base.high]
@@ -372,13 +370,13 @@ class DecisionSteps(gym.Wrapper):
         if j >= len(self._sizes) or env.slot >= env.n_slots:
             return out
         n = self._sizes[j]
-        missing = self._tranche[j] - float(env.tokens()[j])
+        inst, job = self._template, self._template.jobs[j]
+        missing = job.tranche_tokens - float(env.tokens()[j])
         current = self._current[j] + 1
-        hours = np.full(n, self._seg_hours[j]) - self._restart_h[j]
-        hours[current] = self._seg_hours[j]
-        seg_tokens = self._tokens_per_h[j] * hours
-        rest_tokens = self._tokens_per_h[j] * ((env.n_slots - env.slot) * self._slot_h - self._restart_h[j])
-        rest_tokens[current] += self._tokens_per_h[j][current] * self._restart_h[j]
+        restarted = np.arange(n) != current
+        seg_tokens = self._tokens_per_h[j] * segment_productive_hours(inst, job, restarted)
+        rest_tokens = self._tokens_per_h[j] * ((env.n_slots - env.slot) * inst.slot_hours - job.restart_hours)
+        rest_tokens[current] += self._tokens_per_h[j][current] * job.restart_hours
         if missing <= 0:
             out[:n] = CHOICE_FEATURE_CLIP
             out[width: width + n] = 0.0

@@ -32,8 +32,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from aidc_env.case import PAUSE
 from oracle.data import OracleData
+from oracle.reduction import joint_tokens
 
 MAX_JOBS = 2
 """Largest number of jobs the dominance test handles."""
@@ -103,12 +103,8 @@ class LabelSearch:
         self.mu = np.maximum(np.asarray(mu_per_token, dtype=float), 0.0)
         self.tranche = np.asarray(tranche_tokens, dtype=float)
         self.constant = data.renewable_cost_usd
-        kept = np.zeros(states.shape)
-        lost = np.zeros(states.shape)
-        for j, coef in enumerate(data.jobs):
-            running = states[:, j] != PAUSE
-            kept[running, j] = coef.tokens_kept[states[running, j]]
-            lost[running, j] = coef.tokens_kept[states[running, j]] - coef.tokens_restarted[states[running, j]]
+        tokens = joint_tokens(data, states)
+        kept, lost = tokens.kept, tokens.loss
         starts = np.vstack([np.ones((1, n_jobs), dtype=bool), data.block_segment[1:] != data.block_segment[:-1]])
         self.segment_start = starts  # (blocks, jobs): the block opens a segment of the job
         changed = np.stack([states[:, j][:, None] != states[:, j][None, :] for j in range(n_jobs)], axis=-1)
