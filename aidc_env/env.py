@@ -11,7 +11,6 @@ episode's decision cost exactly. See ``docs/env.md`` for a worked example.
 
 from __future__ import annotations
 
-import dataclasses
 import datetime as dt
 import math
 import operator
@@ -23,52 +22,35 @@ import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
 
-from aidc_env.case import PAUSE, SECONDS_PER_HOUR, Case, Instance, build_instance, load_case
+from aidc_env.case import PAUSE, SECONDS_PER_HOUR, Case, Instance, build_instances
 from aidc_env.errors import InputError, require
-from aidc_env.profiles import DayProfile, ProfileSet, hourly_to_slots, load_profiles
-from aidc_env.simulator import (
-    TRANCHE_TOLERANCE,
-    facility_load_mw,
-    renewable_first,
-    slot_decision_cost_usd,
-    slot_productive_hours,
+from aidc_env.joint import joint_choices
+from aidc_env.observation import (
+    DEFAULT_LOOKAHEAD,
+    JOB_FEATURES,
+    PRICE_OBS_HIGH,
+    PRICE_OBS_LOW,
+    PRICE_SCALE_USD_PER_MWH,
+    PROGRESS_OBS_HIGH,
+    RATE_RATIO_OBS_HIGH,
+    global_table,
+    observation_names,
+    observation_space,
+    renewable_share_high,
 )
+from aidc_env.profiles import ProfileSet
+from aidc_env.safety import SAFETY_TOLERANCE, SafetyTest
+from aidc_env.simulator import TRANCHE_TOLERANCE, renewable_first, slot_decision_cost_usd, slot_productive_hours
 
 ENV_ID = "aidc_env/CheckpointDispatch-v0"
 """Gymnasium id of :class:`CheckpointDispatchEnv`."""
 
-PRICE_SCALE_USD_PER_MWH = 100.0
-"""Observed price = λ / 100 $/MWh, clipped to [PRICE_OBS_LOW, PRICE_OBS_HIGH]."""
-PRICE_OBS_LOW = -2.0
-"""Lowest observed scaled price (−$200/MWh; CAISO 2023 goes down to about −$105/MWh)."""
-PRICE_OBS_HIGH = 10.0
-"""Highest observed scaled price ($1,000/MWh; CAISO 2023 peaks near $1,058/MWh, so a few hours clip)."""
-PROGRESS_OBS_HIGH = 4.0
-"""Observed progress X_j / W_j is clipped to [0, 4]."""
-RATE_RATIO_OBS_HIGH = 10.0
-"""Observed required-rate ratio is clipped to [0, 10] (> 1: the tranche can no longer be met)."""
-
-DEFAULT_LOOKAHEAD = 16
-"""Look-ahead window, in slots (4 hours at 15-minute slots)."""
 DEFAULT_REWARD_SCALE_USD = 100.0
 """Reward = −(slot decision cost in $) / 100: one reward unit is $100."""
 DEFAULT_TERMINAL_PENALTY_FACTOR = 2.0
 """Multiplier on the most a missing token could ever save (see :meth:`CheckpointDispatchEnv.penalty_usd_per_token`)."""
 PENALTY_PRICE_FLOOR_USD_PER_MWH = 100.0
 """The terminal penalty prices energy at max(day's highest price, $100/MWh), so it never vanishes."""
-SAFETY_TOLERANCE = 0.5 * TRANCHE_TOLERANCE
-"""The safety test asks for X ≥ W·(1 − 5e-10): stricter than the simulator's tranche check (1e-9)."""
-
-JOB_FEATURES = (
-    "progress",
-    "required_rate_ratio",
-    "gpu_share",
-    "power_share",
-    "mode_index",
-    "at_checkpoint",
-    "slots_to_boundary",
-)
-"""The per-job observation features, in order (see :class:`CheckpointDispatchEnv`)."""
 
 
 def register_envs() -> None:
@@ -167,12 +149,15 @@ class CheckpointDispatchEnv(gym.Env):
 
     ## Arguments
 
-    - ``case``: a bundled case name (``"2048"``), a TOML path, a :class:`~aidc_env.case.Case`, or an
-      :class:`~aidc_env.case.Instance` (or a sequence of instances of the same case on different days).
-    - ``overrides``: mapping of case overrides (``gpus``, ``segments``, ``renewable_ratio`` or any Case field).
-    - ``profiles``: None (the bundled days), a CSV path, a loaded :class:`~aidc_env.profiles.ProfileSet` or
-      a mapping date → :class:`~aidc_env.profiles.DayProfile`. Not used with instances.
-    - ``days``: dates to draw episodes from (default: every day of the profile source / the instances).
+    - ``case``: an :class:`~aidc_env.case.Instance` or a sequence of instances of the same case on different
+      days (what the env consumes; build them once with :func:`~aidc_env.case.build_instances`). As a
+      convenience, a bundled case name (``"2048"``), a TOML path or a :class:`~aidc_env.case.Case`: the env
+      then calls :func:`~aidc_env.case.build_instances` itself, once, for every day of ``profiles``.
+    - ``overrides``: with a case, a mapping of case overrides (``gpus``, ``segments``, ``renewable_ratio`` or
+      any Case field). Not used with instances.
+    - ``profiles``: with a case, None (the bundled days), a CSV path or a loaded
+      :class:`~aidc_env.profiles.ProfileSet`. Not used with instances.
+    - ``days``: dates to draw episodes from (default: every day of the instances).
     - ``lookahead``: look-ahead window in slots (default 16).
     - ``forecast_noise``: σ of the look-ahead noise (default 0: perfect foresight).
     - ``reward_scale``: $ per reward unit (default 100).
@@ -182,7 +167,8 @@ class CheckpointDispatchEnv(gym.Env):
     - ``render_mode``: None or ``"ansi"`` (a one-line text of the slot); other modes render nothing
       (SB3's ``make_vec_env`` asks for ``"rgb_array"`` by default, which ``gymnasium.make`` only warns about).
 
-    Each day's instance is built once per env and cached (modes are generated once).
+    The tables that do not depend on the day (joint actions, safety test, observation bounds) are built once
+    per env from the first instance; ``reset`` only builds the day's observation table.
     """
 
     metadata = {"render_modes": ["ansi"], "render_fps": 4}
@@ -191,7 +177,7 @@ class CheckpointDispatchEnv(gym.Env):
         self,
         case: str | Path | Case | Instance | Sequence[Instance] = "2048",
         overrides: Mapping[str, Any] | None = None,
-        profiles: str | Path | ProfileSet | Mapping[str, DayProfile] | None = None,
+        profiles: str | Path | ProfileSet | None = None,
         days: Sequence[str] | None = None,
         lookahead: int = DEFAULT_LOOKAHEAD,
         forecast_noise: float = 0.0,
@@ -216,12 +202,10 @@ class CheckpointDispatchEnv(gym.Env):
         self.pause_when_done = bool(pause_when_done)
         self.terminal_penalty_factor = float(terminal_penalty_factor)
 
-        self._instances: dict[str, Instance] = {}
-        self._hourly: dict[str, tuple[np.ndarray, np.ndarray]] = {}
-        template = self._resolve_source(case, overrides, profiles)
-        all_days = sorted(self._instances) if not self._hourly else list(self._hourly)
+        self._instances = instances_by_day(case, overrides, profiles)
+        template = next(iter(self._instances.values()))
         if days is None:
-            self.days = list(all_days)
+            self.days = sorted(self._instances)
         else:
             require(not isinstance(days, str) and len(days) > 0, "days", "must be a non-empty list of dates")
             for d in days:
@@ -249,159 +233,88 @@ class CheckpointDispatchEnv(gym.Env):
 
     # ------------------------------------------------------------------ construction helpers
 
-    def _resolve_source(self, case: Any, overrides: Mapping[str, Any] | None,
-                        profiles: Any) -> Instance:
-        """Fill the per-day caches; return the template instance (jobs and parameters shared by all days)."""
-        if isinstance(case, Instance) or (isinstance(case, Sequence) and not isinstance(case, str) and len(case) > 0
-                                          and all(isinstance(c, Instance) for c in case)):
-            require(not overrides, "overrides", "cannot be combined with instances")
-            require(profiles is None, "profiles", "cannot be combined with instances")
-            instances = [case] if isinstance(case, Instance) else list(case)
-            reference = _structure(instances[0])
-            for inst in instances:
-                require(inst.day not in self._instances, "case", f"two instances for the day {inst.day}")
-                require(_structure(inst) == reference, "case",
-                        f"the instance of {inst.day} differs from the first in jobs or parameters")
-                self._instances[inst.day] = inst
-            return instances[0]
-        require(isinstance(case, (str, Path, Case)), "case",
-                f"must be a case name, a TOML path, a Case or Instance(s), got {type(case).__name__}")
-        case_obj = load_case(case)
-        if overrides:
-            require(isinstance(overrides, Mapping), "overrides", "must be a mapping")
-            require("day" not in overrides, "overrides.day", "choose days with days= or reset(options={'day': ...})")
-            case_obj = case_obj.with_overrides(**dict(overrides))
-        profile_set = _as_profile_set(profiles, case_obj.renewable_capacity_mw)
-        capacity = case_obj.renewable_capacity_mw or profile_set.renewable_capacity_mw
-        for date, day in profile_set.days.items():
-            self._hourly[date] = (np.asarray(day.price_usd_per_mwh, dtype=float),
-                                  np.asarray(day.renewable_shape(capacity), dtype=float))
-        first_day = case_obj.day if case_obj.day in self._hourly else profile_set.dates()[0]
-        template = build_instance(case_obj, day=first_day, profiles=profile_set)
-        self._instances[template.day] = template
-        # The ProfileSet itself is not kept (it holds mapping proxies, which do not pickle).
-        return template
-
     def _check_day(self, day: Any) -> str:
         require(isinstance(day, str), "day", f"must be a date string YYYY-MM-DD, got {day!r}")
-        if day in self._instances or day in self._hourly:
+        if day in self._instances:
             return day
-        known = sorted(self._hourly) if self._hourly else sorted(self._instances)
-        what = "profile source" if self._hourly else "instances"
+        known = sorted(self._instances)
         try:
             valid = len(day) == 10 and dt.date.fromisoformat(day).isoformat() == day
         except ValueError:
             valid = False
         if not valid:
             raise InputError("day", f"{day!r} is not a valid date (expected YYYY-MM-DD)")
-        raise InputError("day", f"{day} is not a day of the {what} ({len(known)} days from {known[0]} to {known[-1]})")
+        raise InputError("day", f"{day} is not a day of the instances ({len(known)} days from {known[0]} to "
+                         f"{known[-1]})")
 
     def instance(self, day: str | None = None) -> Instance:
-        """The instance of ``day`` (default: the current episode's), built once and cached."""
+        """The instance of ``day`` (default: the current episode's)."""
         if day is None:
             require(self._inst is not None, "day", "no episode yet: call reset() or give a day")
             return self._inst  # type: ignore[return-value]
-        day = self._check_day(day)
-        inst = self._instances.get(day)
-        if inst is None:
-            price, shape = self._hourly[day]
-            t = self._template
-            inst = dataclasses.replace(t, day=day, price_usd_per_mwh=hourly_to_slots(price, t.slots),
-                                       renewable_shape=hourly_to_slots(shape, t.slots))
-            self._instances[day] = inst
-        return inst
+        return self._instances[self._check_day(day)]
 
     def _setup_tables(self, inst: Instance) -> None:
         """Joint-action tables and per-job arrays (the same for every day)."""
         jobs = inst.jobs
         self.n_jobs = J = len(jobs)
-        self.n_slots = T = inst.slots
+        self.n_slots = inst.slots
         self._slot_hours = inst.slot_hours
         self._n_gpus = inst.n_gpus
-        sizes = tuple(job.n_modes + 1 for job in jobs)
+        joint = joint_choices(inst)
+        sizes = joint.sizes
         self._sizes = sizes
-        self.n_actions = A = int(np.prod(sizes))
-        loc = np.indices(sizes).reshape(J, -1).T.astype(np.int64)  # (A, J) local choices, job 0 most significant
-        self._loc = loc
+        self.n_actions = A = joint.n_choices
+        loc = joint.local  # (A, J) local choices, job 0 most significant
         self._loc_cols = [np.ascontiguousarray(loc[:, j]) for j in range(J)]
         self._strides = [int(np.prod(sizes[j + 1:])) for j in range(J)]
-        self._choice_table = loc - 1  # PAUSE (-1) or a mode index
+        self._choice_table = joint.choices  # PAUSE (-1) or a mode index
         self._loc_rows = [tuple(int(c) for c in row) for row in loc]
-        gpus = np.zeros(A, dtype=np.int64)
-        power = np.zeros(A)
-        for j, job in enumerate(jobs):  # accumulated in job order, exactly as the simulator does
-            gpus += job.gpus_by_choice[self._choice_table[:, j]]
-            power += job.it_power_kw_by_choice[self._choice_table[:, j]]
-        self._gpus_table = gpus
-        self._gpus_list = gpus.tolist()
-        self._load_table = facility_load_mw(inst, gpus, power)
-        self._cap_ok = gpus <= inst.n_gpus
+        self._gpus_list = joint.gpus.tolist()
+        self._load_table = joint.load_mw
+        self._cap_ok = joint.fits
 
         self._power_ref_kw = inst.n_gpus * inst.rated_kw_per_gpu
         if self._power_ref_kw <= 0:
-            self._power_ref_kw = max(float(power.max()), 1.0)
+            self._power_ref_kw = max(float(joint.it_power_kw.max()), 1.0)
         # Per job, arrays indexed by local choice (0 = pause, i = mode i - 1).
         self._sps = [inst.slots_per_segment(job) for job in jobs]
-        self._tau = [job.restart_hours for job in jobs]
         self._tranche = np.array([job.tranche_tokens for job in jobs], dtype=float)
         self._tranche_list = self._tranche.tolist()
-        self._gpus_loc = [np.asarray(job.gpus_by_choice[np.arange(n) - 1], dtype=np.int64) for job, n in
-                          zip(jobs, sizes, strict=True)]
-        self._power_loc = [np.asarray(job.it_power_kw_by_choice[np.arange(n) - 1], dtype=float) for job, n in
-                           zip(jobs, sizes, strict=True)]
-        self._rate_loc = [np.asarray(job.tokens_per_s_by_choice[np.arange(n) - 1], dtype=float) for job, n in
-                          zip(jobs, sizes, strict=True)]
-        self._rate3600_loc = [r * SECONDS_PER_HOUR for r in self._rate_loc]
-        self._rate3600_list = [r.tolist() for r in self._rate3600_loc]
-        self._gpus_loc_list = [g.tolist() for g in self._gpus_loc]
-        self._power_share_list = [(p / self._power_ref_kw).tolist() for p in self._power_loc]
-        self._max_rate = [float(r.max()) if r.size else 0.0 for r in self._rate_loc]
+        gpus_loc = [np.asarray(job.gpus_by_choice[np.arange(n) - 1], dtype=np.int64) for job, n in
+                    zip(jobs, sizes, strict=True)]
+        power_loc = [np.asarray(job.it_power_kw_by_choice[np.arange(n) - 1], dtype=float) for job, n in
+                     zip(jobs, sizes, strict=True)]
+        rate_loc = [np.asarray(job.tokens_per_s_by_choice[np.arange(n) - 1], dtype=float) for job, n in
+                    zip(jobs, sizes, strict=True)]
+        rate3600_loc = [r * SECONDS_PER_HOUR for r in rate_loc]
+        self._rate3600_list = [r.tolist() for r in rate3600_loc]
+        self._gpus_loc_list = [g.tolist() for g in gpus_loc]
+        self._power_share_list = [(p / self._power_ref_kw).tolist() for p in power_loc]
+        self._max_rate = [float(r.max()) if r.size else 0.0 for r in rate_loc]
         # Productive hours of each slot of a restarted segment (the simulator's function), and suffix sums.
         self._prod_restart: list[list[float]] = []
-        self._suffix_restart: list[np.ndarray] = []
+        suffix_restart: list[np.ndarray] = []
         for job, sps in zip(jobs, self._sps, strict=True):
             per_slot = [slot_productive_hours(inst, job, o, True) for o in range(sps)]
             self._prod_restart.append(per_slot)
-            self._suffix_restart.append(np.cumsum(per_slot[::-1])[::-1].copy())
-        # Safety test. Held modes sorted by tokens/s: the fewest GPUs of a mode at least as fast as the k-th
-        # slowest is a suffix minimum (index M + 1: no mode is fast enough -> more GPUs than the pool).
-        self._safety = []
-        for j in range(J):
-            order = np.argsort(self._rate3600_loc[j], kind="stable")
-            gpus_by_rate = self._gpus_loc[j][order]
-            suffix_min = np.minimum.accumulate(gpus_by_rate[::-1])[::-1]
-            seg_hours = self._sps[j] * inst.slot_hours
-            self._safety.append({
-                "rate3600_sorted": self._rate3600_loc[j][order],
-                "fewest_gpus": np.append(suffix_min, inst.n_gpus + 1).astype(np.int64),
-                "seg_tokens_restart": self._rate3600_loc[j] * self._suffix_restart[j][0],
-                "seg_tokens_keep": self._rate3600_loc[j] * seg_hours,
-            })
-        self._tranche_safe = (self._tranche * (1 - SAFETY_TOLERANCE)).tolist()
+            suffix_restart.append(np.cumsum(per_slot[::-1])[::-1].copy())
+        self._safety = SafetyTest(
+            n_gpus=inst.n_gpus, n_slots=inst.slots, slot_hours=inst.slot_hours, slots_per_segment=self._sps,
+            restart_hours=[job.restart_hours for job in jobs], tranche_tokens=self._tranche, gpus_loc=gpus_loc,
+            rate3600_loc=rate3600_loc, suffix_restart=suffix_restart)
 
         # Observation layout and bounds.
-        power_high = max(1.0, max(float(p.max()) / self._power_ref_kw for p in self._power_loc))
-        self._ren_high = max(float(inst.renewable_ratio), 1e-6)
-        L = self.lookahead
-        job_low = [0.0] * len(JOB_FEATURES)
-        job_high = [PROGRESS_OBS_HIGH, RATE_RATIO_OBS_HIGH, 1.0, power_high, 1.0, 1.0, 1.0]
-        glob_low = [0.0, PRICE_OBS_LOW, 0.0] + [PRICE_OBS_LOW] * L + [0.0] * L + [0.0]
-        glob_high = [1.0, PRICE_OBS_HIGH, self._ren_high] + [PRICE_OBS_HIGH] * L + [self._ren_high] * L + [1.0]
-        low = np.array(job_low * J + glob_low, dtype=np.float32)
-        high = np.array(job_high * J + glob_high, dtype=np.float32)
-        self.observation_space = spaces.Box(low=low, high=high, dtype=np.float32)
+        power_high = max(1.0, max(float(p.max()) / self._power_ref_kw for p in power_loc))
+        self._ren_high = renewable_share_high(inst)
+        self.observation_space = observation_space(J, self.lookahead, power_high, self._ren_high)
         self.action_space = spaces.Discrete(A)
         self._n_job_obs = len(JOB_FEATURES) * J
-        self._obs_size = low.size
+        self._obs_size = self.observation_space.shape[0]
 
     def observation_names(self) -> list[str]:
         """The name of every observation entry, in order."""
-        names = [f"{job.name}.{f}" for job in self._template.jobs for f in JOB_FEATURES]
-        names += ["time_of_day", "price_now", "renewable_now"]
-        names += [f"price_ahead_{k}" for k in range(1, self.lookahead + 1)]
-        names += [f"renewable_ahead_{k}" for k in range(1, self.lookahead + 1)]
-        names.append("free_gpu_share")
-        return names
+        return observation_names([job.name for job in self._template.jobs], self.lookahead)
 
     # ------------------------------------------------------------------ action encoding
 
@@ -451,7 +364,7 @@ class CheckpointDispatchEnv(gym.Env):
         self._schedule = [np.full(job.segments, PAUSE, dtype=np.int64) for job in inst.jobs]
         self._mask = None
         self._renewable = inst.renewable_mw
-        self._global_obs = self._global_table(inst)
+        self._global_obs = global_table(inst, self.lookahead, self.forecast_noise, self._ren_high, self.np_random)
         self._penalty_per_token = self.penalty_usd_per_token(inst)
         info = {"day": inst.day, "slot": 0, "job_modes": [c - 1 for c in self._cur],
                 "job_progress": self._progress()}
@@ -612,7 +525,7 @@ class CheckpointDispatchEnv(gym.Env):
                 plain &= self._loc_cols[j] == self._cur[j]
         mask = plain
         if self.safety_mask:
-            safe = plain & self._safe(t, at_boundary)
+            safe = plain & self._safety.safe(t, at_boundary, self._tokens, self._cur, self._restarted)
             if safe.any():
                 mask = safe
             else:
@@ -620,93 +533,7 @@ class CheckpointDispatchEnv(gym.Env):
         self._mask = mask
         return mask
 
-    def _safe(self, t: int, at_boundary: list[bool]) -> np.ndarray:
-        """Joint actions after which some capacity-feasible held joint mode still finishes every tranche.
-
-        Per job j and local choice c for its current segment (ending at slot e_j), g_j(c) is the fewest GPUs
-        of a mode m that, held from e_j to the end of the day (with a restart unless m = c), makes the tokens
-        still missing (more than N if none does). Tokens depend on the job's own choices only and capacity is
-        additive, so the smallest held modes are the best for every capacity check: the joint action is safe
-        if, at each distinct e_j < T, the held modes of the jobs past their boundary plus the current GPUs of
-        the others fit the pool (and a job whose segment ends the day finishes with its current choice).
-        """
-        T = self.n_slots
-        N = self._n_gpus
-        dt = self._slot_hours
-        ends = []
-        g_list = []
-        for j in range(self.n_jobs):
-            sps = self._sps[j]
-            offset = t % sps
-            end = t - offset + sps
-            ends.append(end)
-            sf = self._safety[j]
-            missing = self._tranche_safe[j] - self._tokens[j]
-            if at_boundary[j]:
-                need = missing - sf["seg_tokens_restart"]
-                cur = self._cur[j]
-                need[cur] = missing - sf["seg_tokens_keep"][cur]
-            else:
-                h = self._suffix_restart[j][offset] if self._restarted[j] else (sps - offset) * dt
-                need = missing - self._rate3600_loc[j] * h
-            rest_hours = (T - end) * dt
-            if rest_hours > 0:
-                # Switch (or resume) to m at e_j: r_m (rest − τ); the smallest m with enough tokens.
-                base = sf["rate3600_sorted"] * (rest_hours - self._tau[j])
-                g = sf["fewest_gpus"][np.searchsorted(base, need)]
-                # Keep c itself: no restart.
-                keep_ok = self._rate3600_loc[j] * rest_hours >= need
-                np.minimum(g, self._gpus_loc[j], out=g, where=keep_ok)
-            else:
-                g = np.where(need <= 0, 0, N + 1)
-            g_list.append(g)
-        safe = None
-        for e in sorted(set(ends)):
-            if e >= T:
-                continue
-            total = None
-            for j in range(self.n_jobs):
-                vec = g_list[j] if ends[j] <= e else self._gpus_loc[j]
-                total = vec if total is None else np.add.outer(total, vec)
-            ok = total.ravel() <= N  # type: ignore[union-attr]
-            safe = ok if safe is None else safe & ok
-        if any(e >= T for e in ends):
-            ok = None
-            for j in range(self.n_jobs):
-                vec = g_list[j] <= N if ends[j] >= T else np.ones(self._sizes[j], dtype=bool)
-                ok = vec if ok is None else np.logical_and.outer(ok, vec)
-            ok = ok.ravel()  # type: ignore[union-attr]
-            safe = ok if safe is None else safe & ok
-        return safe if safe is not None else np.ones(self.n_actions, dtype=bool)
-
     # ------------------------------------------------------------------ observation
-
-    def _global_table(self, inst: Instance) -> np.ndarray:
-        """Per slot t = 0..T: time of day, price and renewable now, the look-ahead window of both."""
-        T, L = self.n_slots, self.lookahead
-        price = np.clip(inst.price_usd_per_mwh / PRICE_SCALE_USD_PER_MWH, PRICE_OBS_LOW, PRICE_OBS_HIGH)
-        rated = inst.rated_facility_mw
-        ren = np.clip(inst.renewable_mw / rated if rated > 0 else np.zeros(T), 0.0, self._ren_high)
-        price_pad = np.concatenate([price, np.zeros(L + 1)])
-        ren_pad = np.concatenate([ren, np.zeros(L + 1)])
-        table = np.zeros((T + 1, 3 + 2 * L))
-        table[:, 0] = np.arange(T + 1) / T
-        table[:, 1] = price_pad[: T + 1]
-        table[:, 2] = ren_pad[: T + 1]
-        if L:
-            idx = np.arange(T + 1)[:, None] + np.arange(1, L + 1)[None, :]
-            ahead_p = price_pad[idx]
-            ahead_r = ren_pad[idx]
-            if self.forecast_noise > 0:
-                inside = idx < T
-                sd = self.forecast_noise * np.sqrt(np.arange(1, L + 1))[None, :]
-                ahead_p = np.where(inside, ahead_p + self.np_random.normal(size=idx.shape) * sd, 0.0)
-                ahead_r = np.where(inside, ahead_r + self.np_random.normal(size=idx.shape) * sd, 0.0)
-                ahead_p = np.clip(ahead_p, PRICE_OBS_LOW, PRICE_OBS_HIGH)
-                ahead_r = np.clip(ahead_r, 0.0, self._ren_high)
-            table[:, 3: 3 + L] = ahead_p
-            table[:, 3 + L: 3 + 2 * L] = ahead_r
-        return table.astype(np.float32)
 
     def _observation(self) -> np.ndarray:
         t = self._t
@@ -758,21 +585,37 @@ def _finite(value: Any) -> bool:
 def _structure(inst: Instance) -> tuple:
     """Everything but the day's data: instances with equal structure can share the env's tables."""
     return (inst.n_gpus, inst.slots, inst.slot_hours, inst.pue, inst.idle_kw_per_gpu, inst.rated_kw_per_gpu,
-            inst.renewable_ratio, inst.curtailment_penalty_usd_per_mwh, repr([job.to_dict() for job in inst.jobs]))
+            inst.renewable_ratio, inst.curtailment_penalty_usd_per_mwh)
 
 
-def _as_profile_set(profiles: Any, capacity_mw: float | None) -> ProfileSet:
-    """A ProfileSet from None (bundled), a CSV path, a ProfileSet or a mapping date → DayProfile."""
-    if isinstance(profiles, ProfileSet):
-        return profiles
-    if isinstance(profiles, Mapping):
-        require(len(profiles) > 0, "profiles", "no day given")
-        for date, day in profiles.items():
-            require(isinstance(day, DayProfile), f"profiles[{date}]", "is not a DayProfile")
-        if capacity_mw is None:
-            capacity_mw = max(float(np.max(day.renewable_mw())) for day in profiles.values())
-            require(capacity_mw > 0, "profiles", "no renewable output to normalise; give renewable_capacity_mw")
-        return ProfileSet(days=dict(profiles), renewable_capacity_mw=capacity_mw, source="days")
-    require(profiles is None or isinstance(profiles, (str, Path)), "profiles",
-            f"must be None, a CSV path, a ProfileSet or a mapping of days, got {type(profiles).__name__}")
-    return load_profiles(profiles, renewable_capacity_mw=capacity_mw)
+def _same_jobs(inst: Instance, reference: Instance) -> bool:
+    """The same jobs (instances of one :func:`~aidc_env.case.build_instances` call share them)."""
+    return inst.jobs is reference.jobs or [job.to_dict() for job in inst.jobs] == [
+        job.to_dict() for job in reference.jobs]
+
+
+def instances_by_day(case: Any, overrides: Mapping[str, Any] | None = None,
+                     profiles: Any = None) -> dict[str, Instance]:
+    """The env's instances by day: the given instance(s), or a case's through :func:`build_instances` (once)."""
+    if isinstance(case, Instance) or (isinstance(case, Sequence) and not isinstance(case, str) and len(case) > 0
+                                      and all(isinstance(c, Instance) for c in case)):
+        require(not overrides, "overrides", "cannot be combined with instances")
+        require(profiles is None, "profiles", "cannot be combined with instances")
+        instances = [case] if isinstance(case, Instance) else list(case)
+    else:
+        require(isinstance(case, (str, Path, Case)), "case",
+                f"must be a case name, a TOML path, a Case or Instance(s), got {type(case).__name__}")
+        require(overrides is None or isinstance(overrides, Mapping), "overrides", "must be a mapping")
+        overrides = dict(overrides or {})
+        require("day" not in overrides, "overrides.day", "choose days with days= or reset(options={'day': ...})")
+        require(profiles is None or isinstance(profiles, (str, Path, ProfileSet)), "profiles",
+                f"must be None, a CSV path or a ProfileSet, got {type(profiles).__name__}")
+        instances = list(build_instances(case, profiles=profiles, **overrides).values())
+    reference = instances[0]
+    by_day: dict[str, Instance] = {}
+    for inst in instances:
+        require(inst.day not in by_day, "case", f"two instances for the day {inst.day}")
+        require(_structure(inst) == _structure(reference) and _same_jobs(inst, reference), "case",
+                f"the instance of {inst.day} differs from the first in jobs or parameters")
+        by_day[inst.day] = inst
+    return by_day

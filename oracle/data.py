@@ -17,13 +17,13 @@ Vocabulary:
 
 from __future__ import annotations
 
-import itertools
 from dataclasses import dataclass, field
 
 import numpy as np
 
-from aidc_env.case import PAUSE, SECONDS_PER_HOUR, Instance, Job
-from aidc_env.simulator import facility_load_mw, renewable_first, segment_productive_hours, slot_decision_cost_usd
+from aidc_env.case import SECONDS_PER_HOUR, Instance, Job
+from aidc_env.joint import joint_choices, joint_count
+from aidc_env.simulator import renewable_first, segment_productive_hours, slot_decision_cost_usd
 
 MAX_JOINT_STATES = 50_000
 """Largest number of joint choice tuples (before the capacity screen) the joint-state ("fast") formulation builds."""
@@ -104,28 +104,27 @@ def blocks(inst: Instance) -> tuple[np.ndarray, np.ndarray]:
 
 def count_joint_states(inst: Instance) -> int:
     """Number of choice tuples (pause included) before the capacity screen."""
-    return int(np.prod([job.n_modes + 1 for job in inst.jobs], dtype=float))
+    return joint_count(inst)
+
+
+def capacity_feasible_states(inst: Instance) -> tuple[np.ndarray, np.ndarray]:
+    """The capacity-feasible joint choices as a (states, jobs) int array (PAUSE = -1), and their facility load.
+
+    Built from :func:`aidc_env.joint.joint_choices` (the env's own table), in the oracle's order: the
+    lexicographic order of the per-job choices (modes 0..M_j-1, then PAUSE), job 0 first.
+    """
+    table = joint_choices(inst)
+    sizes = np.array(table.sizes)
+    fits = np.flatnonzero(table.fits)
+    # Oracle digit of a local choice: mode i (local i + 1) -> i, pause (local 0) -> M_j.
+    digits = np.where(table.local[fits] == 0, sizes - 1, table.local[fits] - 1)
+    order = fits[np.argsort(np.ravel_multi_index(digits.T, table.sizes), kind="stable")]
+    return table.choices[order], table.load_mw[order]
 
 
 def enumerate_joint_states(inst: Instance) -> np.ndarray:
     """All capacity-feasible joint choices, as a (states, jobs) int array (PAUSE = -1)."""
-    choices = [list(range(job.n_modes)) + [PAUSE] for job in inst.jobs]
-    states = []
-    for combo in itertools.product(*choices):
-        gpus = sum(int(job.gpus_by_choice[c]) for job, c in zip(inst.jobs, combo, strict=True))
-        if gpus <= inst.n_gpus:
-            states.append(combo)
-    return np.array(states, dtype=np.int64).reshape(len(states), len(inst.jobs))
-
-
-def joint_load_mw(inst: Instance, states: np.ndarray) -> np.ndarray:
-    """Facility load of each joint state (simulator's :func:`facility_load_mw`)."""
-    gpus = np.zeros(states.shape[0], dtype=np.int64)
-    power = np.zeros(states.shape[0])
-    for j, job in enumerate(inst.jobs):
-        gpus += job.gpus_by_choice[states[:, j]]
-        power += job.it_power_kw_by_choice[states[:, j]]
-    return facility_load_mw(inst, gpus, power)
+    return capacity_feasible_states(inst)[0]
 
 
 def slot_cost_of_load(inst: Instance, load_mw: np.ndarray) -> np.ndarray:
@@ -146,8 +145,7 @@ def oracle_data(inst: Instance, *, joint: bool = True) -> OracleData:
     states = load = cost = None
     uncapped = count_joint_states(inst)
     if joint and uncapped <= MAX_JOINT_STATES:
-        states = enumerate_joint_states(inst)
-        load = joint_load_mw(inst, states)
+        states, load = capacity_feasible_states(inst)
         per_slot = slot_cost_of_load(inst, load)
         cost = np.add.reduceat(per_slot, starts, axis=1).T.copy()
     return OracleData(

@@ -1,0 +1,119 @@
+"""The env's safety mask (DESIGN §4): the joint choices after which every tranche can still be completed.
+
+A sufficient test: after taking the joint choice for the current segments, some capacity-feasible joint mode
+held for all the remaining segments (paying the restart it costs, and fitting the pool also while the jobs
+reach their boundaries at different slots) still finishes every job's tranche. See :meth:`SafetyTest.safe`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from aidc_env.simulator import TRANCHE_TOLERANCE
+
+SAFETY_TOLERANCE = 0.5 * TRANCHE_TOLERANCE
+"""The safety test asks for X ≥ W·(1 − 5e-10): stricter than the simulator's tranche check (1e-9)."""
+
+
+class SafetyTest:
+    """Per-job tables of the safety test, built once per env from its per-local-choice arrays.
+
+    Arguments (per job j, arrays indexed by local choice 0 = pause, i = mode i − 1): ``gpus_loc`` GPUs,
+    ``rate3600_loc`` tokens per hour, ``suffix_restart`` the productive hours from each slot of a restarted
+    segment to its end; ``slots_per_segment``, ``restart_hours`` and ``tranche_tokens`` per job.
+    """
+
+    def __init__(self, *, n_gpus: int, n_slots: int, slot_hours: float, slots_per_segment: Sequence[int],
+                 restart_hours: Sequence[float], tranche_tokens: np.ndarray, gpus_loc: Sequence[np.ndarray],
+                 rate3600_loc: Sequence[np.ndarray], suffix_restart: Sequence[np.ndarray]):
+        self.n_gpus = n_gpus
+        self.n_slots = n_slots
+        self.slot_hours = slot_hours
+        self.sps = list(slots_per_segment)
+        self.tau = list(restart_hours)
+        self.gpus_loc = list(gpus_loc)
+        self.rate3600_loc = list(rate3600_loc)
+        self.suffix_restart = list(suffix_restart)
+        self.sizes = [g.size for g in self.gpus_loc]
+        self.n_actions = int(np.prod(self.sizes))
+        self.tranche_safe = (np.asarray(tranche_tokens, dtype=float) * (1 - SAFETY_TOLERANCE)).tolist()
+        # Held modes sorted by tokens/s: the fewest GPUs of a mode at least as fast as the k-th slowest is a
+        # suffix minimum (index M + 1: no mode is fast enough -> more GPUs than the pool).
+        self.tables = []
+        for j in range(len(self.sps)):
+            order = np.argsort(self.rate3600_loc[j], kind="stable")
+            gpus_by_rate = self.gpus_loc[j][order]
+            suffix_min = np.minimum.accumulate(gpus_by_rate[::-1])[::-1]
+            seg_hours = self.sps[j] * slot_hours
+            self.tables.append({
+                "rate3600_sorted": self.rate3600_loc[j][order],
+                "fewest_gpus": np.append(suffix_min, n_gpus + 1).astype(np.int64),
+                "seg_tokens_restart": self.rate3600_loc[j] * self.suffix_restart[j][0],
+                "seg_tokens_keep": self.rate3600_loc[j] * seg_hours,
+            })
+
+    def safe(self, t: int, at_boundary: Sequence[bool], tokens: Sequence[float], current: Sequence[int],
+             restarted: Sequence[bool]) -> np.ndarray:
+        """Joint actions after which some capacity-feasible held joint mode still finishes every tranche.
+
+        Per job j and local choice c for its current segment (ending at slot e_j), g_j(c) is the fewest GPUs
+        of a mode m that, held from e_j to the end of the day (with a restart unless m = c), makes the tokens
+        still missing (more than N if none does). Tokens depend on the job's own choices only and capacity is
+        additive, so the smallest held modes are the best for every capacity check: the joint action is safe
+        if, at each distinct e_j < T, the held modes of the jobs past their boundary plus the current GPUs of
+        the others fit the pool (and a job whose segment ends the day finishes with its current choice).
+        """
+        T = self.n_slots
+        N = self.n_gpus
+        dt = self.slot_hours
+        n_jobs = len(self.sps)
+        ends = []
+        g_list = []
+        for j in range(n_jobs):
+            sps = self.sps[j]
+            offset = t % sps
+            end = t - offset + sps
+            ends.append(end)
+            sf = self.tables[j]
+            missing = self.tranche_safe[j] - tokens[j]
+            if at_boundary[j]:
+                need = missing - sf["seg_tokens_restart"]
+                cur = current[j]
+                need[cur] = missing - sf["seg_tokens_keep"][cur]
+            else:
+                h = self.suffix_restart[j][offset] if restarted[j] else (sps - offset) * dt
+                need = missing - self.rate3600_loc[j] * h
+            rest_hours = (T - end) * dt
+            if rest_hours > 0:
+                # Switch (or resume) to m at e_j: r_m (rest − τ); the smallest m with enough tokens.
+                base = sf["rate3600_sorted"] * (rest_hours - self.tau[j])
+                g = sf["fewest_gpus"][np.searchsorted(base, need)]
+                # Keep c itself: no restart.
+                keep_ok = self.rate3600_loc[j] * rest_hours >= need
+                np.minimum(g, self.gpus_loc[j], out=g, where=keep_ok)
+            else:
+                g = np.where(need <= 0, 0, N + 1)
+            g_list.append(g)
+        safe = None
+        for e in sorted(set(ends)):
+            if e >= T:
+                continue
+            total = None
+            for j in range(n_jobs):
+                vec = g_list[j] if ends[j] <= e else self.gpus_loc[j]
+                total = vec if total is None else np.add.outer(total, vec)
+            ok = total.ravel() <= N  # type: ignore[union-attr]
+            safe = ok if safe is None else safe & ok
+        if any(e >= T for e in ends):
+            ok = None
+            for j in range(n_jobs):
+                vec = g_list[j] <= N if ends[j] >= T else np.ones(self.sizes[j], dtype=bool)
+                ok = vec if ok is None else np.logical_and.outer(ok, vec)
+            ok = ok.ravel()  # type: ignore[union-attr]
+            safe = ok if safe is None else safe & ok
+        return safe if safe is not None else np.ones(self.n_actions, dtype=bool)
+
+
+__all__ = ["SAFETY_TOLERANCE", "SafetyTest"]
