@@ -31,7 +31,7 @@ from tqdm import tqdm
 from agents.days import split_days
 from agents.mpc import ForecastNoise
 from agents.policies import HEAVY_POLICIES, POLICY_NAMES, PolicySettings, run_policy
-from aidc_env.case import Instance, build_instances, load_case
+from aidc_env.case import Instance, add_case_arguments, build_instances, case_overrides, load_case
 from aidc_env.errors import InputError, require, run_cli
 from aidc_env.profiles import load_profiles
 from aidc_env.simulator import Metrics, SimulationResult, simulate
@@ -139,7 +139,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "(operating cost, cost ratio to the oracle, grid energy, curtailment, green share, completion, modes "
         "used), per-day CSV, a JSON summary and PNG figures. Days default to the held-out split "
         "(every 7th complete day of the profile source; see agents/days.py).")
-    parser.add_argument("--case", default="2048", help="bundled case name or TOML path (default 2048)")
+    add_case_arguments(parser, day=False)
     parser.add_argument("--policies", default="oracle,fixed,greedy,mpc,ppo",
                         help=f"comma-separated, from {','.join(POLICY_NAMES)} (default: oracle,fixed,greedy,mpc,ppo)")
     parser.add_argument("--model", help="trained MaskablePPO model (.zip) for the ppo policy "
@@ -147,10 +147,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--days", nargs="+", default=["heldout"],
                         help="dates YYYY-MM-DD, or one of: heldout (default), all, reference")
     parser.add_argument("--max-days", type=int, help="use at most this many of the selected days (evenly spread)")
-    parser.add_argument("--profiles", help="canonical hourly CSV (default: the bundled representative days)")
-    parser.add_argument("--gpus", type=int, help="override the GPU pool")
-    parser.add_argument("--segments", type=int, help="override the checkpoint segments K of every job")
-    parser.add_argument("--renewable-ratio", type=float, help="override rho")
     parser.add_argument("--workers", type=int, default=2, help="processes for oracle/MPC solves (default 2)")
     parser.add_argument("--time-limit", type=float, default=120.0, help="seconds per MILP solve (default 120)")
     parser.add_argument("--mpc-noise", type=float, default=0.0,
@@ -167,7 +163,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         from experiments.studies import main as study_main
 
         return study_main([args.study, "--case", args.case, "--out", args.out, "--workers", str(args.workers),
-                           *(["--profiles", args.profiles] if args.profiles else []), *rest])
+                           *(["--profiles", args.profiles] if args.profiles else []),
+                           *[f"--{k.replace('_', '-')}={v}" for k, v in case_overrides(args).items()], *rest])
     require(not rest, "arguments", f"unrecognised: {' '.join(rest)}")
 
     # 1. Days.
@@ -176,8 +173,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     days = select_days(args.days, profiles.dates(), case.day, args.max_days)
 
     # 2. Instances.
-    overrides = {"gpus": args.gpus, "segments": args.segments, "renewable_ratio": args.renewable_ratio}
-    instances = build_instances(case, days, profiles, **{k: v for k, v in overrides.items() if v is not None})
+    overrides = case_overrides(args)
+    instances = build_instances(case, days, profiles, **overrides)
 
     # 3. Policies.
     policies = [p.strip() for p in args.policies.split(",") if p.strip()]
@@ -197,8 +194,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     # 4. Report.
     per_day, summary = summarise(results)
-    summary.update({"case": case.name, "days": days, "profiles": profiles.source, "overrides":
-                    {k: v for k, v in overrides.items() if v is not None}})
+    summary.update({"case": case.name, "days": days, "profiles": profiles.source, "overrides": overrides})
     print_table(per_day)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)

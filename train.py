@@ -28,7 +28,7 @@ from pathlib import Path
 
 from agents.days import HOLDOUT_EVERY, split_days
 from agents.ppo import CONFIG_FILE, PPOConfig, heldout_check, make_model, make_vec_env, save_run
-from aidc_env.case import load_case
+from aidc_env.case import add_case_arguments, build_instances, case_overrides, load_case
 from aidc_env.errors import require, run_cli
 from aidc_env.profiles import load_profiles
 
@@ -43,12 +43,10 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         "and the env's safety mask guarantees that every tranche completes. Trains on the train split of the "
         f"profile days (every {HOLDOUT_EVERY}th complete day is held out for evaluate.py). Shows a progress "
         "bar, logs to TensorBoard (OUT/tb), checkpoints to OUT/checkpoints, and saves OUT/model.zip and "
-        "OUT/config.json. Defaults (docs/training.md): 1,000,000 steps, measured 27.4 minutes on a 2-core machine.",
+        f"OUT/config.json. Defaults (docs/training.md): {DEFAULTS.total_timesteps:,} steps, measured 27.4 minutes "
+        "on a 2-core machine.",
         formatter_class=argparse.ArgumentDefaultsHelpFormatter)
-    parser.add_argument("--case", default=DEFAULTS.case, help="bundled case name or TOML path")
-    parser.add_argument("--profiles", default=None,
-                        help="canonical hourly CSV (e.g. ../shared/data/caiso/caiso_2023_hourly.csv); "
-                        "default: the bundled representative days")
+    add_case_arguments(parser, day=False, default_case=DEFAULTS.case)
     parser.add_argument("--timesteps", type=int, default=None,
                         help=f"total agent steps (decisions: 12 per day in the 2048 case; default "
                         f"{DEFAULTS.total_timesteps:,}); with --resume, a new total extends the run")
@@ -61,9 +59,6 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
                         help="continue from the newest checkpoint in OUT/checkpoints (same config.json)")
     parser.add_argument("--checkpoint-freq", type=int, default=DEFAULTS.checkpoint_freq,
                         help="agent steps between checkpoints")
-    parser.add_argument("--gpus", type=int, help="override the GPU pool N")
-    parser.add_argument("--segments", type=int, help="override the checkpoint segments K of every job")
-    parser.add_argument("--renewable-ratio", type=float, help="override rho")
     hp = parser.add_argument_group("PPO hyperparameters (defaults: docs/training.md)")
     hp.add_argument("--learning-rate", type=float, default=DEFAULTS.learning_rate, help="initial learning rate")
     hp.add_argument("--lr-schedule", choices=("linear", "constant"), default=DEFAULTS.lr_schedule,
@@ -104,9 +99,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.timesteps is not None:
             config.total_timesteps = args.timesteps
     else:
-        overrides = {"gpus": args.gpus, "segments": args.segments, "renewable_ratio": args.renewable_ratio}
         config = PPOConfig(
-            case=args.case, profiles=args.profiles, overrides={k: v for k, v in overrides.items() if v is not None},
+            case=args.case, profiles=args.profiles, overrides=case_overrides(args),
             env_kwargs={**DEFAULTS.env_kwargs, "lookahead": args.lookahead},
             reward_scale_usd=args.reward_scale_usd, reward_day_scaled=args.reward_day_scaled,
             factored_actions=args.factored_actions, choice_features=args.choice_features, seed=args.seed,
@@ -119,8 +113,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         require(config.total_timesteps > 0, "timesteps", "must be > 0")
         require(config.n_envs > 0, "n-envs", "must be > 0")
 
-    # 2. Days: the train split of the profile source.
+    # 2. Days: the train split of the profile source, one instance per day (built once, here).
+    case = load_case(config.case)
     profiles = load_profiles(config.profiles, renewable_capacity_mw=case.renewable_capacity_mw)
+    instances = build_instances(case, profiles=profiles, **config.overrides)
     config.train_days, config.heldout_days = split_days(profiles.dates())
     if not config.train_days:
         config.train_days = list(profiles.dates())
@@ -133,7 +129,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     torch.set_num_threads(config.torch_threads)
 
     # 3. Envs.
-    vec_env = make_vec_env(config, config.train_days)
+    vec_env = make_vec_env(config, [instances[day] for day in config.train_days])
 
     # 4. Model (fresh, or the newest checkpoint with its step count).
     tb = str(out / "tb")
@@ -164,7 +160,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     vec_env.close()
 
     # 7. Save, and check the model on the held-out days against fixed and greedy (no oracle: evaluate.py).
-    check = heldout_check(model, config, profiles) if config.heldout_days else {}
+    check = heldout_check(model, [instances[day] for day in config.heldout_days]) if config.heldout_days else {}
     previous = json.loads((out / CONFIG_FILE).read_text()) if (out / CONFIG_FILE).exists() else {}
     wall = previous.get("train_seconds", 0.0) + seconds if newest is not None else seconds
     model_path, config_path = save_run(model, config, out, extra={

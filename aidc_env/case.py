@@ -549,25 +549,31 @@ def load_instance(path: str | Path) -> Instance:
 # --------------------------------------------------------------------------------------------- CLI
 
 
-def add_case_arguments(parser: argparse.ArgumentParser) -> None:
-    """The case options shared by every CLI (case, day, overrides, profiles)."""
-    parser.add_argument("--case", default="2048", help="bundled case name or a TOML file (default: 2048)")
-    parser.add_argument("--day", help="day YYYY-MM-DD (default: the case's reference day)")
+OVERRIDE_ARGUMENTS = ("gpus", "segments", "renewable_ratio")
+"""The case-override options of every CLI (``--gpus``, ``--segments``, ``--renewable-ratio``), as Case overrides."""
+
+
+def add_case_arguments(parser: argparse.ArgumentParser, *, day: bool = True, default_case: str = "2048") -> None:
+    """The case options shared by every CLI: case, day (unless ``day=False``), overrides, profiles."""
+    parser.add_argument("--case", default=default_case,
+                        help="bundled case name or a TOML file (default: %(default)s)")
+    if day:
+        parser.add_argument("--day", help="day YYYY-MM-DD (default: the case's reference day)")
     parser.add_argument("--gpus", type=int, help="override the GPU pool size N")
     parser.add_argument("--segments", type=int, help="override the checkpoint segments K of every job")
     parser.add_argument("--renewable-ratio", type=float, help="override the renewable-to-AIDC ratio rho")
     parser.add_argument("--profiles", help="canonical CAISO-style hourly CSV (default: the bundled days)")
 
 
+def case_overrides(args: argparse.Namespace) -> dict[str, Any]:
+    """The case overrides given on the command line (the options of :func:`add_case_arguments`), None left out."""
+    values = {name: getattr(args, name, None) for name in OVERRIDE_ARGUMENTS}
+    return {name: value for name, value in values.items() if value is not None}
+
+
 def instance_from_args(args: argparse.Namespace, profiles: ProfileSet | None = None) -> Instance:
-    return build_instance(
-        args.case,
-        day=args.day,
-        profiles=profiles if profiles is not None else args.profiles,
-        gpus=args.gpus,
-        segments=args.segments,
-        renewable_ratio=args.renewable_ratio,
-    )
+    return build_instance(args.case, day=args.day, profiles=profiles if profiles is not None else args.profiles,
+                          **case_overrides(args))
 
 
 def main(argv: Sequence[str] | None = None) -> int:

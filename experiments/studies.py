@@ -25,7 +25,15 @@ import pandas as pd
 from tqdm import tqdm
 
 from agents.baselines import fixed_schedule
-from aidc_env.case import Instance, build_instance, build_instances, load_case
+from aidc_env.case import (
+    Case,
+    Instance,
+    add_case_arguments,
+    build_instance,
+    build_instances,
+    case_overrides,
+    load_case,
+)
 from aidc_env.errors import require, run_cli
 from aidc_env.profiles import load_profiles
 from aidc_env.simulator import simulate
@@ -146,7 +154,7 @@ def fixed_row(inst: Instance, label: dict[str, Any]) -> dict[str, Any]:
 
 @dataclass
 class StudyContext:
-    case: str
+    case: str | Case
     profiles: Any
     day: str | None
     workers: int
@@ -334,10 +342,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         description="Reproduce one of the research's studies with the oracle and write a CSV, a PNG and a markdown "
         "table (in docs/results.md) beside the seed's numbers.")
     parser.add_argument("study", choices=STUDIES)
-    parser.add_argument("--case", default="2048", help="bundled case or TOML path (default 2048)")
-    parser.add_argument("--day", help="day (default: the case's reference day)")
+    add_case_arguments(parser)
     parser.add_argument("--days", nargs="+", help="for the days study: the days (default: all complete days)")
-    parser.add_argument("--profiles", help="canonical hourly CSV (default: the bundled days)")
     parser.add_argument("--grid", help="comma-separated grid values overriding the study's default grid")
     parser.add_argument("--workers", type=int, default=2, help="parallel oracle solves (default 2)")
     parser.add_argument("--time-limit", type=float, default=120.0, help="seconds per oracle solve (default 120)")
@@ -347,10 +353,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
+    overrides = case_overrides(args)
+    case: str | Case = load_case(args.case).with_overrides(**overrides) if overrides else args.case
     profiles: Any = args.profiles
     if args.profiles:
-        profiles = load_profiles(args.profiles, renewable_capacity_mw=load_case(args.case).renewable_capacity_mw)
-    ctx = StudyContext(args.case, profiles, args.day, max(1, args.workers), args.time_limit, out)
+        profiles = load_profiles(args.profiles, renewable_capacity_mw=load_case(case).renewable_capacity_mw)
+    ctx = StudyContext(case, profiles, args.day, max(1, args.workers), args.time_limit, out)
     function = STUDY_FUNCTIONS[args.study]
     if args.grid:
         require(args.study in ("checkpoints", "gpus", "renewable"), "grid", f"the {args.study} study has no grid")

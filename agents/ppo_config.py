@@ -1,0 +1,95 @@
+"""The settings of a PPO training run (:class:`PPOConfig`): the one source of train.py's defaults.
+
+train.py's argparse defaults are read from ``PPOConfig()``; the defaults table of ``docs/training.md`` is
+checked against it by ``tests/test_train.py``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Any
+
+from aidc_env.env import DEFAULT_REWARD_SCALE_USD, DEFAULT_TERMINAL_PENALTY_FACTOR
+
+ENV_KWARGS_KEYS = ("lookahead", "forecast_noise", "reward_scale", "safety_mask", "pause_when_done",
+                   "terminal_penalty_factor")
+"""Env kwargs that shape behaviour (stored in the config; the day source is given separately)."""
+
+
+
+@dataclass
+class PPOConfig:
+    """Every setting of a training run; saved as config.json and inside model.zip.
+
+    The defaults are train.py's defaults (see docs/training.md for why and what they reach).
+    """
+
+    # Problem.
+    case: str = "2048"
+    profiles: str | None = None
+    """Canonical hourly CSV, or None for the bundled representative days."""
+    overrides: dict[str, Any] = field(default_factory=dict)
+    train_days: list[str] = field(default_factory=list)
+    heldout_days: list[str] = field(default_factory=list)
+
+    # Env (CheckpointDispatchEnv kwargs) and the wrapper.
+    env_kwargs: dict[str, Any] = field(default_factory=lambda: {
+        "lookahead": 0, "forecast_noise": 0.0, "reward_scale": DEFAULT_REWARD_SCALE_USD, "safety_mask": True,
+        "pause_when_done": True, "terminal_penalty_factor": DEFAULT_TERMINAL_PENALTY_FACTOR})
+    decision_steps: bool = True
+    """Play forced slots inside the wrapper (one agent step per real decision)."""
+    hourly_forecast: bool = True
+    """Append the day-scaled hourly forecast of the rest of the day to the observation."""
+    reward_baseline: str = "fixed"
+    """'fixed': reward = savings versus fixed continuous training; 'none': the env's cost."""
+    reward_scale_usd: float = 50.0
+    """$ per reward unit of the wrapper's reward."""
+    reward_day_scaled: bool = True
+    """Divide each day's rewards by its price scale / $50/MWh, so that every day weighs alike in training."""
+    factored_actions: bool = True
+    """Choose the joint action one job at a time (see :class:`DecisionSteps`)."""
+    choice_features: bool = True
+    """With factored actions: per-choice token features of the job choosing now (see :class:`DecisionSteps`)."""
+
+    # PPO.
+    total_timesteps: int = 1_000_000
+    """Agent steps (decisions, with ``decision_steps``)."""
+    seed: int = 0
+    n_envs: int = 16
+    vec_env: str = "dummy"
+    """'dummy' (one process) or 'subproc'."""
+    learning_rate: float = 3e-4
+    lr_schedule: str = "linear"
+    """'linear' (to 0 at the end) or 'constant'."""
+    n_steps: int = 128
+    batch_size: int = 256
+    n_epochs: int = 10
+    gamma: float = 1.0
+    gae_lambda: float = 0.95
+    clip_range: float = 0.2
+    ent_coef: float = 0.01
+    vf_coef: float = 0.5
+    max_grad_norm: float = 0.5
+    target_kl: float | None = None
+    net_arch: list[int] = field(default_factory=lambda: [256, 256])
+    """Hidden layers of the policy and of the value network (separate networks)."""
+    activation: str = "tanh"
+    torch_threads: int = 1
+    checkpoint_freq: int = 100_000
+    """Agent steps between checkpoints (out/checkpoints)."""
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> PPOConfig:
+        known = {f.name for f in dataclasses.fields(cls)}
+        return cls(**{k: v for k, v in data.items() if k in known})
+
+    def behaviour_env_kwargs(self) -> dict[str, Any]:
+        """The env kwargs that shape what the agent sees and is rewarded for (not the day source)."""
+        return {k: v for k, v in self.env_kwargs.items() if k in ENV_KWARGS_KEYS}
+
+
+__all__ = ["ENV_KWARGS_KEYS", "PPOConfig"]
