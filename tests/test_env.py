@@ -558,3 +558,107 @@ def test_property_1000_random_masked_episodes_on_tiny_cases():
 def test_property_hypothesis_tiny_cases(seed, safety):
     rng = np.random.default_rng(seed)
     check_masked_episodes(random_tiny_instance(rng), rng, 3, safety, True)
+
+
+# ------------------------------------------------------------------------------------------ one data path
+
+
+def test_env_from_instances_equals_env_from_case_and_profiles():
+    from aidc_env.case import build_instances
+
+    for overrides in ({}, {"gpus": 1536, "segments": [12, 24]}):
+        instances = build_instances("2048", **overrides)
+        from_instances = CheckpointDispatchEnv(case=list(instances.values()), forecast_noise=0.1)
+        from_case = gym.make(ENV_ID, case="2048", overrides=overrides, forecast_noise=0.1)
+        assert from_instances.days == from_case.unwrapped.days == list(instances)
+        assert from_instances.observation_space == from_case.observation_space
+        assert_same_trace(run_seeded(from_instances, 5, 300), run_seeded(from_case, 5, 300))
+
+
+def test_case_convenience_builds_the_instances_once(monkeypatch):
+    import aidc_env.env as env_module
+
+    calls = []
+    real = env_module.build_instances
+
+    def counting(*args, **kwargs):
+        calls.append(args)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(env_module, "build_instances", counting)
+    env = gym.make(ENV_ID, case="2048", days=["2023-04-15", "2023-07-25"])
+    for seed in range(6):
+        env.reset(seed=seed)
+    env.reset(options={"day": "2023-10-28"})  # another day of the source: already built
+    assert len(calls) == 1
+
+
+def test_env_from_instances_never_reads_a_case_or_profiles(monkeypatch):
+    import aidc_env.case
+    import aidc_env.env as env_module
+    import aidc_env.profiles
+    from aidc_env.case import build_instances
+
+    instances = list(build_instances("2048").values())
+
+    def forbidden(*args, **kwargs):
+        raise AssertionError("the env read a case or profiles although it was given instances")
+
+    for module, name in ((aidc_env.case, "load_case"), (aidc_env.case, "load_profiles"),
+                         (aidc_env.case, "build_instances"), (aidc_env.profiles, "load_profiles"),
+                         (env_module, "build_instances")):
+        monkeypatch.setattr(module, name, forbidden)
+    env = CheckpointDispatchEnv(case=instances)
+    env.reset(seed=0)
+    assert env.instance() is instances[env.days.index(env.instance().day)]
+
+
+def test_instances_pickle_small_and_unchanged():
+    from aidc_env.case import build_instances
+
+    instances = list(build_instances("2048").values())
+    data = pickle.dumps(instances)
+    assert len(data) < 20_000 * len(instances)  # about 2.5 kB a day: the jobs' modes are pickled once
+    copies = pickle.loads(data)
+    assert [c.to_json() for c in copies] == [i.to_json() for i in instances]
+    assert_same_trace(run_seeded(CheckpointDispatchEnv(case=copies), 3, 120),
+                      run_seeded(CheckpointDispatchEnv(case=instances), 3, 120))
+
+
+def test_instances_of_different_structure_are_refused():
+    inst = build_instance("2048")
+    other = build_instance("2048", day="2023-07-25", gpus=1536)
+    with pytest.raises(InputError, match="differs from the first"):
+        CheckpointDispatchEnv(case=[inst, other])
+    with pytest.raises(InputError, match="two instances"):
+        CheckpointDispatchEnv(case=[inst, inst])
+    with pytest.raises(InputError, match="profiles"):
+        CheckpointDispatchEnv(case="2048", profiles={"2023-04-15": None})
+
+
+def test_env_and_oracle_share_the_joint_choice_table():
+    """The env's joint actions and the oracle's joint states are one table (aidc_env.joint), the oracle's in its
+    own (itertools) order: same states, same loads as a brute-force enumeration."""
+    import itertools
+
+    from aidc_env.joint import joint_choices
+    from aidc_env.simulator import facility_load_mw
+    from oracle.data import oracle_data
+
+    rng = np.random.default_rng(3)
+    for inst in [build_instance("2048"), build_instance("2048", gpus=1280)] + [random_tiny_instance(rng)
+                                                                                for _ in range(30)]:
+        table = joint_choices(inst)
+        env = CheckpointDispatchEnv(case=inst)
+        assert env.n_actions == table.n_choices
+        for a in range(0, table.n_choices, max(1, table.n_choices // 50)):
+            assert env.decode(a) == table.choices[a].tolist() and env.encode(table.choices[a]) == a
+        brute = [combo for combo in itertools.product(*[list(range(job.n_modes)) + [PAUSE] for job in inst.jobs])
+                 if sum(int(job.gpus_by_choice[c]) for job, c in zip(inst.jobs, combo, strict=True)) <= inst.n_gpus]
+        data = oracle_data(inst)
+        assert data.joint_states.tolist() == [list(c) for c in brute]
+        for state, load in zip(data.joint_states, data.joint_load_mw, strict=True):
+            gpus = sum(int(job.gpus_by_choice[c]) for job, c in zip(inst.jobs, state, strict=True))
+            power = sum(float(job.it_power_kw_by_choice[c]) for job, c in zip(inst.jobs, state, strict=True))
+            assert load == pytest.approx(float(facility_load_mw(inst, gpus, power)), rel=1e-12)
+        assert set(map(tuple, data.joint_states.tolist())) == set(map(tuple, table.choices[table.fits].tolist()))

@@ -152,3 +152,102 @@ def test_training_is_deterministic_given_the_seed(tmp_path):
         model = load_model(tmp_path / name / "model.zip")
         params.append(torch.cat([p.detach().flatten() for p in model.policy.parameters()]))
     assert torch.equal(params[0], params[1])
+
+
+def test_make_vec_env_uses_the_given_instances_only(monkeypatch):
+    import aidc_env.case
+    import aidc_env.env
+    import aidc_env.profiles
+    from agents.ppo import make_vec_env
+    from aidc_env.case import build_instances
+
+    instances = build_instances("2048", ["2023-04-15", "2023-07-25", "2023-10-28"])
+
+    def forbidden(*args, **kwargs):
+        raise AssertionError("make_vec_env reloaded a case or profiles")
+
+    for module, name in ((aidc_env.case, "load_case"), (aidc_env.case, "load_profiles"),
+                         (aidc_env.case, "build_instances"), (aidc_env.case, "build_instance"),
+                         (aidc_env.profiles, "load_profiles"), (aidc_env.env, "build_instances")):
+        monkeypatch.setattr(module, name, forbidden)
+    config = PPOConfig(n_envs=2, seed=4)
+    vec = make_vec_env(config, list(instances.values()))
+    try:
+        vec.reset()
+        days = {env.unwrapped.instance().day for env in vec.envs}
+        assert days <= set(instances)
+        assert all(env.unwrapped.days == list(instances) for env in vec.envs)
+        assert all(env.unwrapped.instance(d) is instances[d] for env in vec.envs for d in instances)
+    finally:
+        vec.close()
+
+
+def test_docs_training_defaults_table_matches_ppoconfig():
+    """docs/training.md's defaults table states PPOConfig's defaults (the one source of train.py's defaults)."""
+    import re
+    from pathlib import Path
+
+    defaults = PPOConfig()
+    text = (Path(__file__).resolve().parents[1] / "docs" / "training.md").read_text()
+    table = text.split("## Defaults", 1)[1].split("\n\n", 2)[1]
+    fields = {"timesteps": "total_timesteps"}
+    checked = set()
+    for line in table.splitlines()[2:]:
+        setting, value = [cell.strip() for cell in line.strip("|").split("|")][:2]
+        names = [n.strip().strip("`").lstrip("-").replace("-", "_") for n in setting.split("/")]
+        values = [v.strip() for v in value.split(" / ")]
+        assert len(names) == len(values), line
+        for name, shown in zip(names, values, strict=True):
+            field = fields.get(name, name)
+            expected = getattr(defaults, field)
+            first = re.split(r"[\s(]", shown.strip("`"), maxsplit=1)[0].rstrip(",")
+            if isinstance(expected, list):
+                assert [int(x) for x in first.split(",")] == expected, line
+            else:
+                assert type(expected)(first.replace(",", "")) == expected, line
+            checked.add(field)
+    assert "linear" in table and defaults.lr_schedule == "linear"
+    assert f"{defaults.net_arch[-1]} {defaults.activation}" in table
+    assert f"`{defaults.vec_env}`" in table
+    assert f"every {defaults.checkpoint_freq:,} steps" in text
+    assert checked >= {"total_timesteps", "n_envs", "n_steps", "batch_size", "n_epochs", "learning_rate", "gamma",
+                       "gae_lambda", "ent_coef", "net_arch", "reward_scale_usd", "torch_threads"}
+
+
+def test_train_defaults_come_from_ppoconfig():
+    args = train.parse_args([])
+    defaults = PPOConfig()
+    for flag, field in (("learning_rate", "learning_rate"), ("n_steps", "n_steps"), ("batch_size", "batch_size"),
+                        ("n_epochs", "n_epochs"), ("gamma", "gamma"), ("gae_lambda", "gae_lambda"),
+                        ("ent_coef", "ent_coef"), ("clip_range", "clip_range"), ("n_envs", "n_envs"),
+                        ("seed", "seed"), ("vec_env", "vec_env"), ("checkpoint_freq", "checkpoint_freq"),
+                        ("lr_schedule", "lr_schedule"), ("activation", "activation"),
+                        ("reward_scale_usd", "reward_scale_usd"), ("factored_actions", "factored_actions"),
+                        ("choice_features", "choice_features"), ("reward_day_scaled", "reward_day_scaled"),
+                        ("case", "case")):
+        assert getattr(args, flag) == getattr(defaults, field), flag
+    assert args.net_arch == ",".join(map(str, defaults.net_arch))
+    assert args.lookahead == defaults.env_kwargs["lookahead"]
+    # The wrapper's own keyword defaults are PPOConfig's too.
+    import inspect
+
+    from agents.decision_steps import DecisionSteps
+
+    for name, parameter in inspect.signature(DecisionSteps.__init__).parameters.items():
+        if parameter.default is not inspect.Parameter.empty:
+            assert parameter.default == getattr(defaults, name), name
+
+
+def test_case_flags_are_declared_once():
+    """train.py, evaluate.py, the studies, the oracle and the case CLI take the same case flags."""
+    import argparse
+
+    from aidc_env.case import add_case_arguments, case_overrides
+
+    parser = argparse.ArgumentParser()
+    add_case_arguments(parser)
+    args = parser.parse_args(["--gpus", "1024", "--segments", "6", "--renewable-ratio", "0.5"])
+    assert case_overrides(args) == {"gpus": 1024, "segments": 6, "renewable_ratio": 0.5}
+    assert case_overrides(parser.parse_args([])) == {}
+    args = train.parse_args(["--gpus", "1536", "--renewable-ratio", "0.4", "--profiles", "x.csv"])
+    assert case_overrides(args) == {"gpus": 1536, "renewable_ratio": 0.4} and args.profiles == "x.csv"
