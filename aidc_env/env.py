@@ -619,3 +619,13 @@ def instances_by_day(case: Any, overrides: Mapping[str, Any] | None = None,
                 f"the instance of {inst.day} differs from the first in jobs or parameters")
         by_day[inst.day] = inst
     return by_day
+
+
+__all__ = [
+    # The env and its constants.
+    "DEFAULT_REWARD_SCALE_USD", "DEFAULT_TERMINAL_PENALTY_FACTOR", "ENV_ID", "PENALTY_PRICE_FLOOR_USD_PER_MWH",
+    "CheckpointDispatchEnv", "instances_by_day", "register_envs",
+    # Re-exported from aidc_env.observation and aidc_env.safety (their home modules).
+    "DEFAULT_LOOKAHEAD", "JOB_FEATURES", "PRICE_OBS_HIGH", "PRICE_OBS_LOW", "PRICE_SCALE_USD_PER_MWH",
+    "PROGRESS_OBS_HIGH", "RATE_RATIO_OBS_HIGH", "SAFETY_TOLERANCE",
+]

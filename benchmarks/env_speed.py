@@ -5,7 +5,7 @@ valid action is drawn uniformly from it. CartPole-v1 draws ``action_space.sample
 ``gymnasium.make`` (the same wrapper stack) and reset at the end of each episode (resets included).
 Goal (issue "Gymnasium environment"): the env's time per step ≤ 3 × CartPole's.
 
-    python benchmarks/env_speed.py [--steps 20000] [--profiles CSV] [--segments K] [--json]
+    python benchmarks/env_speed.py [--steps 20000] [--case 2048] [--profiles CSV] [--segments K] [--gpus N] [--json]
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ import json
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import gymnasium as gym
 import numpy as np
@@ -22,6 +23,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import aidc_env  # noqa: E402,F401  (registers the env)
+from aidc_env.case import add_case_arguments, case_overrides  # noqa: E402
 from aidc_env.env import ENV_ID  # noqa: E402
 
 GOAL_RATIO = 3.0
@@ -40,15 +42,10 @@ def time_cartpole(steps: int, seed: int) -> float:
 
 
 def time_dispatch(steps: int, seed: int, profiles: str | None, case: str, safety: bool,
-                  segments: int | None = None) -> dict[str, float]:
-    overrides = {"segments": segments} if segments else None
-    env = gym.make(ENV_ID, case=case, profiles=profiles, safety_mask=safety, overrides=overrides)
+                  overrides: dict[str, Any] | None = None) -> dict[str, float]:
+    env = gym.make(ENV_ID, case=case, profiles=profiles, safety_mask=safety, overrides=overrides or None)
     unwrapped = env.unwrapped
     rng = np.random.default_rng(seed)
-    env.reset(seed=seed)
-    # Warm the per-day instance cache so that the timing measures steps, not instance building.
-    for day in unwrapped.days:
-        unwrapped.instance(day)
     env.reset(seed=seed)
     mask_time = 0.0
     start = time.perf_counter()
@@ -70,18 +67,17 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--steps", type=int, default=20_000)
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--case", default="2048")
-    parser.add_argument("--profiles", help="profile CSV (default: the bundled days)")
-    parser.add_argument("--segments", type=int, help="override K of every job (default: the case's, 12)")
+    add_case_arguments(parser, day=False)
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args(argv)
     cartpole = time_cartpole(args.steps, args.seed)
-    dispatch = time_dispatch(args.steps, args.seed, args.profiles, args.case, True, args.segments)
-    plain = time_dispatch(args.steps, args.seed, args.profiles, args.case, False, args.segments)
+    overrides = case_overrides(args)
+    dispatch = time_dispatch(args.steps, args.seed, args.profiles, args.case, True, overrides)
+    plain = time_dispatch(args.steps, args.seed, args.profiles, args.case, False, overrides)
     ratio = dispatch["us_per_step"] / cartpole
     result = {
         "steps": args.steps,
-        "segments": args.segments,
+        "overrides": overrides,
         "cartpole_us_per_step": cartpole,
         "env_us_per_step": dispatch["us_per_step"],
         "env_mask_us_per_step": dispatch["mask_us_per_step"],

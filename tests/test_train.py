@@ -189,7 +189,8 @@ def test_docs_training_defaults_table_matches_ppoconfig():
 
     defaults = PPOConfig()
     text = (Path(__file__).resolve().parents[1] / "docs" / "training.md").read_text()
-    table = text.split("## Defaults", 1)[1].split("\n\n", 2)[1]
+    section = text.split("## Defaults", 1)[1].split("\n## ", 1)[0]
+    table = next(block for block in section.split("\n\n") if block.startswith("| setting"))
     fields = {"timesteps": "total_timesteps"}
     checked = set()
     for line in table.splitlines()[2:]:
