@@ -196,6 +196,7 @@ class Job:
     name: str
     model: str
     segments: int
+    """Checkpoint segments over the instance's horizon (K per day × D days)."""
     restart_hours: float
     modes: tuple[Mode, ...]
     baseline_mode: int
@@ -203,6 +204,7 @@ class Job:
     initial_mode: int
     """Mode running before t = 0 (keeping it costs no restart); PAUSE if none."""
     tranche_tokens: float
+    """Token target over the instance's horizon (D × the daily tranche)."""
 
     def __post_init__(self) -> None:
         gpus = np.array([m.gpus for m in self.modes], dtype=np.int64)
