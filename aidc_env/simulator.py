@@ -187,32 +187,8 @@ class JobMetrics:
 
 
 @dataclass(frozen=True)
-class DayMetrics:
-    """One day of a horizon: the energy and cost figures of :class:`Metrics` over its slots, and tokens."""
-
-    day: str
-    operating_cost_usd: float
-    grid_cost_usd: float
-    renewable_cost_usd: float
-    curtailment_penalty_usd: float
-    decision_cost_usd: float
-    load_energy_mwh: float
-    grid_energy_mwh: float
-    renewable_available_mwh: float
-    renewable_used_mwh: float
-    curtailment_mwh: float
-    green_share: float
-    peak_load_mw: float
-    peak_grid_mw: float
-    tokens: dict[str, float]
-    """Tokens of each job (by name) made this day."""
-    daily_minimums_met: bool
-    """Every job made at least its daily minimum this day."""
-
-
-@dataclass(frozen=True)
-class Metrics:
-    """Everything reported about a day. Costs in $, energy in MWh, power in MW."""
+class EnergyMetrics:
+    """Costs and energies of a stretch of slots (:func:`energy_totals`). Costs in $, energy in MWh, power in MW."""
 
     operating_cost_usd: float
     grid_cost_usd: float
@@ -229,6 +205,23 @@ class Metrics:
     """Renewable used / facility load energy."""
     peak_load_mw: float
     peak_grid_mw: float
+
+
+@dataclass(frozen=True)
+class DayMetrics(EnergyMetrics):
+    """One day of a horizon: the energy figures over its slots, and each job's tokens that day."""
+
+    day: str
+    tokens: dict[str, float]
+    """Tokens of each job (by name) made this day."""
+    daily_minimums_met: bool
+    """Every job made at least its daily minimum this day."""
+
+
+@dataclass(frozen=True)
+class Metrics(EnergyMetrics):
+    """Everything reported about a day or a horizon (its totals; ``days``: per day)."""
+
     peak_gpus: int
     capacity_ok: bool
     capacity_violation_slots: int
