@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
+import functools
 import json
 import math
 
@@ -211,7 +212,7 @@ def test_min_daily_share_one_is_a_daily_tranche_every_day():
 @settings(max_examples=40, deadline=None)
 @given(st.data())
 def test_property_horizon_metrics_are_sums_of_days(data):
-    inst = _PROPERTY_INSTANCE
+    inst = _property_instance()
     schedule = [data.draw(st.lists(st.integers(PAUSE, job.n_modes - 1), min_size=job.segments,
                                    max_size=job.segments)) for job in inst.jobs]
     m = simulate(inst, schedule).metrics
@@ -236,8 +237,11 @@ def test_property_horizon_metrics_are_sums_of_days(data):
                                            for job in m.jobs) for d in m.days)
 
 
-_PROPERTY_INSTANCE = build_instance("2048", day=SYNTHETIC_FIRST_DAY.isoformat(), profiles=_synthetic_profiles(),
-                                    horizon_days=3, segments=4, min_daily_share=0.3)
+@functools.cache
+def _property_instance() -> Instance:
+    """Three days at K = 4 per day (12 segments per job) with a daily minimum share of 0.3."""
+    return build_instance("2048", day=SYNTHETIC_FIRST_DAY.isoformat(), profiles=_synthetic_profiles(),
+                          horizon_days=3, segments=4, min_daily_share=0.3)
 
 
 # ------------------------------------------------------------------------------------------ JSON and CLIs
