@@ -1,9 +1,22 @@
-"""Cases (TOML files) and problem instances (a case resolved on one day).
+"""Cases (TOML files) and problem instances (a case resolved on one day or a horizon of days).
 
 A :class:`Case` is what a case file says: the GPU pool, the facility, the energy contract and the
 jobs (model, checkpoint segments, restart time, baseline mode, tranche). :func:`build_instance`
-resolves a case on one day of a profile source into an :class:`Instance`: every parameter, each
-job's Pareto modes and the day's price, renewable shape and renewable availability per slot.
+resolves a case on one day of a profile source -- or on ``horizon_days`` consecutive days -- into an
+:class:`Instance`: every parameter, each job's Pareto modes and the price, renewable shape and
+renewable availability per slot.
+
+**Horizon** (DESIGN §9). An instance spans D = ``horizon_days`` consecutive days on *one* flat time axis
+of T = D × (slots per day) slots: the price and renewable arrays are the days' arrays end to end, a job's
+``segments`` counts its checkpoint segments over the whole horizon (K per day × D) and its
+``tranche_tokens`` is the target over the horizon (D × the daily tranche). Every consumer that reads
+``slots``, ``segments`` and ``slots_per_segment`` therefore works unchanged on a long instance, and job
+state (mode, progress within a segment) carries across midnight: there is no free restart at 00:00.
+``min_daily_share`` s ∈ [0, 1] asks every day to make at least s × tranche / D tokens of every job
+(s = 1: a daily tranche every day). The default s = 0 (targets over the horizon only): the point of a
+multi-day budget is to move work between days, and s = 0 is the bound that shows what that is worth;
+an operator who needs steady progress sets a share (D = 1 is unaffected by s). D = 1 is today's day
+instance, bit for bit. DST days keep the day model's 24 clock hours (see :mod:`aidc_env.profiles`).
 The instance is the exchange format read by the simulator, the env, the oracle and outside solvers
 (``python -m aidc_env.case --case 2048 --json``).
 
@@ -15,6 +28,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import datetime as dt
 import json
 import math
 import sys
@@ -38,6 +52,10 @@ PAUSE = -1
 
 INSTANCE_FORMAT = "aidc-instance/1"
 
+DEFAULT_MIN_DAILY_SHARE = 0.0
+"""Default minimum share of the per-day tranche each day of a horizon must make: none, targets over the
+horizon only (the module docstring says why)."""
+
 
 @dataclass(frozen=True)
 class JobSpec:
@@ -54,7 +72,8 @@ class JobSpec:
     baseline_mode: str | None = None
     """Baseline mode by label, e.g. ``"tp4-pp4-dp32"`` (wins over ``baseline_gpus``)."""
     tranche_tokens: float | None = None
-    """Daily token tranche W_j; default: what the baseline mode trains in 24 hours."""
+    """Daily token tranche W_j; default: what the baseline mode trains in 24 hours. An instance of D days
+    targets D × this over its horizon."""
 
 
 @dataclass(frozen=True)
@@ -67,6 +86,12 @@ class Case:
     day: str
     """Reference day (YYYY-MM-DD) used when no day is given."""
     slots: int = 96
+    """Slots per day."""
+    horizon_days: int = 1
+    """Consecutive days D an instance spans (one flat time axis of D × ``slots`` slots)."""
+    min_daily_share: float = DEFAULT_MIN_DAILY_SHARE
+    """Each day must make at least this share of tranche / D tokens of every job (0..1; 1 = a daily
+    tranche every day)."""
     pue: float = 1.2
     idle_kw_per_gpu: float = 0.1
     rated_kw_per_gpu: float = 0.5
@@ -161,6 +186,7 @@ class Case:
             if job.tranche_tokens is not None:
                 require(_finite(job.tranche_tokens) and job.tranche_tokens >= 0, f"{where}.tranche_tokens",
                         "must be a number >= 0")
+        _validate_horizon(self.horizon_days, self.min_daily_share)
 
 
 @dataclass(frozen=True, eq=False)
@@ -170,6 +196,7 @@ class Job:
     name: str
     model: str
     segments: int
+    """Checkpoint segments over the instance's horizon (K per day × D days)."""
     restart_hours: float
     modes: tuple[Mode, ...]
     baseline_mode: int
@@ -177,6 +204,7 @@ class Job:
     initial_mode: int
     """Mode running before t = 0 (keeping it costs no restart); PAUSE if none."""
     tranche_tokens: float
+    """Token target over the instance's horizon (D × the daily tranche)."""
 
     def __post_init__(self) -> None:
         gpus = np.array([m.gpus for m in self.modes], dtype=np.int64)
@@ -240,7 +268,11 @@ class Job:
 
 @dataclass(frozen=True, eq=False)
 class Instance:
-    """One day of one case: everything the simulator, the env and the oracle need."""
+    """One day, or D consecutive days, of one case: everything the simulator, the env and the oracle need.
+
+    A horizon of D days is one flat time axis of T = D × (slots per day) slots; a job's ``segments`` and
+    ``tranche_tokens`` are over the horizon (see the module docstring). ``day`` is the first day.
+    """
 
     case_name: str
     day: str
@@ -258,6 +290,10 @@ class Instance:
     """λ_t per slot ($/MWh, may be negative)."""
     renewable_shape: np.ndarray
     """cf_t per slot in [0, 1]: (solar + wind) / renewable_capacity_mw."""
+    horizon_days: int = 1
+    """D, the consecutive days from ``day`` that the instance spans."""
+    min_daily_share: float = DEFAULT_MIN_DAILY_SHARE
+    """Each day must make at least this share of ``tranche_tokens / D`` of every job (0..1)."""
 
     def __post_init__(self) -> None:
         price = np.array(self.price_usd_per_mwh, dtype=float)
@@ -274,6 +310,7 @@ class Instance:
                     f"K = {job.segments} does not divide the {price.size} slots")
             require(job.restart_hours < self.segment_hours(job), f"{job.name}.restart_hours",
                     "must be shorter than a checkpoint segment")
+        self._check_horizon(price.size)
         renewable = self.renewable_ratio * self.rated_facility_mw * shape
         for name, arr in (("price_usd_per_mwh", price), ("renewable_shape", shape), ("renewable_mw", renewable)):
             arr.setflags(write=False)
@@ -282,9 +319,47 @@ class Instance:
     renewable_mw: np.ndarray = field(init=False, repr=False)
     """R_t = ρ · P_rated · cf_t (MW) per slot."""
 
+    def _check_horizon(self, slots: int) -> None:
+        _validate_horizon(self.horizon_days, self.min_daily_share)
+        if self.horizon_days > 1:
+            _check_date(self.day, "day")
+        require(slots % self.horizon_days == 0, "horizon_days",
+                f"{self.horizon_days} days do not split the {slots} slots evenly")
+        for job in self.jobs:
+            require(job.segments % self.horizon_days == 0, f"{job.name}.segments",
+                    f"{job.segments} segments do not split into {self.horizon_days} days (a day must end on a boundary)")
+
     @property
     def slots(self) -> int:
         return int(self.price_usd_per_mwh.size)
+
+    @property
+    def days(self) -> tuple[str, ...]:
+        """The days of the horizon, in order (``(day,)`` for a day instance)."""
+        if self.horizon_days == 1:
+            return (self.day,)
+        first = dt.date.fromisoformat(self.day)
+        return tuple((first + dt.timedelta(days=d)).isoformat() for d in range(self.horizon_days))
+
+    @property
+    def slots_per_day(self) -> int:
+        return self.slots // self.horizon_days
+
+    @property
+    def day_start_slots(self) -> tuple[int, ...]:
+        """First slot of each day of the horizon."""
+        return tuple(d * self.slots_per_day for d in range(self.horizon_days))
+
+    def day_slots(self, d: int) -> slice:
+        """The slots of day ``d`` (0-based) of the horizon."""
+        return slice(d * self.slots_per_day, (d + 1) * self.slots_per_day)
+
+    def segments_per_day(self, job: Job) -> int:
+        return job.segments // self.horizon_days
+
+    def daily_min_tokens(self, job: Job) -> float:
+        """The fewest tokens of ``job`` every day must make: min_daily_share × tranche / D."""
+        return self.min_daily_share * job.tranche_tokens / self.horizon_days
 
     @property
     def rated_facility_mw(self) -> float:
@@ -317,6 +392,10 @@ class Instance:
             "price_usd_per_mwh": self.price_usd_per_mwh.tolist(),
             "renewable_shape": self.renewable_shape.tolist(),
             "renewable_mw": self.renewable_mw.tolist(),
+            "horizon_days": self.horizon_days,
+            "days": list(self.days),
+            "day_start_slots": list(self.day_start_slots),
+            "min_daily_share": self.min_daily_share,
         }
 
     @classmethod
@@ -343,6 +422,8 @@ class Instance:
                 jobs=tuple(Job.from_dict(j, f"jobs[{i}]") for i, j in enumerate(jobs_data)),
                 price_usd_per_mwh=_as_array(data["price_usd_per_mwh"], "price_usd_per_mwh"),
                 renewable_shape=_as_array(data["renewable_shape"], "renewable_shape"),
+                horizon_days=_as_int(data.get("horizon_days", 1), "horizon_days"),
+                min_daily_share=_as_float(data.get("min_daily_share", DEFAULT_MIN_DAILY_SHARE), "min_daily_share"),
             )
         except KeyError as err:
             raise InputError(str(err.args[0]), "missing from the instance") from None
@@ -351,6 +432,13 @@ class Instance:
             require(given.shape == inst.renewable_mw.shape and np.allclose(given, inst.renewable_mw, rtol=1e-9,
                                                                            atol=1e-12),
                     "renewable_mw", "does not equal renewable_ratio * rated_facility_mw * renewable_shape")
+        # Derived keys, written for outside readers: if present they must agree with day and horizon_days.
+        if "days" in data:
+            require(data["days"] == list(inst.days), "days",
+                    f"must be the {inst.horizon_days} consecutive days from {inst.day}")
+        if "day_start_slots" in data:
+            require(data["day_start_slots"] == list(inst.day_start_slots), "day_start_slots",
+                    f"must be {list(inst.day_start_slots)} for {inst.horizon_days} days of {inst.slots_per_day} slots")
         return inst
 
     def to_json(self, indent: int | None = None) -> str:
@@ -391,7 +479,8 @@ def load_case(name_or_path: str | Path | Case) -> Case:
 
 _FACILITY_KEYS = ("pue", "idle_kw_per_gpu", "rated_kw_per_gpu")
 _ENERGY_KEYS = ("renewable_ratio", "ppa_usd_per_mwh", "curtailment_penalty_usd_per_mwh", "renewable_capacity_mw")
-_TOP_KEYS = {"name", "description", "gpus", "slots", "day", "mode_pool_gpus", "facility", "energy", "jobs", "modes"}
+_TOP_KEYS = {"name", "description", "gpus", "slots", "day", "horizon_days", "min_daily_share", "mode_pool_gpus",
+             "facility", "energy", "jobs", "modes"}
 _JOB_KEYS = {f.name for f in dataclasses.fields(JobSpec)}
 
 
@@ -423,6 +512,8 @@ def case_from_dict(data: Mapping[str, Any], source: str = "") -> Case:
         n_gpus=data["gpus"],
         slots=data.get("slots", 96),
         day=str(data["day"]),
+        horizon_days=data.get("horizon_days", 1),
+        min_daily_share=data.get("min_daily_share", DEFAULT_MIN_DAILY_SHARE),
         jobs=tuple(jobs),
         mode_pool_gpus=data.get("mode_pool_gpus"),
         mode_params=ModeParams.from_dict(dict(data.get("modes", {})), field_prefix="modes"),
@@ -485,43 +576,68 @@ def build_instance(
     case: str | Path | Case,
     day: str | None = None,
     profiles: ProfileSet | str | Path | None = None,
+    *,
+    horizon_days: int | None = None,
+    min_daily_share: float | None = None,
     **overrides: Any,
 ) -> Instance:
     """Resolve a case on a day (default: the case's reference day) of a profile source.
 
     ``profiles``: a loaded :class:`ProfileSet`, a CSV path, or None for the bundled table.
+    ``horizon_days``: D consecutive days from ``day`` (default: the case's, 1); the profile source must
+    hold all of them (InputError naming the first missing day otherwise). ``min_daily_share``: each day's
+    minimum share of tranche / D (default: the case's, 0).
     ``overrides``: ``gpus``, ``segments``, ``renewable_ratio`` or any :class:`Case` field.
     """
-    case = load_case(case)
-    if overrides or day is not None:
-        case = case.with_overrides(day=day, **overrides)
+    case = _resolved_case(case, day=day, horizon_days=horizon_days, min_daily_share=min_daily_share, **overrides)
     if not isinstance(profiles, ProfileSet):
         profiles = load_profiles(profiles, renewable_capacity_mw=case.renewable_capacity_mw)
-    return _instance_on_day(case, case.day, profiles, resolve_jobs(case))
+    return _instance_on_days(case, case.day, profiles, horizon_jobs(resolve_jobs(case), case.horizon_days))
 
 
 def build_instances(
     case: str | Path | Case,
     days: Sequence[str] | None = None,
     profiles: ProfileSet | str | Path | None = None,
+    *,
+    horizon_days: int | None = None,
+    min_daily_share: float | None = None,
     **overrides: Any,
 ) -> dict[str, Instance]:
-    """One instance per day (default: every day of the profile source); modes are resolved once."""
-    case = load_case(case)
-    if overrides:
-        case = case.with_overrides(**overrides)
+    """One instance per start day; modes are resolved once.
+
+    ``days``: the first day of each instance (default: every day of the profile source that starts
+    ``horizon_days`` consecutive complete days; with D = 1, every day). Horizons may overlap.
+    """
+    case = _resolved_case(case, horizon_days=horizon_days, min_daily_share=min_daily_share, **overrides)
     if not isinstance(profiles, ProfileSet):
         profiles = load_profiles(profiles, renewable_capacity_mw=case.renewable_capacity_mw)
-    jobs = resolve_jobs(case)
-    return {day: _instance_on_day(case, day, profiles, jobs) for day in (days or profiles.dates())}
+    jobs = horizon_jobs(resolve_jobs(case), case.horizon_days)
+    starts = days or profiles.horizon_starts(case.horizon_days)
+    return {day: _instance_on_days(case, day, profiles, jobs) for day in starts}
 
 
-def _instance_on_day(case: Case, day: str, profiles: ProfileSet, jobs: tuple[Job, ...]) -> Instance:
+def _resolved_case(case: str | Path | Case, **overrides: Any) -> Case:
+    case = load_case(case)
+    if any(v is not None for v in overrides.values()):
+        case = case.with_overrides(**overrides)
+    return case
+
+
+def horizon_jobs(jobs: tuple[Job, ...], horizon_days: int) -> tuple[Job, ...]:
+    """Jobs resolved for a day, stretched over D days: D × the segments and D × the tranche."""
+    if horizon_days == 1:
+        return jobs
+    return tuple(dataclasses.replace(job, segments=job.segments * horizon_days,
+                                     tranche_tokens=job.tranche_tokens * horizon_days) for job in jobs)
+
+
+def _instance_on_days(case: Case, first_day: str, profiles: ProfileSet, jobs: tuple[Job, ...]) -> Instance:
     capacity = case.renewable_capacity_mw or profiles.renewable_capacity_mw
-    profile = profiles.day(day)
+    day_profiles = profiles.consecutive_days(first_day, case.horizon_days)
     return Instance(
         case_name=case.name,
-        day=day,
+        day=first_day,
         n_gpus=case.n_gpus,
         slot_hours=case.slot_hours,
         pue=case.pue,
@@ -532,8 +648,11 @@ def _instance_on_day(case: Case, day: str, profiles: ProfileSet, jobs: tuple[Job
         curtailment_penalty_usd_per_mwh=case.curtailment_penalty_usd_per_mwh,
         renewable_capacity_mw=capacity,
         jobs=jobs,
-        price_usd_per_mwh=hourly_to_slots(profile.price_usd_per_mwh, case.slots),
-        renewable_shape=hourly_to_slots(profile.renewable_shape(capacity), case.slots),
+        price_usd_per_mwh=np.concatenate([hourly_to_slots(p.price_usd_per_mwh, case.slots) for p in day_profiles]),
+        renewable_shape=np.concatenate([hourly_to_slots(p.renewable_shape(capacity), case.slots)
+                                        for p in day_profiles]),
+        horizon_days=len(day_profiles),
+        min_daily_share=case.min_daily_share,
     )
 
 
@@ -549,8 +668,9 @@ def load_instance(path: str | Path) -> Instance:
 # --------------------------------------------------------------------------------------------- CLI
 
 
-OVERRIDE_ARGUMENTS = ("gpus", "segments", "renewable_ratio")
-"""The case-override options of every CLI (``--gpus``, ``--segments``, ``--renewable-ratio``), as Case overrides."""
+OVERRIDE_ARGUMENTS = ("gpus", "segments", "renewable_ratio", "horizon_days", "min_daily_share")
+"""The case-override options of every CLI (``--gpus``, ``--segments``, ``--renewable-ratio``, ``--horizon-days``,
+``--min-daily-share``), as Case overrides."""
 
 
 def add_case_arguments(parser: argparse.ArgumentParser, *, day: bool = True, default_case: str = "2048") -> None:
@@ -563,6 +683,11 @@ def add_case_arguments(parser: argparse.ArgumentParser, *, day: bool = True, def
     parser.add_argument("--segments", type=int, help="override the checkpoint segments K of every job")
     parser.add_argument("--renewable-ratio", type=float, help="override the renewable-to-AIDC ratio rho")
     parser.add_argument("--profiles", help="canonical CAISO-style hourly CSV (default: the bundled days)")
+    parser.add_argument("--horizon-days", type=int,
+                        help="consecutive days D from --day in one instance (default: the case's, 1)")
+    parser.add_argument("--min-daily-share", type=float,
+                        help="each day of a horizon makes at least this share (0..1) of tranche / D tokens of "
+                             "every job; 1 = a daily tranche every day (default: the case's, 0)")
 
 
 def case_overrides(args: argparse.Namespace) -> dict[str, Any]:
@@ -638,12 +763,17 @@ def _as_array(value: Any, name: str) -> np.ndarray:
 
 
 def _check_date(text: str, name: str) -> None:
-    import datetime as _dt
-
     try:
-        _dt.date.fromisoformat(text)
+        dt.date.fromisoformat(text)
     except (TypeError, ValueError):
         raise InputError(name, f"{text!r} is not a valid date YYYY-MM-DD") from None
+
+
+def _validate_horizon(horizon_days: Any, min_daily_share: Any) -> None:
+    require(_is_int(horizon_days) and horizon_days > 0, "horizon_days",
+            f"must be a positive integer, got {horizon_days!r}")
+    require(_finite(min_daily_share) and 0 <= min_daily_share <= 1, "min_daily_share",
+            f"must be a number in [0, 1], got {min_daily_share!r}")
 
 
 if __name__ == "__main__":

@@ -8,7 +8,8 @@ A *profile source* is a CSV of the canonical form (one row per hour)::
 ``local_start`` is the start of the hour on the local clock (America/Los_Angeles) *with its UTC offset*;
 days are local calendar days and every hour is indexed by its local clock hour 0..23.
 
-Daylight-saving days (the day model always spans 24 clock hours, hourly values held):
+Daylight-saving days (the day model always spans 24 clock hours, hourly values held; a horizon of several
+days is these 24-hour days end to end, so a DST day has 96 slots at 15 min, not 92 or 100):
 
 - the 23-hour spring-forward day has no 02:00 row; clock hour 02 takes the value of clock hour 01;
 - the 25-hour fall-back day has two 01:00 rows (one per UTC offset); clock hour 01 is their mean.
@@ -221,6 +222,28 @@ class ProfileSet:
         if date in self.skipped:
             raise InputError("day", f"{date} is not in the data: skipped ({self.skipped[date]}); {extent}")
         raise InputError("day", f"{date} is not in the data ({extent})")
+
+    def consecutive_days(self, first: str, count: int) -> list[DayProfile]:
+        """The ``count`` consecutive days from ``first`` (a horizon).
+
+        InputError("day", ...) if ``first`` is not in the data; InputError("horizon_days", ...) naming the
+        first later day that is not (past the data, or skipped for a gap).
+        """
+        days = [self.day(first)]
+        for offset in range(1, count):
+            date = (dt.date.fromisoformat(first) + dt.timedelta(days=offset)).isoformat()
+            if date not in self.days:
+                why = f"skipped ({self.skipped[date]})" if date in self.skipped else (
+                    f"past the data, which ends on {self.dates()[-1]}" if date > self.dates()[-1] else "not in the data")
+                raise InputError("horizon_days", f"a horizon of {count} days from {first} needs {date}: {why}")
+            days.append(self.days[date])
+        return days
+
+    def horizon_starts(self, count: int) -> list[str]:
+        """The days that start ``count`` consecutive complete days of this source, sorted."""
+        dates = set(self.days)
+        return [d for d in self.dates()
+                if all((dt.date.fromisoformat(d) + dt.timedelta(days=k)).isoformat() in dates for k in range(count))]
 
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, ProfileSet):

@@ -1,4 +1,4 @@
-"""The day simulator: the one place where costs and metrics are computed (DESIGN §2).
+"""The simulator: the one place where costs and metrics are computed (DESIGN §2, §9).
 
 :func:`simulate` turns an instance and a schedule (per job, per checkpoint segment: a mode index or
 ``PAUSE``) into :class:`Metrics` plus per-slot flows. The env, the oracle (its objective and its
@@ -8,6 +8,11 @@ precomputed joint-state costs), the baselines and every report call the function
 - :func:`renewable_first`: u = min(L, R), g = L − u, c = R − u;
 - :func:`slot_decision_cost_usd`: λ g Δ + c_cur c Δ (the part of the cost that decisions change);
 - :func:`segment_productive_hours`: segment hours minus the checkpoint load after a (re)start.
+
+An instance of D days is one time axis: restarts are judged across midnight like any other boundary.
+:class:`Metrics` holds the horizon's totals and, in ``days``, the same energy and cost figures per day
+with each job's tokens that day; a job's tranche is met when the horizon target *and* every day's minimum
+(``Instance.daily_min_tokens``) are.
 """
 
 from __future__ import annotations
@@ -77,12 +82,24 @@ def energy_accounting(inst: Instance, load_mw: np.ndarray) -> tuple[dict[str, fl
     """
     used, grid, curtailment = renewable_first(load_mw, inst.renewable_mw)
     decision = slot_decision_cost_usd(inst, grid, curtailment)
+    flows = (used, grid, curtailment, decision)
+    return energy_totals(inst, load_mw, flows), flows
+
+
+def energy_totals(inst: Instance, load_mw: np.ndarray, flows: tuple[np.ndarray, ...],
+                  slots: slice = slice(None)) -> dict[str, float]:
+    """The energy part of :class:`Metrics` over ``slots`` (default all: the horizon; a day's slots: that day).
+
+    ``flows``: the per-slot (renewable used, grid, curtailment, decision cost) of :func:`energy_accounting`.
+    """
+    used, grid, curtailment, decision = (arr[slots] for arr in flows)
+    load_mw, price, renewable = load_mw[slots], inst.price_usd_per_mwh[slots], inst.renewable_mw[slots]
     dt = inst.slot_hours
-    grid_cost = float(np.sum(inst.price_usd_per_mwh * grid) * dt)
+    grid_cost = float(np.sum(price * grid) * dt)
     penalty = float(np.sum(curtailment) * dt * inst.curtailment_penalty_usd_per_mwh)
-    renewable_cost = float(np.sum(inst.renewable_mw) * dt * inst.ppa_usd_per_mwh)
+    renewable_cost = float(np.sum(renewable) * dt * inst.ppa_usd_per_mwh)
     load_mwh = float(np.sum(load_mw) * dt)
-    totals = {
+    return {
         "operating_cost_usd": grid_cost + renewable_cost + penalty,
         "grid_cost_usd": grid_cost,
         "renewable_cost_usd": renewable_cost,
@@ -90,14 +107,13 @@ def energy_accounting(inst: Instance, load_mw: np.ndarray) -> tuple[dict[str, fl
         "decision_cost_usd": float(np.sum(decision)),
         "load_energy_mwh": load_mwh,
         "grid_energy_mwh": float(np.sum(grid) * dt),
-        "renewable_available_mwh": float(np.sum(inst.renewable_mw) * dt),
+        "renewable_available_mwh": float(np.sum(renewable) * dt),
         "renewable_used_mwh": float(np.sum(used) * dt),
         "curtailment_mwh": float(np.sum(curtailment) * dt),
         "green_share": float(np.sum(used) * dt / load_mwh) if load_mwh > 0 else 0.0,
         "peak_load_mw": float(load_mw.max()),
         "peak_grid_mw": float(grid.max()),
     }
-    return totals, (used, grid, curtailment, decision)
 
 
 # ------------------------------------------------------------------------------ schedules
@@ -162,11 +178,17 @@ class JobMetrics:
     running_hours: float
     gpu_hours: float
     it_energy_mwh: float
+    tokens_by_day: tuple[float, ...] = ()
+    """Tokens made on each day of the horizon (one value for a day instance)."""
+    daily_min_tokens: float = 0.0
+    """The fewest tokens each day must make (min_daily_share × tranche / D)."""
+    daily_minimums_met: bool = True
+    """Every day made at least ``daily_min_tokens``. ``tranche_met`` requires it too."""
 
 
 @dataclass(frozen=True)
-class Metrics:
-    """Everything reported about a day. Costs in $, energy in MWh, power in MW."""
+class EnergyMetrics:
+    """Costs and energies of a stretch of slots (:func:`energy_totals`). Costs in $, energy in MWh, power in MW."""
 
     operating_cost_usd: float
     grid_cost_usd: float
@@ -183,6 +205,23 @@ class Metrics:
     """Renewable used / facility load energy."""
     peak_load_mw: float
     peak_grid_mw: float
+
+
+@dataclass(frozen=True)
+class DayMetrics(EnergyMetrics):
+    """One day of a horizon: the energy figures over its slots, and each job's tokens that day."""
+
+    day: str
+    tokens: dict[str, float]
+    """Tokens of each job (by name) made this day."""
+    daily_minimums_met: bool
+    """Every job made at least its daily minimum this day."""
+
+
+@dataclass(frozen=True)
+class Metrics(EnergyMetrics):
+    """Everything reported about a day or a horizon (its totals; ``days``: per day)."""
+
     peak_gpus: int
     capacity_ok: bool
     capacity_violation_slots: int
@@ -190,10 +229,13 @@ class Metrics:
     completion: float
     """The lowest completion over the jobs."""
     jobs: tuple[JobMetrics, ...]
+    days: tuple[DayMetrics, ...] = ()
+    """Per day of the horizon (one entry for a day instance, equal to the totals)."""
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
         data["jobs"] = {job.name: asdict(job) for job in self.jobs}
+        data["days"] = [asdict(day) for day in self.days]
         return data
 
 
@@ -227,7 +269,7 @@ class SimulationResult:
 def simulate(inst: Instance, schedule: Sequence[Sequence[int]] | Mapping[str, Sequence[int]]) -> SimulationResult:
     """Score a schedule exactly (DESIGN §2). Capacity breaches are reported, not raised."""
     choices = validate_schedule(inst, schedule)
-    T = inst.slots
+    T, D = inst.slots, inst.horizon_days
     gpus_used = np.zeros(T, dtype=np.int64)
     it_power_kw = np.zeros(T)
     job_choice = np.empty((len(inst.jobs), T), dtype=np.int64)
@@ -241,8 +283,11 @@ def simulate(inst: Instance, schedule: Sequence[Sequence[int]] | Mapping[str, Se
         running = arr != PAUSE
         productive_h = np.where(running, segment_productive_hours(inst, job, restarted), 0.0)
         # Hours per mode first, then tokens: a mode held all day gives exactly r * 3600 * 24 = its tranche.
-        hours_by_mode = np.bincount(arr[running], weights=productive_h[running], minlength=job.n_modes)
-        tokens = float(np.sum(job.tokens_per_s_by_choice[:-1] * SECONDS_PER_HOUR * hours_by_mode))
+        tokens = _tokens(job, arr, running, productive_h)
+        by_day = (tokens,) if D == 1 else tuple(
+            _tokens(job, arr[d], running[d], productive_h[d]) for d in _day_segments(inst, job))
+        daily_min = inst.daily_min_tokens(job)
+        minimums_met = all(_reaches(x, daily_min) for x in by_day)
         completion = tokens / job.tranche_tokens if job.tranche_tokens > 0 else 1.0
         job_metrics.append(
             JobMetrics(
@@ -250,18 +295,31 @@ def simulate(inst: Instance, schedule: Sequence[Sequence[int]] | Mapping[str, Se
                 tokens=tokens,
                 tranche_tokens=job.tranche_tokens,
                 completion=completion,
-                tranche_met=bool(tokens >= job.tranche_tokens * (1 - TRANCHE_TOLERANCE)),
+                tranche_met=_reaches(tokens, job.tranche_tokens) and minimums_met,
                 modes_used=int(np.unique(arr[running]).size),
                 switches=int(switches(job, arr).sum()),
                 restarts=int(restarted.sum()),
                 running_hours=float(running.sum() * inst.segment_hours(job)),
                 gpu_hours=float(np.sum(job.gpus_by_choice[per_slot]) * inst.slot_hours),
                 it_energy_mwh=float(np.sum(job.it_power_kw_by_choice[per_slot]) * inst.slot_hours / 1000.0),
+                tokens_by_day=by_day,
+                daily_min_tokens=daily_min,
+                daily_minimums_met=minimums_met,
             )
         )
     load = facility_load_mw(inst, gpus_used, it_power_kw)
-    energy, (used, grid, curtailment, decision) = energy_accounting(inst, load)
+    energy, flows = energy_accounting(inst, load)
+    used, grid, curtailment, decision = flows
     over = gpus_used > inst.n_gpus
+    days = []
+    for d, day in enumerate(inst.days):
+        tokens_today = {m.name: m.tokens_by_day[d] for m in job_metrics}
+        days.append(DayMetrics(
+            day=day,
+            **(energy if D == 1 else energy_totals(inst, load, flows, inst.day_slots(d))),
+            tokens=tokens_today,
+            daily_minimums_met=all(_reaches(tokens_today[job.name], inst.daily_min_tokens(job)) for job in inst.jobs),
+        ))
     metrics = Metrics(
         **energy,
         peak_gpus=int(gpus_used.max()),
@@ -270,6 +328,7 @@ def simulate(inst: Instance, schedule: Sequence[Sequence[int]] | Mapping[str, Se
         tranches_met=all(m.tranche_met for m in job_metrics),
         completion=min(m.completion for m in job_metrics),
         jobs=tuple(job_metrics),
+        days=tuple(days),
     )
     flows = SlotFlows(
         gpus_used=gpus_used,
@@ -284,6 +343,24 @@ def simulate(inst: Instance, schedule: Sequence[Sequence[int]] | Mapping[str, Se
         job_choice=job_choice,
     )
     return SimulationResult(metrics=metrics, flows=flows, schedule=choices)
+
+
+def _tokens(job: Job, choices: np.ndarray, running: np.ndarray, productive_hours: np.ndarray) -> float:
+    """Tokens of the running segments given: hours per mode first, then tokens, so that a mode held all day
+    gives exactly r · 3600 · 24 = its default tranche."""
+    hours_by_mode = np.bincount(choices[running], weights=productive_hours[running], minlength=job.n_modes)
+    return float(np.sum(job.tokens_per_s_by_choice[:-1] * SECONDS_PER_HOUR * hours_by_mode))
+
+
+def _day_segments(inst: Instance, job: Job) -> list[slice]:
+    """The job's segments of each day of the horizon."""
+    per_day = inst.segments_per_day(job)
+    return [slice(d * per_day, (d + 1) * per_day) for d in range(inst.horizon_days)]
+
+
+def _reaches(tokens: float, target: float) -> bool:
+    """Whether tokens meet a target, up to :data:`TRANCHE_TOLERANCE` (floating-point rounding only)."""
+    return bool(tokens >= target * (1 - TRANCHE_TOLERANCE))
 
 
 # ------------------------------------------------------------------------------ schedule files
@@ -338,6 +415,11 @@ def format_metrics(m: Metrics) -> str:
     for job in m.jobs:
         lines.append(f"  {job.name}: completion {job.completion:.4f}, modes used {job.modes_used}, "
                      f"switches {job.switches}, restarts {job.restarts}")
+    if len(m.days) > 1:
+        for day in m.days:
+            tokens = ", ".join(f"{name} {x / 1e9:.3f} B" for name, x in day.tokens.items())
+            lines.append(f"  {day.day}: operating cost ${day.operating_cost_usd:,.2f}, tokens {tokens}"
+                         f"{'' if day.daily_minimums_met else ' (below the daily minimum)'}")
     return "\n".join(lines)
 
 
