@@ -42,6 +42,7 @@ from typing import Any
 import numpy as np
 
 from aidc_env.errors import InputError, require, run_cli
+from aidc_env.information import Forecast
 from aidc_env.modes import Mode, ModeParams, generate_modes
 from aidc_env.profiles import HOURS_PER_DAY, ProfileSet, hourly_to_slots, load_profiles
 
@@ -294,6 +295,9 @@ class Instance:
     """D, the consecutive days from ``day`` that the instance spans."""
     min_daily_share: float = DEFAULT_MIN_DAILY_SHARE
     """Each day must make at least this share of ``tranche_tokens / D`` of every job (0..1)."""
+    forecast: Forecast | None = None
+    """Day-ahead forecasts of the same slots (:mod:`aidc_env.information`); None: truth only. The simulator
+    never reads it (costs are paid on the truth)."""
 
     def __post_init__(self) -> None:
         price = np.array(self.price_usd_per_mwh, dtype=float)
@@ -311,6 +315,8 @@ class Instance:
             require(job.restart_hours < self.segment_hours(job), f"{job.name}.restart_hours",
                     "must be shorter than a checkpoint segment")
         self._check_horizon(price.size)
+        require(self.forecast is None or (isinstance(self.forecast, Forecast) and self.forecast.slots == price.size),
+                "forecast", f"must be a Forecast of {price.size} slots")
         renewable = self.renewable_ratio * self.rated_facility_mw * shape
         for name, arr in (("price_usd_per_mwh", price), ("renewable_shape", shape), ("renewable_mw", renewable)):
             arr.setflags(write=False)
@@ -396,6 +402,7 @@ class Instance:
             "days": list(self.days),
             "day_start_slots": list(self.day_start_slots),
             "min_daily_share": self.min_daily_share,
+            **({"forecast": self.forecast.to_dict()} if self.forecast is not None else {}),
         }
 
     @classmethod
@@ -424,6 +431,7 @@ class Instance:
                 renewable_shape=_as_array(data["renewable_shape"], "renewable_shape"),
                 horizon_days=_as_int(data.get("horizon_days", 1), "horizon_days"),
                 min_daily_share=_as_float(data.get("min_daily_share", DEFAULT_MIN_DAILY_SHARE), "min_daily_share"),
+                forecast=Forecast.from_dict(data["forecast"]) if data.get("forecast") is not None else None,
             )
         except KeyError as err:
             raise InputError(str(err.args[0]), "missing from the instance") from None

@@ -1,0 +1,155 @@
+"""What is known when (DESIGN §9 "Information"): day-ahead forecasts aligned with an instance, and views.
+
+The truth of an instance (its price λ_t and renewable shape cf_t) is revealed slot by slot: at the start
+of slot t, the values of slots 0..t−1 are known, those of t..T−1 are not. The forecast of day d is
+issued the day before at :data:`ISSUE_HOUR` (10:00, when the day-ahead market closes), so at slot t the
+forecasts of every day whose issue time has passed are known, and nothing else.
+
+An instance may carry a :class:`Forecast` (``Instance.forecast``): per slot, each day's forecast as
+issued the day before, and S equally likely scenarios of the same days. Policies and the env read the
+future only through :func:`outlook` (and the past through :func:`realised`):
+
+- ``information="perfect"``: the truth (hindsight; the oracle's view);
+- ``information="dayahead"``: the forecast of every day already issued at slot t; days whose forecast is
+  not issued yet repeat the last issued day's forecast (documented persistence of the forecast, the
+  simplest rule an operator would use for days beyond the market).
+
+The simulator never reads the forecast: costs are always paid on the truth.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from aidc_env.errors import require
+
+ISSUE_HOUR = 10
+"""Local clock hour of day d − 1 at which day d's forecast is issued (CAISO's day-ahead market closes at 10:00)."""
+HOURS_PER_DAY = 24
+INFORMATION = ("perfect", "dayahead")
+"""Information settings: the truth (hindsight), or day-ahead forecasts revealed as they are issued."""
+
+
+@dataclass(frozen=True, eq=False)
+class Forecast:
+    """Day-ahead forecasts aligned with an instance's T slots (each day's as issued the day before)."""
+
+    price_usd_per_mwh: np.ndarray
+    """(T,) point forecast of λ_t ($/MWh)."""
+    renewable_shape: np.ndarray
+    """(T,) point forecast of cf_t, in [0, 1]."""
+    price_scenarios_usd_per_mwh: np.ndarray
+    """(S, T) equally likely price scenarios (S may be 0)."""
+    renewable_shape_scenarios: np.ndarray
+    """(S, T) renewable-shape scenarios, drawn jointly with the prices (same residual day)."""
+    source: str = ""
+    """How the forecast was made (e.g. the forecaster and its training days)."""
+
+    def __post_init__(self) -> None:
+        price = np.array(self.price_usd_per_mwh, dtype=float)
+        shape = np.array(self.renewable_shape, dtype=float)
+        require(price.ndim == 1 and price.size > 0, "forecast.price_usd_per_mwh", "must be a non-empty list")
+        require(shape.shape == price.shape, "forecast.renewable_shape", f"must have {price.size} values")
+        scen_price = np.array(self.price_scenarios_usd_per_mwh, dtype=float).reshape(-1, price.size)
+        scen_shape = np.array(self.renewable_shape_scenarios, dtype=float).reshape(-1, price.size)
+        require(scen_price.shape == scen_shape.shape, "forecast.renewable_shape_scenarios",
+                f"must have as many scenarios as the prices ({scen_price.shape[0]})")
+        for name, arr in (("price_usd_per_mwh", price), ("renewable_shape", shape),
+                          ("price_scenarios_usd_per_mwh", scen_price), ("renewable_shape_scenarios", scen_shape)):
+            require(bool(np.all(np.isfinite(arr))), f"forecast.{name}", "contains NaN or infinite values")
+        for name, arr in (("renewable_shape", shape), ("renewable_shape_scenarios", scen_shape)):
+            require(bool(np.all((arr >= 0) & (arr <= 1))), f"forecast.{name}", "values must be within [0, 1]")
+        for name, arr in (("price_usd_per_mwh", price), ("renewable_shape", shape),
+                          ("price_scenarios_usd_per_mwh", scen_price), ("renewable_shape_scenarios", scen_shape)):
+            arr.setflags(write=False)
+            object.__setattr__(self, name, arr)
+
+    @property
+    def slots(self) -> int:
+        return int(self.price_usd_per_mwh.size)
+
+    @property
+    def n_scenarios(self) -> int:
+        return int(self.price_scenarios_usd_per_mwh.shape[0])
+
+    def to_dict(self) -> dict:
+        return {
+            "price_usd_per_mwh": self.price_usd_per_mwh.tolist(),
+            "renewable_shape": self.renewable_shape.tolist(),
+            "price_scenarios_usd_per_mwh": self.price_scenarios_usd_per_mwh.tolist(),
+            "renewable_shape_scenarios": self.renewable_shape_scenarios.tolist(),
+            "source": self.source,
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict) -> Forecast:
+        require(isinstance(data, dict), "forecast", "must be an object")
+        for key in ("price_usd_per_mwh", "renewable_shape"):
+            require(key in data, f"forecast.{key}", "missing")
+        return cls(price_usd_per_mwh=data["price_usd_per_mwh"], renewable_shape=data["renewable_shape"],
+                   price_scenarios_usd_per_mwh=data.get("price_scenarios_usd_per_mwh", []),
+                   renewable_shape_scenarios=data.get("renewable_shape_scenarios", []),
+                   source=str(data.get("source", "")))
+
+
+def slots_per_hour(inst) -> int:
+    return int(round(1.0 / inst.slot_hours))
+
+
+def issue_slot(inst, d: int) -> int:
+    """Slot on the instance's axis at which day ``d``'s forecast is issued (negative: before the start)."""
+    return d * inst.slots_per_day - (HOURS_PER_DAY - ISSUE_HOUR) * slots_per_hour(inst)
+
+
+def issued_days(inst, t: int) -> int:
+    """How many days of the horizon (from the first) have their forecast issued at the start of slot t."""
+    return sum(1 for d in range(inst.horizon_days) if issue_slot(inst, d) <= t)
+
+
+def _forward(inst, t: int, values: np.ndarray, issued: int) -> np.ndarray:
+    """``values`` (T,) for slots t..T−1, days past the last issued one repeating that day's values."""
+    spd = inst.slots_per_day
+    out = np.array(values[t:], dtype=float)
+    last = issued - 1
+    for d in range(issued, inst.horizon_days):
+        lo, hi = d * spd, (d + 1) * spd
+        start = max(lo, t)
+        if start >= hi:
+            continue
+        out[start - t: hi - t] = values[last * spd + (start - lo): last * spd + spd]
+    return out
+
+
+def outlook(inst, t: int, information: str = "dayahead", scenario: int | None = None) -> tuple[np.ndarray,
+                                                                                             np.ndarray]:
+    """(price, renewable shape) of slots t..T−1 as known at the start of slot t.
+
+    ``scenario``: with ``dayahead``, scenario s of the forecast instead of the point forecast.
+    """
+    require(information in INFORMATION, "information", f"must be one of {', '.join(INFORMATION)}")
+    require(0 <= t <= inst.slots, "slot", f"must be within 0..{inst.slots}")
+    if information == "perfect":
+        return inst.price_usd_per_mwh[t:].copy(), inst.renewable_shape[t:].copy()
+    forecast: Forecast | None = getattr(inst, "forecast", None)
+    require(forecast is not None, "forecasts", "day-ahead information needs an instance with forecasts "
+            "(give --forecasts)")
+    require(forecast.slots == inst.slots, "forecast", f"has {forecast.slots} slots, the instance {inst.slots}")
+    if scenario is None:
+        price, shape = forecast.price_usd_per_mwh, forecast.renewable_shape
+    else:
+        require(0 <= scenario < forecast.n_scenarios, "scenario", f"must be within 0..{forecast.n_scenarios - 1}")
+        price = forecast.price_scenarios_usd_per_mwh[scenario]
+        shape = forecast.renewable_shape_scenarios[scenario]
+    issued = issued_days(inst, t)  # >= 1: the first day's forecast is issued before the instance starts
+    return _forward(inst, t, price, issued), _forward(inst, t, shape, issued)
+
+
+def realised(inst, t: int) -> tuple[np.ndarray, np.ndarray]:
+    """(price, renewable shape) of slots 0..t−1: the truth revealed before slot t."""
+    require(0 <= t <= inst.slots, "slot", f"must be within 0..{inst.slots}")
+    return inst.price_usd_per_mwh[:t].copy(), inst.renewable_shape[:t].copy()
+
+
+__all__ = ["INFORMATION", "ISSUE_HOUR", "Forecast", "issue_slot", "issued_days", "outlook", "realised"]
