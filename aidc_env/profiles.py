@@ -31,7 +31,6 @@ Command line: ``python -m aidc_env.profiles [--profiles PATH] [--json]`` prints 
 
 from __future__ import annotations
 
-import argparse
 import datetime as dt
 import json
 import math
@@ -47,7 +46,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from aidc_env.errors import InputError, require, run_cli
+from aidc_env.errors import CliParser, InputError, require, run_cli
+from aidc_env.io import dumps_json
 
 HOURS_PER_DAY = 24
 """Clock hours of the day model (DST days are mapped onto 24 clock hours)."""
@@ -597,7 +597,7 @@ def _format_summary(info: Mapping[str, Any]) -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
+    parser = CliParser(
         prog="python -m aidc_env.profiles",
         description="Summarise a profile source: days loaded, date range, renewable capacity, skipped days.",
     )
@@ -611,7 +611,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--json", action="store_true", help="print the summary as JSON")
     args = parser.parse_args(argv)
     info = summary(load_profiles(args.profiles))
-    print(json.dumps(info, indent=2) if args.json else _format_summary(info))
+    print(dumps_json(info, indent=2) if args.json else _format_summary(info))
     return 0
 
 
