@@ -47,8 +47,12 @@ def require_number(value: Any, field: str, low: float, high: float, *, integer: 
         pass
     ok = is_number and math.isfinite(value) and (float(value).is_integer() if integer else True)
     ok = ok and (value > low if low_open else value >= low) and value <= high
-    bound = f"{'>' if low_open else '>='} {low:g} and <= {high:g}"
+    bound = f"{'>' if low_open else '>='} {_number_text(low)} and <= {_number_text(high)}"
     require(bool(ok), field, f"must be {kind} {bound}, got {value!r}")
+
+
+def _number_text(value: float) -> str:
+    return str(int(value)) if float(value).is_integer() and abs(value) < 1e16 else f"{value:g}"
 
 
 class CliParser(argparse.ArgumentParser):
