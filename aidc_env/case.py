@@ -239,12 +239,12 @@ class Job:
             job = cls(
                 name=str(data["name"]),
                 model=str(data.get("model", "")),
-                segments=int(data["segments"]),
-                restart_hours=float(data["restart_hours"]),
+                segments=_as_int(data["segments"], f"{where}.segments"),
+                restart_hours=_as_float(data["restart_hours"], f"{where}.restart_hours"),
                 modes=modes,
-                baseline_mode=int(data.get("baseline_mode", PAUSE)),
-                initial_mode=int(data.get("initial_mode", PAUSE)),
-                tranche_tokens=float(data["tranche_tokens"]),
+                baseline_mode=_as_int(data.get("baseline_mode", PAUSE), f"{where}.baseline_mode"),
+                initial_mode=_as_int(data.get("initial_mode", PAUSE), f"{where}.initial_mode"),
+                tranche_tokens=_as_float(data["tranche_tokens"], f"{where}.tranche_tokens"),
             )
         except KeyError as err:
             raise InputError(f"{where}.{err.args[0]}", "missing") from None
