@@ -201,12 +201,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         model = make_model(config, vec_env, tensorboard_log=tb)
         write_json(out / CONFIG_FILE, {"config": config.to_dict(), "status": "training"})
 
-    # 5. Callbacks: periodic checkpoints (save_freq counts vec-env steps of n_envs agent steps each), written
+    # 5. Callbacks: checkpoints every checkpoint_freq agent steps (at the next rollout boundary), written
     # atomically, and a clean stop at the next step after Ctrl-C.
     from stable_baselines3.common.callbacks import CallbackList
 
     interrupted = []
-    callbacks = CallbackList([checkpoint_callback(max(config.checkpoint_freq // config.n_envs, 1), checkpoints),
+    callbacks = CallbackList([checkpoint_callback(config.checkpoint_freq, checkpoints),
                               stop_callback(lambda: bool(interrupted))])
 
     # 6. Learn (SB3's progress bar is tqdm.rich, which warns that it is experimental). The first Ctrl-C asks for a

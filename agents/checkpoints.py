@@ -64,26 +64,47 @@ def load_newest_good(folder: Path, load: Callable[[Path], Any]) -> tuple[Any, Pa
     raise InputError("resume", f"no readable checkpoint in {folder}")
 
 
-def checkpoint_callback(save_freq_calls: int, folder: Path):
-    """An SB3 callback saving a checkpoint every ``save_freq_calls`` vec-env steps, atomically."""
+def checkpoint_callback(every_steps: int, folder: Path):
+    """An SB3 callback saving a checkpoint, atomically, each time the step count passes a multiple of
+    ``every_steps``, at the next rollout boundary (after the update, so that a resume starts where an uninterrupted
+    run would be; SB3 learns from whole rollouts) and at the end of training."""
     from stable_baselines3.common.callbacks import BaseCallback
 
     class AtomicCheckpoints(BaseCallback):
-        def _on_step(self) -> bool:
-            if self.n_calls % save_freq_calls == 0:
+        def _init_callback(self) -> None:
+            self._next = (self.model.num_timesteps // every_steps + 1) * every_steps
+
+        def _maybe_save(self) -> None:
+            if self.model.num_timesteps >= self._next:
                 save_checkpoint(self.model, folder)
+                self._next = (self.model.num_timesteps // every_steps + 1) * every_steps
+
+        def _on_rollout_start(self) -> None:
+            self._maybe_save()
+
+        def _on_training_end(self) -> None:
+            self._maybe_save()
+
+        def _on_step(self) -> bool:
             return True
 
     return AtomicCheckpoints()
 
 
 def stop_callback(should_stop: Callable[[], bool]):
-    """An SB3 callback ending ``learn`` at the next step once ``should_stop()`` (e.g. after Ctrl-C)."""
+    """An SB3 callback ending ``learn`` at the next step once ``should_stop()`` (e.g. after Ctrl-C), with the model
+    back at the step count of its last update."""
     from stable_baselines3.common.callbacks import BaseCallback
 
     class StopWhenAsked(BaseCallback):
         def _on_step(self) -> bool:
-            return not should_stop()
+            if not should_stop():
+                return True
+            # SB3 learns from whole rollouts: the steps of this unfinished one are dropped, so they are not counted
+            # either. A resumed run then keeps an uninterrupted run's rollout boundaries and learning-rate schedule.
+            # (on_step comes after the step is counted and before it is added to the buffer: pos + 1 steps.)
+            self.model.num_timesteps -= (self.model.rollout_buffer.pos + 1) * self.model.n_envs
+            return False
 
     return StopWhenAsked()
 

@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import dataclasses
 import platform
+import zipfile
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -560,11 +561,12 @@ def load_model(path: str | Path):
 
     The config is read from inside the zip; if absent, from config.json beside it.
     """
-    from sb3_contrib import MaskablePPO
-
     path = Path(path)
     require(path.exists(), "model", f"no PPO model at {path}")
     require(path.is_file(), "model", f"{path} is not a file (give the model .zip)")
+    require(zipfile.is_zipfile(path), "model", f"{path} is not a zip file (a saved MaskablePPO model is)")
+    from sb3_contrib import MaskablePPO  # torch loads only once the file may be a model
+
     try:
         model = MaskablePPO.load(path, device="cpu")
     except Exception as err:  # a corrupt zip raises anything from zipfile, torch, json or pickle
