@@ -12,6 +12,7 @@ import json
 import os
 import subprocess
 import sys
+import zipfile
 from pathlib import Path
 from typing import Any
 
@@ -223,6 +224,10 @@ def files(tmp_path_factory) -> dict[str, str]:
     write("csv_no_day.csv", csv_day(price="x"))
     write("model_corrupt.zip", b"PK\x03\x04 not really a zip")
     write("model_text.zip", "hello")
+    with zipfile.ZipFile(folder / "model_not_a_model.zip", "w") as archive:
+        archive.writestr("data", "{not json")
+    paths["model_not_a_model.zip"] = str(folder / "model_not_a_model.zip")
+    write("csv_latin1.csv", CSV_HEADER.encode() + "2023-06-17T07:00:00Z,caf\xe9,1,2,3\n".encode("latin-1"))
     write("existing.json", "{}")
     os.mkdir(folder / "model_dir")
     paths["model_dir"] = str(folder / "model_dir")
@@ -265,7 +270,8 @@ def corpus(f: dict[str, str]) -> list[tuple[str, list[str], str]]:
         ("csv_price_huge.csv", "price_usd_per_mwh"), ("csv_solar_huge.csv", "solar_mw"),
         ("csv_wind_huge.csv", "wind_mw"), ("csv_no_price.csv", "price_usd_per_mwh"),
         ("csv_bad_time.csv", "timestamp_utc"), ("csv_bad_local.csv", "local_start"), ("csv_empty.csv", "profiles"),
-        ("csv_header_only.csv", "profiles"), ("csv_no_day.csv", "profiles"), ("model_corrupt.zip", "profiles")]]
+        ("csv_header_only.csv", "profiles"), ("csv_no_day.csv", "profiles"), ("model_corrupt.zip", "profiles"),
+        ("csv_latin1.csv", "profiles"), ("missing.csv", "missing.csv")]]
     entries += [("profiles", ["--bogus"], "arguments"), ("profiles", ["--profiles", f["dir"]], "profiles")]
     # oracle: flags, the case path, and every instance JSON field
     entries += [("oracle", a, fld) for a, fld in [
@@ -277,7 +283,10 @@ def corpus(f: dict[str, str]) -> list[tuple[str, list[str], str]]:
         (["--instance", f["dir"]], "instance"), (["--instance", "missing.json"], "instance"),
         (["--instance", f["instance_broken.json"]], "instance"), (["--instance", f["instance_nan.json"]], "instance"),
         (["--instance", f["instance_list.json"]], "instance"), (["--instance", f["instance_missing.json"]], "slot_hours"),
-        (["--solver", "nosuchsolver", "--segments", "4"], "solver")]]
+        (["--solver", "nosuchsolver", "--segments", "4"], "solver"), (["--day", "2023-06-31"], "day"),
+        (["--day", "2022-06-17"], "day"), (["--profiles", "csv_price_huge.csv"], "price_usd_per_mwh"),
+        (["--segments", "5"], "segments"), (["--case", "case_ratio_huge.toml"], "renewable_ratio"),
+        (["--no-such-flag"], "arguments")]]
     entries += [("oracle", ["--instance", f[name], "--json"], fld) for name, _, _, fld in BAD_INSTANCES]
     # aidc_env.simulate: the schedule JSON
     entries += [("simulate", ["--instance", inst, "--schedule", f[name]], fld) for name, fld in [
@@ -290,7 +299,9 @@ def corpus(f: dict[str, str]) -> list[tuple[str, list[str], str]]:
     entries += [("simulate", a, fld) for a, fld in [
         (["--instance", inst, "--schedule", f["dir"]], "schedule"), (["--instance", inst], "--schedule"),
         (["--instance", f["instance_broken.json"], "--schedule", inst], "instance"),
-        (["--instance", inst, "--schedule", "missing.json"], "schedule")]]
+        (["--instance", inst, "--schedule", "missing.json"], "schedule"),
+        (["--instance", "instance_pue_huge.json", "--schedule", "schedule_short.json"], "pue"),
+        (["--instance", inst, "--schedule", f["schedule_short.json"], "--flows", "--bogus"], "arguments")]]
     # train.py: every flag, and the outputs
     entries += [("train", a, fld) for a, fld in [
         (["--out", f["existing.json"]], "out"), (["--out", nope], "out"), (["--learning-rate", "-1"], "learning-rate"),
@@ -307,13 +318,17 @@ def corpus(f: dict[str, str]) -> list[tuple[str, list[str], str]]:
         (["--renewable-ratio", "1e308"], "renewable-ratio"), (["--activation", "gelu"], "--activation"),
         (["--lr-schedule", "cosine"], "--lr-schedule"), (["--case", f["dir"]], "case"),
         (["--profiles", f["dir"], "--out", "dir/run"], "profiles"),
-        (["--resume", "--out", "dir/run"], "resume")]]
+        (["--resume", "--out", "dir/run"], "resume"),
+        (["--profiles", "csv_price_huge.csv", "--out", "dir/run"], "price_usd_per_mwh"),
+        (["--case", "case_job_segments_odd.toml", "--out", "dir/run"], "jobs[0].segments")]]
     # evaluate.py: every flag, the model and the outputs
     entries += [("evaluate", a, fld) for a, fld in [
         (["--policies", "ppo", "--model", f["model_corrupt.zip"]], "model"),
         (["--policies", "ppo", "--model", f["model_text.zip"]], "model"),
         (["--policies", "ppo", "--model", f["model_dir"]], "model"),
         (["--policies", "ppo", "--model", "missing.zip"], "model"),
+        (["--policies", "ppo", "--model", f["model_not_a_model.zip"]], "model"),
+        (["--policies", "fixed", "--days", "2022-01-01"], "days"),
         (["--policies", "fixed", "--out", nope], "out"), (["--policies", "fixed", "--out", f["existing.json"]], "out"),
         (["--policies", "fixed", "--json", nope], "json"), (["--policies", "fixed", "--json", f["dir"]], "json"),
         (["--policies", "magic"], "policies"), (["--policies", ","], "policies"),
@@ -334,7 +349,10 @@ def corpus(f: dict[str, str]) -> list[tuple[str, list[str], str]]:
         (["gpus", "--time-limit", "0"], "time-limit"), (["gpus", "--out", nope], "out"),
         (["days", "--days", "2023-02-30"], "day"), (["headline", "--days", "2023-06-17"], "days"),
         (["headline", "--day", "1999-01-01"], "day"), (["headline", "--update-docs", "--results", nope], "results"),
-        (["headline", "--case", f["dir"]], "case")]]
+        (["headline", "--case", f["dir"]], "case"), (["renewable", "--grid", "nan"], "grid"),
+        (["days", "--days", "2022-01-01"], "day"), (["headline", "--profiles", "csv_wind_huge.csv"], "wind_mw"),
+        (["headline", "--update-docs", "--results", "dir/results.md", "--figures", "/proc/nope"], "figures"),
+        (["headline", "--update-docs", "--results", f["dir"]], "results")]]
     entries += [("evaluate", ["--study", "gpus", "--grid", "x"], "grid"),
                 ("evaluate", ["--study", "nostudy"], "study")]
     return entries
