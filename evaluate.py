@@ -203,6 +203,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     # 3. Policies (a given model must load; the default one may be missing).
     model_path = args.model or str(Path("runs") / f"ppo-{case.name}" / "model.zip")
     if "ppo" in policies and args.model is None and not Path(model_path).exists():
+        require(policies != ["ppo"], "model", f"no trained PPO model at {model_path}; give --model or train one with "
+                f"python train.py --case {case.name}")
         print(f"No trained PPO model at {model_path}: evaluating the other policies. Train one with "
               f"python train.py --case {case.name}" + (f" --profiles {args.profiles}" if args.profiles else ""),
               file=sys.stderr)

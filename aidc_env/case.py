@@ -161,11 +161,8 @@ class Case:
                 require(_is_int(job.baseline_gpus) and job.baseline_gpus > 0, f"{where}.baseline_gpus",
                         "must be a positive integer")
             if job.tranche_tokens is not None:
-                require(_finite(job.tranche_tokens) and job.tranche_tokens >= 0, f"{where}.tranche_tokens",
-                        "must be a number >= 0")
-            require_number(job.restart_minutes, f"{where}.restart_minutes", 0.0, limits.MAX_RESTART_MINUTES)
-            if job.tranche_tokens is not None:
                 require_number(job.tranche_tokens, f"{where}.tranche_tokens", 0.0, limits.MAX_TRANCHE_TOKENS)
+            require_number(job.restart_minutes, f"{where}.restart_minutes", 0.0, limits.MAX_RESTART_MINUTES)
             if job.baseline_gpus is not None:
                 require_number(job.baseline_gpus, f"{where}.baseline_gpus", 1, limits.MAX_GPUS, integer=True)
 

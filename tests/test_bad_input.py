@@ -328,7 +328,7 @@ def corpus(f: dict[str, str]) -> list[tuple[str, list[str], str]]:
         (["--policies", "ppo", "--model", f["model_dir"]], "model"),
         (["--policies", "ppo", "--model", "missing.zip"], "model"),
         (["--policies", "ppo", "--model", f["model_not_a_model.zip"]], "model"),
-        (["--policies", "fixed", "--days", "2022-01-01"], "days"),
+        (["--policies", "fixed", "--days", "2022-01-01"], "days"), (["--policies", "ppo"], "model"),
         (["--policies", "fixed", "--out", nope], "out"), (["--policies", "fixed", "--out", f["existing.json"]], "out"),
         (["--policies", "fixed", "--json", nope], "json"), (["--policies", "fixed", "--json", f["dir"]], "json"),
         (["--policies", "magic"], "policies"), (["--policies", ","], "policies"),
