@@ -40,10 +40,11 @@ def worker_pool(workers: int) -> Iterator[ProcessPoolExecutor]:
     try:
         yield pool
     except BaseException:
-        processes = list((getattr(pool, "_processes", None) or {}).values())  # no public API ends running tasks
-        pool.shutdown(wait=False, cancel_futures=True)
-        for process in processes:
+        # No public API ends running tasks: end the workers, then let the pool find them gone (its pending futures
+        # fail as a broken pool; cancelling them as well races with its manager thread).
+        for process in list((getattr(pool, "_processes", None) or {}).values()):
             process.terminate()
+        pool.shutdown(wait=False)
         raise
     pool.shutdown(wait=True)
 
