@@ -172,6 +172,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             gamma=args.gamma, gae_lambda=args.gae_lambda, ent_coef=args.ent_coef, clip_range=args.clip_range,
             net_arch=args.net_arch, activation=args.activation,
             checkpoint_freq=args.checkpoint_freq)
+    case.with_overrides(**config.overrides)  # e.g. --segments 7 is refused here, before any work
 
     # 2. Days: the train split of the profile source.
     profiles = load_profiles(config.profiles, renewable_capacity_mw=case.renewable_capacity_mw)
@@ -236,13 +237,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         return save_interrupted(model, config, out, seconds)
     vec_env.close()
 
-    # 7. Save, and check the model on the held-out days against fixed and greedy (no oracle: evaluate.py).
-    check = heldout_check(model, config, profiles) if config.heldout_days else {}
+    # 7. Save, then check the model on the held-out days against fixed and greedy (no oracle: evaluate.py).
     wall = previous_train_seconds(out) + seconds if newest is not None else seconds
-    model_path, config_path = save_run(model, config, out, extra={
-        "status": "done", "num_timesteps": int(model.num_timesteps), "train_seconds": wall,
-        "steps_per_second": (remaining / seconds) if remaining > 0 and seconds > 0 else None,
-        "heldout_check": check})
+    facts = {"status": "done", "num_timesteps": int(model.num_timesteps), "train_seconds": wall,
+             "steps_per_second": (remaining / seconds) if remaining > 0 and seconds > 0 else None}
+    model_path, config_path = save_run(model, config, out, extra=facts)  # saved before the check can be interrupted
+    check = heldout_check(model, config, profiles) if config.heldout_days else {}
+    write_json(config_path, {**read_json_file(config_path, "out"), "heldout_check": check})
     print(f"trained {model.num_timesteps:,} steps in {seconds / 60:.1f} min; saved {model_path} and {config_path}")
     if check:
         print(f"held-out days ({check['days']}): mean operating cost ppo ${check['ppo']:,.2f}, fixed "

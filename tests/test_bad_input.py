@@ -320,7 +320,8 @@ def corpus(f: dict[str, str]) -> list[tuple[str, list[str], str]]:
         (["--profiles", f["dir"], "--out", "dir/run"], "profiles"),
         (["--resume", "--out", "dir/run"], "resume"),
         (["--profiles", "csv_price_huge.csv", "--out", "dir/run"], "price_usd_per_mwh"),
-        (["--case", "case_job_segments_odd.toml", "--out", "dir/run"], "jobs[0].segments")]]
+        (["--case", "case_job_segments_odd.toml", "--out", "dir/run"], "jobs[0].segments"),
+        (["--segments", "7", "--out", "dir/run"], "segments")]]
     # evaluate.py: every flag, the model and the outputs
     entries += [("evaluate", a, fld) for a, fld in [
         (["--policies", "ppo", "--model", f["model_corrupt.zip"]], "model"),
