@@ -44,9 +44,9 @@ from gymnasium import spaces
 
 from agents.checkpoints import save_model_atomically
 from aidc_env.case import SECONDS_PER_HOUR, Instance
+from aidc_env.env import CheckpointDispatchEnv
 from aidc_env.errors import InputError, require
 from aidc_env.io import read_json_file, write_json
-from aidc_env.env import CheckpointDispatchEnv
 from aidc_env.simulator import segment_productive_hours, simulate
 
 CONFIG_FILE = "config.json"
