@@ -35,7 +35,6 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import json
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -44,7 +43,9 @@ from typing import Any
 
 import numpy as np
 
-from aidc_env.errors import InputError, require, run_cli
+from aidc_env.errors import CliParser, InputError, require, require_number, run_cli
+from aidc_env.io import dumps_json
+from aidc_env.limits import MAX_GPUS
 
 # --- unit conversions (exact, not assumptions) -------------------------------------------------
 BYTES_PER_GIB = 2**30
@@ -779,8 +780,8 @@ def _format_table(title: str, mode_set: ModeSet) -> str:
 DEFAULT_CLI_GPUS = 2048  # pool of --model runs: the reference case's 2048 GPUs
 
 
-def _build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+def _build_parser() -> CliParser:
+    parser = CliParser(
         prog="python -m aidc_env.modes",
         description="Generate the screened and Pareto-pruned 3D-parallel (tp, pp, dp, micro-batch) modes "
                     "of LLaMA pre-training jobs on A100-80GB nodes: GPUs, tokens/s and IT power (kW, no PUE).",
@@ -802,7 +803,7 @@ def _build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     args = _build_parser().parse_args(argv)
     if args.gpus is not None:
-        require(args.gpus > 0, "gpus", f"must be a positive integer, got {args.gpus}")
+        require_number(args.gpus, "gpus", 1, MAX_GPUS, integer=True)
 
     jobs: list[tuple[str, ModeSet]] = []
     if args.model is not None:
@@ -818,7 +819,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             jobs.append((job.name, generate_modes(job.model, n_gpus, case.mode_params)))
 
     if args.json:
-        print(json.dumps({"gpus": n_gpus, "jobs": [ms.to_dict(name) for name, ms in jobs]}, indent=2))
+        print(dumps_json({"gpus": n_gpus, "jobs": [ms.to_dict(name) for name, ms in jobs]}, indent=2))
     else:
         print(f"GPU pool: {n_gpus}")
         for name, ms in jobs:

@@ -11,7 +11,6 @@ Goal (issue "Gymnasium environment"): the env's time per step ≤ 3 × CartPole'
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import time
 from pathlib import Path
@@ -25,6 +24,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import aidc_env  # noqa: E402,F401  (registers the env)
 from aidc_env.case import add_case_arguments, case_overrides  # noqa: E402
 from aidc_env.env import ENV_ID  # noqa: E402
+from aidc_env.io import dumps_json  # noqa: E402
 
 GOAL_RATIO = 3.0
 
@@ -88,7 +88,7 @@ def main(argv: list[str] | None = None) -> int:
         "goal_met": ratio <= GOAL_RATIO,
     }
     if args.json:
-        print(json.dumps(result, indent=1))
+        print(dumps_json(result, indent=1))
     else:
         print(f"CartPole-v1                          {cartpole:8.1f} us/step")
         print(f"{ENV_ID} (safety mask) {dispatch['us_per_step']:8.1f} us/step "

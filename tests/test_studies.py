@@ -10,6 +10,7 @@ from aidc_env.simulator import simulate
 from agents.baselines import fixed_schedule
 from experiments import studies
 from experiments.flexibility import continuous_power_optimum, restrict_to_baseline_mode
+from experiments.runs import update_docs_section
 
 pytest.importorskip("oracle")
 
@@ -62,10 +63,10 @@ def test_headline_and_results_section(ctx, tmp_path):
     fixed, best = frame.iloc[0], frame.iloc[1]
     assert best["operating_cost_usd"] < fixed["operating_cost_usd"]
     results = tmp_path / "results.md"
-    studies.write_section(results, "headline", table)
-    studies.write_section(results, "headline", "replaced")
+    update_docs_section(results, "headline", table, ["2023-06-17"])
+    update_docs_section(results, "headline", "replaced", ["2023-06-17"])
     text = results.read_text()
-    assert text.count("<!-- study:headline -->") == 1 and "replaced" in text
+    assert text.count("<!-- study:headline days=1:") == 1 and "replaced" in text
 
 
 def test_baseline_restriction_and_continuous_model():
@@ -80,9 +81,15 @@ def test_baseline_restriction_and_continuous_model():
 
 
 def test_study_cli_writes_csv_png_and_section(tmp_path):
-    results = tmp_path / "results.md"
-    code = studies.main(["gpus", "--grid", "1152,1280", "--out", str(tmp_path), "--results", str(results),
+    results = tmp_path / "docs" / "results.md"
+    out = tmp_path / "run"
+    code = studies.main(["gpus", "--grid", "1152,1280", "--out", str(out), "--results", str(results),
                          "--workers", "1"])
     assert code == 0
-    assert (tmp_path / "gpus.csv").exists() and (tmp_path / "gpus.png").exists()
-    assert "<!-- study:gpus -->" in results.read_text()
+    assert (out / "gpus.csv").exists() and (out / "gpus.png").exists() and (out / "gpus.md").exists()
+    assert not results.exists() and not (out / "gpus.partial.csv").exists()  # docs only with --update-docs
+    code = studies.main(["gpus", "--grid", "1152,1280", "--out", str(out), "--results", str(results),
+                         "--workers", "1", "--update-docs"])
+    assert code == 0
+    assert "<!-- study:gpus days=1:" in results.read_text() and "(figures/gpus.png)" in results.read_text()
+    assert (tmp_path / "docs" / "figures" / "gpus.png").exists()

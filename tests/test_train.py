@@ -227,7 +227,7 @@ def test_train_defaults_come_from_ppoconfig():
                         ("choice_features", "choice_features"), ("reward_day_scaled", "reward_day_scaled"),
                         ("case", "case")):
         assert getattr(args, flag) == getattr(defaults, field), flag
-    assert args.net_arch == ",".join(map(str, defaults.net_arch))
+    assert args.net_arch == defaults.net_arch
     assert args.lookahead == defaults.env_kwargs["lookahead"]
     # The wrapper's own keyword defaults are PPOConfig's too.
     import inspect
