@@ -348,7 +348,7 @@ class DecisionSteps(gym.Wrapper):
                 boundary[: inst.slots: inst.slots_per_segment(job)] = True
             baseline = np.zeros(inst.slots)
             if self.reward_baseline == "fixed":
-                from agents.baselines import fixed_schedule
+                from aidc_env.baselines import fixed_schedule
 
                 baseline = simulate(inst, fixed_schedule(inst)).flows.decision_cost_usd
             extra = day_forecast_table(inst) if self.hourly_forecast else None
@@ -616,7 +616,7 @@ def rollout_schedule(inst: Instance, choose: Callable[[np.ndarray, np.ndarray], 
 
 def heldout_check(model, config: PPOConfig, profiles=None) -> dict[str, Any]:
     """Mean operating cost of the model, fixed and greedy on the config's held-out days (simulator-scored)."""
-    from agents.baselines import fixed_schedule, greedy_schedule
+    from aidc_env.baselines import fixed_schedule, greedy_schedule
     from aidc_env.case import build_instances
 
     instances = build_instances(config.case, config.heldout_days, profiles if profiles is not None else config.profiles,

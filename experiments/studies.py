@@ -24,7 +24,7 @@ import numpy as np
 import pandas as pd
 from tqdm import tqdm
 
-from agents.baselines import fixed_schedule
+from aidc_env.baselines import fixed_schedule
 from aidc_env.case import Instance, build_instance, build_instances, load_case
 from aidc_env.errors import require, run_cli
 from aidc_env.profiles import load_profiles

@@ -5,13 +5,11 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
+from aidc_env.baselines import fixed_schedule
 from aidc_env.case import build_instance, load_case
 from aidc_env.simulator import simulate
-from agents.baselines import fixed_schedule
 from experiments import studies
 from experiments.flexibility import continuous_power_optimum, restrict_to_baseline_mode
-
-pytest.importorskip("oracle")
 
 
 @pytest.fixture(scope="module")
