@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import importlib.metadata
 import pickle
 import subprocess
 import sys
@@ -86,7 +87,7 @@ def test_registered_on_import_and_idempotent():
     assert isinstance(env.unwrapped, CheckpointDispatchEnv)
     env = gym.make("aidc_env:" + ENV_ID, case="2048")
     assert isinstance(env.unwrapped, CheckpointDispatchEnv)
-    assert aidc_env.__version__
+    assert aidc_env.__version__ == importlib.metadata.version("aidc-env")
 
 
 def test_reachable_from_a_fresh_interpreter():
