@@ -5,6 +5,8 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+import tomllib
+from importlib import resources
 
 import numpy as np
 import pytest
@@ -41,16 +43,8 @@ def reference(bundled):
     return build_instance("2048", profiles=bundled)
 
 
-def case_table(**changes) -> dict:
-    """The 2048 case file as a TOML table, with top-level changes (None deletes a key)."""
-    table = {
-        "name": "t", "gpus": 2048, "slots": SLOTS, "day": "2023-06-17",
-        "facility": {"pue": 1.2, "idle_kw_per_gpu": 0.1, "rated_kw_per_gpu": 0.5},
-        "energy": {"renewable_ratio": 1.0, "ppa_usd_per_mwh": 30.0, "curtailment_penalty_usd_per_mwh": 0.0},
-        "jobs": [{"name": "LLM-A", "model": "llama-13b", "segments": 12, "restart_minutes": 10, "baseline_gpus": 512},
-                 {"name": "LLM-B", "model": "llama-33b", "segments": 12, "restart_minutes": 10,
-                  "baseline_gpus": 768}],
-    }
+def changed(table: dict, changes: dict) -> dict:
+    """``table`` with ``changes`` applied in place (a value None deletes the key)."""
     for key, value in changes.items():
         if value is None:
             del table[key]
@@ -59,15 +53,15 @@ def case_table(**changes) -> dict:
     return table
 
 
+def case_table(**changes) -> dict:
+    """The bundled 2048 case file as a table, with top-level changes."""
+    return changed(tomllib.loads((resources.files("aidc_env") / "cases" / "2048.toml").read_text()), changes)
+
+
 def with_job(index: int, **changes) -> dict:
-    """The case table with changes to one job (None deletes a key)."""
+    """The case table with changes to one job."""
     table = case_table()
-    job = table["jobs"][index]
-    for key, value in changes.items():
-        if value is None:
-            del job[key]
-        else:
-            job[key] = value
+    changed(table["jobs"][index], changes)
     return table
 
 
