@@ -3,9 +3,9 @@
 A *mode* is one (tensor-parallel ``tp``, pipeline-parallel ``pp``, data-parallel ``dp``,
 ``micro_batch``) layout of a job. Its GPU count is ``tp*pp*dp``; its throughput (tokens/s of the
 whole job) and its IT power (kW of its GPUs plus their host share, PUE excluded) come from the
-analytic models below. :func:`generate_modes` enumerates the layouts, screens them for memory,
-divisibility and GPU capacity, and keeps the Pareto set on (fewer GPUs, more tokens/s, less energy
-per token).
+analytic models below (:mod:`~aidc_env.modes.estimate`). :func:`generate_modes` enumerates the
+layouts, screens them for memory, divisibility and GPU capacity, and keeps the Pareto set on (fewer
+GPUs, more tokens/s, less energy per token).
 
 Models (every constant is a named field of :class:`ModeParams` or :class:`ModelSpec`):
 
