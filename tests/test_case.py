@@ -234,12 +234,16 @@ def test_unknown_case_is_refused(name, words):
     assert err.value.field == "case" and words in err.value.message
 
 
-def test_malformed_case_file_is_refused(tmp_path):
-    bad = tmp_path / "bad.toml"
-    bad.write_text("gpus = [\n")
+@pytest.mark.parametrize("load, name, text, field, words", [
+    (load_case, "bad.toml", "gpus = [\n", "case", "malformed TOML"),
+    (load_instance, "broken.json", '{"gpus": 2048,', "instance", "not valid JSON"),
+])
+def test_malformed_file_is_refused(tmp_path, load, name, text, field, words):
+    path = tmp_path / name
+    path.write_text(text)
     with pytest.raises(InputError) as err:
-        load_case(bad)
-    assert err.value.field == "case" and "malformed TOML" in err.value.message
+        load(path)
+    assert err.value.field == field and words in err.value.message
 
 
 # ------------------------------------------------------------------------------------ DST days
@@ -340,11 +344,3 @@ def test_bad_instance_json_field_is_named(reference, change, field):
     with pytest.raises(InputError) as err:
         Instance.from_dict(data)
     assert err.value.field == field
-
-
-def test_bad_instance_file_is_refused(tmp_path):
-    path = tmp_path / "broken.json"
-    path.write_text('{"gpus": 2048,')
-    with pytest.raises(InputError) as err:
-        load_instance(path)
-    assert err.value.field == "instance" and "not valid JSON" in err.value.message
