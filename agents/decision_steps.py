@@ -255,7 +255,7 @@ class DecisionSteps(gym.Wrapper):
                 boundary[: inst.slots: inst.slots_per_segment(job)] = True
             baseline = np.zeros(inst.slots)
             if self.reward_baseline == "fixed":
-                from agents.baselines import fixed_schedule
+                from aidc_env.baselines import fixed_schedule
 
                 baseline = simulate(inst, fixed_schedule(inst)).flows.decision_cost_usd
             extra = day_forecast_table(inst) if self.hourly_forecast else None

@@ -12,8 +12,8 @@ from typing import Any
 
 import numpy as np
 
-from agents.baselines import fixed_schedule, greedy_schedule
 from agents.mpc import ForecastNoise, mpc_schedule
+from aidc_env.baselines import fixed_schedule, greedy_schedule
 from aidc_env.case import Instance
 
 POLICY_NAMES = ("oracle", "mpc", "fixed", "greedy", "random", "ppo")

@@ -210,7 +210,7 @@ def rollout_schedule(inst: Instance, choose: Callable[[np.ndarray, np.ndarray], 
 
 def heldout_check(model, instances: Sequence[Instance]) -> dict[str, Any]:
     """Mean operating cost of the model, fixed and greedy on the held-out instances (simulator-scored)."""
-    from agents.baselines import fixed_schedule, greedy_schedule
+    from aidc_env.baselines import fixed_schedule, greedy_schedule
 
     costs: dict[str, list[float]] = {"ppo": [], "fixed": [], "greedy": []}
     met = []

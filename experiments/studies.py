@@ -27,7 +27,7 @@ import numpy as np
 import pandas as pd
 from tqdm import tqdm
 
-from agents.baselines import fixed_schedule
+from aidc_env.baselines import fixed_schedule
 from aidc_env import limits
 from aidc_env.case import Case, Instance, add_case_arguments, build_instance, build_instances, case_overrides, load_case
 from aidc_env.errors import EXIT_INTERRUPTED, CliParser, InputError, require, require_number, run_cli

@@ -21,7 +21,7 @@ import pytest
 import evaluate
 import train
 from aidc_env import case as case_cli
-from aidc_env import modes as modes_cli
+from aidc_env.modes import cli as modes_cli
 from aidc_env import profiles as profiles_cli
 from aidc_env import simulator as simulate_cli
 from aidc_env.case import build_instance

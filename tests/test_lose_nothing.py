@@ -28,9 +28,9 @@ import pytest
 
 import evaluate
 import train
-from agents.baselines import fixed_schedule
+from aidc_env.baselines import fixed_schedule
 from aidc_env import case as case_cli
-from aidc_env import modes as modes_cli
+from aidc_env.modes import cli as modes_cli
 from aidc_env import profiles as profiles_cli
 from aidc_env import simulator as simulate_cli
 from aidc_env.case import build_instance
