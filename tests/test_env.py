@@ -762,3 +762,74 @@ def test_horizon_terminal_penalty_covers_daily_shortfalls():
     assert env.daily_shortfall_tokens()[0] == pytest.approx(10.0 * 3600 * 2)
     assert info["terminal_penalty_usd"] == pytest.approx(per_token * (10.0 * 3600 * 2) * 2)
     assert not simulate(inst, env.schedule()).metrics.tranches_met
+
+
+# ------------------------------------------------------------------------------------------ information
+
+
+def test_dayahead_observation_is_the_outlook_and_the_last_realised_values():
+    from aidc_env.information import outlook
+    from tests.test_leakage import dayahead_instance
+
+    inst = dayahead_instance(4, days=3)
+    L = 3
+    env = CheckpointDispatchEnv(case=inst, information="dayahead", lookahead=L)
+    names = env.observation_names()
+    assert names[-4:] == ["price_last", "renewable_last", "last_known", "free_gpu_share"]
+    assert len(names) == env.observation_space.shape[0]
+    perfect = CheckpointDispatchEnv(case=inst, lookahead=L)
+    assert perfect.observation_names() == [n for n in names if n not in ("price_last", "renewable_last",
+                                                                         "last_known")]
+    obs, _ = env.reset(seed=0)
+    rho = inst.renewable_ratio
+    for t in range(inst.slots):
+        price, shape = outlook(inst, t, "dayahead")
+        view = np.concatenate([price, np.zeros(L + 1)])[: L + 1] / PRICE_SCALE_USD_PER_MWH
+        ren = np.concatenate([rho * shape, np.zeros(L + 1)])[: L + 1]
+        got = dict(zip(names, obs.tolist(), strict=True))
+        assert got["price_now"] == pytest.approx(view[0], rel=1e-6)
+        assert got["renewable_now"] == pytest.approx(ren[0], rel=1e-6, abs=1e-7)
+        assert [got[f"price_ahead_{k}"] for k in range(1, L + 1)] == pytest.approx(view[1:], rel=1e-6)
+        assert [got[f"renewable_ahead_{k}"] for k in range(1, L + 1)] == pytest.approx(ren[1:], rel=1e-6, abs=1e-7)
+        if t == 0:
+            assert (got["price_last"], got["renewable_last"], got["last_known"]) == (0.0, 0.0, 0.0)
+        else:
+            assert got["price_last"] == pytest.approx(inst.price_usd_per_mwh[t - 1] / PRICE_SCALE_USD_PER_MWH,
+                                                      rel=1e-6)
+            assert got["renewable_last"] == pytest.approx(rho * inst.renewable_shape[t - 1], rel=1e-6, abs=1e-7)
+            assert got["last_known"] == 1.0
+        assert env.observation_space.contains(obs)
+        obs, *_ = env.step(int(np.flatnonzero(env.action_masks())[0]))
+
+
+def test_dayahead_rewards_are_paid_on_the_truth():
+    from tests.test_leakage import dayahead_instance
+
+    inst = dayahead_instance(2)
+    env = CheckpointDispatchEnv(case=inst, information="dayahead")
+    env.reset(seed=1)
+    rewards, infos = [], []
+    rng = np.random.default_rng(1)
+    for _ in range(inst.slots):
+        valid = np.flatnonzero(env.action_masks())
+        _, reward, _, _, info = env.step(int(valid[rng.integers(valid.size)]))
+        rewards.append(reward)
+        infos.append(info)
+    result = simulate(inst, env.schedule())
+    assert [i["slot_cost_usd"] for i in infos] == result.flows.decision_cost_usd.tolist()
+    assert result.metrics.tranches_met
+
+
+@pytest.mark.parametrize("information", ["perfect", "dayahead"])
+def test_gymnasium_check_env_dayahead_and_horizon(information):
+    from gymnasium.utils.env_checker import check_env
+
+    from tests.test_leakage import dayahead_instance
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        check_env(CheckpointDispatchEnv(case=dayahead_instance(0, share=0.5), information=information, lookahead=2),
+                  skip_render_check=True)
+        env = gym.make(ENV_ID, case=dayahead_instance(1), information=information)
+        check_env(env.unwrapped, skip_render_check=True)
+    assert env.unwrapped.information == information
