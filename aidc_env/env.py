@@ -71,7 +71,10 @@ class CheckpointDispatchEnv(gym.Env):
     parallel degrees, hence GPUs, tokens/s and IT power) only at its checkpoint boundaries (K_j segments
     per day). A restart (resume or switch) spends the first τ_j hours of the segment loading the
     checkpoint at full power and zero tokens. The agent picks, every slot, a joint choice for all jobs;
-    the env scores it with the simulator's functions (DESIGN §2). One step is one slot, one episode one day.
+    the env scores it with the simulator's functions (DESIGN §2). One step is one slot, one episode one
+    instance: a day, or a horizon of D consecutive days (DESIGN §9; job state carries across midnight, the
+    tranche is over the horizon, with an optional minimum share per day). With ``information="dayahead"``
+    the agent sees the issued day-ahead forecasts and the realised past only; it is paid on the truth.
 
     ## Action Space
 
@@ -87,10 +90,13 @@ class CheckpointDispatchEnv(gym.Env):
       ``initial_mode``; keeping it costs no restart);
     - the GPUs of the joint choice fit the pool (Σ_j n ≤ N);
     - with ``pause_when_done`` (default), a job whose tranche is met may only pause at its boundaries;
+    - over a horizon with a positive ``min_daily_share``, a job counts as finished only on the last day, once
+      that day's minimum is met too;
     - with ``safety_mask`` (default), a joint choice is removed unless, after taking it for the current
       segments, some capacity-feasible joint mode held for all the remaining segments (paying the restart
       it costs, and fitting the pool also while the jobs reach their boundaries at different slots) still
-      finishes every job's tranche. If no choice passes, the plain mask above is used (never all-False).
+      finishes every job's tranche (and, with daily minimums, the rest of today's minimum and every later
+      day's; see :mod:`aidc_env.safety`). If no choice passes, the plain mask above is used (never all-False).
       Since the plan that made the current choice safe stays available, every policy that follows the mask
       completes every tranche whenever the day starts safe (e.g. when fixed continuous training completes).
 
@@ -100,7 +106,8 @@ class CheckpointDispatchEnv(gym.Env):
 
     ## Observation Space
 
-    ``Box(float32)`` of size 7·J + 4 + 2·L (J jobs, L = ``lookahead``; 50 for the 2048 case with L = 16).
+    ``Box(float32)`` of size 7·J + 4 + 2·L (J jobs, L = ``lookahead``; 50 for the 2048 case with L = 16),
+    + 1 over a horizon of D > 1 days, + 3 with ``information="dayahead"`` (see below).
     Per job j, in job order (7 values each):
 
     | # | feature | meaning | range |
@@ -113,15 +120,22 @@ class CheckpointDispatchEnv(gym.Env):
     | 5 | at_checkpoint | 1 if the slot is one of the job's boundaries | {0, 1} |
     | 6 | slots_to_boundary | slots left in the current segment / slots per segment | (0, 1] |
 
-    Then the global values: time of day t / T; price now λ_t / 100 (clipped to [−2, 10]); renewable now
-    R_t / P_rated (a share of the rated facility power, in [0, ρ]); the next L slots' prices (same
-    scaling); the next L slots' renewable shares; the free GPU share (N − Σ_j n) / N. Look-ahead values
-    past the end of the day are 0. The "current choice" is the one held in the previous slot (the
-    initial mode at t = 0).
+    Then the global values: time of day (t mod slots per day) / slots per day; only when D > 1, the
+    horizon progress t / T; price now λ_t / 100 (clipped to [−2, 10]); renewable now R_t / P_rated (a share
+    of the rated facility power, in [0, ρ]); the next L slots' prices (same scaling); the next L slots'
+    renewable shares; only with ``dayahead``, the last realised price λ_{t−1} / 100, renewable share
+    R_{t−1} / P_rated and a flag that they exist (0, 0, 0 at t = 0: the instance holds no earlier slot);
+    the free GPU share (N − Σ_j n) / N. Look-ahead values past the end of the instance are 0. The "current
+    choice" is the one held in the previous slot (the initial mode at t = 0).
 
-    With ``forecast_noise = σ > 0`` the look-ahead (not the current values) is the truth plus Gaussian
-    noise of standard deviation σ·√k at lead k (in the scaled units above), drawn once per episode at
-    reset from ``self.np_random`` and clipped to the bounds.
+    The price and renewable values "now" and ahead are those of :func:`aidc_env.information.outlook` at
+    slot t: the truth with ``information="perfect"``; with ``"dayahead"`` the point forecasts issued by then
+    (day d's at 10:00 on day d − 1; later days repeat the last issued day), since slot t's own truth is not
+    known at its start. Nothing observed at slot t depends on the truth of slots ≥ t.
+
+    With ``forecast_noise = σ > 0`` (``perfect`` only: synthetic noise on the truth) the look-ahead (not the
+    current values) is the truth plus Gaussian noise of standard deviation σ·√k at lead k (in the scaled
+    units above), drawn once per episode at reset from ``self.np_random`` and clipped to the bounds.
 
     ## Rewards
 
@@ -129,7 +143,8 @@ class CheckpointDispatchEnv(gym.Env):
     / ``reward_scale`` (default $100 per unit). The take-or-pay renewable cost does not depend on decisions
     and is left out. At the last step, minus a terminal penalty / ``reward_scale``: for each job,
     missing tokens × :meth:`penalty_usd_per_token` (0 when every tranche is met; only reachable with
-    ``safety_mask=False``).
+    ``safety_mask=False``); over a horizon with daily minimums, the tokens each day missed from its minimum
+    are penalised too, at the same price. Rewards are always paid on the truth, whatever ``information``.
 
     ## Info
 
@@ -146,7 +161,8 @@ class CheckpointDispatchEnv(gym.Env):
 
     ## Episode End
 
-    ``terminated`` after the last slot of the day (T steps, 96 by default). Never truncated.
+    ``terminated`` after the last slot of the instance (T steps: 96 for a day, D × 96 for a horizon). Never
+    truncated.
 
     ## Arguments
 
@@ -160,7 +176,10 @@ class CheckpointDispatchEnv(gym.Env):
       :class:`~aidc_env.profiles.ProfileSet`. Not used with instances.
     - ``days``: dates to draw episodes from (default: every day of the instances).
     - ``lookahead``: look-ahead window in slots (default 16).
-    - ``forecast_noise``: σ of the look-ahead noise (default 0: perfect foresight).
+    - ``information``: ``"perfect"`` (default: the truth) or ``"dayahead"`` (forecasts and the realised past;
+      every instance must carry a :class:`~aidc_env.information.Forecast`, else ``InputError`` on
+      ``forecasts``).
+    - ``forecast_noise``: σ of synthetic look-ahead noise on the truth (default 0; ``perfect`` only).
     - ``reward_scale``: $ per reward unit (default 100).
     - ``safety_mask``: remove choices after which the tranches can no longer be met (default True).
     - ``pause_when_done``: a job whose tranche is met may only pause at its boundaries (default True).
