@@ -170,5 +170,5 @@ def global_table(inst: Instance, lookahead: int, forecast_noise: float, renewabl
 
 
 __all__ = ["DEFAULT_LOOKAHEAD", "JOB_FEATURES", "PRICE_OBS_HIGH", "PRICE_OBS_LOW", "PRICE_SCALE_USD_PER_MWH",
-           "PROGRESS_OBS_HIGH", "RATE_RATIO_OBS_HIGH", "global_table", "outlook_blocks", "observation_names", "observation_space",
-           "renewable_share_high"]
+           "PROGRESS_OBS_HIGH", "RATE_RATIO_OBS_HIGH", "global_table", "observation_names", "observation_space",
+           "outlook_blocks", "renewable_share_high"]

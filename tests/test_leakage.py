@@ -163,38 +163,29 @@ def test_untrained_maskable_ppo_decisions_up_to_t_ignore_the_truth_from_t(t, see
     a, b = ppo_schedule(model, inst), ppo_schedule(model, moved)
     assert decisions_up_to(inst, a, t) == decisions_up_to(inst, b, t)
 
+    # rollout_schedule drives the raw env (no wrapper): an untrained maskable policy of the env's observations.
+    kwargs = {**PPOConfig().behaviour_env_kwargs(), "information": "dayahead"}
+    env = CheckpointDispatchEnv(case=inst, **kwargs)
+    policy = raw_policy(tuple(env.observation_space.shape), int(env.action_space.n))
+
     def choose(obs: np.ndarray, mask: np.ndarray) -> int:
-        action, _ = model.policy.predict(obs, deterministic=True, action_masks=mask)
-        return int(action)
-
-    # rollout_schedule drives the raw env (no wrapper): a policy of the env's own observations.
-    raw = PPOConfig(n_envs=1, net_arch=[16, 16], seed=3, factored_actions=False, hourly_forecast=False,
-                    env_kwargs={**PPOConfig().env_kwargs, "information": "dayahead"})
-    env = CheckpointDispatchEnv(case=inst, **raw.behaviour_env_kwargs())
-    policy = raw_policy(env.observation_space, env.action_space)
-
-    def choose_raw(obs: np.ndarray, mask: np.ndarray) -> int:
         action, _ = policy.predict(obs, deterministic=True, action_masks=mask)
         return int(action)
 
-    kwargs = raw.behaviour_env_kwargs()
-    a, b = rollout_schedule(inst, choose_raw, **kwargs), rollout_schedule(moved, choose_raw, **kwargs)
+    a, b = rollout_schedule(inst, choose, **kwargs), rollout_schedule(moved, choose, **kwargs)
     assert decisions_up_to(inst, a, t) == decisions_up_to(inst, b, t)
 
 
 @functools.lru_cache(maxsize=1)
-def _raw_policy_cache(shape: tuple[int, ...], n: int):
+def raw_policy(shape: tuple[int, ...], n_actions: int):
+    """An untrained MaskablePPO policy network (seeded) over the raw env's observations and joint actions."""
     import torch
-    from sb3_contrib.common.maskable.policies import MaskableActorCriticPolicy
     from gymnasium import spaces
+    from sb3_contrib.common.maskable.policies import MaskableActorCriticPolicy
 
     torch.manual_seed(3)
     obs_space = spaces.Box(-np.inf, np.inf, shape=shape, dtype=np.float32)
-    return MaskableActorCriticPolicy(obs_space, spaces.Discrete(n), lambda _: 3e-4, net_arch=[16, 16])
-
-
-def raw_policy(observation_space, action_space):
-    return _raw_policy_cache(tuple(observation_space.shape), int(action_space.n))
+    return MaskableActorCriticPolicy(obs_space, spaces.Discrete(n_actions), lambda _: 3e-4, net_arch=[16, 16])
 
 
 def test_dayahead_needs_forecasts_and_refuses_synthetic_noise():
