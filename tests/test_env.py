@@ -479,20 +479,25 @@ def test_infeasible_pool_falls_back_to_the_plain_mask():
 # ------------------------------------------------------------------------------------------ property test
 
 
+def random_job(rng: np.random.Generator, name: str, slots_per_day: int, slot_hours: float, n_gpus: int,
+               days: int = 1, tranche_high: float = 1.1):
+    """A random job: 1-3 modes, K segments a day (K divides the day's slots), a tranche of 0, 0-0.5 or
+    0.5-``tranche_high`` × its fastest mode's tokens over the ``days``."""
+    segments = int(rng.choice([k for k in range(1, slots_per_day + 1) if slots_per_day % k == 0]))
+    segment_hours = slot_hours * slots_per_day / segments
+    modes = [mode(int(rng.integers(1, n_gpus + 1)), float(rng.uniform(1, 20)), float(rng.uniform(50, 600)))
+             for _ in range(int(rng.integers(1, 4)))]
+    fastest = max(m.tokens_per_s for m in modes) * 3600 * slots_per_day * days * slot_hours
+    tranche = float(rng.choice([0.0, rng.uniform(0, 0.5), rng.uniform(0.5, tranche_high)])) * fastest
+    return tiny_job(name, segments=segments * days, modes=modes, initial_mode=int(rng.integers(-1, len(modes))),
+                    tranche_tokens=tranche, restart_hours=float(rng.uniform(0, 0.95)) * segment_hours)
+
+
 def random_tiny_instance(rng: np.random.Generator) -> Instance:
     slots = int(rng.choice([2, 4, 6, 8]))
     slot_hours = float(rng.choice([0.5, 1.0]))
     n_gpus = int(rng.integers(2, 9))
-    jobs = []
-    for j in range(int(rng.integers(1, 4))):
-        segments = int(rng.choice([k for k in range(1, slots + 1) if slots % k == 0]))
-        segment_hours = slot_hours * slots / segments
-        modes = [mode(int(rng.integers(1, n_gpus + 1)), float(rng.uniform(1, 20)), float(rng.uniform(50, 600)))
-                 for _ in range(int(rng.integers(1, 4)))]
-        fastest = max(m.tokens_per_s for m in modes) * 3600 * slots * slot_hours
-        tranche = float(rng.choice([0.0, rng.uniform(0, 0.5), rng.uniform(0.5, 1.1)])) * fastest
-        jobs.append(tiny_job(f"J{j}", segments=segments, modes=modes, initial_mode=int(rng.integers(-1, len(modes))),
-                             tranche_tokens=tranche, restart_hours=float(rng.uniform(0, 0.95)) * segment_hours))
+    jobs = [random_job(rng, f"J{j}", slots, slot_hours, n_gpus) for j in range(int(rng.integers(1, 4)))]
     return tiny_instance(jobs, price=rng.uniform(-50, 200, slots).tolist(), shape=rng.uniform(0, 1, slots).tolist(),
                          n_gpus=n_gpus, slot_hours=slot_hours,
                          curtailment_penalty_usd_per_mwh=float(rng.uniform(0, 20)))
@@ -674,17 +679,8 @@ def random_horizon_instance(rng: np.random.Generator, days: int, share: float) -
     slots = per_day * days
     slot_hours = float(rng.choice([0.5, 1.0]))
     n_gpus = int(rng.integers(2, 9))
-    jobs = []
-    for j in range(int(rng.integers(1, 3))):
-        seg_per_day = int(rng.choice([k for k in range(1, per_day + 1) if per_day % k == 0]))
-        segment_hours = slot_hours * per_day / seg_per_day
-        modes = [mode(int(rng.integers(1, n_gpus + 1)), float(rng.uniform(1, 20)), float(rng.uniform(50, 600)))
-                 for _ in range(int(rng.integers(1, 4)))]
-        fastest = max(m.tokens_per_s for m in modes) * 3600 * slots * slot_hours
-        tranche = float(rng.choice([0.0, rng.uniform(0, 0.5), rng.uniform(0.5, 1.0)])) * fastest
-        jobs.append(tiny_job(f"J{j}", segments=seg_per_day * days, modes=modes,
-                             initial_mode=int(rng.integers(-1, len(modes))), tranche_tokens=tranche,
-                             restart_hours=float(rng.uniform(0, 0.95)) * segment_hours))
+    jobs = [random_job(rng, f"J{j}", per_day, slot_hours, n_gpus, days, tranche_high=1.0)
+            for j in range(int(rng.integers(1, 3)))]
     inst = tiny_instance(jobs, price=rng.uniform(-50, 200, slots).tolist(), shape=rng.uniform(0, 1, slots).tolist(),
                          n_gpus=n_gpus, slot_hours=slot_hours)
     return dataclasses.replace(inst, horizon_days=days, min_daily_share=share)
