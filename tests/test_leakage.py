@@ -198,3 +198,20 @@ def test_dayahead_needs_forecasts_and_refuses_synthetic_noise():
         CheckpointDispatchEnv(case=dayahead_instance(0), information="dayahead", forecast_noise=0.1)
     with pytest.raises(InputError, match="information"):
         CheckpointDispatchEnv(case=dayahead_instance(0), information="oracle")
+
+
+def test_wrapper_window_slides_across_midnight_and_reads_the_issued_forecast():
+    from agents.decision_steps import HOURS_AHEAD, day_forecast_table, day_price_scale
+    from aidc_env.information import outlook
+
+    inst = dayahead_instance(3, days=3)
+    table = day_forecast_table(inst, "dayahead")
+    scale = day_price_scale(inst, "dayahead")
+    assert scale == pytest.approx(np.mean(np.abs(inst.forecast.price_usd_per_mwh[:SLOTS_PER_DAY])))
+    for t in (0, 9, 10, 20, 30, 47, 60):
+        price, shape = outlook(inst, t, "dayahead")
+        n = min(HOURS_AHEAD, inst.slots - t)  # hourly slots: one slot per hour of the window
+        np.testing.assert_allclose(table[t, :n], np.clip(price[:n] / scale, -10, 10), rtol=1e-6)
+        np.testing.assert_allclose(table[t, HOURS_AHEAD: HOURS_AHEAD + n], inst.renewable_ratio * shape[:n],
+                                   rtol=1e-6, atol=1e-7)
+        assert table[t, 2 * HOURS_AHEAD: 3 * HOURS_AHEAD].sum() == n  # valid past midnight, not past the end
