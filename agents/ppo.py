@@ -179,7 +179,9 @@ def model_config(model) -> PPOConfig:
 
 
 def ppo_schedule(model, inst: Instance) -> list[list[int]]:
-    """The schedule of a trained model on one day: deterministic, masked, in the env it was trained in."""
+    """The schedule of a trained model on one instance (a day or a horizon): deterministic, masked, in the env it
+    was trained in, with the information it was trained with (``information="dayahead"``: ``inst`` must carry
+    its forecasts)."""
     config = model_config(model)
     env = wrap_env(CheckpointDispatchEnv(case=inst, **config.behaviour_env_kwargs()), config)
     expected = model.observation_space.shape
@@ -198,7 +200,10 @@ def ppo_schedule(model, inst: Instance) -> list[list[int]]:
 
 def rollout_schedule(inst: Instance, choose: Callable[[np.ndarray, np.ndarray], int],
                      **env_kwargs: Any) -> list[list[int]]:
-    """Generic masked rollout on one day: ``choose(obs, mask) -> action`` at every slot of the env."""
+    """Generic masked rollout on one instance: ``choose(obs, mask) -> action`` at every slot of the env.
+
+    ``env_kwargs`` are the env's (e.g. ``information="dayahead"``: then ``choose`` sees forecasts only).
+    """
     env = CheckpointDispatchEnv(case=inst, **env_kwargs)
     obs, _ = env.reset(options={"day": inst.day})
     terminated = truncated = False
@@ -209,7 +214,10 @@ def rollout_schedule(inst: Instance, choose: Callable[[np.ndarray, np.ndarray], 
 
 
 def heldout_check(model, instances: Sequence[Instance]) -> dict[str, Any]:
-    """Mean operating cost of the model, fixed and greedy on the held-out instances (simulator-scored)."""
+    """Mean operating cost of the model, fixed and greedy on the held-out instances (simulator-scored).
+
+    The model runs with the information of its config (:func:`ppo_schedule`); costs are on the truth.
+    """
     from aidc_env.baselines import fixed_schedule, greedy_schedule
 
     costs: dict[str, list[float]] = {"ppo": [], "fixed": [], "greedy": []}
