@@ -145,6 +145,10 @@ def seasonal_naive_forecast(profiles: ProfileSet, date: str) -> np.ndarray:
     return _require_known(_first_known(profiles, date, SEASONAL_LAGS_DAYS), date, "seasonal-naive")
 
 
+def _has_price_history(profiles: ProfileSet, date: str) -> bool:
+    return any(_shift(date, -lag) in profiles.days for lag in range(1, LEVEL_DAYS + 1))
+
+
 def _price_level(profiles: ProfileSet, date: str) -> float:
     known = np.concatenate([known_prices(profiles, date, lag) for lag in range(1, LEVEL_DAYS + 1)])
     known = known[np.isfinite(known)]
@@ -289,13 +293,17 @@ def _out_of_fold(profiles: ProfileSet, forecasts: ForecastSet, dates: Sequence[s
 
 def fit_price_forecaster(profiles: ProfileSet, forecasts: ForecastSet, train_dates: Sequence[str],
                          seed: int = DEFAULT_SEED, *, residuals: bool = True) -> PriceForecaster:
-    """Fit the price model on ``train_dates`` (those with forecasts and actuals), and their residual days.
+    """Fit the price model on ``train_dates`` and their residual days.
+
+    The days used are those with forecasts, actuals and a price known in the :data:`LEVEL_DAYS` before
+    the issue time (:attr:`PriceForecaster.train_dates`).
 
     ``residuals=False`` skips the out-of-fold fits (no scenarios; for walk-forward refits).
     """
-    dates = common_dates(forecasts, profiles, train_dates)
-    require(len(dates) >= N_FOLDS, "train_dates",
-            f"{len(dates)} training days with forecasts and actuals; need at least {N_FOLDS}")
+    dates = [d for d in common_dates(forecasts, profiles, train_dates) if _has_price_history(profiles, d)]
+    needed = N_FOLDS if residuals else 1
+    require(len(dates) >= needed, "train_dates",
+            f"{len(dates)} training days with forecasts and actuals; need at least {needed}")
     features, target = _design(profiles, forecasts, dates)
     model = _fit(features, target, seed)
     scale = fit_renewable_scale(forecasts, profiles, dates)
