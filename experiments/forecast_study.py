@@ -28,6 +28,8 @@ import dataclasses
 import os
 import tempfile
 from collections.abc import Callable, Sequence
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -108,21 +110,36 @@ def error_table(profiles: ProfileSet, forecasts: ForecastSet, model: PriceForeca
     return pd.DataFrame(rows)
 
 
-def plan_rows(instances: dict[str, Instance], model: PriceForecaster, forecasts: ForecastSet,
-              functions: dict[str, PriceFn], time_limit_s: float) -> pd.DataFrame:
-    """Per day: the true cost of fixed, hindsight and each forecaster's day-ahead plan."""
+@dataclass(frozen=True)
+class PlanDay:
+    """One held-out day: its true instance and the hourly forecasts the plans are made from."""
+
+    truth: Instance
+    renewable_shape: np.ndarray
+    prices: dict[str, np.ndarray]
+
+
+def plan_days(instances: dict[str, Instance], model: PriceForecaster, forecasts: ForecastSet,
+              functions: dict[str, PriceFn]) -> list[PlanDay]:
+    return [PlanDay(truth, model.renewable_shape(forecasts, day), {name: f(day) for name, f in functions.items()})
+            for day, truth in instances.items()]
+
+
+def solve_plans(days: Sequence[PlanDay], time_limit_s: float) -> list[dict[str, Any]]:
+    """Per day: the true cost of fixed, hindsight and each forecaster's day-ahead plan (one oracle model)."""
     from oracle import OracleModel
 
     rows: list[dict[str, Any]] = []
     oracle = None
-    for day, truth in tqdm(instances.items(), desc="plans", unit="day"):
+    for item in days:
+        truth = item.truth
         fixed = simulate(truth, fixed_schedule(truth)).metrics
-        rows.append({"day": day, "plan": "fixed", "status": "", "operating_cost_usd": fixed.operating_cost_usd,
-                     "tranches_met": fixed.tranches_met})
-        shape = hourly_to_slots(model.renewable_shape(forecasts, day), truth.slots)
+        rows.append({"day": truth.day, "plan": "fixed", "status": "", "solve_seconds": 0.0,
+                     "operating_cost_usd": fixed.operating_cost_usd, "tranches_met": fixed.tranches_met})
+        shape = hourly_to_slots(item.renewable_shape, truth.slots)
         plans = {"hindsight": truth}
-        for name, function in functions.items():
-            price = hourly_to_slots(function(day), truth.slots)
+        for name, hourly in item.prices.items():
+            price = hourly_to_slots(hourly, truth.slots)
             plans[name] = dataclasses.replace(truth, price_usd_per_mwh=price, renewable_shape=shape)
         for name, planned in plans.items():
             if oracle is None:
@@ -130,10 +147,22 @@ def plan_rows(instances: dict[str, Instance], model: PriceForecaster, forecasts:
             else:
                 oracle.update(planned)
             result = oracle.solve(time_limit_s=time_limit_s, threads=ORACLE_THREADS)
-            require(result.schedule is not None, "plan", f"{day} {name}: oracle {result.status} ({result.reason})")
+            require(result.schedule is not None, "plan", f"{truth.day} {name}: oracle {result.status} ({result.reason})")
             metrics = simulate(truth, result.schedule).metrics
-            rows.append({"day": day, "plan": name, "status": result.status,
-                         "operating_cost_usd": metrics.operating_cost_usd, "tranches_met": metrics.tranches_met})
+            rows.append({"day": truth.day, "plan": name, "status": result.status,
+                         "solve_seconds": result.solve_seconds, "operating_cost_usd": metrics.operating_cost_usd,
+                         "tranches_met": metrics.tranches_met})
+    return rows
+
+
+def plan_rows(days: Sequence[PlanDay], workers: int, time_limit_s: float) -> pd.DataFrame:
+    """:func:`solve_plans` over contiguous chunks of days, one process per chunk."""
+    chunks = [list(c) for c in np.array_split(np.array(days, dtype=object), max(1, min(workers, len(days))))]
+    rows: list[dict[str, Any]] = []
+    with ProcessPoolExecutor(max_workers=len(chunks)) as pool:
+        for chunk_rows in tqdm(pool.map(solve_plans, chunks, [time_limit_s] * len(chunks)), total=len(chunks),
+                               desc="plans", unit="chunk"):
+            rows += chunk_rows
     return pd.DataFrame(rows)
 
 
@@ -165,9 +194,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--days", type=int, default=None, help="only the first N held-out days (quick runs)")
     parser.add_argument("--no-walk-forward", action="store_true", help="skip the per-day refits")
     parser.add_argument("--no-plans", action="store_true", help="errors only (no oracle solves)")
+    parser.add_argument("--workers", type=int, default=2, help="parallel oracle processes (default 2)")
     parser.add_argument("--time-limit", type=float, default=60.0, help="seconds per oracle solve (default 60)")
     args = parser.parse_args(argv)
     require(args.days is None or args.days > 0, "days", "must be > 0")
+    require(args.workers > 0, "workers", "must be > 0")
     case = load_case(args.case)
     profiles = load_profiles(args.profiles, renewable_capacity_mw=case.renewable_capacity_mw)
     forecasts = load_forecasts(args.forecasts)
@@ -182,7 +213,8 @@ def main(argv: Sequence[str] | None = None) -> int:
           f"renewable scale {model.renewable_scale:.3f}\n")
     print(_markdown(errors, {"mae": ".3f", "rmse": ".3f"}))
     if not args.no_plans:
-        rows = plan_rows(build_instances(case, held, profiles), model, forecasts, functions, args.time_limit)
+        days = plan_days(build_instances(case, held, profiles), model, forecasts, functions)
+        rows = plan_rows(days, args.workers, args.time_limit)
         _atomic_csv(rows, out / "plans.csv")
         print()
         print(_markdown(plan_table(rows), {"operating_cost_usd": ",.0f", "cost_vs_hindsight": ".4f",
