@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import datetime as dt
 import functools
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -40,7 +40,7 @@ from threadpoolctl import threadpool_limits  # a hard dependency of scikit-learn
 
 from aidc_env.errors import InputError, require
 from aidc_env.forecasts import ISSUE_HOUR, ForecastSet, common_dates, fit_renewable_scale
-from aidc_env.profiles import HOURS_PER_DAY, ProfileSet
+from aidc_env.profiles import HOURS_PER_DAY, DayProfile, ProfileSet
 
 MAX_LOOKBACK_DAYS = 7
 """How far back persistence looks for a known price at a clock hour when the last days are missing."""
@@ -92,28 +92,27 @@ def _known_hours(lag_days: int) -> int:
     return ISSUE_HOUR if lag_days == 1 else HOURS_PER_DAY if lag_days >= 2 else 0
 
 
+def _known(profiles: ProfileSet, date: str, lag_days: int, values_of: Callable[[DayProfile], np.ndarray]) -> np.ndarray:
+    values = np.full(HOURS_PER_DAY, np.nan)
+    day = profiles.days.get(_shift(date, -lag_days))
+    known = _known_hours(lag_days)
+    if day is not None and known:
+        values[:known] = values_of(day)[:known]
+    return values
+
+
 def known_prices(profiles: ProfileSet, date: str, lag_days: int) -> np.ndarray:
     """Actual prices of day ``date`` − ``lag_days`` as known when day ``date``'s forecast is issued.
 
     Shape (24,); NaN for hours not yet known (hours ≥ 10 of d − 1, all of d and later) and for days
     missing from the profile source.
     """
-    values = np.full(HOURS_PER_DAY, np.nan)
-    day = profiles.days.get(_shift(date, -lag_days))
-    known = _known_hours(lag_days)
-    if day is not None and known:
-        values[:known] = day.price_usd_per_mwh[:known]
-    return values
+    return _known(profiles, date, lag_days, lambda day: day.price_usd_per_mwh)
 
 
 def known_renewable_mw(profiles: ProfileSet, date: str, lag_days: int) -> np.ndarray:
     """Actual solar + wind of day ``date`` − ``lag_days`` as known at issue time (NaN where unknown)."""
-    values = np.full(HOURS_PER_DAY, np.nan)
-    day = profiles.days.get(_shift(date, -lag_days))
-    known = _known_hours(lag_days)
-    if day is not None and known:
-        values[:known] = day.renewable_mw()[:known]
-    return values
+    return _known(profiles, date, lag_days, DayProfile.renewable_mw)
 
 
 def _first_known(profiles: ProfileSet, date: str, lags: Sequence[int]) -> np.ndarray:
