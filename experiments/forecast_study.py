@@ -125,8 +125,11 @@ def plan_days(instances: dict[str, Instance], model: PriceForecaster, forecasts:
             for day, truth in instances.items()]
 
 
-def solve_plans(days: Sequence[PlanDay], time_limit_s: float) -> list[dict[str, Any]]:
-    """Per day: the true cost of fixed, hindsight and each forecaster's day-ahead plan (one oracle model)."""
+def solve_plans(days: Sequence[PlanDay], time_limit_s: float, progress: Path | None = None) -> list[dict[str, Any]]:
+    """Per day: the true cost of fixed, hindsight and each forecaster's day-ahead plan (one oracle model).
+
+    ``progress``: a CSV rewritten after every day with the rows so far (a long run's partial results).
+    """
     from oracle import OracleModel
 
     rows: list[dict[str, Any]] = []
@@ -150,20 +153,26 @@ def solve_plans(days: Sequence[PlanDay], time_limit_s: float) -> list[dict[str, 
             require(result.schedule is not None, "plan", f"{truth.day} {name}: oracle {result.status} ({result.reason})")
             metrics = simulate(truth, result.schedule).metrics
             rows.append({"day": truth.day, "plan": name, "status": result.status,
-                         "solve_seconds": result.solve_seconds, "operating_cost_usd": metrics.operating_cost_usd,
-                         "tranches_met": metrics.tranches_met})
+                         "solve_seconds": result.solve_seconds, "build_seconds": result.build_seconds,
+                         "operating_cost_usd": metrics.operating_cost_usd, "tranches_met": metrics.tranches_met})
+        if progress is not None:
+            _atomic_csv(pd.DataFrame(rows), progress)
     return rows
 
 
-def plan_rows(days: Sequence[PlanDay], workers: int, time_limit_s: float) -> pd.DataFrame:
-    """:func:`solve_plans` over contiguous chunks of days, one process per chunk."""
-    chunks = [list(c) for c in np.array_split(np.array(days, dtype=object), max(1, min(workers, len(days))))]
+def plan_rows(days: Sequence[PlanDay], workers: int, time_limit_s: float, out: Path) -> pd.DataFrame:
+    """:func:`solve_plans` with the days dealt round-robin to ``workers`` processes (each writes its progress)."""
+    n = max(1, min(workers, len(days)))
+    chunks = [list(days[i::n]) for i in range(n)]
+    progress = [out / f"plans.part{i}.csv" for i in range(n)]
     rows: list[dict[str, Any]] = []
-    with ProcessPoolExecutor(max_workers=len(chunks)) as pool:
-        for chunk_rows in tqdm(pool.map(solve_plans, chunks, [time_limit_s] * len(chunks)), total=len(chunks),
+    with ProcessPoolExecutor(max_workers=n) as pool:
+        for chunk_rows in tqdm(pool.map(solve_plans, chunks, [time_limit_s] * n, progress), total=n,
                                desc="plans", unit="chunk"):
             rows += chunk_rows
-    return pd.DataFrame(rows)
+    for path in progress:
+        path.unlink(missing_ok=True)
+    return pd.DataFrame(rows).sort_values("day", kind="stable").reset_index(drop=True)
 
 
 def plan_table(rows: pd.DataFrame) -> pd.DataFrame:
@@ -214,7 +223,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(_markdown(errors, {"mae": ".3f", "rmse": ".3f"}))
     if not args.no_plans:
         days = plan_days(build_instances(case, held, profiles), model, forecasts, functions)
-        rows = plan_rows(days, args.workers, args.time_limit)
+        rows = plan_rows(days, args.workers, args.time_limit, out)
         _atomic_csv(rows, out / "plans.csv")
         print()
         print(_markdown(plan_table(rows), {"operating_cost_usd": ",.0f", "cost_vs_hindsight": ".4f",
