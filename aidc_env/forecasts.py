@@ -29,8 +29,6 @@ Command line: ``python -m aidc_env.forecasts --forecasts CSV [--json]`` summaris
 
 from __future__ import annotations
 
-import argparse
-import json
 import os
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -41,7 +39,9 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from aidc_env.errors import InputError, require, run_cli
+from aidc_env.errors import CliParser, InputError, require, run_cli
+from aidc_env.information import ISSUE_HOUR
+from aidc_env.io import dumps_json
 from aidc_env.profiles import (
     COL_LOCAL_START,
     COL_TIMESTAMP_UTC,
@@ -58,9 +58,6 @@ from aidc_env.profiles import (
     _row_reason,
     _value_reasons,
 )
-
-ISSUE_HOUR = 10
-"""Local clock hour on d − 1 at which the day-ahead forecast of day d is issued (CAISO DAM close, 10:00)."""
 
 COL_SOLAR_FC = "solar_forecast_mw"
 COL_WIND_FC = "wind_forecast_mw"
@@ -275,7 +272,7 @@ def _format_summary(info: Mapping[str, Any]) -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
+    parser = CliParser(
         prog="python -m aidc_env.forecasts",
         description="Summarise a day-ahead forecast source: days covered, DST days, skipped days.",
     )
@@ -285,7 +282,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--json", action="store_true", help="print the summary as JSON")
     args = parser.parse_args(argv)
     info = summary(load_forecasts(args.forecasts))
-    print(json.dumps(info, indent=2, allow_nan=False) if args.json else _format_summary(info))
+    print(dumps_json(info, indent=2) if args.json else _format_summary(info))
     return 0
 
 
