@@ -308,3 +308,42 @@ def test_a_forecast_instance_is_a_replaced_instance():
     assert not planned.price_usd_per_mwh.flags.writeable
     with pytest.raises(InputError, match="renewable_shape"):
         dataclasses.replace(inst, renewable_shape=np.array([0.5, 1.5]))
+
+
+# ---------------------------------------------------------------------------------- instances with forecasts
+
+
+def test_dayahead_instances_carry_each_days_issued_forecast(synthetic, forecaster):
+    from aidc_env.case import build_instances
+    from aidc_env.dayahead import attach_forecasts, forecast_of
+    from aidc_env.information import outlook
+    from aidc_env.profiles import hourly_to_slots
+
+    profiles, forecasts = synthetic
+    instances = build_instances("2048", HELD[:2], profiles, horizon_days=2)
+    with_fc = attach_forecasts(instances, forecaster, profiles, forecasts, n_scenarios=3, seed=5)
+    assert set(with_fc) == set(HELD[:2])
+    for first, inst in with_fc.items():
+        fc = inst.forecast
+        assert fc.slots == inst.slots == 192 and fc.n_scenarios == 3
+        for d, date in enumerate(inst.days):
+            np.testing.assert_array_equal(fc.price_usd_per_mwh[inst.day_slots(d)],
+                                          hourly_to_slots(forecaster.price(profiles, forecasts, date), 96))
+        # Same day, same seed: the same scenarios whichever horizon contains it; a new seed draws others.
+        again = forecast_of(inst, forecaster, profiles, forecasts, n_scenarios=3, seed=5)
+        np.testing.assert_array_equal(again.price_scenarios_usd_per_mwh, fc.price_scenarios_usd_per_mwh)
+        other = forecast_of(inst, forecaster, profiles, forecasts, n_scenarios=3, seed=6)
+        assert not np.array_equal(other.price_scenarios_usd_per_mwh, fc.price_scenarios_usd_per_mwh)
+        # The truth is untouched and the view at slot 0 is the forecast of day 0 then day 0 repeated.
+        np.testing.assert_array_equal(inst.price_usd_per_mwh, instances[first].price_usd_per_mwh)
+        price, _ = outlook(inst, 0, "dayahead")
+        np.testing.assert_array_equal(price[96:], fc.price_usd_per_mwh[:96])
+
+
+def test_days_without_forecast_or_history_are_dropped(synthetic, forecaster):
+    from aidc_env.case import build_instances
+    from aidc_env.dayahead import attach_forecasts
+
+    profiles, forecasts = synthetic
+    instances = build_instances("2048", [_date(0), HELD[0]], profiles)
+    assert set(attach_forecasts(instances, forecaster, profiles, forecasts, n_scenarios=0)) == {HELD[0]}
