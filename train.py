@@ -37,6 +37,9 @@ from agents.days import HOLDOUT_EVERY, split_days
 from agents.ppo import CONFIG_FILE, PPOConfig, heldout_check, make_model, make_vec_env, save_run
 from aidc_env import limits
 from aidc_env.case import add_case_arguments, build_instances, case_overrides, load_case
+from aidc_env.dayahead import dayahead_instances
+from aidc_env.forecasts import load_forecasts
+from aidc_env.information import INFORMATION
 from aidc_env.errors import EXIT_INTERRUPTED, CliParser, InputError, require, require_number, run_cli
 from aidc_env.io import check_output_folder, read_json_file, write_json
 from aidc_env.profiles import load_profiles
@@ -56,6 +59,11 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         "on a 2-core machine.",
         formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     add_case_arguments(parser, day=False, default_case=DEFAULTS.case)
+    parser.add_argument("--forecasts", help="day-ahead forecast CSV (load, solar, wind; e.g. ../shared/data/caiso/"
+                        "caiso_2023_dayahead_forecast_hourly.csv): needed with --information dayahead")
+    parser.add_argument("--information", choices=INFORMATION, default=DEFAULTS.information,
+                        help="what the agent sees: the truth (perfect) or day-ahead forecasts and realised past "
+                        "values (dayahead; trains and holds out only days inside the forecast period)")
     parser.add_argument("--timesteps", type=int, default=None,
                         help=f"total agent steps (decisions: 12 per day in the 2048 case; default "
                         f"{DEFAULTS.total_timesteps:,}); with --resume, a new total extends the run")
@@ -120,6 +128,8 @@ def validate_args(args: argparse.Namespace) -> None:
     require_number(args.reward_scale_usd, "reward-scale-usd", 0.0, limits.MAX_REWARD_SCALE_USD, low_open=True)
     require_number(args.lookahead, "lookahead", 0, limits.MAX_LOOKAHEAD_SLOTS, integer=True)
     args.net_arch = parse_net_arch(args.net_arch)
+    require(args.information == "perfect" or args.forecasts is not None, "forecasts",
+            "--information dayahead needs --forecasts CSV (the day-ahead load, solar and wind forecasts)")
 
 
 def parse_net_arch(text: str | list[int]) -> list[int]:
@@ -156,8 +166,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             config.total_timesteps = args.timesteps
     else:
         config = PPOConfig(
-            case=args.case, profiles=args.profiles, overrides=case_overrides(args),
-            env_kwargs={**DEFAULTS.env_kwargs, "lookahead": args.lookahead},
+            case=args.case, profiles=args.profiles, forecasts=args.forecasts, overrides=case_overrides(args),
+            env_kwargs={**DEFAULTS.env_kwargs, "lookahead": args.lookahead, "information": args.information},
             reward_scale_usd=args.reward_scale_usd, reward_day_scaled=args.reward_day_scaled,
             factored_actions=args.factored_actions, choice_features=args.choice_features, seed=args.seed,
             total_timesteps=DEFAULTS.total_timesteps if args.timesteps is None else args.timesteps,
@@ -175,6 +185,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     config.train_days, config.heldout_days = split_days(profiles.dates())
     if not config.train_days:
         config.train_days = list(profiles.dates())
+    if config.information == "dayahead":  # forecasts fitted on the training days; days without forecasts leave
+        forecasts = load_forecasts(config.forecasts)
+        instances = dayahead_instances(instances, profiles, forecasts, config.train_days, seed=config.seed)
+        config.train_days = [day for day in config.train_days if day in instances]
+        config.heldout_days = [day for day in config.heldout_days if day in instances]
+        require(len(config.train_days) > 0, "forecasts", "no training day inside the forecast period")
+    else:
+        config.train_days = [day for day in config.train_days if day in instances]  # horizons past the data leave
+        config.heldout_days = [day for day in config.heldout_days if day in instances]
     print(f"case {case.name}: training on {len(config.train_days)} days of {profiles.source} "
           f"({len(config.heldout_days)} held out), {config.total_timesteps:,} steps, seed {config.seed}, "
           f"{config.n_envs} {config.vec_env} envs -> {out}")

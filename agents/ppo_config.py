@@ -29,6 +29,9 @@ class PPOConfig:
     case: str = "2048"
     profiles: str | None = None
     """Canonical hourly CSV, or None for the bundled representative days."""
+    forecasts: str | None = None
+    """Day-ahead forecast CSV (load, solar, wind), needed with ``information="dayahead"``: the price forecaster is
+    fitted on the training days and every instance carries its days' forecasts (:mod:`aidc_env.dayahead`)."""
     overrides: dict[str, Any] = field(default_factory=dict)
     train_days: list[str] = field(default_factory=list)
     heldout_days: list[str] = field(default_factory=list)
