@@ -17,7 +17,7 @@ from collections.abc import Sequence
 import numpy as np
 from gymnasium import spaces
 
-from aidc_env.case import Instance
+from aidc_env.instance import Instance
 from aidc_env.information import issue_slot, outlook, realised
 
 PRICE_SCALE_USD_PER_MWH = 100.0

@@ -13,17 +13,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from aidc_env.case import (
-    PAUSE,
-    SECONDS_PER_HOUR,
-    Instance,
-    build_instance,
-    case_from_dict,
-    load_case,
-    load_instance,
-    main,
-)
+from aidc_env.case import build_instance, case_from_dict, load_case, main
 from aidc_env.errors import InputError, run_cli
+from aidc_env.instance import PAUSE, SECONDS_PER_HOUR, Instance, load_instance
 from aidc_env.profiles import HOURS_PER_DAY, load_profiles
 from tests.conftest import SHARED_YEAR_CSV
 from tests.test_profiles import fall_back_rows, normal_day, spring_forward_rows, write_csv

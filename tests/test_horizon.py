@@ -18,9 +18,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from aidc_env.case import PAUSE, Instance, build_instance, build_instances, instance_from_args, load_instance
+from aidc_env.case import build_instance, build_instances, instance_from_args
 from aidc_env.case import main as case_main
 from aidc_env.errors import InputError, run_cli
+from aidc_env.instance import PAUSE, Instance, load_instance
 from aidc_env.profiles import DayProfile, ProfileSet
 from aidc_env.simulator import main as simulate_main
 from aidc_env.simulator import simulate
