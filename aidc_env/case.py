@@ -116,10 +116,11 @@ class Case:
         if day is not None:
             changes["day"] = day
         if segments is not None:
-            per_job = [segments] * len(self.jobs) if isinstance(segments, int) else list(segments)
-            require(len(per_job) == len(self.jobs), "segments", f"expected {len(self.jobs)} values")
+            jobs = changes.get("jobs", self.jobs)  # a jobs override given with segments keeps both
+            per_job = [segments] * len(jobs) if isinstance(segments, int) else list(segments)
+            require(len(per_job) == len(jobs), "segments", f"expected {len(jobs)} values")
             changes["jobs"] = tuple(
-                dataclasses.replace(job, segments=int(k)) for job, k in zip(self.jobs, per_job, strict=True)
+                dataclasses.replace(job, segments=int(k)) for job, k in zip(jobs, per_job, strict=True)
             )
         case = dataclasses.replace(self, **changes)
         case.validate()
@@ -179,6 +180,7 @@ class Case:
         """Upper bounds that keep every cost finite (see :mod:`aidc_env.limits` for the reasons)."""
         require_number(self.n_gpus, "gpus", 1, limits.MAX_GPUS, integer=True)
         require_number(self.slots, "slots", 1, limits.MAX_SLOTS_PER_DAY, integer=True)
+        require_number(self.horizon_days, "horizon_days", 1, limits.MAX_HORIZON_DAYS, integer=True)
         require_number(self.pue, "pue", 1.0, limits.MAX_PUE)
         for name in ("idle_kw_per_gpu", "rated_kw_per_gpu"):
             require_number(getattr(self, name), name, 0.0, limits.MAX_KW_PER_GPU)
@@ -293,7 +295,10 @@ def resolve_jobs(case: Case) -> tuple[Job, ...]:
     jobs = []
     for j, spec in enumerate(case.jobs):
         where = f"jobs[{j}]"
-        reference_modes = generate_modes(spec.model, max(reference_pool, case.n_gpus), case.mode_params).pareto
+        try:
+            reference_modes = generate_modes(spec.model, max(reference_pool, case.n_gpus), case.mode_params).pareto
+        except InputError as err:
+            raise InputError(f"{where}.{err.field}", err.message) from None  # e.g. jobs[0].model: unknown model
         require(len(reference_modes) > 0, f"{where}.model", f"{spec.model} has no feasible mode")
         reference_pareto = [m for m in reference_modes if m.gpus <= reference_pool] or list(reference_modes)
         baseline = reference_pareto[_pick_baseline(spec, reference_pareto, where)]

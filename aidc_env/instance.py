@@ -103,7 +103,9 @@ class Job:
     @classmethod
     def from_dict(cls, data: Mapping[str, Any], where: str) -> Job:
         try:
-            modes = tuple(Mode.from_dict(m) for m in data["modes"])
+            modes_data = data["modes"]
+            require(isinstance(modes_data, list), f"{where}.modes", "must be a list of modes")
+            modes = tuple(Mode.from_dict(m, field_prefix=f"{where}.modes[{i}]") for i, m in enumerate(modes_data))
             job = cls(
                 name=str(data["name"]),
                 model=str(data.get("model", "")),
@@ -147,7 +149,8 @@ class Instance:
     renewable_ratio: float
     ppa_usd_per_mwh: float
     curtailment_penalty_usd_per_mwh: float
-    renewable_capacity_mw: float
+    renewable_capacity_mw: float | None
+    """Capacity that normalised solar + wind into ``renewable_shape`` (MW), for the record; None: not stated."""
     jobs: tuple[Job, ...]
     price_usd_per_mwh: np.ndarray
     """λ_t per slot ($/MWh, may be negative)."""
@@ -171,10 +174,13 @@ class Instance:
                 "renewable_shape", "values must be finite and within [0, 1]")
         require(is_integer(self.n_gpus) and self.n_gpus > 0, "gpus", f"must be a positive integer, got {self.n_gpus}")
         require(is_finite(self.slot_hours) and self.slot_hours > 0, "slot_hours", "must be > 0")
-        for job in self.jobs:
-            require(price.size % job.segments == 0, f"{job.name}.segments",
+        require(self.renewable_capacity_mw is None or (is_finite(self.renewable_capacity_mw)
+                                                       and self.renewable_capacity_mw > 0),
+                "renewable_capacity_mw", f"must be a number > 0 or null, got {self.renewable_capacity_mw!r}")
+        for j, job in enumerate(self.jobs):
+            require(price.size % job.segments == 0, f"jobs[{j}].segments",
                     f"K = {job.segments} does not divide the {price.size} slots")
-            require(job.restart_hours < self.segment_hours(job), f"{job.name}.restart_hours",
+            require(job.restart_hours < self.segment_hours(job), f"jobs[{j}].restart_hours",
                     "must be shorter than a checkpoint segment")
         self._check_horizon(price.size)
         require(self.forecast is None or (isinstance(self.forecast, Forecast) and self.forecast.slots == price.size),
@@ -193,8 +199,8 @@ class Instance:
             require_date(self.day, "day")
         require(slots % self.horizon_days == 0, "horizon_days",
                 f"{self.horizon_days} days do not split the {slots} slots evenly")
-        for job in self.jobs:
-            require(job.segments % self.horizon_days == 0, f"{job.name}.segments",
+        for j, job in enumerate(self.jobs):
+            require(job.segments % self.horizon_days == 0, f"jobs[{j}].segments",
                     f"{job.segments} segments do not split into {self.horizon_days} days (a day must end on a boundary)")
 
     @property
@@ -271,6 +277,9 @@ class Instance:
     def from_dict(cls, data: Mapping[str, Any]) -> Instance:
         """Read the exchange format; ``renewable_mw``, if present, must match ρ · P_rated · cf."""
         require(isinstance(data, Mapping), "instance", "must be a JSON object")
+        version = data.get("format", INSTANCE_FORMAT)
+        require(version == INSTANCE_FORMAT, "format", f"unknown instance format {version!r}; this version reads "
+                f"{INSTANCE_FORMAT!r}")
         try:
             jobs_data = data["jobs"]
             require(isinstance(jobs_data, list) and jobs_data, "jobs", "must be a non-empty list")
@@ -286,8 +295,7 @@ class Instance:
                 ppa_usd_per_mwh=_as_float(data["ppa_usd_per_mwh"], "ppa_usd_per_mwh"),
                 curtailment_penalty_usd_per_mwh=_as_float(
                     data.get("curtailment_penalty_usd_per_mwh", 0.0), "curtailment_penalty_usd_per_mwh"),
-                renewable_capacity_mw=_as_float(data.get("renewable_capacity_mw", float("nan")),
-                                                "renewable_capacity_mw", allow_nan=True),
+                renewable_capacity_mw=_as_optional_float(data.get("renewable_capacity_mw"), "renewable_capacity_mw"),
                 jobs=tuple(Job.from_dict(j, f"jobs[{i}]") for i, j in enumerate(jobs_data)),
                 price_usd_per_mwh=_as_array(data["price_usd_per_mwh"], "price_usd_per_mwh"),
                 renewable_shape=_as_array(data["renewable_shape"], "renewable_shape"),
@@ -330,10 +338,14 @@ def _as_int(value: Any, name: str) -> int:
     return int(value)
 
 
-def _as_float(value: Any, name: str, allow_nan: bool = False) -> float:
+def _as_float(value: Any, name: str) -> float:
     require(isinstance(value, (int, float)) and not isinstance(value, bool), name, f"must be a number, got {value!r}")
-    require(allow_nan or math.isfinite(value), name, f"must be finite, got {value!r}")
+    require(math.isfinite(value), name, f"must be finite, got {value!r}")
     return float(value)
+
+
+def _as_optional_float(value: Any, name: str) -> float | None:
+    return None if value is None else _as_float(value, name)
 
 
 def _as_array(value: Any, name: str) -> np.ndarray:

@@ -341,7 +341,7 @@ def test_instance_checks_of_a_horizon():
     job = tiny_job(segments=3)
     with pytest.raises(InputError) as err:  # 3 segments cannot split into 2 days
         dataclasses.replace(tiny_instance([job], [1.0] * 6, [0.0] * 6), horizon_days=2)
-    assert err.value.field == "A.segments"
+    assert err.value.field == "jobs[0].segments"
     with pytest.raises(InputError) as err:
         dataclasses.replace(tiny_instance([tiny_job()], [1.0] * 4, [0.0] * 4), min_daily_share=2.0)
     assert err.value.field == "min_daily_share"
