@@ -22,9 +22,9 @@ import numpy as np
 from gymnasium import spaces
 
 from aidc_env.case import Case, build_instances
-from aidc_env.instance import PAUSE, SECONDS_PER_HOUR, Instance
 from aidc_env.errors import InputError, is_finite, require
 from aidc_env.information import INFORMATION
+from aidc_env.instance import PAUSE, SECONDS_PER_HOUR, Instance
 from aidc_env.joint import joint_choices
 from aidc_env.observation import (
     DEFAULT_LOOKAHEAD,

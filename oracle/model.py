@@ -25,8 +25,8 @@ import pyomo.environ as pyo
 
 from aidc_env.baselines import fixed_schedule, greedy_schedule
 from aidc_env.case import Case, build_instance
-from aidc_env.instance import PAUSE, Instance
 from aidc_env.errors import InputError, require
+from aidc_env.instance import PAUSE, Instance
 from aidc_env.profiles import ProfileSet
 from aidc_env.simulator import Metrics, simulate
 from oracle import labeling
