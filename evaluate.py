@@ -32,8 +32,9 @@ from agents.days import split_days
 from agents.mpc import ForecastNoise
 from agents.policies import HEAVY_POLICIES, POLICY_NAMES, PolicySettings, run_policy
 from aidc_env import limits
-from aidc_env.case import Instance, add_case_arguments, build_instances, case_overrides, load_case
+from aidc_env.case import add_case_arguments, build_instances, case_overrides, load_case
 from aidc_env.errors import EXIT_INTERRUPTED, CliParser, InputError, require, require_number, run_cli
+from aidc_env.instance import Instance
 from aidc_env.io import atomic_path, check_output_file, check_output_folder, write_json
 from aidc_env.profiles import load_profiles
 from aidc_env.simulator import Metrics, SimulationResult, simulate

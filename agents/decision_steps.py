@@ -39,9 +39,9 @@ import numpy as np
 from gymnasium import spaces
 
 from agents.ppo_config import PPOConfig
-from aidc_env.case import SECONDS_PER_HOUR, Instance
 from aidc_env.env import CheckpointDispatchEnv
 from aidc_env.information import outlook
+from aidc_env.instance import SECONDS_PER_HOUR, Instance
 from aidc_env.observation import outlook_blocks, renewable_share_high
 from aidc_env.simulator import segment_productive_hours, simulate
 

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from aidc_env.case import PAUSE, Instance
+from aidc_env.instance import PAUSE, Instance
 from aidc_env.simulator import simulate
 
 

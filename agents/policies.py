@@ -14,7 +14,7 @@ import numpy as np
 
 from agents.mpc import ForecastNoise, mpc_schedule
 from aidc_env.baselines import fixed_schedule, greedy_schedule
-from aidc_env.case import Instance
+from aidc_env.instance import Instance
 
 POLICY_NAMES = ("oracle", "mpc", "fixed", "greedy", "random", "ppo")
 HEAVY_POLICIES = ("oracle", "mpc")

@@ -23,9 +23,9 @@ import numpy as np
 from agents.checkpoints import save_model_atomically
 from agents.decision_steps import DecisionSteps, day_forecast_table, day_price_scale, wrap_env
 from agents.ppo_config import ENV_KWARGS_KEYS, PPOConfig
-from aidc_env.case import Instance
 from aidc_env.env import CheckpointDispatchEnv
 from aidc_env.errors import InputError, require
+from aidc_env.instance import Instance
 from aidc_env.io import read_json_file, write_json
 from aidc_env.simulator import simulate
 

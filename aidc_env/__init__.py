@@ -1,7 +1,7 @@
 """aidc_env: checkpoint-aware 3D dispatch of LLM pre-training as a flexible grid load.
 
-The package holds the 3D mode generator (:mod:`aidc_env.modes`), cases and instances
-(:mod:`aidc_env.case`), CAISO profiles (:mod:`aidc_env.profiles`), the day simulator that computes
+The package holds the 3D mode generator (:mod:`aidc_env.modes`), cases (:mod:`aidc_env.case`) and the
+instances built from them (:mod:`aidc_env.instance`), CAISO profiles (:mod:`aidc_env.profiles`), the day simulator that computes
 every cost and metric (:mod:`aidc_env.simulator`) and the Gymnasium environment
 (:mod:`aidc_env.env`, registered as ``aidc_env/CheckpointDispatch-v0`` on import).
 
@@ -16,14 +16,14 @@ from typing import Any
 __version__ = "0.1.0"
 
 _LAZY = {
-    "PAUSE": "aidc_env.case",
+    "PAUSE": "aidc_env.instance",
     "Case": "aidc_env.case",
-    "Instance": "aidc_env.case",
-    "Job": "aidc_env.case",
+    "Instance": "aidc_env.instance",
+    "Job": "aidc_env.instance",
     "JobSpec": "aidc_env.case",
     "build_instance": "aidc_env.case",
     "load_case": "aidc_env.case",
-    "load_instance": "aidc_env.case",
+    "load_instance": "aidc_env.instance",
     "InputError": "aidc_env.errors",
     "Metrics": "aidc_env.simulator",
     "SimulationResult": "aidc_env.simulator",

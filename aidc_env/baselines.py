@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from aidc_env.case import PAUSE, SECONDS_PER_HOUR, Instance, Job
+from aidc_env.instance import PAUSE, SECONDS_PER_HOUR, Instance, Job
 from aidc_env.simulator import facility_load_mw, simulate
 
 

@@ -12,7 +12,6 @@ episode's decision cost exactly. See ``docs/env.md`` for a worked example.
 from __future__ import annotations
 
 import datetime as dt
-import math
 import operator
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -22,9 +21,10 @@ import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
 
-from aidc_env.case import PAUSE, SECONDS_PER_HOUR, Case, Instance, build_instances
-from aidc_env.errors import InputError, require
+from aidc_env.case import Case, build_instances
+from aidc_env.errors import InputError, is_finite, require
 from aidc_env.information import INFORMATION
+from aidc_env.instance import PAUSE, SECONDS_PER_HOUR, Instance
 from aidc_env.joint import joint_choices
 from aidc_env.observation import (
     DEFAULT_LOOKAHEAD,
@@ -166,7 +166,7 @@ class CheckpointDispatchEnv(gym.Env):
 
     ## Arguments
 
-    - ``case``: an :class:`~aidc_env.case.Instance` or a sequence of instances of the same case on different
+    - ``case``: an :class:`~aidc_env.instance.Instance` or a sequence of instances of the same case on different
       days (what the env consumes; build them once with :func:`~aidc_env.case.build_instances`). As a
       convenience, a bundled case name (``"2048"``), a TOML path or a :class:`~aidc_env.case.Case`: the env
       then calls :func:`~aidc_env.case.build_instances` itself, once, for every day of ``profiles``.
@@ -211,13 +211,13 @@ class CheckpointDispatchEnv(gym.Env):
         super().__init__()
         require(isinstance(lookahead, (int, np.integer)) and not isinstance(lookahead, bool) and lookahead >= 0,
                 "lookahead", f"must be an integer >= 0, got {lookahead!r}")
-        require(_finite(forecast_noise) and forecast_noise >= 0, "forecast_noise", "must be a number >= 0")
+        require(is_finite(forecast_noise) and forecast_noise >= 0, "forecast_noise", "must be a number >= 0")
         require(information in INFORMATION, "information", f"must be one of {', '.join(INFORMATION)}, got "
                 f"{information!r}")
         require(information == "perfect" or forecast_noise == 0, "forecast_noise",
                 "is synthetic noise on the truth (information='perfect' only); 'dayahead' observes the forecasts")
-        require(_finite(reward_scale) and reward_scale > 0, "reward_scale", "must be a number > 0")
-        require(_finite(terminal_penalty_factor) and terminal_penalty_factor >= 0, "terminal_penalty_factor",
+        require(is_finite(reward_scale) and reward_scale > 0, "reward_scale", "must be a number > 0")
+        require(is_finite(terminal_penalty_factor) and terminal_penalty_factor >= 0, "terminal_penalty_factor",
                 "must be a number >= 0")
         self.render_mode = render_mode
         self.lookahead = int(lookahead)
@@ -638,11 +638,6 @@ class CheckpointDispatchEnv(gym.Env):
 
 
 # ---------------------------------------------------------------------------------------------- helpers
-
-
-def _finite(value: Any) -> bool:
-    return isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(value, bool) and math.isfinite(
-        value)
 
 
 def _structure(inst: Instance) -> tuple:

@@ -10,7 +10,9 @@ one line and exit code 130.
 from __future__ import annotations
 
 import argparse
+import datetime as dt
 import math
+import numbers
 import sys
 from collections.abc import Callable, Sequence
 from typing import Any, NoReturn
@@ -33,6 +35,24 @@ def require(condition: bool, field: str, message: str) -> None:
     """Raise :class:`InputError` for ``field`` unless ``condition`` holds."""
     if not condition:
         raise InputError(field, message)
+
+
+def is_integer(value: Any) -> bool:
+    """An integer (Python or numpy), not a bool."""
+    return isinstance(value, numbers.Integral) and not isinstance(value, bool)
+
+
+def is_finite(value: Any) -> bool:
+    """A finite real number (Python or numpy), not a bool."""
+    return isinstance(value, numbers.Real) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def require_date(text: Any, field: str) -> None:
+    """Raise :class:`InputError` for ``field`` unless ``text`` is a date YYYY-MM-DD."""
+    try:
+        dt.date.fromisoformat(text)
+    except (TypeError, ValueError):
+        raise InputError(field, f"{text!r} is not a valid date YYYY-MM-DD") from None
 
 
 def require_number(value: Any, field: str, low: float, high: float, *, integer: bool = False,
@@ -79,4 +99,5 @@ def run_cli(main: Callable[[Sequence[str] | None], int | None], argv: Sequence[s
     return EXIT_BAD_INPUT
 
 
-__all__ = ["EXIT_BAD_INPUT", "EXIT_INTERRUPTED", "CliParser", "InputError", "require", "require_number", "run_cli"]
+__all__ = ["EXIT_BAD_INPUT", "EXIT_INTERRUPTED", "CliParser", "InputError", "is_finite", "is_integer", "require",
+           "require_date", "require_number", "run_cli"]

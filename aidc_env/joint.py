@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from aidc_env.case import Instance
+from aidc_env.instance import Instance
 from aidc_env.simulator import facility_load_mw
 
 

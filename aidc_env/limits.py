@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
+
 from aidc_env.errors import require, require_number
 
 # --------------------------------------------------------------------------------------- the facility
@@ -21,6 +23,9 @@ MAX_KW_PER_GPU = 10.0
 """Rated or idle power per GPU (kW): a GB200 superchip with its host share draws ~1.5 kW; 10 kW is no GPU."""
 MAX_SLOTS_PER_DAY = 1440
 """Time slots per day: one-minute slots; finer slots exceed any market's settlement interval (5 min)."""
+MAX_HORIZON_DAYS = 366
+"""Consecutive days in one instance (``horizon_days``): a (leap) year, the span of a profile source (a year of
+hourly data); a longer budget is a sequence of instances."""
 MAX_RESTART_MINUTES = 24 * 60.0
 """Checkpoint load time: at most a day (a case also needs it shorter than a checkpoint segment)."""
 MAX_TRANCHE_TOKENS = 1e18
@@ -86,9 +91,16 @@ def check_instance(inst: Any) -> None:
     require_number(inst.ppa_usd_per_mwh, "ppa_usd_per_mwh", 0.0, MAX_PRICE_USD_PER_MWH)
     require_number(inst.curtailment_penalty_usd_per_mwh, "curtailment_penalty_usd_per_mwh", 0.0,
                    MAX_PRICE_USD_PER_MWH)
-    require_number(inst.slots, "price_usd_per_mwh", 1, 366 * MAX_SLOTS_PER_DAY, integer=True)
-    require(bool(abs(inst.price_usd_per_mwh).max() <= MAX_PRICE_USD_PER_MWH), "price_usd_per_mwh",
-            f"|price| must be <= {MAX_PRICE_USD_PER_MWH:g} $/MWh")
+    if inst.renewable_capacity_mw is not None:
+        require_number(inst.renewable_capacity_mw, "renewable_capacity_mw", 0.0, MAX_RENEWABLE_CAPACITY_MW,
+                       low_open=True)
+    require_number(inst.horizon_days, "horizon_days", 1, MAX_HORIZON_DAYS, integer=True)
+    require_number(inst.min_daily_share, "min_daily_share", 0.0, 1.0)
+    require_number(inst.slots, "price_usd_per_mwh", 1, inst.horizon_days * MAX_SLOTS_PER_DAY, integer=True)
+    _check_prices(inst.price_usd_per_mwh, "price_usd_per_mwh")
+    if inst.forecast is not None:  # forecasts are finite and their shapes within [0, 1] (Forecast checks that)
+        _check_prices(inst.forecast.price_usd_per_mwh, "forecast.price_usd_per_mwh")
+        _check_prices(inst.forecast.price_scenarios_usd_per_mwh, "forecast.price_scenarios_usd_per_mwh")
     for j, job in enumerate(inst.jobs):
         require_number(job.restart_hours * 60.0, f"jobs[{j}].restart_hours", 0.0, MAX_RESTART_MINUTES)
         require_number(job.tranche_tokens, f"jobs[{j}].tranche_tokens", 0.0, MAX_TRANCHE_TOKENS)
@@ -97,3 +109,8 @@ def check_instance(inst: Any) -> None:
             require_number(mode.gpus, f"{where}.gpus", 1, MAX_GPUS, integer=True)
             require_number(mode.it_power_kw, f"{where}.it_power_kw", 0.0, MAX_KW_PER_GPU * mode.gpus)
             require_number(mode.tokens_per_s, f"{where}.tokens_per_s", 0.0, MAX_TRANCHE_TOKENS)
+
+
+def _check_prices(price: Any, field: str) -> None:
+    require(bool(np.all(np.abs(price) <= MAX_PRICE_USD_PER_MWH)), field,
+            f"|price| must be <= {MAX_PRICE_USD_PER_MWH:g} $/MWh")

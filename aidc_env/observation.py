@@ -17,8 +17,8 @@ from collections.abc import Sequence
 import numpy as np
 from gymnasium import spaces
 
-from aidc_env.case import Instance
 from aidc_env.information import issue_slot, outlook, realised
+from aidc_env.instance import Instance
 
 PRICE_SCALE_USD_PER_MWH = 100.0
 """Observed price = λ / 100 $/MWh, clipped to [PRICE_OBS_LOW, PRICE_OBS_HIGH]."""

@@ -25,8 +25,8 @@ from typing import Any
 
 import numpy as np
 
-from aidc_env.case import PAUSE, SECONDS_PER_HOUR, Instance, Job, load_instance
 from aidc_env.errors import CliParser, require, run_cli
+from aidc_env.instance import PAUSE, SECONDS_PER_HOUR, Instance, Job, load_instance
 from aidc_env.io import dumps_json, read_json_file
 
 TRANCHE_TOLERANCE = 1e-9

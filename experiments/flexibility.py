@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 import pyomo.environ as pyo
 
-from aidc_env.case import PAUSE, SECONDS_PER_HOUR, Instance
+from aidc_env.instance import PAUSE, SECONDS_PER_HOUR, Instance
 from aidc_env.simulator import energy_accounting, facility_load_mw
 
 

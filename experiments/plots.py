@@ -12,7 +12,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
-from aidc_env.case import PAUSE, Instance  # noqa: E402
+from aidc_env.instance import PAUSE, Instance  # noqa: E402
 from aidc_env.io import atomic_path  # noqa: E402
 from aidc_env.simulator import SimulationResult  # noqa: E402
 

@@ -29,8 +29,9 @@ from tqdm import tqdm
 
 from aidc_env.baselines import fixed_schedule
 from aidc_env import limits
-from aidc_env.case import Case, Instance, add_case_arguments, build_instance, build_instances, case_overrides, load_case
+from aidc_env.case import Case, add_case_arguments, build_instance, build_instances, case_overrides, load_case
 from aidc_env.errors import EXIT_INTERRUPTED, CliParser, InputError, require, require_number, run_cli
+from aidc_env.instance import Instance
 from aidc_env.io import atomic_path, atomic_write_text, check_output_file, check_output_folder
 from aidc_env.profiles import load_profiles
 from aidc_env.simulator import simulate

@@ -7,8 +7,9 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from aidc_env import limits
-from aidc_env.case import add_case_arguments, instance_from_args, load_instance
+from aidc_env.case import add_case_arguments, instance_from_args
 from aidc_env.errors import CliParser, require, require_number, run_cli
+from aidc_env.instance import load_instance
 from aidc_env.io import atomic_path, check_output_file, dumps_json
 from aidc_env.simulator import format_metrics
 from oracle.constants import DEFAULT_MIP_GAP, DEFAULT_SOLVER, DEFAULT_TIME_LIMIT_S, FORMULATIONS

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from aidc_env.case import SECONDS_PER_HOUR, Instance, Job
+from aidc_env.instance import SECONDS_PER_HOUR, Instance, Job
 from aidc_env.joint import joint_choices, joint_count
 from aidc_env.simulator import renewable_first, segment_productive_hours, slot_decision_cost_usd
 

@@ -25,7 +25,7 @@ import highspy
 import numpy as np
 from pyomo.common.tee import capture_output
 
-from aidc_env.case import PAUSE, SECONDS_PER_HOUR, Instance
+from aidc_env.instance import PAUSE, SECONDS_PER_HOUR, Instance
 from aidc_env.simulator import TRANCHE_TOLERANCE
 from oracle.data import MAX_JOINT_STATES, count_joint_states, enumerate_joint_states, job_coefficients
 from oracle.formulations import TRANCHE_SCALE_FLOOR

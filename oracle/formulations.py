@@ -35,7 +35,7 @@ import numpy as np
 import pyomo.environ as pyo
 from pyomo.core.expr.numeric_expr import LinearExpression
 
-from aidc_env.case import PAUSE, Instance
+from aidc_env.instance import PAUSE, Instance
 from aidc_env.simulator import TRANCHE_TOLERANCE, facility_load_mw, slot_decision_cost_usd
 from oracle.constants import FORMULATIONS
 from oracle.data import OracleData

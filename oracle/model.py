@@ -24,8 +24,9 @@ import numpy as np
 import pyomo.environ as pyo
 
 from aidc_env.baselines import fixed_schedule, greedy_schedule
-from aidc_env.case import PAUSE, Case, Instance, build_instance
+from aidc_env.case import Case, build_instance
 from aidc_env.errors import InputError, require
+from aidc_env.instance import PAUSE, Instance
 from aidc_env.profiles import ProfileSet
 from aidc_env.simulator import Metrics, simulate
 from oracle import labeling
@@ -449,7 +450,7 @@ def solve(
 ) -> OracleResult:
     """Solve one day exactly.
 
-    ``case_or_instance``: an :class:`~aidc_env.case.Instance` (used as is), or a case (name, TOML path
+    ``case_or_instance``: an :class:`~aidc_env.instance.Instance` (used as is), or a case (name, TOML path
     or :class:`~aidc_env.case.Case`) resolved with ``day``, ``profiles`` and ``overrides`` (``gpus``,
     ``segments``, ``renewable_ratio``, any case field) through :func:`~aidc_env.case.build_instance`.
     ``allow_pause=False`` forbids pausing (every job runs some mode in every segment). ``reduce=False``

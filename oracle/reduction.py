@@ -24,7 +24,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from aidc_env.case import PAUSE
+from aidc_env.instance import PAUSE
 from oracle.data import OracleData
 
 THROUGH_TOLERANCE = 1e-9

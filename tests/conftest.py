@@ -7,7 +7,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from aidc_env.case import PAUSE, Instance, Job
+from aidc_env.instance import PAUSE, Instance, Job
 from aidc_env.modes import Mode
 
 SHARED_YEAR_CSV = Path(__file__).resolve().parents[2] / "shared" / "data" / "caiso" / "caiso_2023_hourly.csv"

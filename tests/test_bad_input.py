@@ -156,6 +156,11 @@ BAD_INSTANCES = [
     ("instance_job_tranche_huge.json", "jobs.0.tranche_tokens", 1e300, "tranche_tokens"),
     ("instance_job_baseline.json", "jobs.0.baseline_mode", 99, "baseline_mode"),
     ("instance_job_modes_empty.json", "jobs.0.modes", [], "jobs[0]"),
+    ("instance_format.json", "format", "aidc-instance/9", "format"),
+    ("instance_capacity_negative.json", "renewable_capacity_mw", -5.0, "renewable_capacity_mw"),
+    ("instance_share_high.json", "min_daily_share", 2.0, "min_daily_share"),
+    ("instance_forecast_huge.json", "forecast", {"price_usd_per_mwh": [1e9] * 96, "renewable_shape": [0.5] * 96},
+     "forecast.price_usd_per_mwh"),
 ]
 
 CSV_HEADER = "timestamp_utc,local_start,price_usd_per_mwh,solar_mw,wind_mw\n"

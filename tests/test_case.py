@@ -13,19 +13,13 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from aidc_env.case import (
-    PAUSE,
-    SECONDS_PER_HOUR,
-    Instance,
-    build_instance,
-    case_from_dict,
-    load_case,
-    load_instance,
-    main,
-)
+from aidc_env import limits
+from aidc_env.case import build_instance, case_from_dict, load_case, main
 from aidc_env.errors import InputError, run_cli
+from aidc_env.information import Forecast
+from aidc_env.instance import INSTANCE_FORMAT, PAUSE, SECONDS_PER_HOUR, Instance, load_instance
 from aidc_env.profiles import HOURS_PER_DAY, load_profiles
-from tests.conftest import SHARED_YEAR_CSV
+from tests.conftest import SHARED_YEAR_CSV, mode, tiny_instance, tiny_job
 from tests.test_profiles import fall_back_rows, normal_day, spring_forward_rows, write_csv
 
 SLOTS = 96
@@ -143,6 +137,13 @@ def test_unknown_override_is_refused_by_name(bundled, overrides, field):
     assert err.value.field == field and "unknown case field" in err.value.message
 
 
+def test_jobs_and_segments_overrides_together_keep_both():
+    case = load_case("2048")
+    jobs = tuple(dataclasses.replace(job, restart_minutes=5.0) for job in case.jobs)
+    both = case.with_overrides(jobs=jobs, segments=24)
+    assert [(job.restart_minutes, job.segments) for job in both.jobs] == [(5.0, 24)] * len(jobs)
+
+
 def test_segments_override_of_the_wrong_length_is_refused():
     with pytest.raises(InputError) as err:
         load_case("2048").with_overrides(segments=[12, 12, 12])
@@ -219,7 +220,7 @@ def test_each_bad_case_file_field_is_named(table, field):
 @pytest.mark.parametrize("job, field, words", [
     ({"baseline_gpus": 500}, "jobs[0].baseline_gpus", "no Pareto mode of llama-13b uses 500 GPUs"),
     ({"baseline_gpus": None, "baseline_mode": "tp9-pp9-dp9"}, "jobs[0].baseline_mode", "is not a Pareto mode"),
-    ({"model": "llama-1t"}, "model", "unknown model 'llama-1t'"),  # names the field, not the job (see report)
+    ({"model": "llama-1t"}, "jobs[0].model", "unknown model 'llama-1t'"),
 ])
 def test_bad_job_resolution_is_named(bundled, job, field, words):
     with pytest.raises(InputError) as err:
@@ -300,6 +301,18 @@ def test_exchange_json_round_trip(reference):
     assert back.to_json() == reference.to_json()
 
 
+def test_an_instance_without_the_optional_keys_round_trips(reference):
+    data = json.loads(reference.to_json())
+    for key in ("format", "renewable_capacity_mw", "renewable_mw", "days", "day_start_slots"):
+        data.pop(key)
+    inst = Instance.from_dict(data)
+    assert inst.renewable_capacity_mw is None
+    text = inst.to_json()
+    assert json.loads(text, parse_constant=no_constant)["format"] == INSTANCE_FORMAT
+    assert_same_instance(round_trip(inst), inst)
+    assert round_trip(inst).to_json() == text
+
+
 def test_exchange_json_file_round_trip_through_the_cli(tmp_path, capsys, reference):
     out = tmp_path / "instance.json"
     assert run_cli(main, ["--case", "2048", "--json", "--out", str(out)]) == 0
@@ -336,7 +349,14 @@ def test_property_round_trip_over_overrides(bundled, gpus, segments, renewable_r
     (lambda d: d["jobs"][0].pop("modes"), "jobs[0].modes"),
     (lambda d: d["jobs"][1].update(baseline_mode=99), "jobs[1].baseline_mode"),
     (lambda d: d["jobs"][1].update(tranche_tokens=-1.0), "jobs[1].tranche_tokens"),
-    (lambda d: d["jobs"][0].update(segments=7), "LLM-A.segments"),
+    (lambda d: d["jobs"][0].update(segments=7), "jobs[0].segments"),
+    (lambda d: d["jobs"][1].update(restart_hours=3.0), "jobs[1].restart_hours"),
+    (lambda d: d["jobs"][1]["modes"][2].update(gpus="many"), "jobs[1].modes[2].gpus"),
+    (lambda d: d["jobs"][0]["modes"][1].pop("tokens_per_s"), "jobs[0].modes[1].tokens_per_s"),
+    (lambda d: d["jobs"][0]["modes"][0].update(colour=1), "jobs[0].modes[0].colour"),
+    (lambda d: d.update(format="aidc-instance/2"), "format"),
+    (lambda d: d.update(format=None), "format"),
+    (lambda d: d.update(renewable_capacity_mw=-1.0), "renewable_capacity_mw"),
 ])
 def test_bad_instance_json_field_is_named(reference, change, field):
     data = json.loads(reference.to_json())
@@ -344,3 +364,42 @@ def test_bad_instance_json_field_is_named(reference, change, field):
     with pytest.raises(InputError) as err:
         Instance.from_dict(data)
     assert err.value.field == field
+
+
+# ------------------------------------------------------------------------------------ bounds of a horizon
+
+
+def within_bounds(slots: int, segments: int) -> Instance:
+    """A tiny instance whose every number is within :mod:`aidc_env.limits` (so only the tested one is not)."""
+    job = tiny_job(segments=segments, modes=(mode(1, 10.0, 0.5),))
+    return tiny_instance([job], [10.0] * slots, [0.5] * slots, idle_kw_per_gpu=0.1, rated_kw_per_gpu=0.5)
+
+
+def test_a_horizon_longer_than_the_stated_maximum_is_refused():
+    with pytest.raises(InputError) as err:
+        load_case("2048").with_overrides(horizon_days=limits.MAX_HORIZON_DAYS + 1)
+    assert err.value.field == "horizon_days" and f"<= {limits.MAX_HORIZON_DAYS}" in err.value.message
+
+
+def test_an_instance_json_longer_than_the_stated_maximum_is_refused(tmp_path):
+    days = limits.MAX_HORIZON_DAYS + 1
+    long = dataclasses.replace(within_bounds(days, days), horizon_days=days)
+    path = tmp_path / "long.json"
+    path.write_text(long.to_json())
+    with pytest.raises(InputError) as err:
+        load_instance(path)
+    assert err.value.field == "horizon_days" and f"<= {limits.MAX_HORIZON_DAYS}" in err.value.message
+
+
+@pytest.mark.parametrize("price, scenarios, field", [
+    ([10.0, -2e5], [], "forecast.price_usd_per_mwh"),
+    ([10.0, 20.0], [[10.0, 1e6]], "forecast.price_scenarios_usd_per_mwh"),
+])
+def test_a_forecast_price_beyond_the_price_bound_is_refused(tmp_path, price, scenarios, field):
+    inst = within_bounds(2, 2)
+    forecast = Forecast(np.array(price), np.full(2, 0.5), np.array(scenarios), np.full((len(scenarios), 2), 0.5))
+    path = tmp_path / "forecast.json"
+    path.write_text(dataclasses.replace(inst, forecast=forecast).to_json())
+    with pytest.raises(InputError) as err:
+        load_instance(path)
+    assert err.value.field == field and f"<= {limits.MAX_PRICE_USD_PER_MWH:g}" in err.value.message

@@ -19,7 +19,8 @@ from hypothesis import strategies as st
 
 import aidc_env
 from aidc_env.baselines import fixed_schedule, greedy_schedule, random_schedule
-from aidc_env.case import PAUSE, Instance, build_instance, load_case
+from aidc_env.case import build_instance, load_case
+from aidc_env.instance import PAUSE, Instance
 from aidc_env.env import (
     ENV_ID,
     JOB_FEATURES,

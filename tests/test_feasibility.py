@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from aidc_env.case import SECONDS_PER_HOUR
+from aidc_env.instance import SECONDS_PER_HOUR
 from aidc_env.simulator import TRANCHE_TOLERANCE
 from oracle import precheck
 from oracle.feasibility import _lp_feasible

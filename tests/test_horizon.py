@@ -18,9 +18,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from aidc_env.case import PAUSE, Instance, build_instance, build_instances, instance_from_args, load_instance
+from aidc_env.case import build_instance, build_instances, instance_from_args
 from aidc_env.case import main as case_main
 from aidc_env.errors import InputError, run_cli
+from aidc_env.instance import PAUSE, Instance, load_instance
 from aidc_env.profiles import DayProfile, ProfileSet
 from aidc_env.simulator import main as simulate_main
 from aidc_env.simulator import simulate
@@ -340,7 +341,7 @@ def test_instance_checks_of_a_horizon():
     job = tiny_job(segments=3)
     with pytest.raises(InputError) as err:  # 3 segments cannot split into 2 days
         dataclasses.replace(tiny_instance([job], [1.0] * 6, [0.0] * 6), horizon_days=2)
-    assert err.value.field == "A.segments"
+    assert err.value.field == "jobs[0].segments"
     with pytest.raises(InputError) as err:
         dataclasses.replace(tiny_instance([tiny_job()], [1.0] * 4, [0.0] * 4), min_daily_share=2.0)
     assert err.value.field == "min_daily_share"

@@ -18,9 +18,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from agents.ppo import PPOConfig, make_model, make_vec_env, ppo_schedule, rollout_schedule, wrap_env
-from aidc_env.case import Instance
 from aidc_env.env import CheckpointDispatchEnv
 from aidc_env.information import Forecast
+from aidc_env.instance import Instance
 from tests.conftest import mode, tiny_instance, tiny_job
 
 SLOTS_PER_DAY = 24  # hourly slots: the forecast's issue time (10:00 the day before) falls inside the horizon

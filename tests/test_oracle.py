@@ -15,8 +15,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from aidc_env.baselines import fixed_schedule
-from aidc_env.case import PAUSE, SECONDS_PER_HOUR, build_instance
+from aidc_env.case import build_instance
 from aidc_env.errors import InputError, run_cli
+from aidc_env.instance import PAUSE, SECONDS_PER_HOUR
 from aidc_env.simulator import (
     TRANCHE_TOLERANCE,
     facility_load_mw,

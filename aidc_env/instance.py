@@ -1,0 +1,364 @@
+"""Problem instances: a case resolved on one day or a horizon of days, and their exchange format (JSON).
+
+An :class:`Instance` holds every parameter, each job's Pareto modes (a :class:`Job`) and the price,
+renewable shape and renewable availability per slot. It is what the simulator, the env, the oracle and
+outside solvers read; :func:`aidc_env.case.build_instance` makes one from a case file and a profile
+source, :meth:`Instance.to_json` / :func:`load_instance` write and read the exchange format
+(``python -m aidc_env.case --case 2048 --json``).
+
+**Horizon** (DESIGN §9). An instance spans D = ``horizon_days`` consecutive days on *one* flat time axis
+of T = D × (slots per day) slots: the price and renewable arrays are the days' arrays end to end, a job's
+``segments`` counts its checkpoint segments over the whole horizon (K per day × D) and its
+``tranche_tokens`` is the target over the horizon (D × the daily tranche). Every consumer that reads
+``slots``, ``segments`` and ``slots_per_segment`` therefore works unchanged on a long instance, and job
+state (mode, progress within a segment) carries across midnight: there is no free restart at 00:00.
+``min_daily_share`` s ∈ [0, 1] asks every day to make at least s × tranche / D tokens of every job
+(s = 1: a daily tranche every day). The default s = 0 (targets over the horizon only): the point of a
+multi-day budget is to move work between days, and s = 0 is the bound that shows what that is worth;
+an operator who needs steady progress sets a share (D = 1 is unaffected by s). D = 1 is today's day
+instance, bit for bit. DST days keep the day model's 24 clock hours (see :mod:`aidc_env.profiles`).
+
+Units: power in kW (per GPU, per mode) or MW (facility), energy in MWh, prices in $/MWh,
+time in hours unless the name says otherwise.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from aidc_env import limits
+from aidc_env.errors import InputError, is_finite, is_integer, require, require_date
+from aidc_env.information import Forecast
+from aidc_env.io import dumps_json, read_json_file
+from aidc_env.modes import Mode
+
+SECONDS_PER_HOUR = 3600.0
+MINUTES_PER_HOUR = 60.0
+PAUSE = -1
+"""Schedule value of a paused segment (any other value is an index into the job's modes)."""
+
+INSTANCE_FORMAT = "aidc-instance/1"
+"""The ``format`` of the exchange JSON; an instance without one is read as this format."""
+
+DEFAULT_MIN_DAILY_SHARE = 0.0
+"""Default minimum share of the per-day tranche each day of a horizon must make: none, targets over the
+horizon only (the module docstring says why)."""
+
+
+@dataclass(frozen=True, eq=False)
+class Job:
+    """A job resolved in an instance: its Pareto modes as arrays, its baseline and its tranche."""
+
+    name: str
+    model: str
+    segments: int
+    """Checkpoint segments over the instance's horizon (K per day × D days)."""
+    restart_hours: float
+    modes: tuple[Mode, ...]
+    baseline_mode: int
+    """Index of the baseline mode in ``modes`` (PAUSE if the pool is too small for it)."""
+    initial_mode: int
+    """Mode running before t = 0 (keeping it costs no restart); PAUSE if none."""
+    tranche_tokens: float
+    """Token target over the instance's horizon (D × the daily tranche)."""
+
+    def __post_init__(self) -> None:
+        gpus = np.array([m.gpus for m in self.modes], dtype=np.int64)
+        rate = np.array([m.tokens_per_s for m in self.modes], dtype=float)
+        power = np.array([m.it_power_kw for m in self.modes], dtype=float)
+        # Index PAUSE (-1) reads the trailing zero: pause uses no GPU, makes no token, draws no IT power.
+        object.__setattr__(self, "gpus_by_choice", np.append(gpus, 0))
+        object.__setattr__(self, "tokens_per_s_by_choice", np.append(rate, 0.0))
+        object.__setattr__(self, "it_power_kw_by_choice", np.append(power, 0.0))
+        for arr in (self.gpus_by_choice, self.tokens_per_s_by_choice, self.it_power_kw_by_choice):
+            arr.setflags(write=False)
+
+    gpus_by_choice: np.ndarray = field(init=False, repr=False)
+    tokens_per_s_by_choice: np.ndarray = field(init=False, repr=False)
+    it_power_kw_by_choice: np.ndarray = field(init=False, repr=False)
+
+    @property
+    def n_modes(self) -> int:
+        return len(self.modes)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "model": self.model,
+            "segments": self.segments,
+            "restart_hours": self.restart_hours,
+            "baseline_mode": self.baseline_mode,
+            "initial_mode": self.initial_mode,
+            "tranche_tokens": self.tranche_tokens,
+            "modes": [m.to_dict() for m in self.modes],
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any], where: str) -> Job:
+        try:
+            modes_data = data["modes"]
+            require(isinstance(modes_data, list), f"{where}.modes", "must be a list of modes")
+            modes = tuple(Mode.from_dict(m, field_prefix=f"{where}.modes[{i}]") for i, m in enumerate(modes_data))
+            job = cls(
+                name=str(data["name"]),
+                model=str(data.get("model", "")),
+                segments=_as_int(data["segments"], f"{where}.segments"),
+                restart_hours=_as_float(data["restart_hours"], f"{where}.restart_hours"),
+                modes=modes,
+                baseline_mode=_as_int(data.get("baseline_mode", PAUSE), f"{where}.baseline_mode"),
+                initial_mode=_as_int(data.get("initial_mode", PAUSE), f"{where}.initial_mode"),
+                tranche_tokens=_as_float(data["tranche_tokens"], f"{where}.tranche_tokens"),
+            )
+        except KeyError as err:
+            raise InputError(f"{where}.{err.args[0]}", "missing") from None
+        except (TypeError, ValueError) as err:
+            if isinstance(err, InputError):
+                raise
+            raise InputError(where, f"bad value ({err})") from None
+        for name in ("baseline_mode", "initial_mode"):
+            index = getattr(job, name)
+            require(PAUSE <= index < len(modes), f"{where}.{name}", f"must be -1 or a mode index < {len(modes)}")
+        require(job.segments > 0, f"{where}.segments", "must be > 0")
+        require(is_finite(job.restart_hours) and job.restart_hours >= 0, f"{where}.restart_hours", "must be >= 0")
+        require(is_finite(job.tranche_tokens) and job.tranche_tokens >= 0, f"{where}.tranche_tokens", "must be >= 0")
+        return job
+
+
+@dataclass(frozen=True, eq=False)
+class Instance:
+    """One day, or D consecutive days, of one case: everything the simulator, the env and the oracle need.
+
+    A horizon of D days is one flat time axis of T = D × (slots per day) slots; a job's ``segments`` and
+    ``tranche_tokens`` are over the horizon (see the module docstring). ``day`` is the first day.
+    """
+
+    case_name: str
+    day: str
+    n_gpus: int
+    slot_hours: float
+    pue: float
+    idle_kw_per_gpu: float
+    rated_kw_per_gpu: float
+    renewable_ratio: float
+    ppa_usd_per_mwh: float
+    curtailment_penalty_usd_per_mwh: float
+    renewable_capacity_mw: float | None
+    """Capacity that normalised solar + wind into ``renewable_shape`` (MW), for the record; None: not stated."""
+    jobs: tuple[Job, ...]
+    price_usd_per_mwh: np.ndarray
+    """λ_t per slot ($/MWh, may be negative)."""
+    renewable_shape: np.ndarray
+    """cf_t per slot in [0, 1]: (solar + wind) / renewable_capacity_mw."""
+    horizon_days: int = 1
+    """D, the consecutive days from ``day`` that the instance spans."""
+    min_daily_share: float = DEFAULT_MIN_DAILY_SHARE
+    """Each day must make at least this share of ``tranche_tokens / D`` of every job (0..1)."""
+    forecast: Forecast | None = None
+    """Day-ahead forecasts of the same slots (:mod:`aidc_env.information`); None: truth only. The simulator
+    never reads it (costs are paid on the truth)."""
+
+    def __post_init__(self) -> None:
+        price = np.array(self.price_usd_per_mwh, dtype=float)
+        shape = np.array(self.renewable_shape, dtype=float)
+        require(price.ndim == 1 and price.size > 0, "price_usd_per_mwh", "must be a non-empty list of numbers")
+        require(bool(np.all(np.isfinite(price))), "price_usd_per_mwh", "contains NaN or infinite values")
+        require(shape.shape == price.shape, "renewable_shape", f"must have {price.size} values like the prices")
+        require(bool(np.all(np.isfinite(shape))) and bool(np.all((shape >= 0) & (shape <= 1))),
+                "renewable_shape", "values must be finite and within [0, 1]")
+        require(is_integer(self.n_gpus) and self.n_gpus > 0, "gpus", f"must be a positive integer, got {self.n_gpus}")
+        require(is_finite(self.slot_hours) and self.slot_hours > 0, "slot_hours", "must be > 0")
+        require(self.renewable_capacity_mw is None or (is_finite(self.renewable_capacity_mw)
+                                                       and self.renewable_capacity_mw > 0),
+                "renewable_capacity_mw", f"must be a number > 0 or null, got {self.renewable_capacity_mw!r}")
+        for j, job in enumerate(self.jobs):
+            require(price.size % job.segments == 0, f"jobs[{j}].segments",
+                    f"K = {job.segments} does not divide the {price.size} slots")
+            require(job.restart_hours < self.segment_hours(job), f"jobs[{j}].restart_hours",
+                    "must be shorter than a checkpoint segment")
+        self._check_horizon(price.size)
+        require(self.forecast is None or (isinstance(self.forecast, Forecast) and self.forecast.slots == price.size),
+                "forecast", f"must be a Forecast of {price.size} slots")
+        renewable = self.renewable_ratio * self.rated_facility_mw * shape
+        for name, arr in (("price_usd_per_mwh", price), ("renewable_shape", shape), ("renewable_mw", renewable)):
+            arr.setflags(write=False)
+            object.__setattr__(self, name, arr)
+
+    renewable_mw: np.ndarray = field(init=False, repr=False)
+    """R_t = ρ · P_rated · cf_t (MW) per slot."""
+
+    def _check_horizon(self, slots: int) -> None:
+        validate_horizon(self.horizon_days, self.min_daily_share)
+        if self.horizon_days > 1:
+            require_date(self.day, "day")
+        require(slots % self.horizon_days == 0, "horizon_days",
+                f"{self.horizon_days} days do not split the {slots} slots evenly")
+        for j, job in enumerate(self.jobs):
+            require(job.segments % self.horizon_days == 0, f"jobs[{j}].segments",
+                    f"{job.segments} segments do not split into {self.horizon_days} days (a day must end on a boundary)")
+
+    @property
+    def slots(self) -> int:
+        return int(self.price_usd_per_mwh.size)
+
+    @property
+    def days(self) -> tuple[str, ...]:
+        """The days of the horizon, in order (``(day,)`` for a day instance)."""
+        if self.horizon_days == 1:
+            return (self.day,)
+        first = dt.date.fromisoformat(self.day)
+        return tuple((first + dt.timedelta(days=d)).isoformat() for d in range(self.horizon_days))
+
+    @property
+    def slots_per_day(self) -> int:
+        return self.slots // self.horizon_days
+
+    @property
+    def day_start_slots(self) -> tuple[int, ...]:
+        """First slot of each day of the horizon."""
+        return tuple(d * self.slots_per_day for d in range(self.horizon_days))
+
+    def day_slots(self, d: int) -> slice:
+        """The slots of day ``d`` (0-based) of the horizon."""
+        return slice(d * self.slots_per_day, (d + 1) * self.slots_per_day)
+
+    def segments_per_day(self, job: Job) -> int:
+        return job.segments // self.horizon_days
+
+    def daily_min_tokens(self, job: Job) -> float:
+        """The fewest tokens of ``job`` every day must make: min_daily_share × tranche / D."""
+        return self.min_daily_share * job.tranche_tokens / self.horizon_days
+
+    @property
+    def rated_facility_mw(self) -> float:
+        """P_rated = PUE · N · p_rated / 1000 (MW)."""
+        return self.pue * self.n_gpus * self.rated_kw_per_gpu / 1000.0
+
+    def slots_per_segment(self, job: Job) -> int:
+        return self.slots // job.segments
+
+    def segment_hours(self, job: Job) -> float:
+        return self.slot_hours * self.slots_per_segment(job)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "format": INSTANCE_FORMAT,
+            "case": self.case_name,
+            "day": self.day,
+            "gpus": self.n_gpus,
+            "slots": self.slots,
+            "slot_hours": self.slot_hours,
+            "pue": self.pue,
+            "idle_kw_per_gpu": self.idle_kw_per_gpu,
+            "rated_kw_per_gpu": self.rated_kw_per_gpu,
+            "rated_facility_mw": self.rated_facility_mw,
+            "renewable_ratio": self.renewable_ratio,
+            "ppa_usd_per_mwh": self.ppa_usd_per_mwh,
+            "curtailment_penalty_usd_per_mwh": self.curtailment_penalty_usd_per_mwh,
+            "renewable_capacity_mw": self.renewable_capacity_mw,
+            "jobs": [job.to_dict() for job in self.jobs],
+            "price_usd_per_mwh": self.price_usd_per_mwh.tolist(),
+            "renewable_shape": self.renewable_shape.tolist(),
+            "renewable_mw": self.renewable_mw.tolist(),
+            "horizon_days": self.horizon_days,
+            "days": list(self.days),
+            "day_start_slots": list(self.day_start_slots),
+            "min_daily_share": self.min_daily_share,
+            **({"forecast": self.forecast.to_dict()} if self.forecast is not None else {}),
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Instance:
+        """Read the exchange format; ``renewable_mw``, if present, must match ρ · P_rated · cf."""
+        require(isinstance(data, Mapping), "instance", "must be a JSON object")
+        version = data.get("format", INSTANCE_FORMAT)
+        require(version == INSTANCE_FORMAT, "format", f"unknown instance format {version!r}; this version reads "
+                f"{INSTANCE_FORMAT!r}")
+        try:
+            jobs_data = data["jobs"]
+            require(isinstance(jobs_data, list) and jobs_data, "jobs", "must be a non-empty list")
+            inst = cls(
+                case_name=str(data.get("case", "")),
+                day=str(data.get("day", "")),
+                n_gpus=_as_int(data["gpus"], "gpus"),
+                slot_hours=_as_float(data["slot_hours"], "slot_hours"),
+                pue=_as_float(data["pue"], "pue"),
+                idle_kw_per_gpu=_as_float(data["idle_kw_per_gpu"], "idle_kw_per_gpu"),
+                rated_kw_per_gpu=_as_float(data["rated_kw_per_gpu"], "rated_kw_per_gpu"),
+                renewable_ratio=_as_float(data["renewable_ratio"], "renewable_ratio"),
+                ppa_usd_per_mwh=_as_float(data["ppa_usd_per_mwh"], "ppa_usd_per_mwh"),
+                curtailment_penalty_usd_per_mwh=_as_float(
+                    data.get("curtailment_penalty_usd_per_mwh", 0.0), "curtailment_penalty_usd_per_mwh"),
+                renewable_capacity_mw=_as_optional_float(data.get("renewable_capacity_mw"), "renewable_capacity_mw"),
+                jobs=tuple(Job.from_dict(j, f"jobs[{i}]") for i, j in enumerate(jobs_data)),
+                price_usd_per_mwh=_as_array(data["price_usd_per_mwh"], "price_usd_per_mwh"),
+                renewable_shape=_as_array(data["renewable_shape"], "renewable_shape"),
+                horizon_days=_as_int(data.get("horizon_days", 1), "horizon_days"),
+                min_daily_share=_as_float(data.get("min_daily_share", DEFAULT_MIN_DAILY_SHARE), "min_daily_share"),
+                forecast=Forecast.from_dict(data["forecast"]) if data.get("forecast") is not None else None,
+            )
+        except KeyError as err:
+            raise InputError(str(err.args[0]), "missing from the instance") from None
+        if "renewable_mw" in data:
+            given = _as_array(data["renewable_mw"], "renewable_mw")
+            require(given.shape == inst.renewable_mw.shape and np.allclose(given, inst.renewable_mw, rtol=1e-9,
+                                                                           atol=1e-12),
+                    "renewable_mw", "does not equal renewable_ratio * rated_facility_mw * renewable_shape")
+        # Derived keys, written for outside readers: if present they must agree with day and horizon_days.
+        if "days" in data:
+            require(data["days"] == list(inst.days), "days",
+                    f"must be the {inst.horizon_days} consecutive days from {inst.day}")
+        if "day_start_slots" in data:
+            require(data["day_start_slots"] == list(inst.day_start_slots), "day_start_slots",
+                    f"must be {list(inst.day_start_slots)} for {inst.horizon_days} days of {inst.slots_per_day} slots")
+        return inst
+
+    def to_json(self, indent: int | None = None) -> str:
+        return dumps_json(self.to_dict(), indent=indent)
+
+
+def load_instance(path: str | Path) -> Instance:
+    """Read an instance JSON file (the output of ``python -m aidc_env.case --json``)."""
+    inst = Instance.from_dict(read_json_file(path, "instance"))
+    limits.check_instance(inst)
+    return inst
+
+
+# --------------------------------------------------------------------------------------------- helpers
+
+
+def _as_int(value: Any, name: str) -> int:
+    require(is_integer(value), name, f"must be an integer, got {value!r}")
+    return int(value)
+
+
+def _as_float(value: Any, name: str) -> float:
+    require(isinstance(value, (int, float)) and not isinstance(value, bool), name, f"must be a number, got {value!r}")
+    require(math.isfinite(value), name, f"must be finite, got {value!r}")
+    return float(value)
+
+
+def _as_optional_float(value: Any, name: str) -> float | None:
+    return None if value is None else _as_float(value, name)
+
+
+def _as_array(value: Any, name: str) -> np.ndarray:
+    require(isinstance(value, list) and all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in value),
+            name, "must be a list of numbers")
+    arr = np.asarray(value, dtype=float)
+    require(bool(np.all(np.isfinite(arr))), name, "contains NaN or infinite values")
+    return arr
+
+
+def validate_horizon(horizon_days: Any, min_daily_share: Any) -> None:
+    """Raise :class:`InputError` unless D is a positive integer and the daily share within [0, 1]."""
+    require(is_integer(horizon_days) and horizon_days > 0, "horizon_days",
+            f"must be a positive integer, got {horizon_days!r}")
+    require(is_finite(min_daily_share) and 0 <= min_daily_share <= 1, "min_daily_share",
+            f"must be a number in [0, 1], got {min_daily_share!r}")
