@@ -17,7 +17,7 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 
-from aidc_env.case import Instance
+from aidc_env.instance import Instance
 from aidc_env.errors import require
 from aidc_env.forecasts import ForecastSet
 from aidc_env.information import Forecast

@@ -39,7 +39,8 @@ from tqdm import tqdm
 
 from agents.baselines import fixed_schedule
 from agents.days import split_days
-from aidc_env.case import Instance, build_instances, load_case
+from aidc_env.case import build_instances, load_case
+from aidc_env.instance import Instance
 from aidc_env.errors import require, run_cli
 from aidc_env.forecasts import ForecastSet, common_dates, load_forecasts
 from aidc_env.price_forecast import (
