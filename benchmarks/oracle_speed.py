@@ -98,17 +98,20 @@ def solve_day(task: tuple[str, str, int, float, float, tuple[str, ...]]) -> list
 
 
 def choose_days(spec: Sequence[str], available: Sequence[str]) -> list[str]:
-    if list(spec) == ["all"]:
-        return list(available)
-    if list(spec) == ["monthly"]:
-        chosen = []
-        for month in sorted({d[:7] for d in available}):
-            later = [d for d in available if d[:7] == month and int(d[8:]) >= MONTHLY_DAY]
-            chosen.append(later[0] if later else [d for d in available if d[:7] == month][-1])
-        return chosen
-    missing = [d for d in spec if d not in set(available)]
-    require(not missing, "days", f"not complete days of the profile source: {', '.join(missing)}")
-    return list(spec)
+    """'all', 'monthly' (the 15th of each month, or the first complete day after it) and days, in date order."""
+    chosen: set[str] = set()
+    for item in spec:
+        if item == "all":
+            chosen.update(available)
+        elif item == "monthly":
+            for month in sorted({d[:7] for d in available}):
+                days = [d for d in available if d[:7] == month]
+                later = [d for d in days if int(d[8:]) >= MONTHLY_DAY]
+                chosen.add(later[0] if later else days[-1])
+        else:
+            require(item in set(available), "days", f"{item} is not a complete day of the profile source")
+            chosen.add(item)
+    return sorted(chosen)
 
 
 def percentile(values: Sequence[float], q: float) -> float:

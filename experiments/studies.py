@@ -84,7 +84,7 @@ def solve_chunk(points: Sequence[Point], time_limit_s: float,
         else:
             model.update(point.inst)
         result = model.solve(time_limit_s=time_limit_s)
-        row: dict[str, Any] = {**point.label, "status": result.status, "gap": result.gap,
+        row: dict[str, Any] = {**point.label, "status": result.status, "proof": result.proof, "gap": result.gap,
                                "build_seconds": result.build_seconds, "solve_seconds": result.solve_seconds,
                                "reason": result.reason or ""}
         if result.schedule is not None:
