@@ -204,7 +204,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--variants", default="oracle,textbook", help="comma-separated from oracle, textbook")
     parser.add_argument("--workers", type=int, default=MAX_WORKERS, help=f"processes, at most {MAX_WORKERS}")
     parser.add_argument("--out", default="runs/oracle_speed", help="folder of the per-day CSV/JSON")
+    parser.add_argument("--summarize", metavar="JSON", help="only print the tables of an earlier (or interrupted) "
+                                                            "run's JSON")
     args = parser.parse_args(argv)
+    if args.summarize:
+        saved = json.loads(Path(args.summarize).read_text())
+        rows = [Row(**r) for r in saved["rows"]]
+        present = [v for v in VARIANTS if any(r.variant == v for r in rows)]
+        print(summary(rows, present))
+        return 0
     variants = tuple(v.strip() for v in args.variants.split(",") if v.strip())
     require(bool(variants) and all(v in VARIANTS for v in variants), "variants", f"choose from {', '.join(VARIANTS)}")
     require(args.time_limit > 0, "time-limit", "must be > 0")

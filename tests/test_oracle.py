@@ -103,20 +103,25 @@ def test_label_setting_proof_agrees_with_branch_and_bound(day):
     assert labeled.metrics.operating_cost_usd == pytest.approx(labeled.objective_usd, rel=1e-9)
 
 
-def test_label_search_proves_bounds_below_the_optimum():
+def label_search(oracle):
+    """The label search of a built model at its LP relaxation's token prices, and the LP bound."""
     import pyomo.environ as pyo
 
     from oracle.labeling import LabelSearch
 
-    oracle = OracleModel(build_instance("2048", segments=4))
-    optimum = oracle.solve(mip_gap=1e-9)
     built, data, m = oracle.built, oracle.data, oracle.built.model
     _, lp, duals = oracle._runner.relaxation(m, list(m.x.values()), [m.tranche[j] for j in range(2)],
                                              time_limit_s=60, threads=None, tee=False)
     scales = np.asarray(built.tranche_scales)
     tranche = np.array([pyo.value(m.tranche_rhs[j]) for j in range(2)]) / scales
-    search = LabelSearch(data, built.joint_states, data.block_cost_usd[:, built.state_ids],
-                         np.abs(duals) * scales, tranche)
+    return LabelSearch(data, built.joint_states, data.block_cost_usd[:, built.state_ids], np.abs(duals) * scales,
+                       tranche), lp
+
+
+def test_label_search_proves_bounds_below_the_optimum():
+    oracle = OracleModel(build_instance("2048", segments=4))
+    optimum = oracle.solve(mip_gap=1e-9)
+    search, lp = label_search(oracle)
     assert float(search.through.min()) == pytest.approx(lp, rel=1e-7)  # the Lagrangian bound at the LP duals
     assert lp * (1 - 1e-9) <= search.lower_bound_usd <= optimum.objective_usd  # raised by the completion bounds
     below = search.run(optimum.objective_usd - 0.01)
@@ -348,20 +353,11 @@ def test_threshold_steps_never_shrink_below_the_last():
 
 
 def test_completion_bounds_stay_below_the_optimum_along_the_optimal_path():
-    import pyomo.environ as pyo
-
-    from oracle.labeling import LabelSearch
-
     oracle = OracleModel(build_instance("2048", segments=8))
     optimum = oracle.solve()
     assert optimum.proof == "label-setting"
-    built, data, m = oracle.built, oracle.data, oracle.built.model
-    _, _, duals = oracle._runner.relaxation(m, list(m.x.values()), [m.tranche[j] for j in range(2)],
-                                            time_limit_s=60, threads=None, tee=False)
-    scales = np.asarray(built.tranche_scales)
-    tranche = np.array([pyo.value(m.tranche_rhs[j]) for j in range(2)]) / scales
-    search = LabelSearch(data, built.joint_states, data.block_cost_usd[:, built.state_ids],
-                         np.abs(duals) * scales, tranche)
+    built, data = oracle.built, oracle.data
+    search, _ = label_search(oracle)
     index = {tuple(int(v) for v in row): i for i, row in enumerate(built.joint_states)}
     path = [index[tuple(optimum.schedule[j][int(data.block_segment[b, j])] for j in range(2))]
             for b in range(data.n_blocks)]
