@@ -67,6 +67,10 @@ TARGET_LABELS = 3_000
 """Size of the next search that the threshold's step aims at (the searches grow about exponentially in θ;
 with the completion bounds a search that returns the optimum keeps 10²-10⁴ labels, one far beyond it many more)."""
 
+LABEL_GROWTH = 2.0
+"""Beyond TARGET_LABELS, each next search aims at this × the last one's labels (so the budget ends a run of
+searches that find nothing, instead of θ creeping)."""
+
 GROWTH_FIT_MIN_LABELS = 10
 """The growth rate is fitted only once the last search kept at least this many labels."""
 
@@ -308,9 +312,8 @@ def prove(search: LabelSearch, lower_bound_usd: float, incumbent_usd: float | No
 
     Each search that finds nothing proves that the optimum costs more than its θ; the first that finds a
     schedule returns the optimum. The labels grow about exponentially with θ, so after two searches the
-    next step is the one whose predicted search keeps :data:`TARGET_LABELS` labels (1-4× the last step:
-    a step that shrank whenever the last search exceeded the target crept towards a limit without reaching
-    the optimum, 2023-01-14 at K = 12); before that the step starts at :data:`THRESHOLD_STEP0` of the bound and doubles. A search over
+    next step is the one whose predicted search keeps :data:`TARGET_LABELS` labels, or :data:`LABEL_GROWTH`
+    × the last search's once beyond it (0.25-4× the last step); before that the step starts at :data:`THRESHOLD_STEP0` of the bound and doubles. A search over
     budget halves the step from the last proof. θ never exceeds the incumbent's cost. Returns the last
     outcome and the best proven lower bound.
     """
@@ -348,4 +351,8 @@ def _next_step(seen: list[tuple[float, int]], step: float) -> float:
     rate = np.log(labels1 / labels0) / max(theta1 - theta0, 1e-12)  # e-folds of labels per $
     if rate <= 0:
         return 2.0 * step
-    return float(np.clip(np.log(TARGET_LABELS / labels1) / rate, step, 4.0 * step))  # never shrinks: no Zeno
+    # Aim at TARGET_LABELS, or at LABEL_GROWTH × the last search once beyond it: a step aimed at a target
+    # already passed used to shrink ×4 each time and crept towards a limit below the optimum (2023-01-14,
+    # K = 12); one that never shrank overshot the optimum by far (2023-08-15, K = 96: 247k labels).
+    target = max(TARGET_LABELS, LABEL_GROWTH * labels1)
+    return float(np.clip(np.log(target / labels1) / rate, 0.25 * step, 4.0 * step))

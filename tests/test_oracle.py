@@ -342,13 +342,13 @@ def test_previously_slow_days_are_proven_and_equal_the_textbook_build(day, segme
     assert fast.metrics.operating_cost_usd == pytest.approx(fast.objective_usd, rel=1e-9)
 
 
-def test_threshold_steps_never_shrink_below_the_last():
-    from oracle.labeling import TARGET_LABELS, _next_step
+def test_threshold_steps_beyond_the_target_keep_doubling_the_labels():
+    from oracle.labeling import LABEL_GROWTH, TARGET_LABELS, _next_step
 
-    # the last search kept more labels than the target and found nothing: the next step must not shrink
-    # (it used to shrink ×4 each time and crept towards a limit below the optimum)
-    seen = [(100.0, 10 * TARGET_LABELS), (100.5, 20 * TARGET_LABELS)]
-    assert _next_step(seen, 0.5) >= 0.5
+    # the last search kept more labels than the target and found nothing: the next step aims at
+    # LABEL_GROWTH × its labels (it used to shrink ×4 each time and crept towards a limit below the optimum)
+    seen = [(100.0, 10 * TARGET_LABELS), (100.5, 20 * TARGET_LABELS)]  # labels double per $0.5
+    assert _next_step(seen, 0.5) == pytest.approx(0.5 * np.log(LABEL_GROWTH) / np.log(2.0))
     assert _next_step([(100.0, 10), (100.5, 100)], 0.5) <= 4 * 0.5
 
 
