@@ -75,13 +75,6 @@ class CompletionBound:
                 table[b - 1] = self._step_back(search.cost[b], table[b], shifts[key])
             self.tables[j] = table
 
-    def _interpolate(self, j: int, rows: np.ndarray, need: np.ndarray) -> np.ndarray:
-        """Lower bounds of H_j at ``need`` (rows × points) from the grid values ``rows`` (rows × grid): the
-        larger of the lower grid point's value and the upper one's minus P_j·distance."""
-        low, below, above = self._where(j, need)
-        return np.maximum(np.take_along_axis(rows, low, axis=1) - below,
-                          np.take_along_axis(rows, low + 1, axis=1) - above)
-
     def _where(self, j: int, need: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Grid cell of each ``need`` and the penalties P_j·(distance) to its lower and upper point."""
         grid, step, penalty = self.grid[j], self.step[j], self.penalty[j]
