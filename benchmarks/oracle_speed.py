@@ -1,134 +1,260 @@
-"""Oracle speed: seconds to proven optimality on the 2048 case, fast build vs textbook build, same run.
+"""Oracle speed over days: seconds to a proven optimum, default oracle against the textbook MILP, same run.
 
-For each K (checkpoint segments per job) the reference day is solved with the ``fast`` oracle (joint
-states + Lagrangian reduction, the default), optionally with the fast model in one piece
-(``fast-plain``), and with the ``textbook`` build, one after the other in the same process and with the
-same MIP start. Seconds are wall-clock seconds of ``OracleModel(...).solve()`` plus the model build
-(build + solve). A run that hits the time limit is shown with ``>`` and its gap.
+For each K (checkpoint segments per job) and each chosen day, the day is solved with the default oracle
+(``fast``: joint states, label-setting proof, branch and bound as fallback) and with the plain textbook
+MILP (``formulation="textbook"``: one binary per job, mode and segment, HiGHS, gap 1e-4), one after the
+other in the same worker process. Seconds are wall-clock seconds of ``OracleModel(...)`` + ``solve()``.
+Per K it prints the median, p90 and max seconds of each, the five slowest days with the path that proved
+them, the days not proven and the ratio oracle / textbook; the per-day rows go to ``runs/`` as CSV and JSON
+(written atomically).
 
-    python benchmarks/oracle_speed.py                       # K = 4, 12, 24, 48, 96; 120 s limit
-    python benchmarks/oracle_speed.py --ks 12 24 --variants fast,fast-plain,textbook --markdown
+    python benchmarks/oracle_speed.py --days all --segments 12            # every day of the profile source
+    python benchmarks/oracle_speed.py --days monthly --segments 24 48 96   # the 15th of each month
+    python benchmarks/oracle_speed.py --days 2023-01-14 2023-07-25 --segments 12 --workers 1
+
+Profiles: ``--profiles CSV``; by default the shared CAISO 2023 year when it is present
+(:data:`SHARED_YEAR_CSV`), else the bundled days.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
+import math
 import os
 import platform
 import sys
+import tempfile
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from aidc_env.case import build_instance  # noqa: E402
 from aidc_env.errors import require, run_cli  # noqa: E402
 from oracle.constants import DEFAULT_MIP_GAP  # noqa: E402
 
-DEFAULT_KS = (4, 12, 24, 48, 96)
-DEFAULT_TIME_LIMIT_S = 120.0
+ROOT = Path(__file__).resolve().parents[1]
+SHARED_YEAR_CSV = next((p / "shared" / "data" / "caiso" / "caiso_2023_hourly.csv" for p in ROOT.parents
+                        if (p / "shared" / "data" / "caiso" / "caiso_2023_hourly.csv").is_file()),
+                       ROOT.parent / "shared" / "data" / "caiso" / "caiso_2023_hourly.csv")
+"""The full CAISO 2023 year, when this checkout sits below the shared data (never copied into the repo)."""
+DEFAULT_SEGMENTS = (12,)
+DEFAULT_TIME_LIMIT_S = 600.0
+MONTHLY_DAY = 15
+"""``--days monthly``: this day of each month (or the first complete day after it)."""
+MAX_WORKERS = 2
 VARIANTS = {
-    "fast": {"formulation": "fast", "reduce": True},
-    "fast-bnb": {"formulation": "fast", "reduce": True, "labeling": False},
-    "fast-plain": {"formulation": "fast", "reduce": False},
+    "oracle": {"formulation": "fast"},
     "textbook": {"formulation": "textbook", "reduce": False},
 }
 REFERENCE_VARIANT = "textbook"
+SLOWEST_SHOWN = 5
+GUARD_RATIO = 1.5
+"""The oracle should never take more than this × the textbook MILP's seconds on the same day."""
 
 
 @dataclass(frozen=True)
-class Run:
-    variant: str
+class Row:
+    day: str
     segments: int
+    variant: str
     status: str
+    proof: str
     seconds: float
-    gap: float | None
     objective_usd: float | None
+    best_bound_usd: float | None
+    gap: float | None
 
 
-def run_once(case: str, day: str | None, segments: int, variant: str, time_limit_s: float, mip_gap: float) -> Run:
+_PROFILES = None
+
+
+def _init_worker(profiles_path: str | None, case: str) -> None:
+    global _PROFILES  # one load per worker process
+    from aidc_env.case import load_case
+    from aidc_env.profiles import load_profiles
+
+    _PROFILES = load_profiles(profiles_path, renewable_capacity_mw=load_case(case).renewable_capacity_mw)
+
+
+def solve_day(task: tuple[str, str, int, float, float, tuple[str, ...]]) -> list[Row]:
+    """Every variant on one (day, K), one after the other in this process."""
+    from aidc_env.case import build_instance
     from oracle.model import OracleModel
 
-    inst = build_instance(case, day=day, segments=segments)
-    tick = time.perf_counter()
-    oracle = OracleModel(inst, **VARIANTS[variant])
-    result = oracle.solve(time_limit_s=time_limit_s, mip_gap=mip_gap)
-    seconds = time.perf_counter() - tick
-    return Run(variant, segments, result.status, seconds, result.gap, result.objective_usd)
-
-
-def cell(run: Run) -> tuple[str, str]:
-    seconds = f"{run.seconds:.1f}" if run.status == "optimal" else f">{run.seconds:.0f}"
-    gap = "-" if run.gap is None else f"{run.gap:.1e}"
-    return seconds, gap
-
-
-def table(runs: Sequence[Run], variants: Sequence[str], markdown: bool) -> str:
-    header = ["K"]
-    for v in variants:
-        header += [f"{v} s", f"{v} gap"]
-    others = [v for v in variants if v != REFERENCE_VARIANT]
-    if REFERENCE_VARIANT in variants:
-        header += [f"{REFERENCE_VARIANT} / {v}" for v in others]
+    case, day, segments, time_limit_s, mip_gap, variants = task
+    inst = build_instance(case, day=day, profiles=_PROFILES, segments=segments)
     rows = []
-    for k in sorted({r.segments for r in runs}):
-        by = {r.variant: r for r in runs if r.segments == k}
-        row = [str(k)]
-        for v in variants:
-            row += list(cell(by[v]))
-        if REFERENCE_VARIANT in variants:
-            ref = by[REFERENCE_VARIANT]
-            for v in others:
-                ratio = ref.seconds / by[v].seconds
-                if ref.status != "optimal" and by[v].status != "optimal":
-                    row.append("both at the limit")
-                else:
-                    bound = "≥ " if ref.status != "optimal" else ""
-                    row.append(f"{bound}{ratio:.1f}×")
-        rows.append(row)
-    if markdown:
-        lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-        lines += ["| " + " | ".join(r) + " |" for r in rows]
-        return "\n".join(lines)
-    widths = [max(len(x) for x in col) for col in zip(header, *rows, strict=True)]
-    return "\n".join("  ".join(x.rjust(w) for x, w in zip(line, widths, strict=True)) for line in [header, *rows])
+    for variant in variants:
+        tick = time.perf_counter()
+        result = OracleModel(inst, **VARIANTS[variant]).solve(time_limit_s=time_limit_s, mip_gap=mip_gap)
+        seconds = time.perf_counter() - tick
+        rows.append(Row(day, segments, variant, result.status, result.proof, seconds, result.objective_usd,
+                        result.best_bound_usd, result.gap))
+    return rows
+
+
+def choose_days(spec: Sequence[str], available: Sequence[str]) -> list[str]:
+    """'all', 'monthly' (the 15th of each month, or the first complete day after it) and days, in date order."""
+    chosen: set[str] = set()
+    for item in spec:
+        if item == "all":
+            chosen.update(available)
+        elif item == "monthly":
+            for month in sorted({d[:7] for d in available}):
+                days = [d for d in available if d[:7] == month]
+                later = [d for d in days if int(d[8:]) >= MONTHLY_DAY]
+                chosen.add(later[0] if later else days[-1])
+        else:
+            require(item in set(available), "days", f"{item} is not a complete day of the profile source")
+            chosen.add(item)
+    return sorted(chosen)
+
+
+def percentile(values: Sequence[float], q: float) -> float:
+    ordered = sorted(values)
+    if not ordered:
+        return math.nan
+    position = q * (len(ordered) - 1)
+    low = int(math.floor(position))
+    high = min(low + 1, len(ordered) - 1)
+    return ordered[low] + (ordered[high] - ordered[low]) * (position - low)
+
+
+def _path(row: Row) -> str:
+    return row.proof if row.status == "optimal" else f"{row.status} (gap {row.gap:.1e})" if row.gap is not None \
+        else row.status
+
+
+def summary(rows: Sequence[Row], variants: Sequence[str]) -> str:
+    lines = []
+    for k in sorted({r.segments for r in rows}):
+        by_variant = {v: [r for r in rows if r.segments == k and r.variant == v] for v in variants}
+        lines.append(f"\n## K = {k}: {len(by_variant[variants[0]])} days")
+        lines.append("| variant | median s | p90 s | max s | not proven |")
+        lines.append("|---|---|---|---|---|")
+        for v, runs in by_variant.items():
+            secs = [r.seconds for r in runs]
+            lines.append(f"| {v} | {percentile(secs, 0.5):.2f} | {percentile(secs, 0.9):.2f} | {max(secs):.2f} | "
+                         f"{sum(r.status != 'optimal' for r in runs)} |")
+        oracle_runs = by_variant[variants[0]]
+        lines.append(f"\nslowest {SLOWEST_SHOWN} days ({variants[0]}):")
+        reference = {r.day: r for r in by_variant.get(REFERENCE_VARIANT, [])}
+        for r in sorted(oracle_runs, key=lambda r: -r.seconds)[:SLOWEST_SHOWN]:
+            ref = reference.get(r.day)
+            ref_text = f", textbook {ref.seconds:.2f} s ({_path(ref)})" if ref is not None and ref is not r else ""
+            lines.append(f"  {r.day}: {r.seconds:.2f} s, {_path(r)}{ref_text}")
+        if REFERENCE_VARIANT in by_variant and variants[0] != REFERENCE_VARIANT and reference:
+            ratios = [r.seconds / reference[r.day].seconds for r in oracle_runs if r.day in reference]
+            paths: dict[str, int] = {}
+            for r in oracle_runs:
+                paths[_path(r)] = paths.get(_path(r), 0) + 1
+            over = [r.day for r in oracle_runs if r.day in reference and r.seconds > GUARD_RATIO * reference[r.day].seconds]
+            lines.append(f"ratio {variants[0]} / textbook: median {percentile(ratios, 0.5):.3f}, max "
+                         f"{max(ratios):.3f}; days above {GUARD_RATIO:g}x: {len(over)}"
+                         + (f" ({', '.join(over[:10])})" if over else ""))
+            mismatched = [r.day for r in oracle_runs if r.day in reference and r.status == "optimal"
+                          and reference[r.day].status == "optimal"
+                          and r.objective_usd > reference[r.day].objective_usd + 1e-4 * abs(r.objective_usd)]
+            lines.append("paths: " + ", ".join(f"{p} {n}" for p, n in sorted(paths.items(), key=lambda x: -x[1]))
+                         + f"; oracle above textbook's optimum by > 1e-4 on {len(mismatched)} days")
+    return "\n".join(lines)
+
+
+def write_atomically(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.NamedTemporaryFile("w", dir=path.parent, prefix=f".{path.name}.", delete=False) as handle:
+        handle.write(text)
+        temporary = Path(handle.name)
+    os.replace(temporary, path)
+
+
+def write_rows(rows: Sequence[Row], out: Path, header: dict) -> None:
+    fields = list(Row.__dataclass_fields__)
+    csv_lines = [",".join(fields)]
+    for r in rows:
+        values = asdict(r)
+        csv_lines.append(",".join("" if values[f] is None else repr(values[f]) if isinstance(values[f], float)
+                                  else str(values[f]) for f in fields))
+    write_atomically(out.with_suffix(".csv"), "\n".join(csv_lines) + "\n")
+    clean = [{k: (None if isinstance(v, float) and not math.isfinite(v) else v) for k, v in asdict(r).items()}
+             for r in rows]
+    write_atomically(out.with_suffix(".json"), json.dumps({**header, "rows": clean}, indent=1, allow_nan=False))
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python benchmarks/oracle_speed.py",
-        description="Seconds to proven optimality (gap <= --mip-gap) of the oracle on a case, for several numbers "
-        "of checkpoint segments K, fast build against the textbook build of the same model in the same run.")
+        description="Seconds to proven optimality (gap <= --mip-gap) of the default oracle over days, against the "
+        "textbook MILP of the same day in the same run.")
     parser.add_argument("--case", default="2048", help="bundled case name or TOML file (default: 2048)")
-    parser.add_argument("--day", help="day YYYY-MM-DD (default: the case's reference day)")
-    parser.add_argument("--ks", type=int, nargs="+", default=list(DEFAULT_KS),
-                        help=f"segments per job to run (default: {' '.join(map(str, DEFAULT_KS))})")
+    parser.add_argument("--days", nargs="+", default=["monthly"],
+                        help="'all', 'monthly' (the 15th of each month, default) or days YYYY-MM-DD")
+    parser.add_argument("--segments", type=int, nargs="+", default=list(DEFAULT_SEGMENTS),
+                        help="checkpoint segments per job K (default: 12)")
+    parser.add_argument("--profiles", help=f"profile CSV (default: {SHARED_YEAR_CSV} if present, else the bundled "
+                                           "days)")
     parser.add_argument("--time-limit", type=float, default=DEFAULT_TIME_LIMIT_S,
                         help=f"time limit per solve in seconds (default {DEFAULT_TIME_LIMIT_S:g})")
     parser.add_argument("--mip-gap", type=float, default=DEFAULT_MIP_GAP,
                         help=f"relative gap counted as proven optimal (default {DEFAULT_MIP_GAP:g})")
-    parser.add_argument("--variants", default="fast,textbook",
-                        help=f"comma-separated, from {', '.join(VARIANTS)} (default: fast,textbook)")
-    parser.add_argument("--markdown", action="store_true", help="print the table in markdown")
+    parser.add_argument("--variants", default="oracle,textbook", help="comma-separated from oracle, textbook")
+    parser.add_argument("--workers", type=int, default=MAX_WORKERS, help=f"processes, at most {MAX_WORKERS}")
+    parser.add_argument("--out", default="runs/oracle_speed", help="folder of the per-day CSV/JSON")
+    parser.add_argument("--summarize", metavar="JSON", help="only print the tables of an earlier (or interrupted) "
+                                                            "run's JSON")
     args = parser.parse_args(argv)
-    variants = [v.strip() for v in args.variants.split(",") if v.strip()]
-    require(bool(variants) and all(v in VARIANTS for v in variants), "variants",
-            f"choose from {', '.join(VARIANTS)}")
+    if args.summarize:
+        saved = json.loads(Path(args.summarize).read_text())
+        rows = [Row(**r) for r in saved["rows"]]
+        present = [v for v in VARIANTS if any(r.variant == v for r in rows)]
+        print(summary(rows, present))
+        return 0
+    variants = tuple(v.strip() for v in args.variants.split(",") if v.strip())
+    require(bool(variants) and all(v in VARIANTS for v in variants), "variants", f"choose from {', '.join(VARIANTS)}")
     require(args.time_limit > 0, "time-limit", "must be > 0")
-    require(all(k > 0 for k in args.ks), "ks", "must be positive")
-    print(f"# {platform.processor() or platform.machine()}, {os.cpu_count()} CPUs, Python "
-          f"{platform.python_version()}; case {args.case}, time limit {args.time_limit:g} s, gap {args.mip_gap:g}",
-          flush=True)
-    runs = []
-    for k in args.ks:
-        for variant in variants:
-            run = run_once(args.case, args.day, k, variant, args.time_limit, args.mip_gap)
-            runs.append(run)
-            print(f"# K={k} {variant}: {run.status} in {run.seconds:.1f} s, objective {run.objective_usd}, "
-                  f"gap {run.gap}", flush=True)
-    print(table(runs, variants, args.markdown))
+    require(all(k > 0 for k in args.segments), "segments", "must be positive")
+    require(1 <= args.workers <= MAX_WORKERS, "workers", f"must be 1..{MAX_WORKERS}")
+    profiles_path = args.profiles or (str(SHARED_YEAR_CSV) if SHARED_YEAR_CSV.is_file() else None)
+    _init_worker(profiles_path, args.case)
+    days = choose_days(args.days, _PROFILES.dates())
+    stamp = time.strftime("%Y%m%dT%H%M%S")
+    out = Path(args.out) / f"{stamp}_K{'-'.join(map(str, args.segments))}_{len(days)}days"
+    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else math.nan
+    header = {"machine": f"{platform.processor() or platform.machine()}, {os.cpu_count()} CPUs",
+              "python": platform.python_version(), "case": args.case, "profiles": profiles_path or "bundled",
+              "time_limit_s": args.time_limit, "mip_gap": args.mip_gap, "workers": args.workers,
+              "load_average_at_start": load}
+    print(f"# {header['machine']}, Python {header['python']}, load average {load:.1f}; case {args.case}, profiles "
+          f"{header['profiles']}, {len(days)} days, K {args.segments}, limit {args.time_limit:g} s, gap "
+          f"{args.mip_gap:g}, {args.workers} workers", flush=True)
+    tasks = [(args.case, d, k, args.time_limit, args.mip_gap, variants) for k in args.segments for d in days]
+    rows: list[Row] = []
+    tick = time.perf_counter()
+
+    def take(day_rows: list[Row]) -> None:
+        rows.extend(day_rows)
+        print("  " + "; ".join(f"{r.day} K={r.segments} {r.variant} {r.seconds:.2f} s {_path(r)}" for r in day_rows),
+              flush=True)
+        write_rows(rows, out, header)  # after every day: an interrupted run keeps what it finished
+
+    if args.workers == 1:
+        for task in tasks:
+            take(solve_day(task))
+    else:
+        with ProcessPoolExecutor(max_workers=args.workers, initializer=_init_worker,
+                                 initargs=(profiles_path, args.case)) as pool:
+            for day_rows in pool.map(solve_day, tasks):
+                take(day_rows)
+    header["wall_seconds"] = time.perf_counter() - tick
+    header["load_average_at_end"] = os.getloadavg()[0] if hasattr(os, "getloadavg") else math.nan
+    write_rows(rows, out, header)
+    print(summary(rows, variants))
+    print(f"\nrows: {out.with_suffix('.csv')}, {out.with_suffix('.json')}; load average at end "
+          f"{header['load_average_at_end']:.1f}")
     return 0
 
 

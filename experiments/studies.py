@@ -94,7 +94,7 @@ def iter_solve_chunk(points: Sequence[Point], time_limit_s: float) -> Iterator[d
         else:
             model.update(point.inst)
         result = model.solve(time_limit_s=time_limit_s)
-        row: dict[str, Any] = {**point.label, "status": result.status, "gap": result.gap,
+        row: dict[str, Any] = {**point.label, "status": result.status, "proof": result.proof, "gap": result.gap,
                                "build_seconds": result.build_seconds, "solve_seconds": result.solve_seconds,
                                "reason": result.reason or ""}
         if result.schedule is not None:

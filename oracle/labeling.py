@@ -32,6 +32,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from oracle.completion import CompletionBound
 from oracle.data import OracleData
 from oracle.reduction import joint_tokens
 
@@ -56,10 +57,21 @@ THRESHOLD_STEP0 = 5e-4
 MIN_THRESHOLD_STEP = 2e-5
 """The search gives up when even a step this small (relative to the bound) outgrows the budget."""
 
-TARGET_LABELS = 60_000
-"""Size of the next search that the threshold's step aims at (the searches grow about exponentially in θ)."""
+BEAM_WIDTH = 2
+"""Labels kept per state and block by the heuristic search that finds the first schedule (see :func:`prove`)."""
 
-GROWTH_FIT_MIN_LABELS = 100
+BEAM_CANDIDATES = 4
+"""The beam first keeps this × BEAM_WIDTH extensions per state (lowest bound), then drops dominated ones."""
+
+TARGET_LABELS = 3_000
+"""Size of the next search that the threshold's step aims at (the searches grow about exponentially in θ;
+with the completion bounds a search that returns the optimum keeps 10²-10⁴ labels, one far beyond it many more)."""
+
+LABEL_GROWTH = 2.0
+"""Beyond TARGET_LABELS, each next search aims at this × the last one's labels (so the budget ends a run of
+searches that find nothing, instead of θ creeping)."""
+
+GROWTH_FIT_MIN_LABELS = 10
 """The growth rate is fitted only once the last search kept at least this many labels."""
 
 BOUND_RTOL = 1e-9
@@ -94,7 +106,7 @@ class LabelSearch:
     """Precomputed network of one instance's joint states (for a given token price vector μ)."""
 
     def __init__(self, data: OracleData, states: np.ndarray, block_cost_usd: np.ndarray, mu_per_token: np.ndarray,
-                 tranche_tokens: np.ndarray):
+                 tranche_tokens: np.ndarray, *, completion: bool = True):
         inst = data.inst
         self.data, self.states = data, states
         self.n_blocks, self.n_states = block_cost_usd.shape
@@ -132,6 +144,7 @@ class LabelSearch:
         self.backward = self._backward(self.mu)
         self.through = self._forward(self.mu) + self.backward + float(self.mu @ self.tranche) + self.constant
         """Lower bound on the cost of every tranche-meeting schedule in S during block b."""
+        self.completion = CompletionBound(self, kept, kept - lost) if completion else None
 
     def _backward(self, mu: np.ndarray) -> np.ndarray:
         """Least Lagrangian length (cost − μ·tokens) from the end of block b in state S to the end of the day."""
@@ -152,24 +165,45 @@ class LabelSearch:
 
     @property
     def lower_bound_usd(self) -> float:
-        return float(self.through.min())
+        """A lower bound on every tranche-meeting schedule: the Lagrangian one, raised by the completion bounds
+        of the first block's states."""
+        lagrangian = float(self.through.min())
+        if self.completion is None:
+            return lagrangian
+        state = np.arange(self.n_states)
+        tokens = np.minimum(self.gain[0][0], self.tranche)
+        strong = self.cost[0] + self.constant + self.completion.bound(0, state, tokens)
+        return max(lagrangian, float(strong.min()))
 
     @property
     def most_cost_usd(self) -> float:
         """No schedule costs more than this (each block in its dearest state)."""
         return float(self.cost.max(axis=1).sum() + self.constant)
 
-    def run(self, threshold_usd: float, *, deadline: float = np.inf, max_labels: int = MAX_LABELS) -> LabelingOutcome:
-        """The cheapest schedule costing ≤ threshold, or the proof that there is none (exact)."""
+    def run(self, threshold_usd: float, *, deadline: float = np.inf, max_labels: int = MAX_LABELS,
+            beam: int | None = None) -> LabelingOutcome:
+        """The cheapest schedule costing ≤ threshold, or the proof that there is none (exact).
+
+        ``beam``: keep only the ``beam`` labels of each state with the lowest bound after every block (a
+        heuristic: the status is then ``found`` or ``above``, and neither proves anything)."""
         tick = time.perf_counter()
         tolerance = BOUND_RTOL * max(1.0, abs(threshold_usd))
         limit = threshold_usd + tolerance
         need = self.tranche
         target = need * (1.0 - TOKEN_RTOL)
 
-        def viable(block: int, state: np.ndarray, cost: np.ndarray, tokens: np.ndarray) -> np.ndarray:
+        def bounds(block: int, state: np.ndarray, cost: np.ndarray, tokens: np.ndarray) -> np.ndarray:
+            """Each label's lower bound on its schedule's cost (inf: it cannot meet the tranches)."""
             bound = cost + self.constant + self.backward[block, state] + np.maximum(need - tokens, 0.0) @ self.mu
-            return (bound <= limit) & np.all(tokens + self.reachable[block, state] >= target, axis=1)
+            bound[~np.all(tokens + self.reachable[block, state] >= target, axis=1)] = np.inf
+            if self.completion is not None:  # the stronger bound, only on the labels the cheap one keeps
+                rows = np.flatnonzero(bound <= limit)
+                bound[rows] = np.maximum(bound[rows], cost[rows] + self.constant
+                                         + self.completion.bound(block, state[rows], tokens[rows]))
+            return bound
+
+        def viable(block: int, state: np.ndarray, cost: np.ndarray, tokens: np.ndarray) -> np.ndarray:
+            return bounds(block, state, cost, tokens) <= limit
 
         def give_up(most: int) -> LabelingOutcome:
             return LabelingOutcome("budget", None, None, threshold_usd, most, time.perf_counter() - tick)
@@ -202,7 +236,13 @@ class LabelSearch:
             parent, new, new_cost, new_tokens = (np.concatenate(x) for x in zip(*parts, strict=True))
             if new.size > PARETO_INPUT_FACTOR * max_labels:
                 return give_up(most)
+            if beam is not None:  # first the best few per state by bound, then dominance among them
+                keep = _best_per_state(np.arange(new.size), new, bounds(b, new, new_cost, new_tokens),
+                                       BEAM_CANDIDATES * beam)
+                parent, new, new_cost, new_tokens = parent[keep], new[keep], new_cost[keep], new_tokens[keep]
             order = _pareto(new, new_cost, new_tokens)
+            if beam is not None:
+                order = _best_per_state(order, new, bounds(b, new[order], new_cost[order], new_tokens[order]), beam)
             if order.size > max_labels:
                 return give_up(max(most, int(order.size)))
             state, cost, tokens = new[order], new_cost[order], new_tokens[order]
@@ -217,7 +257,7 @@ class LabelSearch:
             path.append(int(history[b][0][best]))
             best = int(history[b][1][best])
         objective = float(self.cost[np.arange(self.n_blocks), path[::-1]].sum() + self.constant)
-        return LabelingOutcome("optimal", self.schedule_of(path[::-1]), objective, threshold_usd, most,
+        return LabelingOutcome("optimal" if beam is None else "found", self.schedule_of(path[::-1]), objective, threshold_usd, most,
                                time.perf_counter() - tick)
 
     def schedule_of(self, path: list[int]) -> list[list[int]]:
@@ -227,6 +267,15 @@ class LabelSearch:
             firsts = np.flatnonzero(self.segment_start[:, j])
             schedule.append([int(self.states[path[b], j]) for b in firsts])
         return schedule
+
+
+def _best_per_state(order: np.ndarray, state: np.ndarray, bound: np.ndarray, width: int) -> np.ndarray:
+    """The ``width`` labels of lowest bound in each state (``order`` indexes ``state``, ``bound`` follows order)."""
+    by = np.lexsort((bound, state[order]))
+    ranked = state[order][by]
+    first = np.r_[0, np.flatnonzero(ranked[1:] != ranked[:-1]) + 1]
+    rank = np.arange(ranked.size) - np.repeat(first, np.diff(np.r_[first, ranked.size]))
+    return order[by[rank < width]]
 
 
 def _pareto(state: np.ndarray, cost: np.ndarray, tokens: np.ndarray) -> np.ndarray:
@@ -263,8 +312,8 @@ def prove(search: LabelSearch, lower_bound_usd: float, incumbent_usd: float | No
 
     Each search that finds nothing proves that the optimum costs more than its θ; the first that finds a
     schedule returns the optimum. The labels grow about exponentially with θ, so after two searches the
-    next step is the one whose predicted search keeps :data:`TARGET_LABELS` labels (at most 4× the last
-    step); before that the step starts at :data:`THRESHOLD_STEP0` of the bound and doubles. A search over
+    next step is the one whose predicted search keeps :data:`TARGET_LABELS` labels, or :data:`LABEL_GROWTH`
+    × the last search's once beyond it (0.25-4× the last step); before that the step starts at :data:`THRESHOLD_STEP0` of the bound and doubles. A search over
     budget halves the step from the last proof. θ never exceeds the incumbent's cost. Returns the last
     outcome and the best proven lower bound.
     """
@@ -302,4 +351,8 @@ def _next_step(seen: list[tuple[float, int]], step: float) -> float:
     rate = np.log(labels1 / labels0) / max(theta1 - theta0, 1e-12)  # e-folds of labels per $
     if rate <= 0:
         return 2.0 * step
-    return float(np.clip(np.log(TARGET_LABELS / labels1) / rate, 0.25 * step, 4.0 * step))
+    # Aim at TARGET_LABELS, or at LABEL_GROWTH × the last search once beyond it: a step aimed at a target
+    # already passed used to shrink ×4 each time and crept towards a limit below the optimum (2023-01-14,
+    # K = 12); one that never shrank overshot the optimum by far (2023-08-15, K = 96: 247k labels).
+    target = max(TARGET_LABELS, LABEL_GROWTH * labels1)
+    return float(np.clip(np.log(target / labels1) / rate, 0.25 * step, 4.0 * step))

@@ -326,14 +326,19 @@ class OracleModel:
         scales = np.asarray(built.tranche_scales, dtype=float)
         mu = np.abs(np.asarray(duals, dtype=float)) * scales
         tranche = np.array([float(pyo.value(m.tranche_rhs[j])) for j in range(n_jobs)]) / scales
-        through = through_bounds(data, built.joint_states, data.block_cost_usd[:, built.state_ids], mu, tranche)
-        lower = float(through.min())
+        cost = data.block_cost_usd[:, built.state_ids]
+        search = None
+        if self.labeling and labeling.supported(data):
+            search = labeling.LabelSearch(data, built.joint_states, cost, mu, tranche)
+            through = search.through  # the Lagrangian shortest paths, computed once for both uses
+            lower = search.lower_bound_usd  # raised by the completion bounds
+        else:
+            through = through_bounds(data, built.joint_states, cost, mu, tranche)
+            lower = float(through.min())
         reachable = float(through[np.isfinite(through)].max(initial=lower))
         proven = lower  # a lower bound on the whole model, raised by every restricted solve
         incumbent = start  # (schedule, objective)
-        if self.labeling and labeling.supported(data):
-            search = labeling.LabelSearch(data, built.joint_states, data.block_cost_usd[:, built.state_ids], mu,
-                                          tranche)
+        if search is not None:
             budget = min(deadline, tick + LABELING_TIME_SHARE * time_limit_s)
             found, proven = labeling.prove(search, lower, start[1] if start else None, deadline=budget)
             proven = max(proven, lower)
