@@ -23,10 +23,7 @@ both tables as markdown.
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
-import os
-import tempfile
 from collections.abc import Callable, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
@@ -37,12 +34,13 @@ import numpy as np
 import pandas as pd
 from tqdm import tqdm
 
-from agents.baselines import fixed_schedule
 from agents.days import split_days
+from aidc_env.baselines import fixed_schedule
 from aidc_env.case import build_instances, load_case
-from aidc_env.instance import Instance
-from aidc_env.errors import require, run_cli
+from aidc_env.errors import CliParser, require, run_cli
 from aidc_env.forecasts import ForecastSet, common_dates, load_forecasts
+from aidc_env.instance import Instance
+from aidc_env.io import atomic_path, check_output_folder
 from aidc_env.price_forecast import (
     DEFAULT_SEED,
     PriceForecaster,
@@ -63,10 +61,8 @@ ORACLE_THREADS = 1
 
 
 def _atomic_csv(frame: pd.DataFrame, path: Path) -> None:
-    handle, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    os.close(handle)
-    frame.to_csv(tmp, index=False)
-    os.replace(tmp, path)
+    with atomic_path(path) as temp:
+        frame.to_csv(temp, index=False)
 
 
 def price_forecasters(profiles: ProfileSet, forecasts: ForecastSet, train: Sequence[str], held: Sequence[str],
@@ -195,7 +191,7 @@ def _markdown(frame: pd.DataFrame, formats: dict[str, str]) -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m experiments.forecast_study", description=__doc__.split("\n")[0])
+    parser = CliParser(prog="python -m experiments.forecast_study", description=__doc__.split("\n")[0])
     parser.add_argument("--profiles", required=True, help="canonical hourly CSV of actual prices and renewables")
     parser.add_argument("--forecasts", required=True, help="day-ahead forecast CSV (load, solar, wind)")
     parser.add_argument("--case", default="2048", help="bundled case or TOML path (default 2048)")
@@ -214,8 +210,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     forecasts = load_forecasts(args.forecasts)
     train, held = (common_dates(forecasts, profiles, part) for part in split_days(profiles.dates()))
     held = held[: args.days]
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
+    out = check_output_folder(args.out, "out")
     model, functions = price_forecasters(profiles, forecasts, train, held, args.seed, not args.no_walk_forward)
     errors = error_table(profiles, forecasts, model, functions, held)
     _atomic_csv(errors, out / "errors.csv")

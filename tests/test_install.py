@@ -88,3 +88,16 @@ def test_ci_runs_the_readme_commands_in_a_fresh_venv():
     assert any(line.startswith("python -m venv ") for line in ci)
     assert os.access(ROOT / ".ci" / "run", os.X_OK)
 
+
+
+def test_every_module_imports():
+    """A module no test imports (a study script, a benchmark helper) must still import: no stale names."""
+    import importlib
+    import pkgutil
+
+    for package in ("aidc_env", "oracle", "agents", "experiments"):
+        root = importlib.import_module(package)
+        for info in pkgutil.walk_packages(root.__path__, prefix=f"{package}."):
+            if info.name.endswith("__main__"):
+                continue  # runs its CLI on import
+            importlib.import_module(info.name)
