@@ -151,19 +151,35 @@ def scenario_subs(inst: Instance, start: int, current: list[int], made: list[flo
             for s in range(inst.forecast.n_scenarios)]
 
 
-def smpc_schedule(inst: Instance, information: str = "dayahead", *, oracle=None,
-                  exhaustive: bool = False) -> list[list[int]]:
-    """Stochastic MPC over the forecast's scenarios; returns the committed schedule (scored on the truth)."""
-    from oracle.rolling import RollingOracle
+SMPC_METHODS = ("candidates", "extensive")
+"""How each two-stage choice is solved: exact evaluation of candidate first decisions (:func:`stochastic_step`),
+or the extensive form (:func:`oracle.stochastic.solve_two_stage`, exact over every first decision)."""
 
+
+def smpc_schedule(inst: Instance, information: str = "dayahead", *, oracle=None, method: str = "candidates",
+                  exhaustive: bool = False) -> list[list[int]]:
+    """Stochastic MPC over the forecast's scenarios; returns the committed schedule (scored on the truth).
+
+    ``method="extensive"`` falls back to the candidates when the extensive form finds no schedule in time.
+    """
+    from oracle.rolling import RollingOracle
+    from oracle.stochastic import solve_two_stage
+
+    require(method in SMPC_METHODS, "method", f"must be one of {', '.join(SMPC_METHODS)}")
     oracle = oracle if oracle is not None else RollingOracle()
     schedule = [[PAUSE] * job.segments for job in inst.jobs]
     points = replanning_slots(inst) + [inst.slots]
     for start, stop in zip(points[:-1], points[1:], strict=True):
         current, made = current_choices(inst, schedule, start), tokens_made(inst, schedule, start)
+        subs = scenario_subs(inst, start, current, made, information)
+        if method == "extensive":
+            result = solve_two_stage(subs, stop - start, time_limit_s=oracle.time_limit_s, mip_gap=oracle.mip_gap)
+            if result.decision is not None:
+                commit(inst, schedule, [list(row) for row in result.decision], start, stop)
+                continue
         point = rest_of_horizon(inst, start, current, made, *outlook(inst, start, information))
         point_result = oracle.solve(point)
-        step = stochastic_step(scenario_subs(inst, start, current, made, information), stop - start, oracle,
+        step = stochastic_step(subs, stop - start, oracle,
                                point_plan=point_result.schedule, exhaustive=exhaustive)
         commit(inst, schedule, [list(row) for row in step.decision], start, stop)
     return schedule

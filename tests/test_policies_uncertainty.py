@@ -21,9 +21,11 @@ HOURS = 24
 CAUSAL_RULES = ("mpc", "smpc", "dayahead-plan", "greedy", "fixed")
 ALL_RULES = ("hindsight", *CAUSAL_RULES)
 SLOW_TOKENS_PER_HOUR = 10.0 * SECONDS_PER_HOUR  # tiny_job's mode 0: 10 tokens/s
+DAYAHEAD = PolicySettings(information="dayahead")
+"""Shared by the tests: its oracle's built models are reused across them (as across days in an evaluation)."""
 
 
-def horizon_instance(days: int = 2, segments_per_day: int = 4, scenarios: int = 3, seed: int = 0,
+def horizon_instance(days: int = 2, segments_per_day: int = 4, scenarios: int = 2, seed: int = 0,
                      perfect: bool = False) -> Instance:
     """A tiny instance of ``days`` days with a forecast (the truth itself if ``perfect``)."""
     rng = np.random.default_rng(seed)
@@ -45,7 +47,7 @@ def cost(inst: Instance, schedule) -> float:
 
 def test_with_a_perfect_forecast_mpc_and_smpc_equal_the_hindsight_optimum():
     inst = horizon_instance(days=1, perfect=True)
-    settings = PolicySettings(information="dayahead")
+    settings = DAYAHEAD
     best = cost(inst, run_policy("hindsight", inst, settings)[0])
     for rule in ("mpc", "smpc", "dayahead-plan"):
         assert cost(inst, run_policy(rule, inst, settings)[0]) == pytest.approx(best, rel=1e-9)
@@ -56,10 +58,10 @@ def test_with_a_perfect_forecast_mpc_and_smpc_equal_the_hindsight_optimum():
         assert cost(multi, run_policy(rule, multi, perfect)[0]) == pytest.approx(best, rel=1e-9)
 
 
-@pytest.mark.parametrize("seed", [0, 1, 2])
+@pytest.mark.parametrize("seed", [0, 1])
 def test_every_rule_meets_every_target_on_the_truth_and_every_scenario(seed):
     inst = horizon_instance(days=2, seed=seed)
-    settings = PolicySettings(information="dayahead")
+    settings = DAYAHEAD
     for rule in ALL_RULES:
         schedule, _ = run_policy(rule, inst, settings)
         assert simulate(inst, schedule).metrics.tranches_met, rule
@@ -69,7 +71,7 @@ def test_every_rule_meets_every_target_on_the_truth_and_every_scenario(seed):
             assert simulate(scenario, schedule).metrics.tranches_met, (rule, s)
 
 
-@pytest.mark.parametrize("t", [6, 12, 30])
+@pytest.mark.parametrize("t", [7, 30])
 def test_no_rule_reads_the_truth_from_slot_t_on(t):
     inst = horizon_instance(days=2, seed=5)
     rng = np.random.default_rng(t)
@@ -77,7 +79,7 @@ def test_no_rule_reads_the_truth_from_slot_t_on(t):
     price[t:] = rng.uniform(-100, 900, inst.slots - t)
     shape[t:] = rng.uniform(0, 1, inst.slots - t)
     moved = dataclasses.replace(inst, price_usd_per_mwh=price, renewable_shape=shape)
-    settings = PolicySettings(information="dayahead")
+    settings = DAYAHEAD
     for rule in CAUSAL_RULES:
         before, after = run_policy(rule, inst, settings)[0], run_policy(rule, moved, settings)[0]
         for job, a, b in zip(inst.jobs, before, after, strict=True):
