@@ -70,8 +70,12 @@ def all_decisions(sub: Instance, span: int) -> list[Decision]:
     return list(itertools.product(*per_job))
 
 
-def _evaluate(subs: list[Instance], span: int, decision: Decision, oracle) -> tuple[list[list[list[int]]], np.ndarray]:
-    """Per scenario: the plan (decision + optimal recourse) and its cost; inf where none meets the tranches."""
+def _evaluate(subs: list[Instance], span: int, decision: Decision, oracle,
+              known: dict[int, tuple[list, float]]) -> tuple[list[list[list[int]]], np.ndarray]:
+    """Per scenario: the plan (decision + optimal recourse) and its cost; inf where none meets the tranches.
+
+    ``known``: scenarios whose own optimum starts with ``decision`` (their best recourse, not re-solved).
+    """
     S = len(subs)
     heads = [sub_instance(sub, 0, span, [job.initial_mode for job in sub.jobs],
                           [job.tranche_tokens for job in sub.jobs], sub.price_usd_per_mwh[:span],
@@ -84,6 +88,9 @@ def _evaluate(subs: list[Instance], span: int, decision: Decision, oracle) -> tu
     made = [m.tokens for m in first.jobs]
     last = [row[-1] for row in decision]
     for s, (sub, head) in enumerate(zip(subs, heads, strict=True)):
+        if s in known:
+            plans[s], costs[s] = known[s]
+            continue
         head_cost = simulate(head, decision).metrics.operating_cost_usd
         if span == sub.slots:
             if all(made[j] >= job.tranche_tokens * (1 - TRANCHE_TOLERANCE) for j, job in enumerate(sub.jobs)):
@@ -121,14 +128,7 @@ def stochastic_step(subs: list[Instance], span: int, oracle, *, point_plan: list
     best: tuple[float, Decision, list, np.ndarray] | None = None
     expected = np.full(len(candidates), np.inf)
     for i, decision in enumerate(candidates):
-        solved = known.get(decision, {})
-        if len(solved) == len(subs):  # every scenario's optimum starts with it
-            plans = [solved[s][0] for s in range(len(subs))]
-            costs = np.array([solved[s][1] for s in range(len(subs))])
-        else:
-            plans, costs = _evaluate(subs, span, decision, oracle)
-            for s, (plan, cost) in solved.items():  # a scenario's own optimum is its best recourse
-                plans[s], costs[s] = plan, cost
+        plans, costs = _evaluate(subs, span, decision, oracle, known.get(decision, {}))
         expected[i] = float(np.mean(costs))
         if np.isfinite(expected[i]) and (best is None or expected[i] < best[0]):
             best = (expected[i], decision, plans, costs)

@@ -10,11 +10,12 @@ import pytest
 
 from agents.mpc import rest_of_horizon, sub_instance
 from agents.policies import PolicySettings, run_policy
-from agents.smpc import scenario_subs, stochastic_step
+from agents.smpc import scenario_subs, smpc_schedule, stochastic_step
 from aidc_env.case import PAUSE, SECONDS_PER_HOUR, Instance
 from aidc_env.information import Forecast
 from aidc_env.simulator import simulate
 from oracle.rolling import RollingOracle
+from oracle.stochastic import solve_two_stage
 from tests.conftest import tiny_instance, tiny_job
 
 HOURS = 24
@@ -142,6 +143,30 @@ def test_smpc_first_stage_is_the_brute_force_stochastic_optimum_and_non_anticipa
         metrics = simulate(sub, plan).metrics
         assert metrics.tranches_met
         assert metrics.operating_cost_usd == pytest.approx(step.costs_usd[s], rel=1e-9)
+
+
+@pytest.mark.parametrize("seed", [0, 2])
+def test_extensive_form_is_the_brute_force_stochastic_optimum(seed):
+    inst = two_scenario_day(seed)
+    subs = scenario_subs(inst, 0, [inst.jobs[0].initial_mode], [0.0])
+    result = solve_two_stage(subs, 1, mip_gap=1e-9)
+    brute = brute_force_first_stage(inst)
+    assert result.status == "optimal"
+    assert result.expected_cost_usd == pytest.approx(min(brute.values()), rel=1e-9)
+    assert result.expected_cost_usd == pytest.approx(brute[result.decision[0][0]], rel=1e-9)
+    for plan, sub in zip(result.schedules, subs, strict=True):  # non-anticipative, every tranche met
+        assert tuple(plan[0][:1]) == result.decision[0]
+        assert simulate(sub, plan).metrics.tranches_met
+
+
+def test_smpc_by_extensive_form_meets_the_targets_and_is_causal():
+    inst = horizon_instance(days=2, seed=7)
+    schedule = smpc_schedule(inst, oracle=DAYAHEAD.oracle(), method="extensive")
+    assert simulate(inst, schedule).metrics.tranches_met
+    price = inst.price_usd_per_mwh.copy()
+    price[12:] += 500.0
+    moved = dataclasses.replace(inst, price_usd_per_mwh=price)
+    assert smpc_schedule(moved, oracle=DAYAHEAD.oracle(), method="extensive")[0][:2] == schedule[0][:2]
 
 
 def test_sub_instances_of_a_horizon_carry_the_forecast_slice():
