@@ -41,6 +41,8 @@ class PolicySettings:
     """What the causal policies know: ``perfect`` (the truth) or ``dayahead`` (issued forecasts)."""
     mpc_noise: ForecastNoise = field(default_factory=ForecastNoise)
     """Synthetic error on the truth for ``mpc`` with ``information="perfect"`` (a sensitivity tool)."""
+    smpc_method: str = "candidates"
+    """How ``smpc`` solves each two-stage choice (:data:`agents.smpc.SMPC_METHODS`)."""
     seed: int = 0
     model_path: str | None = None
     _model: Any = field(default=None, repr=False)
@@ -84,7 +86,7 @@ def run_policy(name: str, inst: Instance, settings: PolicySettings) -> tuple[lis
             schedule = mpc_schedule(inst, settings.information, oracle=oracle, noise=settings.mpc_noise,
                                     seed=settings.seed)
         elif name == "smpc":
-            schedule = smpc_schedule(inst, settings.information, oracle=oracle)
+            schedule = smpc_schedule(inst, settings.information, oracle=oracle, method=settings.smpc_method)
         else:
             schedule = dayahead_plan_schedule(inst, oracle, settings.information)
         seconds = oracle.seconds[first:]

@@ -61,7 +61,7 @@ def test_with_a_perfect_forecast_mpc_and_smpc_equal_the_hindsight_optimum():
 
 @pytest.mark.parametrize("seed", [0, 1])
 def test_every_rule_meets_every_target_on_the_truth_and_every_scenario(seed):
-    inst = horizon_instance(days=2, seed=seed)
+    inst = horizon_instance(days=2, segments_per_day=2, seed=seed)
     settings = DAYAHEAD
     for rule in ALL_RULES:
         schedule, _ = run_policy(rule, inst, settings)
@@ -74,7 +74,7 @@ def test_every_rule_meets_every_target_on_the_truth_and_every_scenario(seed):
 
 @pytest.mark.parametrize("t", [7, 30])
 def test_no_rule_reads_the_truth_from_slot_t_on(t):
-    inst = horizon_instance(days=2, seed=5)
+    inst = horizon_instance(days=2, segments_per_day=2, seed=5)
     rng = np.random.default_rng(t)
     price, shape = inst.price_usd_per_mwh.copy(), inst.renewable_shape.copy()
     price[t:] = rng.uniform(-100, 900, inst.slots - t)
@@ -160,7 +160,7 @@ def test_extensive_form_is_the_brute_force_stochastic_optimum(seed):
 
 
 def test_smpc_by_extensive_form_meets_the_targets_and_is_causal():
-    inst = horizon_instance(days=2, seed=7)
+    inst = horizon_instance(days=2, segments_per_day=2, seed=7)
     schedule = smpc_schedule(inst, oracle=DAYAHEAD.oracle(), method="extensive")
     assert simulate(inst, schedule).metrics.tranches_met
     price = inst.price_usd_per_mwh.copy()
