@@ -52,6 +52,10 @@ class PolicySettings:
         if self.information not in INFORMATION:
             raise ValueError(f"information must be one of {', '.join(INFORMATION)}, got {self.information!r}")
 
+    def __getstate__(self) -> dict[str, Any]:
+        """Pickled for worker processes without the oracle's cache (built models hold solver handles)."""
+        return {**self.__dict__, "_oracle": None}
+
     def ppo_model(self) -> Any:
         if self._model is None:
             from agents.ppo import load_model
