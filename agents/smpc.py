@@ -15,6 +15,10 @@ rest is the oracle's optimum with that first decision fixed (the state it reache
 so each evaluation is exact; the restriction is to the candidates. Ties go to the earlier candidate
 (MPC's first). Costs of first decisions come from the simulator, rests from the oracle (itself checked
 against the simulator). Deterministic: no randomness beyond the forecast's scenarios.
+
+``method="extensive"`` solves each choice exactly over every first decision instead, with the two-stage
+extensive form (:mod:`oracle.stochastic`); measured far slower on the 2048 case (see there), so the
+candidates are the default.
 """
 
 from __future__ import annotations
