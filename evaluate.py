@@ -1,14 +1,17 @@
 """Evaluate every policy on the same days and compare it with the oracle.
 
     python evaluate.py --case 2048 --policies oracle,fixed,greedy,mpc,ppo --model runs/ppo-2048/model.zip \
-        --profiles ../shared/data/caiso/caiso_2023_hourly.csv --out results/eval
+        --profiles ../shared/data/caiso/caiso_2023_hourly.csv --out runs/eval
 
 Reads like a report, top to bottom:
 1. pick the days (held-out days of the profile source by default: every 7th complete day);
 2. build one instance per day (modes resolved once);
 3. run each policy on each day (MILP policies in worker processes), score each schedule with the
    simulator — the only place where costs are computed;
-4. print one table, write per-day CSV, a JSON summary and PNG figures.
+4. print one table, write per-day CSV, a JSON summary and PNG figures (to ``--out``, default runs/eval).
+
+Every flag is checked before the work. The per-day rows are rewritten to ``<out>/per_day.csv`` (atomically) as
+days finish, so a Ctrl-C (exit code 130) keeps the days already finished.
 
 ``--study checkpoints|gpus|renewable|flexibility|headline|days`` runs one of the research studies
 instead (see ``experiments/studies.py`` and docs/results.md).
@@ -16,11 +19,8 @@ instead (see ``experiments/studies.py`` and docs/results.md).
 
 from __future__ import annotations
 
-import argparse
-import json
 import sys
-from collections.abc import Sequence
-from concurrent.futures import ProcessPoolExecutor
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -31,10 +31,13 @@ from tqdm import tqdm
 from agents.days import split_days
 from agents.mpc import ForecastNoise
 from agents.policies import HEAVY_POLICIES, POLICY_NAMES, PolicySettings, run_policy
+from aidc_env import limits
 from aidc_env.case import Instance, add_case_arguments, build_instances, case_overrides, load_case
-from aidc_env.errors import InputError, require, run_cli
+from aidc_env.errors import EXIT_INTERRUPTED, CliParser, InputError, require, require_number, run_cli
+from aidc_env.io import atomic_path, check_output_file, check_output_folder, write_json
 from aidc_env.profiles import load_profiles
 from aidc_env.simulator import Metrics, SimulationResult, simulate
+from experiments.runs import RowsOnDisk, worker_pool
 
 SUMMARY_KEYS = (
     "operating_cost_usd",
@@ -69,35 +72,41 @@ def _heavy_task(args: tuple[str, Instance, PolicySettings]) -> tuple[list[list[i
     return run_policy(name, inst, settings)
 
 
-def run_all(
-    instances: dict[str, Instance], policies: Sequence[str], settings: PolicySettings, workers: int
-) -> dict[str, dict[str, tuple[SimulationResult, dict[str, Any]]]]:
-    """policy → day → (simulation result, policy info)."""
-    results: dict[str, dict[str, tuple[SimulationResult, dict[str, Any]]]] = {p: {} for p in policies}
+Results = dict[str, dict[str, tuple[SimulationResult, dict[str, Any]]]]
+"""policy → day → (simulation result, policy info)."""
+
+
+def run_all(instances: dict[str, Instance], policies: Sequence[str], settings: PolicySettings, workers: int,
+            results: Results | None = None, on_result: Callable[[], Any] | None = None) -> Results:
+    """Run every policy on every day into ``results`` (filled as runs finish; ``on_result`` after each)."""
+    results = results if results is not None else {}
+    for p in policies:
+        results.setdefault(p, {})
     heavy = [(p, d) for p in policies if p in HEAVY_POLICIES for d in instances]
     light = [(p, d) for p in policies if p not in HEAVY_POLICIES for d in instances]
+
+    def keep(p: str, d: str, schedule: list[list[int]], info: dict[str, Any]) -> None:
+        results[p][d] = (simulate(instances[d], schedule), info)
+        bar.update()
+        if on_result is not None:
+            on_result()
+
     with tqdm(total=len(heavy) + len(light), desc="policies x days", unit="run") as bar:
         if heavy:
             tasks = [(p, instances[d], settings) for p, d in heavy]
             if workers > 1:
-                with ProcessPoolExecutor(max_workers=workers) as pool:
-                    outputs = pool.map(_heavy_task, tasks)
-                    for (p, d), (schedule, info) in zip(heavy, outputs, strict=True):
-                        results[p][d] = (simulate(instances[d], schedule), info)
-                        bar.update()
+                with worker_pool(workers) as pool:
+                    for (p, d), (schedule, info) in zip(heavy, pool.map(_heavy_task, tasks), strict=True):
+                        keep(p, d, schedule, info)
             else:
                 for (p, d), task in zip(heavy, tasks, strict=True):
-                    schedule, info = _heavy_task(task)
-                    results[p][d] = (simulate(instances[d], schedule), info)
-                    bar.update()
+                    keep(p, d, *_heavy_task(task))
         for p, d in light:
-            schedule, info = run_policy(p, instances[d], settings)
-            results[p][d] = (simulate(instances[d], schedule), info)
-            bar.update()
+            keep(p, d, *run_policy(p, instances[d], settings))
     return results
 
 
-def summarise(results: dict[str, dict[str, tuple[SimulationResult, dict[str, Any]]]]) -> tuple[pd.DataFrame, dict]:
+def summarise(results: Results) -> tuple[pd.DataFrame, dict]:
     """Per-day table (one row per policy and day) and the JSON summary."""
     rows = []
     oracle = results.get("oracle", {})
@@ -123,7 +132,7 @@ def summarise(results: dict[str, dict[str, tuple[SimulationResult, dict[str, Any
 
 def _json_number(value: Any) -> float | None:
     value = float(value)
-    return None if np.isnan(value) else value
+    return value if np.isfinite(value) else None
 
 
 def print_table(per_day: pd.DataFrame) -> pd.DataFrame:
@@ -134,7 +143,7 @@ def print_table(per_day: pd.DataFrame) -> pd.DataFrame:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
+    parser = CliParser(
         description="Run every policy on the same days and compare each with the exact oracle: one table "
         "(operating cost, cost ratio to the oracle, grid energy, curtailment, green share, completion, modes "
         "used), per-day CSV, a JSON summary and PNG figures. Days default to the held-out split "
@@ -152,20 +161,32 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--mpc-noise", type=float, default=0.0,
                         help="MPC forecast error (relative sigma at 24 h lead) on price and renewable (default 0)")
     parser.add_argument("--seed", type=int, default=0, help="seed of the random policy and MPC noise")
-    parser.add_argument("--out", default="results/eval", help="output folder (CSV, JSON, PNG)")
+    parser.add_argument("--out", help="output folder (CSV, JSON, PNG; default runs/eval, or runs/studies/<study> "
+                        "with --study)")
     parser.add_argument("--json", help="also write the JSON summary to this file")
     parser.add_argument("--no-plots", action="store_true", help="skip the PNG figures")
     parser.add_argument("--study", help="run a research study instead: checkpoints, gpus, renewable, flexibility, "
-                        "headline, days (see experiments/studies.py)")
+                        "headline, days (see experiments/studies.py; its own flags, e.g. --update-docs, pass through)")
     args, rest = parser.parse_known_args(argv)
 
     if args.study:
         from experiments.studies import main as study_main
 
-        return study_main([args.study, "--case", args.case, "--out", args.out, "--workers", str(args.workers),
+        return study_main([args.study, "--case", args.case, "--workers", str(args.workers),
+                           "--time-limit", str(args.time_limit), *(["--out", args.out] if args.out else []),
                            *(["--profiles", args.profiles] if args.profiles else []),
                            *[f"--{k.replace('_', '-')}={v}" for k, v in case_overrides(args).items()], *rest])
     require(not rest, "arguments", f"unrecognised: {' '.join(rest)}")
+
+    # 0. Every flag, the model and the outputs are checked before the work.
+    validate_args(args)
+    out = check_output_folder(args.out or Path("runs") / "eval", "out")
+    if args.json:
+        check_output_file(args.json, "json")
+    policies = [p.strip() for p in args.policies.split(",") if p.strip()]
+    unknown = [p for p in policies if p not in POLICY_NAMES]
+    require(bool(policies), "policies", f"none given; known: {', '.join(POLICY_NAMES)}")
+    require(not unknown, "policies", f"unknown {', '.join(unknown)}; known: {', '.join(POLICY_NAMES)}")
 
     # 1. Days.
     case = load_case(args.case)
@@ -176,33 +197,42 @@ def main(argv: Sequence[str] | None = None) -> int:
     overrides = case_overrides(args)
     instances = build_instances(case, days, profiles, **overrides)
 
-    # 3. Policies.
-    policies = [p.strip() for p in args.policies.split(",") if p.strip()]
-    unknown = [p for p in policies if p not in POLICY_NAMES]
-    require(not unknown, "policies", f"unknown {', '.join(unknown)}; known: {', '.join(POLICY_NAMES)}")
+    # 3. Policies (a given model must load; the default one may be missing).
     model_path = args.model or str(Path("runs") / f"ppo-{case.name}" / "model.zip")
-    if "ppo" in policies and not Path(model_path).exists():
-        require(args.model is None, "model", f"no such file {args.model}")
-        print(f"No trained PPO model at {model_path}: evaluating the other policies. Train one with\n"
-              f"  python train.py --case {case.name}" + (f" --profiles {args.profiles}" if args.profiles else ""),
+    if "ppo" in policies and args.model is None and not Path(model_path).exists():
+        require(policies != ["ppo"], "model", f"no trained PPO model at {model_path}; give --model or train one with "
+                f"python train.py --case {case.name}")
+        print(f"No trained PPO model at {model_path}: evaluating the other policies. Train one with "
+              f"python train.py --case {case.name}" + (f" --profiles {args.profiles}" if args.profiles else ""),
               file=sys.stderr)
         policies.remove("ppo")
+    elif "ppo" in policies:
+        from agents.ppo import load_model
+
+        load_model(model_path)  # InputError naming the model if it is a folder, corrupt or not a model
     settings = PolicySettings(time_limit_s=args.time_limit, seed=args.seed, model_path=model_path,
                               mpc_noise=ForecastNoise(args.mpc_noise, args.mpc_noise))
     print(f"{len(policies)} policies x {len(days)} days of case {case.name} ({profiles.source})")
-    results = run_all(instances, policies, settings, max(1, args.workers))
+    results: Results = {}
+    rows = RowsOnDisk(out / "per_day.csv", rows=lambda: summarise(results)[0])
+    try:
+        run_all(instances, policies, settings, max(1, args.workers), results, on_result=rows.add)
+    except KeyboardInterrupt:
+        rows.write()
+        done = sum(len(by_day) for by_day in results.values())
+        print(f"interrupted: {done} finished policy-days kept in {rows.path}" if done else
+              "interrupted before any policy-day finished", file=sys.stderr)
+        return EXIT_INTERRUPTED
 
     # 4. Report.
     per_day, summary = summarise(results)
     summary.update({"case": case.name, "days": days, "profiles": profiles.source, "overrides": overrides})
     print_table(per_day)
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    per_day.to_csv(out / "per_day.csv", index=False)
-    text = json.dumps(summary, indent=1)
-    (out / "summary.json").write_text(text)
+    with atomic_path(out / "per_day.csv") as temp:
+        per_day.to_csv(temp, index=False)
+    write_json(out / "summary.json", summary)
     if args.json:
-        Path(args.json).write_text(text)
+        write_json(args.json, summary)
     if not args.no_plots:
         from experiments.plots import plot_cost_ratios, plot_dispatch, plot_mode_timeline
 
@@ -214,6 +244,16 @@ def main(argv: Sequence[str] | None = None) -> int:
             plot_cost_ratios(per_day, out / "cost_ratio.png")
     print(f"wrote {out}/per_day.csv, {out}/summary.json" + ("" if args.no_plots else " and figures"))
     return 0
+
+
+def validate_args(args) -> None:
+    """Bounds of evaluate's numeric flags (reasons: aidc_env/limits.py)."""
+    require_number(args.workers, "workers", 1, limits.MAX_WORKERS, integer=True)
+    require_number(args.time_limit, "time-limit", 0.0, limits.MAX_TIME_LIMIT_S, low_open=True)
+    require_number(args.mpc_noise, "mpc-noise", 0.0, limits.MAX_FORECAST_NOISE)
+    require_number(args.seed, "seed", 0, limits.MAX_SEED, integer=True)
+    if args.max_days is not None:
+        require_number(args.max_days, "max-days", 1, limits.MAX_DAYS, integer=True)
 
 
 def select_days(requested: Sequence[str], available: Sequence[str], reference: str, max_days: int | None) -> list[str]:

@@ -18,25 +18,37 @@ fixed and greedy), tb/ (TensorBoard: ``tensorboard --logdir runs``), checkpoints
 from __future__ import annotations
 
 import argparse
-import json
-import re
+import contextlib
+import signal
 import sys
 import time
 import warnings
 from collections.abc import Sequence
 from pathlib import Path
 
+from agents.checkpoints import (
+    checkpoint_callback,
+    load_newest_good,
+    newest_checkpoint,
+    save_checkpoint,
+    stop_callback,
+)
 from agents.days import HOLDOUT_EVERY, split_days
 from agents.ppo import CONFIG_FILE, PPOConfig, heldout_check, make_model, make_vec_env, save_run
+from aidc_env import limits
 from aidc_env.case import add_case_arguments, build_instances, case_overrides, load_case
-from aidc_env.errors import require, run_cli
+from aidc_env.dayahead import dayahead_instances
+from aidc_env.forecasts import load_forecasts
+from aidc_env.information import INFORMATION
+from aidc_env.errors import EXIT_INTERRUPTED, CliParser, InputError, require, require_number, run_cli
+from aidc_env.io import check_output_folder, read_json_file, write_json
 from aidc_env.profiles import load_profiles
 
 DEFAULTS = PPOConfig()
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(
+    parser = CliParser(
         description="Train sb3-contrib MaskablePPO to dispatch checkpoint-aware LLM pre-training jobs against "
         "day-ahead prices and renewable output. One agent step is one real decision (a checkpoint boundary; "
         "forced slots are played by the wrapper), the reward is the saving versus fixed continuous training, "
@@ -47,6 +59,11 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         "on a 2-core machine.",
         formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     add_case_arguments(parser, day=False, default_case=DEFAULTS.case)
+    parser.add_argument("--forecasts", help="day-ahead forecast CSV (load, solar, wind; e.g. ../shared/data/caiso/"
+                        "caiso_2023_dayahead_forecast_hourly.csv): needed with --information dayahead")
+    parser.add_argument("--information", choices=INFORMATION, default=DEFAULTS.information,
+                        help="what the agent sees: the truth (perfect) or day-ahead forecasts and realised past "
+                        "values (dayahead; trains and holds out only days inside the forecast period)")
     parser.add_argument("--timesteps", type=int, default=None,
                         help=f"total agent steps (decisions: 12 per day in the 2048 case; default "
                         f"{DEFAULTS.total_timesteps:,}); with --resume, a new total extends the run")
@@ -82,7 +99,50 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
                     help="per-choice token features of the job choosing (with factored actions)")
     hp.add_argument("--reward-day-scaled", action=argparse.BooleanOptionalAction,
                     default=DEFAULTS.reward_day_scaled, help="divide each day's rewards by its price scale")
-    return parser.parse_args(argv)
+    args = parser.parse_args(argv)
+    validate_args(args)
+    return args
+
+
+def validate_args(args: argparse.Namespace) -> None:
+    """Refuse bad flags before any work (bounds and their reasons: aidc_env/limits.py)."""
+    if args.timesteps is not None:
+        require_number(args.timesteps, "timesteps", 1, limits.MAX_TIMESTEPS, integer=True)
+    require_number(args.seed, "seed", 0, limits.MAX_SEED, integer=True)
+    require_number(args.n_envs, "n-envs", 1, limits.MAX_N_ENVS, integer=True)
+    require_number(args.checkpoint_freq, "checkpoint-freq", 1, limits.MAX_TIMESTEPS, integer=True)
+    if args.gpus is not None:
+        require_number(args.gpus, "gpus", 1, limits.MAX_GPUS, integer=True)
+    if args.segments is not None:
+        require_number(args.segments, "segments", 1, limits.MAX_SLOTS_PER_DAY, integer=True)
+    if args.renewable_ratio is not None:
+        require_number(args.renewable_ratio, "renewable-ratio", 0.0, limits.MAX_RENEWABLE_RATIO)
+    require_number(args.learning_rate, "learning-rate", 0.0, limits.MAX_LEARNING_RATE, low_open=True)
+    require_number(args.n_steps, "n-steps", 1, limits.MAX_N_STEPS, integer=True)
+    require_number(args.batch_size, "batch-size", 1, limits.MAX_N_STEPS * limits.MAX_N_ENVS, integer=True)
+    require_number(args.n_epochs, "n-epochs", 1, limits.MAX_N_EPOCHS, integer=True)
+    require_number(args.gamma, "gamma", 0.0, 1.0)
+    require_number(args.gae_lambda, "gae-lambda", 0.0, 1.0)
+    require_number(args.ent_coef, "ent-coef", 0.0, limits.MAX_COEF)
+    require_number(args.clip_range, "clip-range", 0.0, limits.MAX_COEF, low_open=True)
+    require_number(args.reward_scale_usd, "reward-scale-usd", 0.0, limits.MAX_REWARD_SCALE_USD, low_open=True)
+    require_number(args.lookahead, "lookahead", 0, limits.MAX_LOOKAHEAD_SLOTS, integer=True)
+    args.net_arch = parse_net_arch(args.net_arch)
+    require(args.information == "perfect" or args.forecasts is not None, "forecasts",
+            "--information dayahead needs --forecasts CSV (the day-ahead load, solar and wind forecasts)")
+
+
+def parse_net_arch(text: str | list[int]) -> list[int]:
+    """``"256,256"`` → [256, 256]; InputError naming net-arch unless 1..MAX_LAYERS positive widths."""
+    if isinstance(text, list):
+        return text
+    parts = [p.strip() for p in str(text).split(",")]
+    require(all(p.isdigit() for p in parts), "net-arch", f"must be comma-separated layer sizes like 256,256, got {text!r}")
+    widths = [int(p) for p in parts]
+    require(1 <= len(widths) <= limits.MAX_LAYERS, "net-arch", f"must have 1..{limits.MAX_LAYERS} layers")
+    for width in widths:
+        require_number(width, "net-arch", 1, limits.MAX_LAYER_WIDTH, integer=True)
+    return widths
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -91,27 +151,32 @@ def main(argv: Sequence[str] | None = None) -> int:
     # 1. Config (with --resume: the run's own config.json, so that a resumed run is the same run).
     case = load_case(args.case)
     out = Path(args.out or Path("runs") / f"ppo-{case.name}")
+    check_output_folder(out, "out")
     checkpoints = out / "checkpoints"
     newest = newest_checkpoint(checkpoints) if args.resume else None
     require(not args.resume or newest is not None, "resume", f"no checkpoint in {checkpoints}")
+    require(args.resume or not (out / CONFIG_FILE).exists(), "out",
+            f"{out} already holds a run; continue it with --resume or give another --out")
     if newest is not None and (out / CONFIG_FILE).exists():
-        config = PPOConfig.from_dict(json.loads((out / CONFIG_FILE).read_text())["config"])
+        record = read_json_file(out / CONFIG_FILE, "resume")
+        require(isinstance(record, dict) and isinstance(record.get("config"), dict), "resume",
+                f"{out / CONFIG_FILE} has no config")
+        config = PPOConfig.from_dict(record["config"])
         if args.timesteps is not None:
             config.total_timesteps = args.timesteps
     else:
         config = PPOConfig(
-            case=args.case, profiles=args.profiles, overrides=case_overrides(args),
-            env_kwargs={**DEFAULTS.env_kwargs, "lookahead": args.lookahead},
+            case=args.case, profiles=args.profiles, forecasts=args.forecasts, overrides=case_overrides(args),
+            env_kwargs={**DEFAULTS.env_kwargs, "lookahead": args.lookahead, "information": args.information},
             reward_scale_usd=args.reward_scale_usd, reward_day_scaled=args.reward_day_scaled,
             factored_actions=args.factored_actions, choice_features=args.choice_features, seed=args.seed,
             total_timesteps=DEFAULTS.total_timesteps if args.timesteps is None else args.timesteps,
             n_envs=args.n_envs, vec_env=args.vec_env, learning_rate=args.learning_rate,
             lr_schedule=args.lr_schedule, n_steps=args.n_steps, batch_size=args.batch_size, n_epochs=args.n_epochs,
             gamma=args.gamma, gae_lambda=args.gae_lambda, ent_coef=args.ent_coef, clip_range=args.clip_range,
-            net_arch=[int(x) for x in args.net_arch.split(",") if x.strip()], activation=args.activation,
+            net_arch=args.net_arch, activation=args.activation,
             checkpoint_freq=args.checkpoint_freq)
-        require(config.total_timesteps > 0, "timesteps", "must be > 0")
-        require(config.n_envs > 0, "n-envs", "must be > 0")
+    case.with_overrides(**config.overrides)  # e.g. --segments 7 is refused here, before any work
 
     # 2. Days: the train split of the profile source, one instance per day (built once, here).
     case = load_case(config.case)
@@ -120,6 +185,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     config.train_days, config.heldout_days = split_days(profiles.dates())
     if not config.train_days:
         config.train_days = list(profiles.dates())
+    if config.information == "dayahead":  # forecasts fitted on the training days; days without forecasts leave
+        forecasts = load_forecasts(config.forecasts)
+        instances = dayahead_instances(instances, profiles, forecasts, config.train_days, seed=config.seed)
+        config.train_days = [day for day in config.train_days if day in instances]
+        config.heldout_days = [day for day in config.heldout_days if day in instances]
+        require(len(config.train_days) > 0, "forecasts", "no training day inside the forecast period")
+    else:
+        config.train_days = [day for day in config.train_days if day in instances]  # horizons past the data leave
+        config.heldout_days = [day for day in config.heldout_days if day in instances]
     print(f"case {case.name}: training on {len(config.train_days)} days of {profiles.source} "
           f"({len(config.heldout_days)} held out), {config.total_timesteps:,} steps, seed {config.seed}, "
           f"{config.n_envs} {config.vec_env} envs -> {out}")
@@ -136,37 +210,55 @@ def main(argv: Sequence[str] | None = None) -> int:
     if newest is not None:
         from sb3_contrib import MaskablePPO
 
-        model = MaskablePPO.load(newest, env=vec_env, device="cpu", tensorboard_log=tb)
+        model, newest = load_newest_good(
+            checkpoints, lambda path: MaskablePPO.load(path, env=vec_env, device="cpu", tensorboard_log=tb))
         print(f"resuming from {newest} at step {model.num_timesteps:,}")
     else:
         model = make_model(config, vec_env, tensorboard_log=tb)
-        out.mkdir(parents=True, exist_ok=True)
-        (out / CONFIG_FILE).write_text(json.dumps({"config": config.to_dict(), "status": "training"}, indent=1))
+        write_json(out / CONFIG_FILE, {"config": config.to_dict(), "status": "training"})
 
-    # 5. Callbacks: periodic checkpoints (save_freq counts vec-env steps of n_envs agent steps each).
-    from stable_baselines3.common.callbacks import CheckpointCallback
+    # 5. Callbacks: checkpoints every checkpoint_freq agent steps (at the next rollout boundary), written
+    # atomically, and a clean stop at the next step after Ctrl-C.
+    from stable_baselines3.common.callbacks import CallbackList
 
-    checkpoint_cb = CheckpointCallback(save_freq=max(config.checkpoint_freq // config.n_envs, 1),
-                                       save_path=str(checkpoints), name_prefix="ppo")
+    interrupted = []
+    callbacks = CallbackList([checkpoint_callback(config.checkpoint_freq, checkpoints),
+                              stop_callback(lambda: bool(interrupted))])
 
-    # 6. Learn (SB3's progress bar is tqdm.rich, which warns that it is experimental).
+    # 6. Learn (SB3's progress bar is tqdm.rich, which warns that it is experimental). The first Ctrl-C asks for a
+    # stop at the next step (the model is then saved); a second one interrupts at once.
     warnings.filterwarnings("ignore", message="rich is experimental")
     remaining = config.total_timesteps - model.num_timesteps
     start = time.perf_counter()
-    if remaining > 0:
-        model.learn(total_timesteps=remaining, callback=checkpoint_cb, progress_bar=True,
-                    reset_num_timesteps=newest is None, tb_log_name="ppo")
+
+    def on_sigint(signum, frame):
+        interrupted.append(signum)
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+
+    previous_handler = signal.signal(signal.SIGINT, on_sigint)
+    try:
+        if remaining > 0:
+            model.learn(total_timesteps=remaining, callback=callbacks, progress_bar=True,
+                        reset_num_timesteps=newest is None, tb_log_name="ppo")
+    except (KeyboardInterrupt, EOFError, BrokenPipeError, ConnectionResetError):
+        if not interrupted:  # a subprocess env that died on its own: not a Ctrl-C
+            raise
+    finally:
+        signal.signal(signal.SIGINT, previous_handler)
     seconds = time.perf_counter() - start
+    if interrupted:
+        with contextlib.suppress(Exception):  # subprocess envs may have died with the Ctrl-C
+            vec_env.close()
+        return save_interrupted(model, config, out, seconds)
     vec_env.close()
 
-    # 7. Save, and check the model on the held-out days against fixed and greedy (no oracle: evaluate.py).
+    # 7. Save, then check the model on the held-out days against fixed and greedy (no oracle: evaluate.py).
+    wall = previous_train_seconds(out) + seconds if newest is not None else seconds
+    facts = {"status": "done", "num_timesteps": int(model.num_timesteps), "train_seconds": wall,
+             "steps_per_second": (remaining / seconds) if remaining > 0 and seconds > 0 else None}
+    model_path, config_path = save_run(model, config, out, extra=facts)  # saved before the check can be interrupted
     check = heldout_check(model, [instances[day] for day in config.heldout_days]) if config.heldout_days else {}
-    previous = json.loads((out / CONFIG_FILE).read_text()) if (out / CONFIG_FILE).exists() else {}
-    wall = previous.get("train_seconds", 0.0) + seconds if newest is not None else seconds
-    model_path, config_path = save_run(model, config, out, extra={
-        "status": "done", "num_timesteps": int(model.num_timesteps), "train_seconds": wall,
-        "steps_per_second": (remaining / seconds) if remaining > 0 and seconds > 0 else None,
-        "heldout_check": check})
+    write_json(config_path, {**read_json_file(config_path, "out"), "heldout_check": check})
     print(f"trained {model.num_timesteps:,} steps in {seconds / 60:.1f} min; saved {model_path} and {config_path}")
     if check:
         print(f"held-out days ({check['days']}): mean operating cost ppo ${check['ppo']:,.2f}, fixed "
@@ -176,14 +268,25 @@ def main(argv: Sequence[str] | None = None) -> int:
     return 0
 
 
-def newest_checkpoint(folder: Path) -> Path | None:
-    """The checkpoint with the most steps (files ppo_<steps>_steps.zip)."""
-    found = []
-    for path in folder.glob("ppo_*_steps.zip"):
-        match = re.fullmatch(r"ppo_(\d+)_steps\.zip", path.name)
-        if match:
-            found.append((int(match.group(1)), path))
-    return max(found)[1] if found else None
+def previous_train_seconds(out: Path) -> float:
+    """Wall time of the run so far (its config.json), 0 if unknown."""
+    try:
+        record = read_json_file(out / CONFIG_FILE, "resume")
+    except InputError:
+        return 0.0
+    seconds = record.get("train_seconds") if isinstance(record, dict) else None
+    return float(seconds) if isinstance(seconds, (int, float)) else 0.0
+
+
+def save_interrupted(model, config: PPOConfig, out: Path, seconds: float) -> int:
+    """After Ctrl-C: a resumable checkpoint and the model (status "interrupted"), one line, exit code 130."""
+    checkpoint = save_checkpoint(model, out / "checkpoints")
+    model_path, _ = save_run(model, config, out, extra={
+        "status": "interrupted", "num_timesteps": int(model.num_timesteps),
+        "train_seconds": previous_train_seconds(out) + seconds})
+    print(f"interrupted at step {model.num_timesteps:,}: saved {checkpoint} and {model_path}; continue with "
+          f"python train.py --out {out} --resume", file=sys.stderr)
+    return EXIT_INTERRUPTED
 
 
 if __name__ == "__main__":

@@ -13,11 +13,17 @@ What the agent sees and optimises (all of it in :class:`DecisionSteps`, a wrappe
   function of the state (the day has a fixed length): the best policy is unchanged, but returns no longer
   carry the day's price level, which would otherwise dominate their variance.
 - **Observation = the env's observation plus a day-scaled hourly forecast.** The env's own observation is
-  kept as is (with ``lookahead`` = 0 by default: no slot-level window). The wrapper appends the rest of the
-  day at hourly resolution (24 hours from the current slot, zero past midnight, plus a validity flag each):
-  prices divided by the day's price scale (mean |λ| of the day, at least $5/MWh; decisions are invariant to
-  a common price factor, so every day looks alike), renewable shares, and the day's price scale / $100.
-  Perfect foresight of the day, as the oracle has (the env's default too).
+  kept as is (with ``lookahead`` = 0 by default: no slot-level window). The wrapper appends a sliding
+  24-hour window at hourly resolution (24 hours from the current slot, zero past the end of the instance,
+  plus a validity flag each; on a day instance, the rest of the day): prices divided by the episode's price
+  scale (mean |λ| of the outlook at slot 0, at least $5/MWh; decisions are invariant to a common price
+  factor, so every day looks alike), renewable shares, and the price scale / $100. Every one of these is
+  read through :func:`aidc_env.information.outlook` with the env's ``information``: with ``"perfect"``
+  the truth (foresight, as the oracle has), with ``"dayahead"`` the day-ahead forecasts issued by slot t
+  (the window at slot t and the price scale never depend on the truth of slots ≥ t).
+- **Rewards are paid on the truth.** The fixed schedule's cost per slot (the reward baseline) is the
+  simulator's cost on the true prices: it is paid after the fact and only shifts the return by a function
+  of the day, so it carries no information into the observation or the mask.
 - **One job at a time** (``factored_actions``). A boundary's joint choice (up to 294 actions in the 2048
   case) is made as one sub-step per job over that job's own choices, each masked so that some valid joint
   action completes it. With ``choice_features`` the job choosing sees, per choice, the tokens that choice
@@ -35,6 +41,8 @@ from gymnasium import spaces
 from agents.ppo_config import PPOConfig
 from aidc_env.case import SECONDS_PER_HOUR, Instance
 from aidc_env.env import CheckpointDispatchEnv
+from aidc_env.information import outlook
+from aidc_env.observation import outlook_blocks, renewable_share_high
 from aidc_env.simulator import segment_productive_hours, simulate
 
 HOURS_AHEAD = 24
@@ -93,7 +101,7 @@ class DecisionSteps(gym.Wrapper):
         base: spaces.Box = env.observation_space  # type: ignore[assignment]
         low, high = [base.low], [base.high]
         if hourly_forecast:
-            ren_high = float(base.high[int(base.shape[0]) - 2])  # renewable_now's bound: rho
+            ren_high = renewable_share_high(template)  # renewable_now's bound: rho
             low += [np.full(HOURS_AHEAD, -SCALED_PRICE_CLIP), np.zeros(2 * HOURS_AHEAD), [0.0]]
             high += [np.full(HOURS_AHEAD, SCALED_PRICE_CLIP), np.full(HOURS_AHEAD, ren_high), np.ones(HOURS_AHEAD),
                      [SCALED_PRICE_CLIP]]
@@ -255,13 +263,14 @@ class DecisionSteps(gym.Wrapper):
                 boundary[: inst.slots: inst.slots_per_segment(job)] = True
             baseline = np.zeros(inst.slots)
             if self.reward_baseline == "fixed":
-                from agents.baselines import fixed_schedule
+                from aidc_env.baselines import fixed_schedule
 
                 baseline = simulate(inst, fixed_schedule(inst)).flows.decision_cost_usd
-            extra = day_forecast_table(inst) if self.hourly_forecast else None
+            information = self.dispatch.information
+            extra = day_forecast_table(inst, information) if self.hourly_forecast else None
             div = self.reward_scale_usd
             if self.reward_day_scaled:
-                div *= day_price_scale(inst) / REWARD_REFERENCE_PRICE_USD_PER_MWH
+                div *= day_price_scale(inst, information) / REWARD_REFERENCE_PRICE_USD_PER_MWH
             cached = self._days[inst.day] = (boundary.tolist(), baseline, extra, div)
         self._boundary, self._baseline_cost, self._extra, self._reward_div = cached
         self._partial = []
@@ -312,36 +321,40 @@ class DecisionSteps(gym.Wrapper):
         return np.concatenate(parts).astype(np.float32)
 
 
-def day_price_scale(inst: Instance) -> float:
-    """The day's price scale: mean |λ| over the day, at least $5/MWh."""
-    return max(float(np.mean(np.abs(inst.price_usd_per_mwh))), PRICE_SCALE_FLOOR_USD_PER_MWH)
+def day_price_scale(inst: Instance, information: str = "perfect") -> float:
+    """The episode's price scale: mean |λ| of the outlook at slot 0 (the whole instance with ``perfect``; the
+    first day's forecast, repeated, with ``dayahead``), at least $5/MWh."""
+    price, _ = outlook(inst, 0, information)
+    return max(float(np.mean(np.abs(price))), PRICE_SCALE_FLOOR_USD_PER_MWH)
 
 
-def day_forecast_table(inst: Instance) -> np.ndarray:
-    """Per slot t = 0..T: the hourly forecast features of the rest of the day from slot t.
+def day_forecast_table(inst: Instance, information: str = "perfect") -> np.ndarray:
+    """Per slot t = 0..T: the hourly features of the 24 hours from slot t, as known at slot t.
 
     Hour k (k = 0..23) covers slots t + k·s .. t + (k+1)·s − 1 (s slots per hour); values are means over the
-    slots inside the day; a window wholly past midnight is 0 with validity 0.
+    slots inside the instance of :func:`~aidc_env.information.outlook` at slot t; a window wholly past the
+    end is 0 with validity 0.
     """
     T = inst.slots
     s = max(1, round(1.0 / inst.slot_hours))
-    scale = day_price_scale(inst)
-    price = np.clip(inst.price_usd_per_mwh / scale, -SCALED_PRICE_CLIP, SCALED_PRICE_CLIP)
+    scale = day_price_scale(inst, information)
     rated = inst.rated_facility_mw
-    ren = inst.renewable_mw / rated if rated > 0 else np.zeros(T)
     pad = HOURS_AHEAD * s + 1
-    price_pad = np.concatenate([price, np.zeros(pad)])
-    ren_pad = np.concatenate([ren, np.zeros(pad)])
     inside = np.concatenate([np.ones(T), np.zeros(pad)])
     table = np.zeros((T + 1, 3 * HOURS_AHEAD + 1), dtype=np.float32)
-    idx = np.arange(T + 1)[:, None, None] + (np.arange(HOURS_AHEAD)[None, :, None] * s
-                                             + np.arange(s)[None, None, :])
-    count = inside[idx].sum(axis=2)
-    valid = count > 0
-    denom = np.where(valid, count, 1.0)
-    table[:, :HOURS_AHEAD] = (price_pad[idx] * inside[idx]).sum(axis=2) / denom
-    table[:, HOURS_AHEAD: 2 * HOURS_AHEAD] = (ren_pad[idx] * inside[idx]).sum(axis=2) / denom
-    table[:, 2 * HOURS_AHEAD: 3 * HOURS_AHEAD] = valid
+    offsets = np.arange(HOURS_AHEAD)[None, :, None] * s + np.arange(s)[None, None, :]
+    for t0, t1, price_usd, renewable_mw in outlook_blocks(inst, information):
+        price = np.clip(price_usd / scale, -SCALED_PRICE_CLIP, SCALED_PRICE_CLIP)
+        ren = renewable_mw / rated if rated > 0 else np.zeros(T)
+        price_pad = np.concatenate([price, np.zeros(pad)])
+        ren_pad = np.concatenate([ren, np.zeros(pad)])
+        idx = np.arange(t0, t1)[:, None, None] + offsets
+        count = inside[idx].sum(axis=2)
+        valid = count > 0
+        denom = np.where(valid, count, 1.0)
+        table[t0:t1, :HOURS_AHEAD] = (price_pad[idx] * inside[idx]).sum(axis=2) / denom
+        table[t0:t1, HOURS_AHEAD: 2 * HOURS_AHEAD] = (ren_pad[idx] * inside[idx]).sum(axis=2) / denom
+        table[t0:t1, 2 * HOURS_AHEAD: 3 * HOURS_AHEAD] = valid
     table[:, -1] = min(scale / 100.0, SCALED_PRICE_CLIP)
     return table
 

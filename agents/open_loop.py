@@ -10,7 +10,7 @@ import dataclasses
 
 import numpy as np
 
-from agents.baselines import greedy_schedule
+from aidc_env.baselines import greedy_schedule
 from aidc_env.case import Instance
 from aidc_env.information import outlook, realised
 

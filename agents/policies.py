@@ -19,10 +19,10 @@ from typing import Any
 
 import numpy as np
 
-from agents.baselines import fixed_schedule
 from agents.mpc import ForecastNoise, mpc_schedule
 from agents.open_loop import dayahead_plan_schedule, greedy_view_schedule, oracle_schedule
 from agents.smpc import smpc_schedule
+from aidc_env.baselines import fixed_schedule
 from aidc_env.case import Instance
 from aidc_env.information import INFORMATION
 
@@ -43,6 +43,8 @@ class PolicySettings:
     """Synthetic error on the truth for ``mpc`` with ``information="perfect"`` (a sensitivity tool)."""
     smpc_method: str = "candidates"
     """How ``smpc`` solves each two-stage choice (:data:`agents.smpc.SMPC_METHODS`)."""
+    smpc_scenarios: int | None = None
+    """``smpc`` uses the forecast's first S scenarios (None: all)."""
     seed: int = 0
     model_path: str | None = None
     _model: Any = field(default=None, repr=False)
@@ -90,7 +92,8 @@ def run_policy(name: str, inst: Instance, settings: PolicySettings) -> tuple[lis
             schedule = mpc_schedule(inst, settings.information, oracle=oracle, noise=settings.mpc_noise,
                                     seed=settings.seed)
         elif name == "smpc":
-            schedule = smpc_schedule(inst, settings.information, oracle=oracle, method=settings.smpc_method)
+            schedule = smpc_schedule(inst, settings.information, oracle=oracle, method=settings.smpc_method,
+                                     n_scenarios=settings.smpc_scenarios)
         else:
             schedule = dayahead_plan_schedule(inst, oracle, settings.information)
         seconds = oracle.seconds[first:]

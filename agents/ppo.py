@@ -11,8 +11,8 @@ built from instances only (:func:`aidc_env.case.build_instances`, called once by
 
 from __future__ import annotations
 
-import json
 import platform
+import zipfile
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -20,11 +20,13 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
+from agents.checkpoints import save_model_atomically
 from agents.decision_steps import DecisionSteps, day_forecast_table, day_price_scale, wrap_env
 from agents.ppo_config import ENV_KWARGS_KEYS, PPOConfig
 from aidc_env.case import Instance
 from aidc_env.env import CheckpointDispatchEnv
-from aidc_env.errors import require
+from aidc_env.errors import InputError, require
+from aidc_env.io import read_json_file, write_json
 from aidc_env.simulator import simulate
 
 CONFIG_FILE = "config.json"
@@ -135,11 +137,9 @@ def save_run(model, config: PPOConfig, out: Path, extra: dict[str, Any] | None =
     """Save out/model.zip (config inside) and out/config.json (config, versions, and ``extra`` facts)."""
     out.mkdir(parents=True, exist_ok=True)
     setattr(model, CONFIG_ATTRIBUTE, config.to_dict())
-    model_path = out / MODEL_FILE
-    model.save(model_path)
+    model_path = save_model_atomically(model, out / MODEL_FILE)
     record = {"config": config.to_dict(), "versions": versions(), **(extra or {})}
-    config_path = out / CONFIG_FILE
-    config_path.write_text(json.dumps(record, indent=1))
+    config_path = write_json(out / CONFIG_FILE, record)
     return model_path, config_path
 
 
@@ -148,18 +148,24 @@ def load_model(path: str | Path):
 
     The config is read from inside the zip; if absent, from config.json beside it.
     """
-    from sb3_contrib import MaskablePPO
-
     path = Path(path)
-    if not path.exists():
-        raise FileNotFoundError(f"no PPO model at {path}")
-    model = MaskablePPO.load(path, device="cpu")
+    require(path.exists(), "model", f"no PPO model at {path}")
+    require(path.is_file(), "model", f"{path} is not a file (give the model .zip)")
+    require(zipfile.is_zipfile(path), "model", f"{path} is not a zip file (a saved MaskablePPO model is)")
+    from sb3_contrib import MaskablePPO  # torch loads only once the file may be a model
+
+    try:
+        model = MaskablePPO.load(path, device="cpu")
+    except Exception as err:  # a corrupt zip raises anything from zipfile, torch, json or pickle
+        raise InputError("model", f"{path} is not a readable MaskablePPO model ({type(err).__name__})") from None
     config = getattr(model, CONFIG_ATTRIBUTE, None)
     if not isinstance(config, dict):
         sidecar = path.parent / CONFIG_FILE
-        if not sidecar.exists():
-            raise FileNotFoundError(f"{path} carries no run config and there is no {sidecar}")
-        config = json.loads(sidecar.read_text())["config"]
+        require(sidecar.is_file(), "model", f"{path} carries no run config and there is no {sidecar}")
+        record = read_json_file(sidecar, "model")
+        require(isinstance(record, dict) and isinstance(record.get("config"), dict), "model",
+                f"{sidecar} has no config")
+        config = record["config"]
         setattr(model, CONFIG_ATTRIBUTE, config)
     return model
 
@@ -173,7 +179,9 @@ def model_config(model) -> PPOConfig:
 
 
 def ppo_schedule(model, inst: Instance) -> list[list[int]]:
-    """The schedule of a trained model on one day: deterministic, masked, in the env it was trained in."""
+    """The schedule of a trained model on one instance (a day or a horizon): deterministic, masked, in the env it
+    was trained in, with the information it was trained with (``information="dayahead"``: ``inst`` must carry
+    its forecasts)."""
     config = model_config(model)
     env = wrap_env(CheckpointDispatchEnv(case=inst, **config.behaviour_env_kwargs()), config)
     expected = model.observation_space.shape
@@ -192,7 +200,10 @@ def ppo_schedule(model, inst: Instance) -> list[list[int]]:
 
 def rollout_schedule(inst: Instance, choose: Callable[[np.ndarray, np.ndarray], int],
                      **env_kwargs: Any) -> list[list[int]]:
-    """Generic masked rollout on one day: ``choose(obs, mask) -> action`` at every slot of the env."""
+    """Generic masked rollout on one instance: ``choose(obs, mask) -> action`` at every slot of the env.
+
+    ``env_kwargs`` are the env's (e.g. ``information="dayahead"``: then ``choose`` sees forecasts only).
+    """
     env = CheckpointDispatchEnv(case=inst, **env_kwargs)
     obs, _ = env.reset(options={"day": inst.day})
     terminated = truncated = False
@@ -203,8 +214,11 @@ def rollout_schedule(inst: Instance, choose: Callable[[np.ndarray, np.ndarray], 
 
 
 def heldout_check(model, instances: Sequence[Instance]) -> dict[str, Any]:
-    """Mean operating cost of the model, fixed and greedy on the held-out instances (simulator-scored)."""
-    from agents.baselines import fixed_schedule, greedy_schedule
+    """Mean operating cost of the model, fixed and greedy on the held-out instances (simulator-scored).
+
+    The model runs with the information of its config (:func:`ppo_schedule`); costs are on the truth.
+    """
+    from aidc_env.baselines import fixed_schedule, greedy_schedule
 
     costs: dict[str, list[float]] = {"ppo": [], "fixed": [], "greedy": []}
     met = []

@@ -12,8 +12,8 @@ from typing import Any
 
 from aidc_env.env import DEFAULT_REWARD_SCALE_USD, DEFAULT_TERMINAL_PENALTY_FACTOR
 
-ENV_KWARGS_KEYS = ("lookahead", "forecast_noise", "reward_scale", "safety_mask", "pause_when_done",
-                   "terminal_penalty_factor")
+ENV_KWARGS_KEYS = ("lookahead", "information", "forecast_noise", "reward_scale", "safety_mask",
+                   "pause_when_done", "terminal_penalty_factor")
 """Env kwargs that shape behaviour (stored in the config; the day source is given separately)."""
 
 
@@ -29,14 +29,19 @@ class PPOConfig:
     case: str = "2048"
     profiles: str | None = None
     """Canonical hourly CSV, or None for the bundled representative days."""
+    forecasts: str | None = None
+    """Day-ahead forecast CSV (load, solar, wind), needed with ``information="dayahead"``: the price forecaster is
+    fitted on the training days and every instance carries its days' forecasts (:mod:`aidc_env.dayahead`)."""
     overrides: dict[str, Any] = field(default_factory=dict)
     train_days: list[str] = field(default_factory=list)
     heldout_days: list[str] = field(default_factory=list)
 
-    # Env (CheckpointDispatchEnv kwargs) and the wrapper.
+    # Env (CheckpointDispatchEnv kwargs) and the wrapper. ``env_kwargs["information"]``: "perfect" (the truth)
+    # or "dayahead" (forecasts only; the instances must carry them); a model is evaluated with the information
+    # it was trained with (read from its stored config). Configs saved before it existed mean "perfect".
     env_kwargs: dict[str, Any] = field(default_factory=lambda: {
-        "lookahead": 0, "forecast_noise": 0.0, "reward_scale": DEFAULT_REWARD_SCALE_USD, "safety_mask": True,
-        "pause_when_done": True, "terminal_penalty_factor": DEFAULT_TERMINAL_PENALTY_FACTOR})
+        "lookahead": 0, "information": "perfect", "forecast_noise": 0.0, "reward_scale": DEFAULT_REWARD_SCALE_USD,
+        "safety_mask": True, "pause_when_done": True, "terminal_penalty_factor": DEFAULT_TERMINAL_PENALTY_FACTOR})
     decision_steps: bool = True
     """Play forced slots inside the wrapper (one agent step per real decision)."""
     hourly_forecast: bool = True
@@ -86,6 +91,11 @@ class PPOConfig:
     def from_dict(cls, data: dict[str, Any]) -> PPOConfig:
         known = {f.name for f in dataclasses.fields(cls)}
         return cls(**{k: v for k, v in data.items() if k in known})
+
+    @property
+    def information(self) -> str:
+        """What the agent knows: ``env_kwargs["information"]`` ("perfect" if the config predates it)."""
+        return str(self.env_kwargs.get("information", "perfect"))
 
     def behaviour_env_kwargs(self) -> dict[str, Any]:
         """The env kwargs that shape what the agent sees and is rewarded for (not the day source)."""

@@ -142,17 +142,18 @@ def stochastic_step(subs: list[Instance], span: int, oracle, *, point_plan: list
 
 
 def scenario_subs(inst: Instance, start: int, current: list[int], made: list[float],
-                  information: str = "dayahead") -> list[Instance]:
+                  information: str = "dayahead", n_scenarios: int | None = None) -> list[Instance]:
     """The rest of the horizon from ``start`` under each scenario of the forecast (as known at ``start``).
 
-    With ``information="perfect"`` the one scenario is the truth.
+    With ``information="perfect"`` the one scenario is the truth. ``n_scenarios``: the first S only (all: None).
     """
     if information == "perfect":
         return [rest_of_horizon(inst, start, current, made, *outlook(inst, start, "perfect"))]
     require(inst.forecast is not None and inst.forecast.n_scenarios > 0, "forecasts",
             "stochastic MPC needs forecasts with scenarios")
+    count = inst.forecast.n_scenarios if n_scenarios is None else min(n_scenarios, inst.forecast.n_scenarios)
     return [rest_of_horizon(inst, start, current, made, *outlook(inst, start, "dayahead", scenario=s))
-            for s in range(inst.forecast.n_scenarios)]
+            for s in range(count)]
 
 
 SMPC_METHODS = ("candidates", "extensive")
@@ -161,7 +162,7 @@ or the extensive form (:func:`oracle.stochastic.solve_two_stage`, exact over eve
 
 
 def smpc_schedule(inst: Instance, information: str = "dayahead", *, oracle=None, method: str = "candidates",
-                  exhaustive: bool = False) -> list[list[int]]:
+                  n_scenarios: int | None = None, exhaustive: bool = False) -> list[list[int]]:
     """Stochastic MPC over the forecast's scenarios; returns the committed schedule (scored on the truth).
 
     ``method="extensive"`` falls back to the candidates when the extensive form finds no schedule in time.
@@ -175,7 +176,7 @@ def smpc_schedule(inst: Instance, information: str = "dayahead", *, oracle=None,
     points = replanning_slots(inst) + [inst.slots]
     for start, stop in zip(points[:-1], points[1:], strict=True):
         current, made = current_choices(inst, schedule, start), tokens_made(inst, schedule, start)
-        subs = scenario_subs(inst, start, current, made, information)
+        subs = scenario_subs(inst, start, current, made, information, n_scenarios)
         if method == "extensive":
             result = solve_two_stage(subs, stop - start, time_limit_s=oracle.time_limit_s, mip_gap=oracle.mip_gap)
             if result.decision is not None:

@@ -29,7 +29,6 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import datetime as dt
-import json
 import math
 import sys
 import tomllib
@@ -41,8 +40,10 @@ from typing import Any
 
 import numpy as np
 
-from aidc_env.errors import InputError, require, run_cli
+from aidc_env import limits
+from aidc_env.errors import CliParser, InputError, require, require_number, run_cli
 from aidc_env.information import Forecast
+from aidc_env.io import atomic_write_text, check_output_file, dumps_json, read_input_text, read_json_file
 from aidc_env.modes import Mode, ModeParams, generate_modes
 from aidc_env.profiles import HOURS_PER_DAY, ProfileSet, hourly_to_slots, load_profiles
 
@@ -163,6 +164,7 @@ class Case:
         if self.mode_pool_gpus is not None:
             require(_is_int(self.mode_pool_gpus) and self.mode_pool_gpus > 0, "mode_pool_gpus",
                     "must be a positive integer")
+        self._check_bounds()
         _check_date(self.day, "day")
         require(len(self.jobs) > 0, "jobs", "at least one job is needed")
         names = [job.name for job in self.jobs]
@@ -185,9 +187,27 @@ class Case:
                 require(_is_int(job.baseline_gpus) and job.baseline_gpus > 0, f"{where}.baseline_gpus",
                         "must be a positive integer")
             if job.tranche_tokens is not None:
-                require(_finite(job.tranche_tokens) and job.tranche_tokens >= 0, f"{where}.tranche_tokens",
-                        "must be a number >= 0")
+                require_number(job.tranche_tokens, f"{where}.tranche_tokens", 0.0, limits.MAX_TRANCHE_TOKENS)
+            require_number(job.restart_minutes, f"{where}.restart_minutes", 0.0, limits.MAX_RESTART_MINUTES)
+            if job.baseline_gpus is not None:
+                require_number(job.baseline_gpus, f"{where}.baseline_gpus", 1, limits.MAX_GPUS, integer=True)
         _validate_horizon(self.horizon_days, self.min_daily_share)
+
+    def _check_bounds(self) -> None:
+        """Upper bounds that keep every cost finite (see :mod:`aidc_env.limits` for the reasons)."""
+        require_number(self.n_gpus, "gpus", 1, limits.MAX_GPUS, integer=True)
+        require_number(self.slots, "slots", 1, limits.MAX_SLOTS_PER_DAY, integer=True)
+        require_number(self.pue, "pue", 1.0, limits.MAX_PUE)
+        for name in ("idle_kw_per_gpu", "rated_kw_per_gpu"):
+            require_number(getattr(self, name), name, 0.0, limits.MAX_KW_PER_GPU)
+        require_number(self.renewable_ratio, "renewable_ratio", 0.0, limits.MAX_RENEWABLE_RATIO)
+        for name in ("ppa_usd_per_mwh", "curtailment_penalty_usd_per_mwh"):
+            require_number(getattr(self, name), name, 0.0, limits.MAX_PRICE_USD_PER_MWH)
+        if self.renewable_capacity_mw is not None:
+            require_number(self.renewable_capacity_mw, "renewable_capacity_mw", 0.0, limits.MAX_RENEWABLE_CAPACITY_MW,
+                           low_open=True)
+        if self.mode_pool_gpus is not None:
+            require_number(self.mode_pool_gpus, "mode_pool_gpus", 1, limits.MAX_GPUS, integer=True)
 
 
 @dataclass(frozen=True, eq=False)
@@ -245,12 +265,12 @@ class Job:
             job = cls(
                 name=str(data["name"]),
                 model=str(data.get("model", "")),
-                segments=int(data["segments"]),
-                restart_hours=float(data["restart_hours"]),
+                segments=_as_int(data["segments"], f"{where}.segments"),
+                restart_hours=_as_float(data["restart_hours"], f"{where}.restart_hours"),
                 modes=modes,
-                baseline_mode=int(data.get("baseline_mode", PAUSE)),
-                initial_mode=int(data.get("initial_mode", PAUSE)),
-                tranche_tokens=float(data["tranche_tokens"]),
+                baseline_mode=_as_int(data.get("baseline_mode", PAUSE), f"{where}.baseline_mode"),
+                initial_mode=_as_int(data.get("initial_mode", PAUSE), f"{where}.initial_mode"),
+                tranche_tokens=_as_float(data["tranche_tokens"], f"{where}.tranche_tokens"),
             )
         except KeyError as err:
             raise InputError(f"{where}.{err.args[0]}", "missing") from None
@@ -450,7 +470,7 @@ class Instance:
         return inst
 
     def to_json(self, indent: int | None = None) -> str:
-        return json.dumps(self.to_dict(), indent=indent)
+        return dumps_json(self.to_dict(), indent=indent)
 
 
 # --------------------------------------------------------------------------------------------- loading
@@ -469,10 +489,8 @@ def load_case(name_or_path: str | Path | Case) -> Case:
     text_source = str(name_or_path)
     path = Path(text_source)
     if path.suffix == ".toml" or path.exists():
-        try:
-            text = path.read_text()
-        except FileNotFoundError:
-            raise InputError("case", f"no case file {text_source}") from None
+        require(path.exists(), "case", f"no case file {text_source}")
+        text = read_input_text(path, "case")
     else:
         resource = resources.files("aidc_env") / "cases" / f"{text_source}.toml"
         if not resource.is_file():
@@ -666,11 +684,9 @@ def _instance_on_days(case: Case, first_day: str, profiles: ProfileSet, jobs: tu
 
 def load_instance(path: str | Path) -> Instance:
     """Read an instance JSON file (the output of ``python -m aidc_env.case --json``)."""
-    try:
-        data = json.loads(Path(path).read_text())
-    except json.JSONDecodeError as err:
-        raise InputError("instance", f"{path} is not valid JSON ({err.msg} at line {err.lineno})") from None
-    return Instance.from_dict(data)
+    inst = Instance.from_dict(read_json_file(path, "instance"))
+    limits.check_instance(inst)
+    return inst
 
 
 # --------------------------------------------------------------------------------------------- CLI
@@ -710,7 +726,7 @@ def instance_from_args(args: argparse.Namespace, profiles: ProfileSet | None = N
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
+    parser = CliParser(
         prog="python -m aidc_env.case",
         description="Print the full problem instance of a case on one day: every parameter, each job's "
         "Pareto modes, and the day's price, renewable shape and renewable availability per slot. "
@@ -720,10 +736,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--json", action="store_true", help="print the instance as JSON (default: a summary)")
     parser.add_argument("--out", help="also write the JSON to this file")
     args = parser.parse_args(argv)
+    if args.out:
+        check_output_file(args.out, "out")
     inst = instance_from_args(args)
     text = inst.to_json(indent=1)
     if args.out:
-        Path(args.out).write_text(text)
+        atomic_write_text(args.out, text)
     if args.json:
         print(text)
     else:

@@ -24,6 +24,7 @@ from gymnasium import spaces
 
 from aidc_env.case import PAUSE, SECONDS_PER_HOUR, Case, Instance, build_instances
 from aidc_env.errors import InputError, require
+from aidc_env.information import INFORMATION
 from aidc_env.joint import joint_choices
 from aidc_env.observation import (
     DEFAULT_LOOKAHEAD,
@@ -70,7 +71,10 @@ class CheckpointDispatchEnv(gym.Env):
     parallel degrees, hence GPUs, tokens/s and IT power) only at its checkpoint boundaries (K_j segments
     per day). A restart (resume or switch) spends the first τ_j hours of the segment loading the
     checkpoint at full power and zero tokens. The agent picks, every slot, a joint choice for all jobs;
-    the env scores it with the simulator's functions (DESIGN §2). One step is one slot, one episode one day.
+    the env scores it with the simulator's functions (DESIGN §2). One step is one slot, one episode one
+    instance: a day, or a horizon of D consecutive days (DESIGN §9; job state carries across midnight, the
+    tranche is over the horizon, with an optional minimum share per day). With ``information="dayahead"``
+    the agent sees the issued day-ahead forecasts and the realised past only; it is paid on the truth.
 
     ## Action Space
 
@@ -86,10 +90,13 @@ class CheckpointDispatchEnv(gym.Env):
       ``initial_mode``; keeping it costs no restart);
     - the GPUs of the joint choice fit the pool (Σ_j n ≤ N);
     - with ``pause_when_done`` (default), a job whose tranche is met may only pause at its boundaries;
+    - over a horizon with a positive ``min_daily_share``, a job counts as finished only on the last day, once
+      that day's minimum is met too;
     - with ``safety_mask`` (default), a joint choice is removed unless, after taking it for the current
       segments, some capacity-feasible joint mode held for all the remaining segments (paying the restart
       it costs, and fitting the pool also while the jobs reach their boundaries at different slots) still
-      finishes every job's tranche. If no choice passes, the plain mask above is used (never all-False).
+      finishes every job's tranche (and, with daily minimums, the rest of today's minimum and every later
+      day's; see :mod:`aidc_env.safety`). If no choice passes, the plain mask above is used (never all-False).
       Since the plan that made the current choice safe stays available, every policy that follows the mask
       completes every tranche whenever the day starts safe (e.g. when fixed continuous training completes).
 
@@ -99,7 +106,8 @@ class CheckpointDispatchEnv(gym.Env):
 
     ## Observation Space
 
-    ``Box(float32)`` of size 7·J + 4 + 2·L (J jobs, L = ``lookahead``; 50 for the 2048 case with L = 16).
+    ``Box(float32)`` of size 7·J + 4 + 2·L (J jobs, L = ``lookahead``; 50 for the 2048 case with L = 16),
+    + 1 over a horizon of D > 1 days, + 3 with ``information="dayahead"`` (see below).
     Per job j, in job order (7 values each):
 
     | # | feature | meaning | range |
@@ -112,15 +120,22 @@ class CheckpointDispatchEnv(gym.Env):
     | 5 | at_checkpoint | 1 if the slot is one of the job's boundaries | {0, 1} |
     | 6 | slots_to_boundary | slots left in the current segment / slots per segment | (0, 1] |
 
-    Then the global values: time of day t / T; price now λ_t / 100 (clipped to [−2, 10]); renewable now
-    R_t / P_rated (a share of the rated facility power, in [0, ρ]); the next L slots' prices (same
-    scaling); the next L slots' renewable shares; the free GPU share (N − Σ_j n) / N. Look-ahead values
-    past the end of the day are 0. The "current choice" is the one held in the previous slot (the
-    initial mode at t = 0).
+    Then the global values: time of day (t mod slots per day) / slots per day; only when D > 1, the
+    horizon progress t / T; price now λ_t / 100 (clipped to [−2, 10]); renewable now R_t / P_rated (a share
+    of the rated facility power, in [0, ρ]); the next L slots' prices (same scaling); the next L slots'
+    renewable shares; only with ``dayahead``, the last realised price λ_{t−1} / 100, renewable share
+    R_{t−1} / P_rated and a flag that they exist (0, 0, 0 at t = 0: the instance holds no earlier slot);
+    the free GPU share (N − Σ_j n) / N. Look-ahead values past the end of the instance are 0. The "current
+    choice" is the one held in the previous slot (the initial mode at t = 0).
 
-    With ``forecast_noise = σ > 0`` the look-ahead (not the current values) is the truth plus Gaussian
-    noise of standard deviation σ·√k at lead k (in the scaled units above), drawn once per episode at
-    reset from ``self.np_random`` and clipped to the bounds.
+    The price and renewable values "now" and ahead are those of :func:`aidc_env.information.outlook` at
+    slot t: the truth with ``information="perfect"``; with ``"dayahead"`` the point forecasts issued by then
+    (day d's at 10:00 on day d − 1; later days repeat the last issued day), since slot t's own truth is not
+    known at its start. Nothing observed at slot t depends on the truth of slots ≥ t.
+
+    With ``forecast_noise = σ > 0`` (``perfect`` only: synthetic noise on the truth) the look-ahead (not the
+    current values) is the truth plus Gaussian noise of standard deviation σ·√k at lead k (in the scaled
+    units above), drawn once per episode at reset from ``self.np_random`` and clipped to the bounds.
 
     ## Rewards
 
@@ -128,7 +143,8 @@ class CheckpointDispatchEnv(gym.Env):
     / ``reward_scale`` (default $100 per unit). The take-or-pay renewable cost does not depend on decisions
     and is left out. At the last step, minus a terminal penalty / ``reward_scale``: for each job,
     missing tokens × :meth:`penalty_usd_per_token` (0 when every tranche is met; only reachable with
-    ``safety_mask=False``).
+    ``safety_mask=False``); over a horizon with daily minimums, the tokens each day missed from its minimum
+    are penalised too, at the same price. Rewards are always paid on the truth, whatever ``information``.
 
     ## Info
 
@@ -145,7 +161,8 @@ class CheckpointDispatchEnv(gym.Env):
 
     ## Episode End
 
-    ``terminated`` after the last slot of the day (T steps, 96 by default). Never truncated.
+    ``terminated`` after the last slot of the instance (T steps: 96 for a day, D × 96 for a horizon). Never
+    truncated.
 
     ## Arguments
 
@@ -159,7 +176,10 @@ class CheckpointDispatchEnv(gym.Env):
       :class:`~aidc_env.profiles.ProfileSet`. Not used with instances.
     - ``days``: dates to draw episodes from (default: every day of the instances).
     - ``lookahead``: look-ahead window in slots (default 16).
-    - ``forecast_noise``: σ of the look-ahead noise (default 0: perfect foresight).
+    - ``information``: ``"perfect"`` (default: the truth) or ``"dayahead"`` (forecasts and the realised past;
+      every instance must carry a :class:`~aidc_env.information.Forecast`, else ``InputError`` on
+      ``forecasts``).
+    - ``forecast_noise``: σ of synthetic look-ahead noise on the truth (default 0; ``perfect`` only).
     - ``reward_scale``: $ per reward unit (default 100).
     - ``safety_mask``: remove choices after which the tranches can no longer be met (default True).
     - ``pause_when_done``: a job whose tranche is met may only pause at its boundaries (default True).
@@ -180,6 +200,7 @@ class CheckpointDispatchEnv(gym.Env):
         profiles: str | Path | ProfileSet | None = None,
         days: Sequence[str] | None = None,
         lookahead: int = DEFAULT_LOOKAHEAD,
+        information: str = "perfect",
         forecast_noise: float = 0.0,
         reward_scale: float = DEFAULT_REWARD_SCALE_USD,
         safety_mask: bool = True,
@@ -191,11 +212,16 @@ class CheckpointDispatchEnv(gym.Env):
         require(isinstance(lookahead, (int, np.integer)) and not isinstance(lookahead, bool) and lookahead >= 0,
                 "lookahead", f"must be an integer >= 0, got {lookahead!r}")
         require(_finite(forecast_noise) and forecast_noise >= 0, "forecast_noise", "must be a number >= 0")
+        require(information in INFORMATION, "information", f"must be one of {', '.join(INFORMATION)}, got "
+                f"{information!r}")
+        require(information == "perfect" or forecast_noise == 0, "forecast_noise",
+                "is synthetic noise on the truth (information='perfect' only); 'dayahead' observes the forecasts")
         require(_finite(reward_scale) and reward_scale > 0, "reward_scale", "must be a number > 0")
         require(_finite(terminal_penalty_factor) and terminal_penalty_factor >= 0, "terminal_penalty_factor",
                 "must be a number >= 0")
         self.render_mode = render_mode
         self.lookahead = int(lookahead)
+        self.information = str(information)
         self.forecast_noise = float(forecast_noise)
         self.reward_scale = float(reward_scale)
         self.safety_mask = bool(safety_mask)
@@ -203,6 +229,10 @@ class CheckpointDispatchEnv(gym.Env):
         self.terminal_penalty_factor = float(terminal_penalty_factor)
 
         self._instances = instances_by_day(case, overrides, profiles)
+        if self.information == "dayahead":
+            for day, inst in self._instances.items():
+                require(inst.forecast is not None, "forecasts", f"information='dayahead' needs instances with "
+                        f"day-ahead forecasts; the instance of {day} has none (give --forecasts)")
         template = next(iter(self._instances.values()))
         if days is None:
             self.days = sorted(self._instances)
@@ -222,6 +252,8 @@ class CheckpointDispatchEnv(gym.Env):
         self._cur: list[int] = [0] * self.n_jobs
         self._restarted: list[bool] = [False] * self.n_jobs
         self._tokens: list[float] = [0.0] * self.n_jobs
+        self._today: list[float] = [0.0] * self.n_jobs  # tokens since the start of the current day
+        self._daily_shortfall = np.zeros(self.n_jobs)  # tokens missing from the days' minimums so far
         self._keep = 0
         self._schedule: list[np.ndarray] = []
         self._mask: np.ndarray | None = None
@@ -259,6 +291,8 @@ class CheckpointDispatchEnv(gym.Env):
         jobs = inst.jobs
         self.n_jobs = J = len(jobs)
         self.n_slots = inst.slots
+        self.horizon_days = inst.horizon_days
+        self.slots_per_day = inst.slots_per_day
         self._slot_hours = inst.slot_hours
         self._n_gpus = inst.n_gpus
         joint = joint_choices(inst)
@@ -281,6 +315,7 @@ class CheckpointDispatchEnv(gym.Env):
         self._sps = [inst.slots_per_segment(job) for job in jobs]
         self._tranche = np.array([job.tranche_tokens for job in jobs], dtype=float)
         self._tranche_list = self._tranche.tolist()
+        self._daily_min_list = [inst.daily_min_tokens(job) if inst.horizon_days > 1 else 0.0 for job in jobs]
         gpus_loc = [np.asarray(job.gpus_by_choice[np.arange(n) - 1], dtype=np.int64) for job, n in
                     zip(jobs, sizes, strict=True)]
         power_loc = [np.asarray(job.it_power_kw_by_choice[np.arange(n) - 1], dtype=float) for job, n in
@@ -302,19 +337,22 @@ class CheckpointDispatchEnv(gym.Env):
         self._safety = SafetyTest(
             n_gpus=inst.n_gpus, n_slots=inst.slots, slot_hours=inst.slot_hours, slots_per_segment=self._sps,
             restart_hours=[job.restart_hours for job in jobs], tranche_tokens=self._tranche, gpus_loc=gpus_loc,
-            rate3600_loc=rate3600_loc, suffix_restart=suffix_restart)
+            rate3600_loc=rate3600_loc, suffix_restart=suffix_restart, slots_per_day=inst.slots_per_day,
+            daily_min_tokens=self._daily_min_list)
+        self._daily = self._safety.daily
 
         # Observation layout and bounds.
         power_high = max(1.0, max(float(p.max()) / self._power_ref_kw for p in power_loc))
         self._ren_high = renewable_share_high(inst)
-        self.observation_space = observation_space(J, self.lookahead, power_high, self._ren_high)
+        self._layout = {"horizon": inst.horizon_days > 1, "last_realised": self.information == "dayahead"}
+        self.observation_space = observation_space(J, self.lookahead, power_high, self._ren_high, **self._layout)
         self.action_space = spaces.Discrete(A)
         self._n_job_obs = len(JOB_FEATURES) * J
         self._obs_size = self.observation_space.shape[0]
 
     def observation_names(self) -> list[str]:
         """The name of every observation entry, in order."""
-        return observation_names([job.name for job in self._template.jobs], self.lookahead)
+        return observation_names([job.name for job in self._template.jobs], self.lookahead, **self._layout)
 
     # ------------------------------------------------------------------ action encoding
 
@@ -360,11 +398,14 @@ class CheckpointDispatchEnv(gym.Env):
         self._cur = [job.initial_mode + 1 for job in inst.jobs]
         self._restarted = [False] * self.n_jobs
         self._tokens = [0.0] * self.n_jobs
+        self._today = [0.0] * self.n_jobs
+        self._daily_shortfall = np.zeros(self.n_jobs)
         self._keep = sum(c * s for c, s in zip(self._cur, self._strides, strict=True))
         self._schedule = [np.full(job.segments, PAUSE, dtype=np.int64) for job in inst.jobs]
         self._mask = None
         self._renewable = inst.renewable_mw
-        self._global_obs = global_table(inst, self.lookahead, self.forecast_noise, self._ren_high, self.np_random)
+        self._global_obs = global_table(inst, self.lookahead, self.forecast_noise, self._ren_high, self.np_random,
+                                        self.information)
         self._penalty_per_token = self.penalty_usd_per_token(inst)
         info = {"day": inst.day, "slot": 0, "job_modes": [c - 1 for c in self._cur],
                 "job_progress": self._progress()}
@@ -401,7 +442,9 @@ class CheckpointDispatchEnv(gym.Env):
                 self._schedule[j][t // sps] = c - 1
             if c:
                 hours = self._prod_restart[j][offset] if restarted[j] else self._slot_hours
-                self._tokens[j] += self._rate3600_list[j][c] * hours
+                made = self._rate3600_list[j][c] * hours
+                self._tokens[j] += made
+                self._today[j] += made
             cur[j] = c
         self._keep = a
 
@@ -411,10 +454,12 @@ class CheckpointDispatchEnv(gym.Env):
         reward = -cost / self.reward_scale
         self._t = t = t + 1
         self._mask = None
+        if t % self.slots_per_day == 0:
+            self._close_day()
         terminated = t == self.n_slots
         penalty = 0.0
         if terminated:
-            shortfall = self.shortfall_tokens()
+            shortfall = self.shortfall_tokens() + self._daily_shortfall
             penalty = float(np.sum(shortfall * self._penalty_per_token))
             reward -= penalty / self.reward_scale
         info = {
@@ -485,6 +530,17 @@ class CheckpointDispatchEnv(gym.Env):
             out[j] = self.terminal_penalty_factor * price * float(energy.max()) * seg / (seg - job.restart_hours)
         return out
 
+    def _close_day(self) -> None:
+        """At midnight: record the tokens the day missed from its minimum, and start the next day's count."""
+        for j, (x, w) in enumerate(zip(self._today, self._daily_min_list, strict=True)):
+            if x < w * (1 - TRANCHE_TOLERANCE):
+                self._daily_shortfall[j] += w - x
+        self._today = [0.0] * self.n_jobs
+
+    def daily_shortfall_tokens(self) -> np.ndarray:
+        """Tokens missing from the minimums of the days already over, per job (summed over the days)."""
+        return self._daily_shortfall.copy()
+
     def shortfall_tokens(self) -> np.ndarray:
         """Missing tokens per job (0 where the tranche is met within the simulator's tolerance)."""
         tokens = np.array(self._tokens)
@@ -499,7 +555,14 @@ class CheckpointDispatchEnv(gym.Env):
         return [x / w if w > 0 else 1.0 for x, w in zip(self._tokens, self._tranche_list, strict=True)]
 
     def _done(self) -> list[bool]:
-        return [x >= w * (1 - TRANCHE_TOLERANCE) for x, w in zip(self._tokens, self._tranche_list, strict=True)]
+        """Per job: nothing more to make (the horizon's target met and, with daily minimums, the last day's)."""
+        done = [x >= w * (1 - TRANCHE_TOLERANCE) for x, w in zip(self._tokens, self._tranche_list, strict=True)]
+        if self._daily:
+            last_day = self._t >= self.n_slots - self.slots_per_day
+            for j, w in enumerate(self._daily_min_list):
+                if w > 0:
+                    done[j] = done[j] and last_day and self._today[j] >= w * (1 - TRANCHE_TOLERANCE)
+        return done
 
     # ------------------------------------------------------------------ mask
 
@@ -525,7 +588,7 @@ class CheckpointDispatchEnv(gym.Env):
                 plain &= self._loc_cols[j] == self._cur[j]
         mask = plain
         if self.safety_mask:
-            safe = plain & self._safety.safe(t, at_boundary, self._tokens, self._cur, self._restarted)
+            safe = plain & self._safety.safe(t, at_boundary, self._tokens, self._cur, self._restarted, self._today)
             if safe.any():
                 mask = safe
             else:
@@ -585,7 +648,7 @@ def _finite(value: Any) -> bool:
 def _structure(inst: Instance) -> tuple:
     """Everything but the day's data: instances with equal structure can share the env's tables."""
     return (inst.n_gpus, inst.slots, inst.slot_hours, inst.pue, inst.idle_kw_per_gpu, inst.rated_kw_per_gpu,
-            inst.renewable_ratio, inst.curtailment_penalty_usd_per_mwh)
+            inst.renewable_ratio, inst.curtailment_penalty_usd_per_mwh, inst.horizon_days, inst.min_daily_share)
 
 
 def _same_jobs(inst: Instance, reference: Instance) -> bool:

@@ -1,17 +1,23 @@
 """Input errors and the command-line wrapper that turns them into exit code 2.
 
 Every check of user input (case files, CSV profiles, overrides, instance JSON) raises
-:class:`InputError` naming the offending field. Command-line entry points run through
-:func:`run_cli`, which prints exactly one line on stderr and exits with code 2 instead of
-showing a traceback.
+:class:`InputError` naming the offending field. Command-line entry points build their parser with
+:class:`CliParser` (argparse's own errors become one line too) and run through :func:`run_cli`, which
+prints exactly one line on stderr and exits with code 2 instead of showing a traceback; Ctrl-C ends with
+one line and exit code 130.
 """
 
 from __future__ import annotations
 
+import argparse
+import math
 import sys
 from collections.abc import Callable, Sequence
+from typing import Any, NoReturn
 
 EXIT_BAD_INPUT = 2
+EXIT_INTERRUPTED = 130
+"""128 + SIGINT (2): the shell's code for a command ended by Ctrl-C."""
 
 
 class InputError(ValueError):
@@ -29,13 +35,48 @@ def require(condition: bool, field: str, message: str) -> None:
         raise InputError(field, message)
 
 
+def require_number(value: Any, field: str, low: float, high: float, *, integer: bool = False,
+                   low_open: bool = False) -> None:
+    """Raise :class:`InputError` unless ``value`` is a finite number (an integer if asked) in [low, high]
+    (``(low, high]`` with ``low_open``). The bounds come from named constants in :mod:`aidc_env.limits`."""
+    kind = "an integer" if integer else "a finite number"
+    is_number = isinstance(value, (int, float)) and not isinstance(value, bool)
+    try:  # numpy scalars
+        is_number = is_number or (hasattr(value, "dtype") and value.dtype.kind in "iuf")
+    except AttributeError:
+        pass
+    ok = is_number and math.isfinite(value) and (float(value).is_integer() if integer else True)
+    ok = ok and (value > low if low_open else value >= low) and value <= high
+    bound = f"{'>' if low_open else '>='} {_number_text(low)} and <= {_number_text(high)}"
+    require(bool(ok), field, f"must be {kind} {bound}, got {value!r}")
+
+
+def _number_text(value: float) -> str:
+    return str(int(value)) if float(value).is_integer() and abs(value) < 1e16 else f"{value:g}"
+
+
+class CliParser(argparse.ArgumentParser):
+    """An ArgumentParser whose errors are one line (``error: ...``, exit 2) instead of usage + error."""
+
+    def error(self, message: str) -> NoReturn:
+        raise InputError("arguments", message)
+
+
 def run_cli(main: Callable[[Sequence[str] | None], int | None], argv: Sequence[str] | None = None) -> int:
-    """Run a CLI ``main``; bad input ends with one line on stderr and exit code 2."""
+    """Run a CLI ``main``; bad input ends with one line on stderr and exit code 2, Ctrl-C with exit code 130."""
     try:
         return int(main(argv) or 0)
     except InputError as err:
-        print(f"error: {err}", file=sys.stderr)
-        return EXIT_BAD_INPUT
+        message = f"error: {err}"
     except FileNotFoundError as err:
-        print(f"error: file not found: {err.filename}", file=sys.stderr)
-        return EXIT_BAD_INPUT
+        message = f"error: file not found: {err.filename or err}"
+    except (IsADirectoryError, NotADirectoryError, PermissionError) as err:
+        message = f"error: {err.filename or 'path'}: {err.strerror or err}"
+    except KeyboardInterrupt:
+        print("interrupted (Ctrl-C)", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    print(" ".join(message.split()), file=sys.stderr)  # one line, whatever the message holds
+    return EXIT_BAD_INPUT
+
+
+__all__ = ["EXIT_BAD_INPUT", "EXIT_INTERRUPTED", "CliParser", "InputError", "require", "require_number", "run_cli"]

@@ -24,10 +24,10 @@ from dataclasses import dataclass
 import numpy as np
 
 from aidc_env.errors import require
+from aidc_env.profiles import HOURS_PER_DAY
 
 ISSUE_HOUR = 10
 """Local clock hour of day d − 1 at which day d's forecast is issued (CAISO's day-ahead market closes at 10:00)."""
-HOURS_PER_DAY = 24
 INFORMATION = ("perfect", "dayahead")
 """Information settings: the truth (hindsight), or day-ahead forecasts revealed as they are issued."""
 

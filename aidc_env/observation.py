@@ -1,9 +1,13 @@
 """The env's observation: its layout, bounds and scaling, and the per-day table of its global part.
 
 The per-job part changes every slot and is filled by :class:`~aidc_env.env.CheckpointDispatchEnv`; the
-global part (time of day, price and renewable now, their look-ahead window) depends only on the day and the
-slot, so it is built once per episode by :func:`global_table`. The layout is documented in the env's
-docstring and in ``docs/env.md``.
+global part (time of day, price and renewable now, their look-ahead window) depends only on the instance, the
+slot and the information setting, so it is built once per episode by :func:`global_table`. The layout is
+documented in the env's docstring and in ``docs/env.md``.
+
+What the global part may know at slot t is read only through :func:`aidc_env.information.outlook` (the view
+of slots t..T−1 at the start of slot t: the truth with ``information="perfect"``, the issued day-ahead
+forecasts with ``"dayahead"``) and :func:`aidc_env.information.realised` (the truth of slots < t).
 """
 
 from __future__ import annotations
@@ -14,6 +18,7 @@ import numpy as np
 from gymnasium import spaces
 
 from aidc_env.case import Instance
+from aidc_env.information import issue_slot, outlook, realised
 
 PRICE_SCALE_USD_PER_MWH = 100.0
 """Observed price = λ / 100 $/MWh, clipped to [PRICE_OBS_LOW, PRICE_OBS_HIGH]."""
@@ -45,61 +50,125 @@ def renewable_share_high(inst: Instance) -> float:
     return max(float(inst.renewable_ratio), 1e-6)
 
 
-def observation_space(n_jobs: int, lookahead: int, power_share_high: float, renewable_high: float) -> spaces.Box:
-    """The observation Box: 7 values per job, then the global values (see the env's docstring)."""
+def observation_space(n_jobs: int, lookahead: int, power_share_high: float, renewable_high: float, *,
+                      horizon: bool = False, last_realised: bool = False) -> spaces.Box:
+    """The observation Box: 7 values per job, then the global values (see the env's docstring).
+
+    ``horizon``: a horizon-progress entry after the time of day (instances of D > 1 days);
+    ``last_realised``: the last realised price and renewable share and their validity flag after the
+    look-ahead (``information="dayahead"``).
+    """
     L = lookahead
     job_low = [0.0] * len(JOB_FEATURES)
     job_high = [PROGRESS_OBS_HIGH, RATE_RATIO_OBS_HIGH, 1.0, power_share_high, 1.0, 1.0, 1.0]
-    glob_low = [0.0, PRICE_OBS_LOW, 0.0] + [PRICE_OBS_LOW] * L + [0.0] * L + [0.0]
-    glob_high = [1.0, PRICE_OBS_HIGH, renewable_high] + [PRICE_OBS_HIGH] * L + [renewable_high] * L + [1.0]
+    glob_low = [0.0] + [0.0] * horizon + [PRICE_OBS_LOW, 0.0] + [PRICE_OBS_LOW] * L + [0.0] * L
+    glob_high = [1.0] + [1.0] * horizon + [PRICE_OBS_HIGH, renewable_high] + [PRICE_OBS_HIGH] * L + [
+        renewable_high] * L
+    if last_realised:
+        glob_low += [PRICE_OBS_LOW, 0.0, 0.0]
+        glob_high += [PRICE_OBS_HIGH, renewable_high, 1.0]
+    glob_low.append(0.0)
+    glob_high.append(1.0)
     low = np.array(job_low * n_jobs + glob_low, dtype=np.float32)
     high = np.array(job_high * n_jobs + glob_high, dtype=np.float32)
     return spaces.Box(low=low, high=high, dtype=np.float32)
 
 
-def observation_names(job_names: Sequence[str], lookahead: int) -> list[str]:
-    """The name of every observation entry, in order."""
+def observation_names(job_names: Sequence[str], lookahead: int, *, horizon: bool = False,
+                      last_realised: bool = False) -> list[str]:
+    """The name of every observation entry, in order (flags as in :func:`observation_space`)."""
     names = [f"{name}.{f}" for name in job_names for f in JOB_FEATURES]
-    names += ["time_of_day", "price_now", "renewable_now"]
+    names += ["time_of_day"] + ["horizon_progress"] * horizon + ["price_now", "renewable_now"]
     names += [f"price_ahead_{k}" for k in range(1, lookahead + 1)]
     names += [f"renewable_ahead_{k}" for k in range(1, lookahead + 1)]
+    if last_realised:
+        names += ["price_last", "renewable_last", "last_known"]
     names.append("free_gpu_share")
     return names
 
 
-def global_table(inst: Instance, lookahead: int, forecast_noise: float, renewable_high: float,
-                 rng: np.random.Generator) -> np.ndarray:
-    """Per slot t = 0..T: time of day, price and renewable now, the look-ahead window of both (float32).
+def outlook_blocks(inst: Instance, information: str) -> list[tuple[int, int, np.ndarray, np.ndarray]]:
+    """The views of :func:`~aidc_env.information.outlook` for every slot t = 0..T, grouped in blocks.
 
-    With ``forecast_noise`` σ > 0 the look-ahead is the truth plus Gaussian noise of standard deviation σ·√k at
-    lead k (scaled units), drawn from ``rng`` (prices first, then renewables) and clipped to the bounds.
+    Returns ``(t0, t1, price, renewable_mw)``: for every t0 ≤ t < t1, ``price[t:]`` and ``renewable_mw[t:]``
+    (arrays of T slots, MW = ρ · P_rated · shape) are the view at slot t (the slots before t0 are 0 and never
+    read). The view changes only when a forecast is issued, so the blocks start at 0 and at each issue slot
+    inside the horizon. With ``perfect`` there is one block holding the truth (``inst.renewable_mw`` itself).
+    """
+    T = inst.slots
+    if information == "perfect":
+        price, _ = outlook(inst, 0, information)
+        return [(0, T + 1, price, np.asarray(inst.renewable_mw, dtype=float))]
+    starts = [0] + sorted({s for d in range(inst.horizon_days) if 0 < (s := issue_slot(inst, d)) < T})
+    ends = starts[1:] + [T + 1]
+    rated_renewable = inst.renewable_ratio * inst.rated_facility_mw
+    blocks = []
+    for t0, t1 in zip(starts, ends, strict=True):
+        price = np.zeros(T)
+        shape = np.zeros(T)
+        price[t0:], shape[t0:] = outlook(inst, t0, information)
+        blocks.append((t0, t1, price, rated_renewable * shape))
+    return blocks
+
+
+def global_table(inst: Instance, lookahead: int, forecast_noise: float, renewable_high: float,
+                 rng: np.random.Generator, information: str = "perfect") -> np.ndarray:
+    """Per slot t = 0..T: the global observation entries but the free GPU share (float32).
+
+    Time of day (t − 24h · day) / slots per day; with D > 1 the horizon progress t / T; price and renewable
+    now and the look-ahead window of both, as :func:`~aidc_env.information.outlook` sees them at slot t (0
+    past the end of the horizon); with ``dayahead`` the last realised price and renewable share (slot t − 1,
+    :func:`~aidc_env.information.realised`) and a flag that they exist (0 at t = 0, where the instance holds
+    no earlier slot: the values are then 0).
+
+    With ``forecast_noise`` σ > 0 (``perfect`` only: synthetic noise on the truth) the look-ahead is the truth
+    plus Gaussian noise of standard deviation σ·√k at lead k (scaled units), drawn from ``rng`` (prices first,
+    then renewables) and clipped to the bounds.
     """
     T, L = inst.slots, lookahead
-    price = np.clip(inst.price_usd_per_mwh / PRICE_SCALE_USD_PER_MWH, PRICE_OBS_LOW, PRICE_OBS_HIGH)
+    D = inst.horizon_days
+    spd = inst.slots_per_day
+    dayahead = information == "dayahead"
     rated = inst.rated_facility_mw
-    ren = np.clip(inst.renewable_mw / rated if rated > 0 else np.zeros(T), 0.0, renewable_high)
-    price_pad = np.concatenate([price, np.zeros(L + 1)])
-    ren_pad = np.concatenate([ren, np.zeros(L + 1)])
-    table = np.zeros((T + 1, 3 + 2 * L))
-    table[:, 0] = np.arange(T + 1) / T
-    table[:, 1] = price_pad[: T + 1]
-    table[:, 2] = ren_pad[: T + 1]
-    if L:
-        idx = np.arange(T + 1)[:, None] + np.arange(1, L + 1)[None, :]
-        ahead_p = price_pad[idx]
-        ahead_r = ren_pad[idx]
-        if forecast_noise > 0:
-            inside = idx < T
-            sd = forecast_noise * np.sqrt(np.arange(1, L + 1))[None, :]
-            ahead_p = np.where(inside, ahead_p + rng.normal(size=idx.shape) * sd, 0.0)
-            ahead_r = np.where(inside, ahead_r + rng.normal(size=idx.shape) * sd, 0.0)
-            ahead_p = np.clip(ahead_p, PRICE_OBS_LOW, PRICE_OBS_HIGH)
-            ahead_r = np.clip(ahead_r, 0.0, renewable_high)
-        table[:, 3: 3 + L] = ahead_p
-        table[:, 3 + L: 3 + 2 * L] = ahead_r
+    n_cols = 3 + 2 * L + (D > 1) + 3 * dayahead
+    table = np.zeros((T + 1, n_cols))
+    slots = np.arange(T + 1)
+    day = np.minimum(slots // spd, D - 1)
+    table[:, 0] = (slots - day * spd) / spd
+    col = 1
+    if D > 1:
+        table[:, 1] = slots / T
+        col = 2
+    for t0, t1, price_usd, renewable_mw in outlook_blocks(inst, information):
+        price = np.clip(price_usd / PRICE_SCALE_USD_PER_MWH, PRICE_OBS_LOW, PRICE_OBS_HIGH)
+        ren = np.clip(renewable_mw / rated if rated > 0 else np.zeros(T), 0.0, renewable_high)
+        price_pad = np.concatenate([price, np.zeros(L + 1)])
+        ren_pad = np.concatenate([ren, np.zeros(L + 1)])
+        rows = slots[t0:t1]
+        table[t0:t1, col] = price_pad[rows]
+        table[t0:t1, col + 1] = ren_pad[rows]
+        if L:
+            idx = rows[:, None] + np.arange(1, L + 1)[None, :]
+            ahead_p = price_pad[idx]
+            ahead_r = ren_pad[idx]
+            if forecast_noise > 0:
+                inside = idx < T
+                sd = forecast_noise * np.sqrt(np.arange(1, L + 1))[None, :]
+                ahead_p = np.where(inside, ahead_p + rng.normal(size=idx.shape) * sd, 0.0)
+                ahead_r = np.where(inside, ahead_r + rng.normal(size=idx.shape) * sd, 0.0)
+                ahead_p = np.clip(ahead_p, PRICE_OBS_LOW, PRICE_OBS_HIGH)
+                ahead_r = np.clip(ahead_r, 0.0, renewable_high)
+            table[t0:t1, col + 2: col + 2 + L] = ahead_p
+            table[t0:t1, col + 2 + L: col + 2 + 2 * L] = ahead_r
+    if dayahead:
+        past_price, past_shape = realised(inst, T)
+        last = col + 2 + 2 * L
+        table[1:, last] = np.clip(past_price / PRICE_SCALE_USD_PER_MWH, PRICE_OBS_LOW, PRICE_OBS_HIGH)
+        table[1:, last + 1] = np.clip(inst.renewable_ratio * past_shape, 0.0, renewable_high)
+        table[1:, last + 2] = 1.0
     return table.astype(np.float32)
 
 
 __all__ = ["DEFAULT_LOOKAHEAD", "JOB_FEATURES", "PRICE_OBS_HIGH", "PRICE_OBS_LOW", "PRICE_SCALE_USD_PER_MWH",
            "PROGRESS_OBS_HIGH", "RATE_RATIO_OBS_HIGH", "global_table", "observation_names", "observation_space",
-           "renewable_share_high"]
+           "outlook_blocks", "renewable_share_high"]

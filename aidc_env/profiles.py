@@ -32,12 +32,12 @@ Command line: ``python -m aidc_env.profiles [--profiles PATH] [--json]`` prints 
 
 from __future__ import annotations
 
-import argparse
 import datetime as dt
 import json
 import math
 import os
 import re
+import zipfile
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from importlib import resources
@@ -48,7 +48,9 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from aidc_env.errors import InputError, require, run_cli
+from aidc_env.errors import CliParser, InputError, require, run_cli
+from aidc_env.io import dumps_json
+from aidc_env.limits import MAX_PRICE_USD_PER_MWH, MAX_RENEWABLE_CAPACITY_MW
 
 HOURS_PER_DAY = 24
 """Clock hours of the day model (DST days are mapped onto 24 clock hours)."""
@@ -307,7 +309,8 @@ def _read_csv(handle: Any, source: str) -> pd.DataFrame:
         )
     except pd.errors.EmptyDataError:
         raise InputError("profiles", f"{source}: empty file, not a CSV with a header") from None
-    except (pd.errors.ParserError, UnicodeDecodeError, ValueError) as err:
+    except (pd.errors.ParserError, UnicodeDecodeError, ValueError, EOFError, OSError, zipfile.BadZipFile) as err:
+        # (pandas infers compression from the suffix: a corrupt .zip or .gz raises from zipfile or gzip)
         reason = " ".join(str(err).split())
         raise InputError("profiles", f"{source}: not a readable CSV ({reason})") from None
     frame.columns = [str(c).strip() for c in frame.columns]
@@ -399,6 +402,19 @@ def _parse_values(text: pd.Series) -> tuple[np.ndarray, np.ndarray]:
     status[np.isinf(numbers)] = CELL_NON_FINITE
     numbers[status != CELL_OK] = np.nan
     return numbers, status
+
+
+VALUE_BOUNDS = {COL_PRICE: MAX_PRICE_USD_PER_MWH, COL_SOLAR: MAX_RENEWABLE_CAPACITY_MW,
+                COL_WIND: MAX_RENEWABLE_CAPACITY_MW}
+"""Largest |value| of each value column (reasons: aidc_env/limits.py); beyond it a cell is a data error."""
+
+
+def _check_value_bounds(column: str, numbers: np.ndarray) -> None:
+    """InputError naming the column and line of the first cell beyond :data:`VALUE_BOUNDS`."""
+    beyond = np.abs(np.nan_to_num(numbers)) > VALUE_BOUNDS[column]
+    if beyond.any():
+        i = int(np.argmax(beyond))
+        raise InputError(column, f"line {_line(i)}: {numbers[i]:g} is beyond ±{VALUE_BOUNDS[column]:g}")
 
 
 def _value_reasons(statuses: Mapping[str, np.ndarray], n_rows: int) -> list[str]:
@@ -532,6 +548,7 @@ def parse_profiles_frame(
     statuses: dict[str, np.ndarray] = {}
     for column in VALUE_COLUMNS:
         values[column], statuses[column] = _parse_values(frame[column])
+        _check_value_bounds(column, values[column])
     days, skipped = _build_days(times, values, statuses)
     if not days:
         shown = "; ".join(f"{d}: {r}" for d, r in list(skipped.items())[:3])
@@ -620,7 +637,7 @@ def _format_summary(info: Mapping[str, Any]) -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
+    parser = CliParser(
         prog="python -m aidc_env.profiles",
         description="Summarise a profile source: days loaded, date range, renewable capacity, skipped days.",
     )
@@ -634,7 +651,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--json", action="store_true", help="print the summary as JSON")
     args = parser.parse_args(argv)
     info = summary(load_profiles(args.profiles))
-    print(json.dumps(info, indent=2) if args.json else _format_summary(info))
+    print(dumps_json(info, indent=2) if args.json else _format_summary(info))
     return 0
 
 

@@ -3,6 +3,11 @@
 A sufficient test: after taking the joint choice for the current segments, some capacity-feasible joint mode
 held for all the remaining segments (paying the restart it costs, and fitting the pool also while the jobs
 reach their boundaries at different slots) still finishes every job's tranche. See :meth:`SafetyTest.safe`.
+
+Over a horizon of D > 1 days with a minimum daily share (``Instance.daily_min_tokens`` > 0), the held mode
+must also make the rest of today's minimum, and every later day's minimum, besides the horizon total. Every
+one of these is "rate × productive hours ≥ tokens still needed", monotone in the mode's rate, so the test
+stays exact in the same sense: the plan that made a choice safe stays available after it.
 """
 
 from __future__ import annotations
@@ -27,8 +32,14 @@ class SafetyTest:
 
     def __init__(self, *, n_gpus: int, n_slots: int, slot_hours: float, slots_per_segment: Sequence[int],
                  restart_hours: Sequence[float], tranche_tokens: np.ndarray, gpus_loc: Sequence[np.ndarray],
-                 rate3600_loc: Sequence[np.ndarray], suffix_restart: Sequence[np.ndarray]):
+                 rate3600_loc: Sequence[np.ndarray], suffix_restart: Sequence[np.ndarray],
+                 slots_per_day: int | None = None, daily_min_tokens: Sequence[float] | None = None):
         self.n_gpus = n_gpus
+        self.slots_per_day = n_slots if slots_per_day is None else int(slots_per_day)
+        daily = np.zeros(len(slots_per_segment)) if daily_min_tokens is None else np.asarray(daily_min_tokens, float)
+        self.daily_safe = (daily * (1 - SAFETY_TOLERANCE)).tolist()
+        # The daily minimums bind only over several days with a positive minimum (D = 1: the tranche covers it).
+        self.daily = self.slots_per_day < n_slots and bool(np.any(daily > 0))
         self.n_slots = n_slots
         self.slot_hours = slot_hours
         self.sps = list(slots_per_segment)
@@ -55,7 +66,7 @@ class SafetyTest:
             })
 
     def safe(self, t: int, at_boundary: Sequence[bool], tokens: Sequence[float], current: Sequence[int],
-             restarted: Sequence[bool]) -> np.ndarray:
+             restarted: Sequence[bool], tokens_today: Sequence[float] | None = None) -> np.ndarray:
         """Joint actions after which some capacity-feasible held joint mode still finishes every tranche.
 
         Per job j and local choice c for its current segment (ending at slot e_j), g_j(c) is the fewest GPUs
@@ -64,6 +75,11 @@ class SafetyTest:
         additive, so the smallest held modes are the best for every capacity check: the joint action is safe
         if, at each distinct e_j < T, the held modes of the jobs past their boundary plus the current GPUs of
         the others fit the pool (and a job whose segment ends the day finishes with its current choice).
+
+        With daily minimums (``tokens_today``: each job's tokens since the start of the current day), m must
+        also make what today's minimum still needs after the current segment (nothing left to do if the
+        segment ends the day: the current choice must then make it), and at least the minimum on every later
+        day (the first of them pays the restart when e_j is midnight).
         """
         T = self.n_slots
         N = self.n_gpus
@@ -86,7 +102,11 @@ class SafetyTest:
                 h = self.suffix_restart[j][offset] if restarted[j] else (sps - offset) * dt
                 need = missing - self.rate3600_loc[j] * h
             rest_hours = (T - end) * dt
-            if rest_hours > 0:
+            if self.daily and self.daily_safe[j] > 0:
+                made_now = missing - need  # tokens of the current segment, per choice
+                missing_today = self.daily_safe[j] - tokens_today[j]  # type: ignore[index]
+                g = self._held_gpus_daily(j, t, end, need, missing_today - made_now)
+            elif rest_hours > 0:
                 # Switch (or resume) to m at e_j: r_m (rest − τ); the smallest m with enough tokens.
                 base = sf["rate3600_sorted"] * (rest_hours - self.tau[j])
                 g = sf["fewest_gpus"][np.searchsorted(base, need)]
@@ -114,6 +134,38 @@ class SafetyTest:
             ok = ok.ravel()  # type: ignore[union-attr]
             safe = ok if safe is None else safe & ok
         return safe if safe is not None else np.ones(self.n_actions, dtype=bool)
+
+    def _held_gpus_daily(self, j: int, t: int, end: int, need: np.ndarray, need_today: np.ndarray) -> np.ndarray:
+        """g_j(c) under daily minimums: the fewest GPUs of a mode m that, held from ``end`` to the horizon's
+        end, makes ``need`` (the horizon's missing tokens after the current segment), ``need_today`` (today's
+        missing minimum after it) and every later day's minimum (N + 1 if no mode does)."""
+        T, dt, spd = self.n_slots, self.slot_hours, self.slots_per_day
+        sf = self.tables[j]
+        tau = self.tau[j]
+        day_end = (t // spd + 1) * spd
+        later = day_end < T
+        dmin = self.daily_safe[j]
+        rest_h = (T - end) * dt
+        today_h = (day_end - end) * dt
+        day_h = spd * dt
+
+        def hours(restart: float) -> list[tuple[float, np.ndarray | float]]:
+            """(productive hours of the held mode, tokens they must make) per constraint."""
+            out: list[tuple[float, np.ndarray | float]] = [(max(rest_h - restart, 0.0), need)]
+            out.append((max(today_h - restart, 0.0), need_today))
+            if later:
+                out.append((day_h - (restart if end == day_end else 0.0), dmin))
+            return out
+
+        idx = np.zeros(need.shape, dtype=np.int64)
+        for h, n in hours(tau):
+            np.maximum(idx, np.searchsorted(sf["rate3600_sorted"] * h, n), out=idx)
+        g = sf["fewest_gpus"][idx]
+        keep_ok = np.ones(need.shape, dtype=bool)
+        for h, n in hours(0.0):
+            keep_ok &= self.rate3600_loc[j] * h >= n
+        np.minimum(g, self.gpus_loc[j], out=g, where=keep_ok)
+        return g
 
 
 __all__ = ["SAFETY_TOLERANCE", "SafetyTest"]

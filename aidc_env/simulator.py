@@ -17,8 +17,6 @@ with each job's tokens that day; a job's tranche is met when the horizon target 
 
 from __future__ import annotations
 
-import argparse
-import json
 import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
@@ -28,7 +26,8 @@ from typing import Any
 import numpy as np
 
 from aidc_env.case import PAUSE, SECONDS_PER_HOUR, Instance, Job, load_instance
-from aidc_env.errors import InputError, require, run_cli
+from aidc_env.errors import CliParser, require, run_cli
+from aidc_env.io import dumps_json, read_json_file
 
 TRANCHE_TOLERANCE = 1e-9
 """Relative shortfall below which a tranche counts as met (floating-point rounding only)."""
@@ -366,20 +365,32 @@ def _reaches(tokens: float, target: float) -> bool:
 # ------------------------------------------------------------------------------ schedule files
 
 
-def read_schedule(path: str | Path) -> list[list[int]] | dict[str, list[int]]:
-    """A schedule JSON: a list per job, ``{"schedule": ...}`` (e.g. the oracle's output) or name → list."""
-    try:
-        data = json.loads(Path(path).read_text())
-    except json.JSONDecodeError as err:
-        raise InputError("schedule", f"{path} is not valid JSON ({err.msg} at line {err.lineno})") from None
+def read_schedule(path: str | Path, inst: Instance | None = None) -> list[list[int]] | dict[str, list[int]]:
+    """A schedule JSON: a list per job, ``{"schedule": ...}`` (e.g. the oracle's output) or name → list.
+
+    Every choice must be a JSON integer (not a string, null, a boolean or a fraction); with ``inst``, the
+    job names of a mapping must be the instance's.
+    """
+    data = read_json_file(path, "schedule")
     if isinstance(data, Mapping) and "schedule" in data:
         data = data["schedule"]
     require(isinstance(data, (list, Mapping)), "schedule", "must be a list per job or an object job name -> list")
+    rows = data.items() if isinstance(data, Mapping) else enumerate(data)
+    for key, choices in rows:
+        where = f"schedule.{key}" if isinstance(data, Mapping) else f"schedule[{key}]"
+        require(isinstance(choices, list), where, f"must be a list of segment choices, got {choices!r}")
+        for c in choices:
+            require(isinstance(c, int) and not isinstance(c, bool), where,
+                    f"choices must be integers (-1 = pause, else a mode index), got {c!r}")
+    if inst is not None and isinstance(data, Mapping):
+        unknown = sorted(set(data) - {job.name for job in inst.jobs})
+        require(not unknown, "schedule", f"unknown job(s) {', '.join(unknown)}; the instance's jobs: "
+                f"{', '.join(job.name for job in inst.jobs)}")
     return data
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
+    parser = CliParser(
         prog="python -m aidc_env.simulate",
         description="Score any schedule of an instance with the simulator (the single source of every cost "
         "and metric). The schedule gives, per job and per checkpoint segment, a mode index or -1 for pause.",
@@ -391,12 +402,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--flows", action="store_true", help="with --json, include the per-slot flows")
     args = parser.parse_args(argv)
     inst = load_instance(args.instance)
-    result = simulate(inst, read_schedule(args.schedule))
+    result = simulate(inst, read_schedule(args.schedule, inst))
     if args.json:
         out: dict[str, Any] = {"metrics": result.metrics.to_dict(), "schedule": result.schedule_lists()}
         if args.flows:
             out["flows"] = {k: np.asarray(v).tolist() for k, v in asdict(result.flows).items()}
-        print(json.dumps(out, indent=1))
+        print(dumps_json(out, indent=1))
     else:
         print(format_metrics(result.metrics))
     return 0

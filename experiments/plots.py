@@ -13,6 +13,7 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
 from aidc_env.case import PAUSE, Instance  # noqa: E402
+from aidc_env.io import atomic_path  # noqa: E402
 from aidc_env.simulator import SimulationResult  # noqa: E402
 
 FIGURE_DPI = 120
@@ -51,8 +52,7 @@ def plot_dispatch(inst: Instance, results: Mapping[str, SimulationResult], path:
     axes[-1, 0].set_xlabel(f"hour of {inst.day}")
     axes[-1, 0].set_xlim(0, 24)
     fig.tight_layout()
-    fig.savefig(path, dpi=FIGURE_DPI)
-    plt.close(fig)
+    _save(fig, path)
 
 
 def plot_mode_timeline(inst: Instance, results: Mapping[str, SimulationResult], path: Path) -> None:
@@ -76,8 +76,7 @@ def plot_mode_timeline(inst: Instance, results: Mapping[str, SimulationResult], 
     axes[-1, 0].set_xlim(0, 24)
     axes[-1, 0].set_xlabel(f"hour of {inst.day}")
     fig.tight_layout()
-    fig.savefig(path, dpi=FIGURE_DPI)
-    plt.close(fig)
+    _save(fig, path)
 
 
 def plot_cost_ratios(per_day: pd.DataFrame, path: Path) -> None:
@@ -92,8 +91,7 @@ def plot_cost_ratios(per_day: pd.DataFrame, path: Path) -> None:
     ax.set_xticks(range(len(policies)), policies)
     ax.set_ylabel("operating cost / oracle's")
     fig.tight_layout()
-    fig.savefig(path, dpi=FIGURE_DPI)
-    plt.close(fig)
+    _save(fig, path)
 
 
 def plot_study(frame: pd.DataFrame, x: str, ys: list[tuple[str, str]], path: Path, title: str,
@@ -116,5 +114,13 @@ def plot_study(frame: pd.DataFrame, x: str, ys: list[tuple[str, str]], path: Pat
         axes[0, 0].legend(fontsize=7)
     fig.suptitle(title, fontsize=10)
     fig.tight_layout()
-    fig.savefig(path, dpi=FIGURE_DPI)
-    plt.close(fig)
+    _save(fig, path)
+
+
+def _save(fig, path: Path) -> None:
+    """Save a figure atomically (a temporary PNG beside it, then os.replace) and close it."""
+    try:
+        with atomic_path(path) as temp:
+            fig.savefig(temp, dpi=FIGURE_DPI)
+    finally:
+        plt.close(fig)

@@ -4,18 +4,21 @@
     python evaluate.py --study checkpoints     # the same
 
 Each study solves the oracle over a grid (in parallel with ``--workers``), scores every schedule with
-the simulator, and writes ``<out>/<study>.csv``, ``<out>/<study>.png`` and its markdown table between
-the markers ``<!-- study:NAME -->`` and ``<!-- /study:NAME -->`` of docs/results.md (``--results``).
+the simulator, and writes ``<out>/<study>.csv``, ``<out>/<study>.png`` and ``<out>/<study>.md`` (its markdown
+table) to ``--out`` (default runs/studies/<study>). Rows already solved are kept in ``<out>/<study>.partial.csv``
+while the study runs (and after a Ctrl-C). Committed files under docs/ are rewritten only with
+``--update-docs``: the table between the markers ``<!-- study:NAME days=KEY -->`` and ``<!-- /study:NAME -->`` of
+docs/results.md (``--results``), and the study's CSV and PNG in docs/figures, and only if the section's day set
+(KEY) is the run's.
 """
 
 from __future__ import annotations
 
-import argparse
+import contextlib
 import json
-import re
+import shutil
 import sys
-from collections.abc import Callable, Sequence
-from concurrent.futures import ProcessPoolExecutor
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -24,21 +27,16 @@ import numpy as np
 import pandas as pd
 from tqdm import tqdm
 
-from agents.baselines import fixed_schedule
-from aidc_env.case import (
-    Case,
-    Instance,
-    add_case_arguments,
-    build_instance,
-    build_instances,
-    case_overrides,
-    load_case,
-)
-from aidc_env.errors import require, run_cli
+from aidc_env.baselines import fixed_schedule
+from aidc_env import limits
+from aidc_env.case import Case, Instance, add_case_arguments, build_instance, build_instances, case_overrides, load_case
+from aidc_env.errors import EXIT_INTERRUPTED, CliParser, InputError, require, require_number, run_cli
+from aidc_env.io import atomic_path, atomic_write_text, check_output_file, check_output_folder
 from aidc_env.profiles import load_profiles
 from aidc_env.simulator import simulate
 from experiments.flexibility import continuous_power_optimum, restrict_to_baseline_mode
 from experiments.plots import plot_dispatch, plot_mode_timeline, plot_study
+from experiments.runs import RowsOnDisk, update_docs_section, worker_pool
 
 STUDIES = ("headline", "checkpoints", "gpus", "renewable", "flexibility", "days")
 CHECKPOINT_GRID = (1, 2, 3, 4, 6, 8, 12, 24, 48, 96)
@@ -78,13 +76,16 @@ class Point:
     allow_pause: bool = True
 
 
-def solve_chunk(points: Sequence[Point], time_limit_s: float,
-                on_row: Callable[[], Any] | None = None) -> list[dict[str, Any]]:
+def solve_chunk(points: Sequence[Point], time_limit_s: float) -> list[dict[str, Any]]:
     """Oracle on a run of points with one model: built once, re-priced in place where the structure allows
     (days, prices, renewable ratio, tranches) and rebuilt only where it changes (K, GPU pool, modes)."""
+    return list(iter_solve_chunk(points, time_limit_s))
+
+
+def iter_solve_chunk(points: Sequence[Point], time_limit_s: float) -> Iterator[dict[str, Any]]:
+    """:func:`solve_chunk`, one row at a time."""
     from oracle import OracleModel
 
-    rows: list[dict[str, Any]] = []
     model = None
     for point in points:
         if model is None or model.allow_pause != point.allow_pause:
@@ -102,10 +103,7 @@ def solve_chunk(points: Sequence[Point], time_limit_s: float,
             row["schedule"] = json.dumps(result.schedule)
         else:
             row["feasible"] = False
-        rows.append(row)
-        if on_row is not None:
-            on_row()
-    return rows
+        yield row
 
 
 def _metric_columns(m) -> dict[str, Any]:
@@ -126,21 +124,27 @@ CHUNKS_PER_WORKER = 8
 the progress bar moves as chunks finish."""
 
 
-def solve_all(points: Sequence[Point], workers: int, time_limit_s: float, desc: str) -> pd.DataFrame:
-    """Solve every point; ``workers`` processes take contiguous chunks, each reusing one model."""
+def solve_all(points: Sequence[Point], workers: int, time_limit_s: float, desc: str,
+              on_rows: Callable[[list[dict[str, Any]]], Any] | None = None) -> pd.DataFrame:
+    """Solve every point; ``workers`` processes take contiguous chunks, each reusing one model.
+
+    ``on_rows`` receives the rows of each finished chunk (e.g. :class:`RowsOnDisk` keeps them on disk).
+    """
     workers = max(1, min(workers, len(points)))
     n_chunks = min(len(points), workers * CHUNKS_PER_WORKER)
     bounds = np.linspace(0, len(points), n_chunks + 1).round().astype(int)
     chunks = [list(points[a:b]) for a, b in zip(bounds[:-1], bounds[1:], strict=True)]
-    with tqdm(total=len(points), desc=desc, unit="solve") as bar:
-        if workers == 1:
-            rows = solve_chunk(points, time_limit_s, on_row=bar.update)
+    rows: list[dict[str, Any]] = []
+    with tqdm(total=len(points), desc=desc, unit="solve") as bar, contextlib.ExitStack() as stack:
+        if workers == 1:  # one model for every point, each row kept as it is solved
+            finished = ([row] for row in iter_solve_chunk(points, time_limit_s))
         else:
-            rows = []
-            with ProcessPoolExecutor(max_workers=workers) as pool:
-                for chunk_rows in pool.map(solve_chunk, chunks, [time_limit_s] * len(chunks)):
-                    rows += chunk_rows
-                    bar.update(len(chunk_rows))
+            finished = stack.enter_context(worker_pool(workers)).map(solve_chunk, chunks, [time_limit_s] * len(chunks))
+        for chunk_rows in finished:
+            rows += chunk_rows
+            bar.update(len(chunk_rows))
+            if on_rows is not None:
+                on_rows(chunk_rows)
     return pd.DataFrame(rows)
 
 
@@ -160,14 +164,19 @@ class StudyContext:
     workers: int
     time_limit_s: float
     out: Path
+    on_rows: Callable[[list[dict[str, Any]]], Any] | None = None
+    """Receives the oracle rows as they finish (the CLI keeps them on disk)."""
 
     def instance(self, **overrides: Any) -> Instance:
         return build_instance(self.case, day=self.day, profiles=self.profiles, **overrides)
 
+    def solve(self, points: Sequence[Point], desc: str) -> pd.DataFrame:
+        return solve_all(points, self.workers, self.time_limit_s, desc, on_rows=self.on_rows)
+
 
 def study_headline(ctx: StudyContext) -> tuple[pd.DataFrame, str]:
     inst = ctx.instance()
-    optimum = solve_all([Point({"policy": "checkpoint-aware 3D dispatch"}, inst)], 1, ctx.time_limit_s, "headline")
+    optimum = ctx.solve([Point({"policy": "checkpoint-aware 3D dispatch"}, inst)], "headline")
     frame = pd.DataFrame([fixed_row(inst, {"policy": "fixed continuous"}), *optimum.to_dict("records")])
     fixed, best = frame.iloc[0], frame.iloc[1]
     plot_dispatch(inst, {"fixed continuous": simulate(inst, fixed_schedule(inst)),
@@ -196,7 +205,7 @@ def study_headline(ctx: StudyContext) -> tuple[pd.DataFrame, str]:
 
 def study_checkpoints(ctx: StudyContext, grid: Sequence[int] = CHECKPOINT_GRID) -> tuple[pd.DataFrame, str]:
     points = [Point({"segments": k}, ctx.instance(segments=k)) for k in grid]
-    frame = solve_all(points, ctx.workers, ctx.time_limit_s, "checkpoints").sort_values("segments")
+    frame = ctx.solve(points, "checkpoints").sort_values("segments")
     fixed = fixed_row(ctx.instance(), {})
     frame["cost_change_vs_fixed"] = frame["operating_cost_usd"] / fixed["operating_cost_usd"] - 1
     frame["step_gain"] = -frame["operating_cost_usd"].pct_change()
@@ -214,7 +223,7 @@ def study_checkpoints(ctx: StudyContext, grid: Sequence[int] = CHECKPOINT_GRID) 
 
 def study_gpus(ctx: StudyContext, grid: Sequence[int] = GPU_GRID) -> tuple[pd.DataFrame, str]:
     points = [Point({"gpus": n}, ctx.instance(gpus=n)) for n in grid]
-    frame = solve_all(points, ctx.workers, ctx.time_limit_s, "gpus").sort_values("gpus")
+    frame = ctx.solve(points, "gpus").sort_values("gpus")
     plot_study(frame.assign(feasible_int=frame["feasible"].astype(int)), "gpus",
                [("feasible_int", "feasible (1) / infeasible (0)"), ("operating_cost_usd", "operating cost ($)")],
                ctx.out / "gpus.png", "GPU pool size")
@@ -229,7 +238,7 @@ def study_gpus(ctx: StudyContext, grid: Sequence[int] = GPU_GRID) -> tuple[pd.Da
 
 def study_renewable(ctx: StudyContext, grid: Sequence[float] = RENEWABLE_GRID) -> tuple[pd.DataFrame, str]:
     points = [Point({"renewable_ratio": r}, ctx.instance(renewable_ratio=r)) for r in grid]
-    optimum = solve_all(points, ctx.workers, ctx.time_limit_s, "renewable").assign(series="3D dispatch")
+    optimum = ctx.solve(points, "renewable").assign(series="3D dispatch")
     fixed = pd.DataFrame([fixed_row(p.inst, p.label) for p in points]).assign(series="fixed continuous")
     frame = pd.concat([optimum, fixed], ignore_index=True).sort_values(["series", "renewable_ratio"])
     plot_study(frame, "renewable_ratio", [("operating_cost_usd", "operating cost ($)"),
@@ -257,7 +266,7 @@ def study_flexibility(ctx: StudyContext) -> tuple[pd.DataFrame, str]:
         Point({"model": "(c) 3D modes, no pausing"}, inst, allow_pause=False),
         Point({"model": "(d) checkpoint-aware 3D dispatch"}, inst),
     ]
-    solved = solve_all(points, ctx.workers, ctx.time_limit_s, "flexibility")
+    solved = ctx.solve(points, "flexibility")
     continuous = continuous_power_optimum(inst)
     frame = pd.DataFrame([fixed_row(inst, {"model": "(a) fixed continuous"}), *solved.to_dict("records"),
                           {"model": "(e) continuously adjustable power", "status": continuous.status, "feasible": True,
@@ -283,7 +292,7 @@ def study_days(ctx: StudyContext, days: Sequence[str] | None = None) -> tuple[pd
         ctx.profiles, renewable_capacity_mw=case.renewable_capacity_mw)
     instances = build_instances(case, days, profiles)
     points = [Point({"day": d}, inst) for d, inst in instances.items()]
-    optimum = solve_all(points, ctx.workers, ctx.time_limit_s, "days")
+    optimum = ctx.solve(points, "days")
     fixed = pd.DataFrame([fixed_row(p.inst, p.label) for p in points])
     frame = optimum.merge(fixed, on="day", suffixes=("", "_fixed"))
     frame["cost_change_vs_fixed"] = frame["operating_cost_usd"] / frame["operating_cost_usd_fixed"] - 1
@@ -326,65 +335,113 @@ def _markdown(header: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
     return "\n".join(lines)
 
 
-def write_section(results_md: Path, study: str, body: str) -> None:
-    """Replace (or append) the study's section between its markers in the results file."""
-    start, end = f"<!-- study:{study} -->", f"<!-- /study:{study} -->"
-    block = f"{start}\n{body}\n{end}"
-    text = results_md.read_text() if results_md.exists() else "# Results\n"
-    pattern = re.compile(re.escape(start) + ".*?" + re.escape(end), re.S)
-    text = pattern.sub(lambda _: block, text) if pattern.search(text) else text.rstrip() + f"\n\n{block}\n"
-    results_md.write_text(text)
+GRID_FIELDS = {"checkpoints": "segments", "gpus": "gpus", "renewable": "renewable_ratio"}
+"""The case field each grid study sweeps."""
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
+    parser = CliParser(
         prog="python -m experiments.studies",
         description="Reproduce one of the research's studies with the oracle and write a CSV, a PNG and a markdown "
-        "table (in docs/results.md) beside the seed's numbers.")
+        "table beside the seed's numbers to --out. With --update-docs, also replace the study's section of "
+        "docs/results.md and its files in docs/figures (only if the section is over the same days).")
     parser.add_argument("study", choices=STUDIES)
     add_case_arguments(parser)
     parser.add_argument("--days", nargs="+", help="for the days study: the days (default: all complete days)")
     parser.add_argument("--grid", help="comma-separated grid values overriding the study's default grid")
     parser.add_argument("--workers", type=int, default=2, help="parallel oracle solves (default 2)")
     parser.add_argument("--time-limit", type=float, default=120.0, help="seconds per oracle solve (default 120)")
-    parser.add_argument("--out", default="docs/figures", help="folder for the CSV and PNG (default docs/figures)")
+    parser.add_argument("--out", help="folder for the CSV, PNG and table (default runs/studies/<study>)")
+    parser.add_argument("--update-docs", action="store_true",
+                        help="also replace the study's section of --results and copy its CSV and PNG to --figures, "
+                        "if the section's day set is this run's")
     parser.add_argument("--results", default="docs/results.md",
-                        help="markdown file whose study section is rewritten (default docs/results.md; '' = none)")
+                        help="with --update-docs: the markdown file whose study section is replaced")
+    parser.add_argument("--figures", help="with --update-docs: the folder of its figures (default: figures/ beside "
+                        "--results)")
     args = parser.parse_args(argv)
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
+
+    # Everything is checked before the work, and nothing is created until a first result exists.
+    require_number(args.workers, "workers", 1, limits.MAX_WORKERS, integer=True)
+    require_number(args.time_limit, "time-limit", 0.0, limits.MAX_TIME_LIMIT_S, low_open=True)
+    out = check_output_folder(args.out or Path("runs") / "studies" / args.study, "out")
+    case = load_case(args.case)
     overrides = case_overrides(args)
-    case: str | Case = load_case(args.case).with_overrides(**overrides) if overrides else args.case
-    profiles: Any = args.profiles
-    if args.profiles:
-        profiles = load_profiles(args.profiles, renewable_capacity_mw=load_case(case).renewable_capacity_mw)
-    ctx = StudyContext(case, profiles, args.day, max(1, args.workers), args.time_limit, out)
-    function = STUDY_FUNCTIONS[args.study]
-    if args.grid:
-        require(args.study in ("checkpoints", "gpus", "renewable"), "grid", f"the {args.study} study has no grid")
-        cast = float if args.study == "renewable" else int
-        try:
-            grid = [cast(v) for v in args.grid.split(",")]
-        except ValueError:
-            require(False, "grid", f"not a list of numbers: {args.grid}")
-        frame, table = function(ctx, grid)  # type: ignore[call-arg]
-    elif args.study == "days":
-        frame, table = study_days(ctx, args.days)
+    if overrides:
+        case = case.with_overrides(**overrides)
+    profiles = load_profiles(args.profiles, renewable_capacity_mw=case.renewable_capacity_mw)
+    if args.study == "days":
+        days = list(args.days or profiles.dates())
     else:
-        frame, table = function(ctx)
-    frame.to_csv(out / f"{args.study}.csv", index=False)
+        require(not args.days, "days", f"only the days study takes --days (the {args.study} study is one day)")
+        days = [args.day or case.day]
+    for day in days:
+        profiles.day(day)
+    grid = parse_grid(args.study, args.grid, case)
+    results_md = Path(args.results)
+    figures = Path(args.figures) if args.figures else results_md.parent / "figures"
+    if args.update_docs:
+        check_output_file(results_md, "results")
+        check_output_folder(figures, "figures")
+        update_docs_section(results_md, args.study, None, days)  # refuses a section over other days, writes nothing
+
+    rows = RowsOnDisk(out / f"{args.study}.partial.csv")
+    ctx = StudyContext(case, profiles, args.day, args.workers, args.time_limit, out, on_rows=rows.add)
+    try:
+        if grid is not None:
+            frame, table = STUDY_FUNCTIONS[args.study](ctx, grid)  # type: ignore[call-arg]
+        elif args.study == "days":
+            frame, table = study_days(ctx, days)
+        else:
+            frame, table = STUDY_FUNCTIONS[args.study](ctx)
+    except KeyboardInterrupt:
+        rows.write()
+        print(f"interrupted: {len(rows.rows)} solved rows kept in {rows.path}" if rows.rows else
+              "interrupted before any solve finished", file=sys.stderr)
+        return EXIT_INTERRUPTED
+
+    with atomic_path(out / f"{args.study}.csv") as temp:
+        frame.to_csv(temp, index=False)
+    rows.path.unlink(missing_ok=True)
+    pictures = sorted(out.glob(f"{args.study}*.png"))
+    atomic_write_text(out / f"{args.study}.md", table + "\n")
     print(table)
-    if args.results:
-        write_section(Path(args.results), args.study, table + f"\n\n![{args.study}]({_relative(out, args.results)}"
-                      f"/{args.study}.png)" if (out / f"{args.study}.png").exists() else table)
+    print(f"wrote {out}/{args.study}.csv, {args.study}.md" + (" and figures" if pictures else ""))
+    if args.update_docs:
+        for path in [out / f"{args.study}.csv", *pictures]:
+            with atomic_path(figures / path.name) as temp:
+                shutil.copyfile(path, temp)
+        main_picture = figures / f"{args.study}.png"
+        body = table + (f"\n\n![{args.study}]({_relative(figures, results_md)}/{main_picture.name})"
+                        if (out / main_picture.name).exists() else "")
+        update_docs_section(results_md, args.study, body, days)
+        print(f"updated the {args.study} section of {results_md} and its files in {figures}")
     return 0
 
 
-def _relative(out: Path, results: str) -> str:
+def parse_grid(study: str, text: str | None, case) -> list[int] | list[float] | None:
+    """``--grid`` as the study's values, each checked as a case override (InputError naming grid)."""
+    if text is None:
+        return None
+    require(study in GRID_FIELDS, "grid", f"the {study} study has no grid")
+    cast = float if study == "renewable" else int
     try:
-        return str(out.resolve().relative_to(Path(results).resolve().parent))
+        grid = [cast(v) for v in text.split(",")]
     except ValueError:
-        return str(out)
+        require(False, "grid", f"not a list of {'numbers' if cast is float else 'integers'}: {text}")
+    for value in grid:
+        try:
+            case.with_overrides(**{GRID_FIELDS[study]: value})
+        except InputError as err:
+            raise InputError("grid", f"{value}: {err}") from None
+    return grid
+
+
+def _relative(folder: Path, results: Path) -> str:
+    try:
+        return str(folder.resolve().relative_to(results.resolve().parent))
+    except ValueError:
+        return str(folder)
 
 
 if __name__ == "__main__":

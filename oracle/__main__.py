@@ -2,15 +2,14 @@
 
 from __future__ import annotations
 
-import argparse
-import json
 import sys
 from collections.abc import Sequence
-
 from typing import TYPE_CHECKING
 
+from aidc_env import limits
 from aidc_env.case import add_case_arguments, instance_from_args, load_instance
-from aidc_env.errors import require, run_cli
+from aidc_env.errors import CliParser, require, require_number, run_cli
+from aidc_env.io import atomic_path, check_output_file, dumps_json
 from aidc_env.simulator import format_metrics
 from oracle.constants import DEFAULT_MIP_GAP, DEFAULT_SOLVER, DEFAULT_TIME_LIMIT_S, FORMULATIONS
 
@@ -18,8 +17,8 @@ if TYPE_CHECKING:
     from oracle.model import OracleResult
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+def build_parser() -> CliParser:
+    parser = CliParser(
         prog="python -m oracle",
         description="Exact MILP oracle of one day (Pyomo + HiGHS): the cheapest schedule of checkpoint "
         "segments (a 3D mode or a pause per job and segment) that trains every daily tranche within the GPU pool. "
@@ -59,16 +58,20 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    require(args.time_limit > 0, "time-limit", f"must be > 0, got {args.time_limit}")
+    require_number(args.time_limit, "time-limit", 0.0, limits.MAX_TIME_LIMIT_S, low_open=True)
     require(0 <= args.mip_gap < 1, "mip-gap", f"must be in [0, 1), got {args.mip_gap}")
-    require(args.threads is None or args.threads > 0, "threads", f"must be > 0, got {args.threads}")
+    if args.threads is not None:
+        require_number(args.threads, "threads", 1, limits.MAX_THREADS, integer=True)
+    if args.mps:
+        check_output_file(args.mps, "mps")
     inst = load_instance(args.instance) if args.instance else instance_from_args(args)
     from oracle.model import OracleModel  # Pyomo loads only once the input is known to be good
 
     oracle = OracleModel(inst, formulation=args.formulation, solver=args.solver, allow_pause=not args.no_pause,
                          reduce=not args.no_reduce, labeling=not args.no_labeling)
     if args.mps:
-        oracle.write(args.mps, format="mps")
+        with atomic_path(args.mps) as temp:
+            oracle.write(str(temp), format="mps")
     stdout = sys.stdout
     if args.log:
         sys.stdout = sys.stderr  # the solver log goes to stderr, the answer to stdout
@@ -78,7 +81,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     finally:
         sys.stdout = stdout
     if args.json:
-        print(json.dumps(result.to_dict(), indent=1))
+        print(dumps_json(result.to_dict(), indent=1))
     else:
         print(summary(result))
     return 0

@@ -21,16 +21,20 @@ import itertools
 import math
 from dataclasses import dataclass
 
+import highspy
 import numpy as np
-from scipy.optimize import linprog
+from pyomo.common.tee import capture_output
 
 from aidc_env.case import PAUSE, SECONDS_PER_HOUR, Instance
 from aidc_env.simulator import TRANCHE_TOLERANCE
 from oracle.data import MAX_JOINT_STATES, count_joint_states, enumerate_joint_states, job_coefficients
 from oracle.formulations import TRANCHE_SCALE_FLOOR
 
-LP_FEASIBILITY_STATUS_INFEASIBLE = 2
-"""``scipy.optimize.linprog`` status code of a proven-infeasible LP."""
+LP_INFEASIBLE_STATUSES = frozenset({highspy.HighsModelStatus.kInfeasible,
+                                    highspy.HighsModelStatus.kUnboundedOrInfeasible})
+"""HiGHS model statuses that prove the time-sharing LP infeasible. The LP's fractions lie in a simplex (bounded), so
+it cannot be unbounded: "unbounded or infeasible" is infeasible too. Any other status (optimal, or a solver
+failure) proves nothing, and the MILP decides."""
 
 
 @dataclass(frozen=True)
@@ -157,6 +161,28 @@ def _time_sharing_feasible(inst: Instance, allow_pause: bool, day_hours: float) 
             reference = max(job.tranche_tokens, TRANCHE_SCALE_FLOOR * float(rate.max(initial=0.0)) * day_seconds)
             rows.append(-rate * day_seconds / reference)
             rhs.append(-_tokens_needed(job.tranche_tokens) / reference)
-    result = linprog(np.zeros(states.shape[0]), A_ub=np.array(rows), b_ub=np.array(rhs),
-                     A_eq=np.ones((1, states.shape[0])), b_eq=[1.0], bounds=(0, None), method="highs")
-    return result.status != LP_FEASIBILITY_STATUS_INFEASIBLE
+    return _lp_feasible(np.array(rows), np.array(rhs))
+
+
+def _lp_feasible(a_ub: np.ndarray, b_ub: np.ndarray) -> bool:
+    """Whether some f ≥ 0 with Σ f = 1 has ``a_ub @ f ≤ b_ub`` (HiGHS through highspy; False only if proven)."""
+    n_rows, n_cols = a_ub.shape[0] + 1, a_ub.shape[1]
+    matrix = np.vstack([a_ub, np.ones((1, n_cols))])  # the inequality rows, then Σ f = 1
+    col, row = np.nonzero(matrix.T)  # column-wise (CSC) order of the nonzeros
+    lp = highspy.HighsLp()
+    lp.num_col_, lp.num_row_ = n_cols, n_rows
+    lp.col_cost_ = np.zeros(n_cols)
+    lp.col_lower_ = np.zeros(n_cols)
+    lp.col_upper_ = np.full(n_cols, highspy.kHighsInf)
+    lp.row_lower_ = np.append(np.full(n_rows - 1, -highspy.kHighsInf), 1.0)
+    lp.row_upper_ = np.append(b_ub, 1.0)
+    lp.a_matrix_.format_ = highspy.MatrixFormat.kColwise
+    lp.a_matrix_.start_ = np.concatenate([[0], np.cumsum(np.bincount(col, minlength=n_cols))]).astype(np.int32)
+    lp.a_matrix_.index_ = row.astype(np.int32)
+    lp.a_matrix_.value_ = matrix.T[col, row]
+    with capture_output(capture_fd=True):  # highspy prints its banner on the first Highs() of a process
+        highs = highspy.Highs()
+    highs.setOptionValue("output_flag", False)
+    highs.passModel(lp)
+    highs.run()
+    return highs.getModelStatus() not in LP_INFEASIBLE_STATUSES

@@ -23,6 +23,7 @@ from typing import Any
 import numpy as np
 import pyomo.environ as pyo
 
+from aidc_env.baselines import fixed_schedule, greedy_schedule
 from aidc_env.case import PAUSE, Case, Instance, build_instance
 from aidc_env.errors import InputError, require
 from aidc_env.profiles import ProfileSet
@@ -150,8 +151,6 @@ def modes_used(inst: Instance, schedule: Sequence[Sequence[int]]) -> dict[str, l
 
 def start_candidates(inst: Instance) -> list[list[list[int]]]:
     """Schedules tried as a MIP start: fixed continuous, the greedy rule, holding the initial modes."""
-    from agents.baselines import fixed_schedule, greedy_schedule
-
     candidates = [[[job.initial_mode] * job.segments for job in inst.jobs]]
     if all(job.baseline_mode != PAUSE for job in inst.jobs):
         candidates.append(fixed_schedule(inst))

@@ -30,7 +30,6 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import hashlib
-import json
 import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
@@ -38,6 +37,8 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+
+from aidc_env.io import atomic_path, atomic_write_text, dumps_json
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 try:
@@ -303,7 +304,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     require(args.out.is_dir() or not args.out.exists(), "out", f"{args.out} is not a directory")
     args.out.mkdir(parents=True, exist_ok=True)
     csv_path = args.out / P.BUNDLED_CSV
-    table.to_csv(csv_path, index=False, lineterminator="\n")
+    with atomic_path(csv_path) as temp:
+        table.to_csv(temp, index=False, lineterminator="\n")
 
     # self-check: the table reproduces the full year's days exactly
     bundled = P.load_profiles(csv_path, renewable_capacity_mw=full.renewable_capacity_mw)
@@ -347,8 +349,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         ],
     }
     meta_path = args.out / P.BUNDLED_META
-    meta_path.write_text(json.dumps(meta, indent=2) + "\n", encoding="utf-8")
-    (args.out / "README.md").write_text(_readme(meta, stats, picks), encoding="utf-8")
+    atomic_write_text(meta_path, dumps_json(meta, indent=2) + "\n")
+    atomic_write_text(args.out / "README.md", _readme(meta, stats, picks))
 
     for path in (csv_path, meta_path):
         text = path.read_text(encoding="utf-8")

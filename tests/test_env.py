@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import copy
+import dataclasses
+import importlib.metadata
 import pickle
 import subprocess
 import sys
@@ -16,7 +18,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import aidc_env
-from agents.baselines import fixed_schedule, greedy_schedule, random_schedule
+from aidc_env.baselines import fixed_schedule, greedy_schedule, random_schedule
 from aidc_env.case import PAUSE, Instance, build_instance, load_case
 from aidc_env.env import (
     ENV_ID,
@@ -86,7 +88,7 @@ def test_registered_on_import_and_idempotent():
     assert isinstance(env.unwrapped, CheckpointDispatchEnv)
     env = gym.make("aidc_env:" + ENV_ID, case="2048")
     assert isinstance(env.unwrapped, CheckpointDispatchEnv)
-    assert aidc_env.__version__
+    assert aidc_env.__version__ == importlib.metadata.version("aidc-env")
 
 
 def test_reachable_from_a_fresh_interpreter():
@@ -347,7 +349,8 @@ def test_maskable_ppo_learns_a_few_hundred_steps(vec, tmp_path):
     from stable_baselines3.common.env_util import make_vec_env
     from stable_baselines3.common.vec_env import DummyVecEnv, SubprocVecEnv
 
-    torch = pytest.importorskip("torch")
+    import torch
+
     threads = torch.get_num_threads()
     torch.set_num_threads(1)  # tiny networks: threads only contend (learning took 5 s instead of 0.3 s)
     vec_cls = DummyVecEnv if vec == "dummy" else SubprocVecEnv
@@ -406,14 +409,12 @@ def test_replay_of_baselines_gives_the_simulator_cost(day):
 
 
 def test_replay_of_the_oracle_schedule():
-    oracle = pytest.importorskip("oracle")
-    if not hasattr(oracle, "solve"):
-        pytest.skip("the oracle has no solve() yet")
+    from oracle import solve
+
     permissive = CheckpointDispatchEnv(case="2048", safety_mask=False, pause_when_done=False)
     inst = permissive.instance(load_case("2048").day)
-    result = oracle.solve(inst, time_limit_s=30)
-    if result.schedule is None:
-        pytest.skip(f"the oracle found no schedule: {result.status} {result.reason}")
+    result = solve(inst, time_limit_s=30)
+    assert result.schedule is not None, f"{result.status}: {result.reason}"
     schedule = [list(row) for row in result.schedule]
     expected = simulate(inst, schedule).metrics
     assert expected.tranches_met
@@ -478,20 +479,25 @@ def test_infeasible_pool_falls_back_to_the_plain_mask():
 # ------------------------------------------------------------------------------------------ property test
 
 
+def random_job(rng: np.random.Generator, name: str, slots_per_day: int, slot_hours: float, n_gpus: int,
+               days: int = 1, tranche_high: float = 1.1):
+    """A random job: 1-3 modes, K segments a day (K divides the day's slots), a tranche of 0, 0-0.5 or
+    0.5-``tranche_high`` × its fastest mode's tokens over the ``days``."""
+    segments = int(rng.choice([k for k in range(1, slots_per_day + 1) if slots_per_day % k == 0]))
+    segment_hours = slot_hours * slots_per_day / segments
+    modes = [mode(int(rng.integers(1, n_gpus + 1)), float(rng.uniform(1, 20)), float(rng.uniform(50, 600)))
+             for _ in range(int(rng.integers(1, 4)))]
+    fastest = max(m.tokens_per_s for m in modes) * 3600 * slots_per_day * days * slot_hours
+    tranche = float(rng.choice([0.0, rng.uniform(0, 0.5), rng.uniform(0.5, tranche_high)])) * fastest
+    return tiny_job(name, segments=segments * days, modes=modes, initial_mode=int(rng.integers(-1, len(modes))),
+                    tranche_tokens=tranche, restart_hours=float(rng.uniform(0, 0.95)) * segment_hours)
+
+
 def random_tiny_instance(rng: np.random.Generator) -> Instance:
     slots = int(rng.choice([2, 4, 6, 8]))
     slot_hours = float(rng.choice([0.5, 1.0]))
     n_gpus = int(rng.integers(2, 9))
-    jobs = []
-    for j in range(int(rng.integers(1, 4))):
-        segments = int(rng.choice([k for k in range(1, slots + 1) if slots % k == 0]))
-        segment_hours = slot_hours * slots / segments
-        modes = [mode(int(rng.integers(1, n_gpus + 1)), float(rng.uniform(1, 20)), float(rng.uniform(50, 600)))
-                 for _ in range(int(rng.integers(1, 4)))]
-        fastest = max(m.tokens_per_s for m in modes) * 3600 * slots * slot_hours
-        tranche = float(rng.choice([0.0, rng.uniform(0, 0.5), rng.uniform(0.5, 1.1)])) * fastest
-        jobs.append(tiny_job(f"J{j}", segments=segments, modes=modes, initial_mode=int(rng.integers(-1, len(modes))),
-                             tranche_tokens=tranche, restart_hours=float(rng.uniform(0, 0.95)) * segment_hours))
+    jobs = [random_job(rng, f"J{j}", slots, slot_hours, n_gpus) for j in range(int(rng.integers(1, 4)))]
     return tiny_instance(jobs, price=rng.uniform(-50, 200, slots).tolist(), shape=rng.uniform(0, 1, slots).tolist(),
                          n_gpus=n_gpus, slot_hours=slot_hours,
                          curtailment_penalty_usd_per_mwh=float(rng.uniform(0, 20)))
@@ -662,3 +668,164 @@ def test_env_and_oracle_share_the_joint_choice_table():
             power = sum(float(job.it_power_kw_by_choice[c]) for job, c in zip(inst.jobs, state, strict=True))
             assert load == pytest.approx(float(facility_load_mw(inst, gpus, power)), rel=1e-12)
         assert set(map(tuple, data.joint_states.tolist())) == set(map(tuple, table.choices[table.fits].tolist()))
+
+
+# ------------------------------------------------------------------------------------------ horizons
+
+
+def random_horizon_instance(rng: np.random.Generator, days: int, share: float) -> Instance:
+    """A tiny instance of ``days`` days (2-8 slots a day), 1-2 jobs whose segments split into days."""
+    per_day = int(rng.choice([2, 4, 6, 8]))
+    slots = per_day * days
+    slot_hours = float(rng.choice([0.5, 1.0]))
+    n_gpus = int(rng.integers(2, 9))
+    jobs = [random_job(rng, f"J{j}", per_day, slot_hours, n_gpus, days, tranche_high=1.0)
+            for j in range(int(rng.integers(1, 3)))]
+    inst = tiny_instance(jobs, price=rng.uniform(-50, 200, slots).tolist(), shape=rng.uniform(0, 1, slots).tolist(),
+                         n_gpus=n_gpus, slot_hours=slot_hours)
+    return dataclasses.replace(inst, horizon_days=days, min_daily_share=share)
+
+
+def check_horizon_episode(inst: Instance, rng: np.random.Generator) -> bool:
+    """One masked-random episode; returns whether it started safe (then every target must be met)."""
+    env = CheckpointDispatchEnv(case=inst)
+    env.reset(seed=int(rng.integers(2**31)))
+    safe_start = not env.safety_fallback
+    rewards, infos = [], []
+    terminated = False
+    while not terminated:
+        valid = np.flatnonzero(env.action_masks())
+        _, reward, terminated, _, info = env.step(int(valid[rng.integers(valid.size)]))
+        assert not info["invalid_action"]
+        rewards.append(reward)
+        infos.append(info)
+    result = simulate(inst, env.schedule())
+    assert result.metrics.capacity_ok
+    assert [i["slot_cost_usd"] for i in infos] == result.flows.decision_cost_usd.tolist()
+    assert episode_decision_cost(rewards, infos) == pytest.approx(result.metrics.decision_cost_usd, rel=1e-9,
+                                                                  abs=1e-9)
+    if safe_start:
+        assert result.metrics.tranches_met, (env.schedule(), [j.tokens_by_day for j in result.metrics.jobs])
+        assert all(day.daily_minimums_met for day in result.metrics.days)
+        assert infos[-1]["terminal_penalty_usd"] == 0.0
+    return safe_start
+
+
+@settings(max_examples=60, deadline=None)
+@given(seed=st.integers(0, 2**32 - 1), days=st.integers(2, 3), share=st.sampled_from([0.0, 0.5, 1.0]))
+def test_property_masked_horizon_episodes_meet_every_target(seed, days, share):
+    rng = np.random.default_rng(seed)
+    inst = random_horizon_instance(rng, days, share)
+    for _ in range(3):
+        check_horizon_episode(inst, rng)
+
+
+def test_horizon_episodes_start_safe_often_enough():
+    """The property above exercises the guarantee: most fixed schedules start safe."""
+    rng = np.random.default_rng(12)
+    safe = sum(check_horizon_episode(random_horizon_instance(rng, int(rng.integers(2, 4)), share), rng)
+               for share in (0.0, 0.5, 1.0) for _ in range(15))
+    assert safe >= 15
+
+
+def test_horizon_time_features_and_layout():
+    rng = np.random.default_rng(5)
+    inst = random_horizon_instance(rng, 3, 0.5)
+    env = CheckpointDispatchEnv(case=inst, lookahead=2)
+    names = env.observation_names()
+    assert names[7 * env.n_jobs: 7 * env.n_jobs + 3] == ["time_of_day", "horizon_progress", "price_now"]
+    obs, _ = env.reset(seed=0)
+    spd = inst.slots_per_day
+    for t in range(inst.slots):
+        assert obs[names.index("time_of_day")] == pytest.approx((t % spd) / spd)
+        assert obs[names.index("horizon_progress")] == pytest.approx(t / inst.slots)
+        assert env.observation_space.contains(obs)
+        obs, *_ = env.step(int(np.flatnonzero(env.action_masks())[0]))
+    # A day instance keeps today's layout (no horizon entry).
+    day = CheckpointDispatchEnv(case=dataclasses.replace(inst, horizon_days=1, min_daily_share=0.0))
+    assert "horizon_progress" not in day.observation_names()
+
+
+def test_horizon_terminal_penalty_covers_daily_shortfalls():
+    job = tiny_job(segments=2, modes=(mode(2, 10.0, 800.0),), tranche_tokens=10.0 * 3600 * 4, restart_hours=0.0)
+    inst = dataclasses.replace(tiny_instance([job], [50.0] * 4, [0.0] * 4), horizon_days=2, min_daily_share=1.0)
+    env = CheckpointDispatchEnv(case=inst, safety_mask=False, pause_when_done=False)
+    env.reset(seed=0)
+    # Day 0 paused, day 1 runs: half the horizon's tokens and day 0's whole minimum missing.
+    for action in env.actions_for_schedule([[PAUSE, 0]]):
+        *_, info = env.step(action)
+    per_token = env.penalty_usd_per_token(inst)[0]
+    assert env.daily_shortfall_tokens()[0] == pytest.approx(10.0 * 3600 * 2)
+    assert info["terminal_penalty_usd"] == pytest.approx(per_token * (10.0 * 3600 * 2) * 2)
+    assert not simulate(inst, env.schedule()).metrics.tranches_met
+
+
+# ------------------------------------------------------------------------------------------ information
+
+
+def test_dayahead_observation_is_the_outlook_and_the_last_realised_values():
+    from aidc_env.information import outlook
+    from tests.test_leakage import dayahead_instance
+
+    inst = dayahead_instance(4, days=3)
+    L = 3
+    env = CheckpointDispatchEnv(case=inst, information="dayahead", lookahead=L)
+    names = env.observation_names()
+    assert names[-4:] == ["price_last", "renewable_last", "last_known", "free_gpu_share"]
+    assert len(names) == env.observation_space.shape[0]
+    perfect = CheckpointDispatchEnv(case=inst, lookahead=L)
+    assert perfect.observation_names() == [n for n in names if n not in ("price_last", "renewable_last",
+                                                                         "last_known")]
+    obs, _ = env.reset(seed=0)
+    rho = inst.renewable_ratio
+    for t in range(inst.slots):
+        price, shape = outlook(inst, t, "dayahead")
+        view = np.concatenate([price, np.zeros(L + 1)])[: L + 1] / PRICE_SCALE_USD_PER_MWH
+        ren = np.concatenate([rho * shape, np.zeros(L + 1)])[: L + 1]
+        got = dict(zip(names, obs.tolist(), strict=True))
+        assert got["price_now"] == pytest.approx(view[0], rel=1e-6)
+        assert got["renewable_now"] == pytest.approx(ren[0], rel=1e-6, abs=1e-7)
+        assert [got[f"price_ahead_{k}"] for k in range(1, L + 1)] == pytest.approx(view[1:], rel=1e-6)
+        assert [got[f"renewable_ahead_{k}"] for k in range(1, L + 1)] == pytest.approx(ren[1:], rel=1e-6, abs=1e-7)
+        if t == 0:
+            assert (got["price_last"], got["renewable_last"], got["last_known"]) == (0.0, 0.0, 0.0)
+        else:
+            assert got["price_last"] == pytest.approx(inst.price_usd_per_mwh[t - 1] / PRICE_SCALE_USD_PER_MWH,
+                                                      rel=1e-6)
+            assert got["renewable_last"] == pytest.approx(rho * inst.renewable_shape[t - 1], rel=1e-6, abs=1e-7)
+            assert got["last_known"] == 1.0
+        assert env.observation_space.contains(obs)
+        obs, *_ = env.step(int(np.flatnonzero(env.action_masks())[0]))
+
+
+def test_dayahead_rewards_are_paid_on_the_truth():
+    from tests.test_leakage import dayahead_instance
+
+    inst = dayahead_instance(2)
+    env = CheckpointDispatchEnv(case=inst, information="dayahead")
+    env.reset(seed=1)
+    rewards, infos = [], []
+    rng = np.random.default_rng(1)
+    for _ in range(inst.slots):
+        valid = np.flatnonzero(env.action_masks())
+        _, reward, _, _, info = env.step(int(valid[rng.integers(valid.size)]))
+        rewards.append(reward)
+        infos.append(info)
+    result = simulate(inst, env.schedule())
+    assert [i["slot_cost_usd"] for i in infos] == result.flows.decision_cost_usd.tolist()
+    assert result.metrics.tranches_met
+
+
+@pytest.mark.parametrize("information", ["perfect", "dayahead"])
+def test_gymnasium_check_env_dayahead_and_horizon(information):
+    from gymnasium.utils.env_checker import check_env
+
+    from tests.test_leakage import dayahead_instance
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        check_env(CheckpointDispatchEnv(case=dayahead_instance(0, share=0.5), information=information, lookahead=2),
+                  skip_render_check=True)
+        env = gym.make(ENV_ID, case=dayahead_instance(1), information=information)
+        check_env(env.unwrapped, skip_render_check=True)
+    assert env.unwrapped.information == information

@@ -1,4 +1,4 @@
-"""Tests of the 3D-parallel mode generator (aidc_env/modes.py): numbers, screens, Pareto, CLI."""
+"""Tests of the 3D-parallel mode generator (aidc_env/modes/): numbers, screens, Pareto, CLI."""
 
 from __future__ import annotations
 
@@ -29,9 +29,9 @@ from aidc_env.modes import (
     dominates,
     estimate_mode,
     generate_modes,
-    main,
     min_hours_two_jobs,
 )
+from aidc_env.modes.cli import main
 
 REPO = Path(__file__).resolve().parents[1]
 POOL_GPUS = 2048
@@ -402,7 +402,6 @@ def test_cli_subprocess_bad_model_exit_2():
 
 
 def test_cli_case_json(capsys):
-    pytest.importorskip("aidc_env.case")
     assert run_cli(main, ["--case", "2048", "--json"]) == 0
     data = json.loads(capsys.readouterr().out)
     names = [job["name"] for job in data["jobs"]]

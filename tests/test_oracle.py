@@ -14,7 +14,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from agents.baselines import fixed_schedule
+from aidc_env.baselines import fixed_schedule
 from aidc_env.case import PAUSE, SECONDS_PER_HOUR, build_instance
 from aidc_env.errors import InputError, run_cli
 from aidc_env.simulator import (

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from agents.baselines import fixed_schedule, greedy_schedule
+from aidc_env.baselines import fixed_schedule, greedy_schedule
 from aidc_env.case import build_instance
 from aidc_env.env import CheckpointDispatchEnv
 from aidc_env.simulator import simulate

@@ -11,10 +11,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from aidc_env.baselines import fixed_schedule, greedy_schedule
 from aidc_env.case import PAUSE
 from aidc_env.errors import InputError
 from aidc_env.simulator import simulate
-from agents.baselines import fixed_schedule, greedy_schedule
 from tests.conftest import mode, tiny_instance, tiny_job
 
 

@@ -7,13 +7,10 @@ import json
 import numpy as np
 import pytest
 
-pytest.importorskip("sb3_contrib")
-
-import evaluate  # noqa: E402
-import train  # noqa: E402
-from agents.baselines import fixed_schedule  # noqa: E402
-from agents.days import split_days  # noqa: E402
-from agents.ppo import (  # noqa: E402
+import evaluate
+import train
+from agents.days import split_days
+from agents.ppo import (
     CONFIG_ATTRIBUTE,
     PPOConfig,
     load_model,
@@ -22,10 +19,11 @@ from agents.ppo import (  # noqa: E402
     rollout_schedule,
     wrap_env,
 )
-from aidc_env.case import build_instance  # noqa: E402
-from aidc_env.env import CheckpointDispatchEnv  # noqa: E402
-from aidc_env.profiles import load_profiles  # noqa: E402
-from aidc_env.simulator import simulate  # noqa: E402
+from aidc_env.baselines import fixed_schedule
+from aidc_env.case import build_instance
+from aidc_env.env import CheckpointDispatchEnv
+from aidc_env.profiles import load_profiles
+from aidc_env.simulator import simulate
 
 TINY = ["--timesteps", "128", "--n-envs", "2", "--n-steps", "32", "--batch-size", "32", "--n-epochs", "1",
         "--net-arch", "16", "--checkpoint-freq", "64"]
@@ -227,7 +225,7 @@ def test_train_defaults_come_from_ppoconfig():
                         ("choice_features", "choice_features"), ("reward_day_scaled", "reward_day_scaled"),
                         ("case", "case")):
         assert getattr(args, flag) == getattr(defaults, field), flag
-    assert args.net_arch == ",".join(map(str, defaults.net_arch))
+    assert args.net_arch == defaults.net_arch
     assert args.lookahead == defaults.env_kwargs["lookahead"]
     # The wrapper's own keyword defaults are PPOConfig's too.
     import inspect

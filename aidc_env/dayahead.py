@@ -1,0 +1,93 @@
+"""Instances with day-ahead forecasts: the entry points' one call for ``information="dayahead"``.
+
+``dayahead_instances(instances, profiles, forecasts, train_days)`` fits the price forecaster
+(:func:`aidc_env.price_forecast.fit_price_forecaster`) on the training days only and returns the instances
+whose every day has a forecast, each carrying an :class:`~aidc_env.information.Forecast`: per day of its
+horizon the point forecast of the price and of the renewable shape (as issued the day before at 10:00),
+and S scenarios (a seeded bootstrap of the forecaster's residual training days). Below this module nothing
+re-reads a CSV: the env, the oracle and the policies read ``inst.forecast`` through
+:func:`aidc_env.information.outlook`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+from collections.abc import Mapping, Sequence
+
+import numpy as np
+
+from aidc_env.case import Instance
+from aidc_env.errors import require
+from aidc_env.forecasts import ForecastSet
+from aidc_env.information import Forecast
+from aidc_env.price_forecast import PriceForecaster, fit_price_forecaster
+from aidc_env.profiles import ProfileSet, hourly_to_slots
+
+DEFAULT_SCENARIOS = 10
+"""Scenarios carried by each instance (stochastic MPC uses the first S of them)."""
+DEFAULT_SEED = 0
+
+
+def scenario_seed(seed: int, date: str) -> int:
+    """The scenario seed of one day: the run's seed and the day, so that every day draws its own residuals
+    and the same day draws the same ones in every run and every horizon that contains it."""
+    return int(np.random.SeedSequence([seed, dt.date.fromisoformat(date).toordinal()]).generate_state(1)[0])
+
+
+def forecast_of(inst: Instance, forecaster: PriceForecaster, profiles: ProfileSet, forecasts: ForecastSet,
+                n_scenarios: int = DEFAULT_SCENARIOS, seed: int = DEFAULT_SEED) -> Forecast:
+    """The day-ahead forecast of every slot of ``inst`` (each day as issued the day before)."""
+    spd = inst.slots_per_day
+    price, shape, scen_price, scen_shape = [], [], [], []
+    for date in inst.days:
+        price.append(hourly_to_slots(forecaster.price(profiles, forecasts, date), spd))
+        shape.append(hourly_to_slots(forecasts.day(date).renewable_shape(inst.renewable_capacity_mw,
+                                                                         forecaster.renewable_scale), spd))
+        if n_scenarios > 0:
+            scen = forecaster.scenarios(profiles, forecasts, date, n_scenarios, scenario_seed(seed, date))
+            scen_price.append(np.stack([hourly_to_slots(p, spd) for p in scen.price_usd_per_mwh]))
+            scen_shape.append(np.stack([hourly_to_slots(s, spd) for s in scen.renewable_shape]))
+    return Forecast(
+        price_usd_per_mwh=np.concatenate(price),
+        renewable_shape=np.concatenate(shape),
+        price_scenarios_usd_per_mwh=np.concatenate(scen_price, axis=1) if scen_price else np.empty((0, inst.slots)),
+        renewable_shape_scenarios=np.concatenate(scen_shape, axis=1) if scen_shape else np.empty((0, inst.slots)),
+        source=f"gradient-boosting price forecast fitted on {len(forecaster.train_dates)} training days "
+               f"({forecaster.train_dates[0]}..{forecaster.train_dates[-1]}); CAISO day-ahead solar and wind "
+               f"forecast x {forecaster.renewable_scale:.3f}; {n_scenarios} residual-day scenarios, seed {seed}",
+    )
+
+
+def forecastable(inst: Instance, forecasts: ForecastSet, forecaster: PriceForecaster, profiles: ProfileSet) -> bool:
+    """Whether every day of the instance has a day-ahead forecast and the price history its forecast needs."""
+    try:
+        for date in inst.days:
+            forecasts.day(date)
+            forecaster.price(profiles, forecasts, date)
+    except (KeyError, ValueError):  # InputError is a ValueError: a day without forecast or price history
+        return False
+    return True
+
+
+def attach_forecasts(instances: Mapping[str, Instance], forecaster: PriceForecaster, profiles: ProfileSet,
+                     forecasts: ForecastSet, n_scenarios: int = DEFAULT_SCENARIOS,
+                     seed: int = DEFAULT_SEED) -> dict[str, Instance]:
+    """The instances whose every day can be forecast, each with its :class:`Forecast` (others dropped)."""
+    return {day: dataclasses.replace(inst, forecast=forecast_of(inst, forecaster, profiles, forecasts,
+                                                                n_scenarios, seed))
+            for day, inst in instances.items() if forecastable(inst, forecasts, forecaster, profiles)}
+
+
+def dayahead_instances(instances: Mapping[str, Instance], profiles: ProfileSet, forecasts: ForecastSet,
+                       train_days: Sequence[str], n_scenarios: int = DEFAULT_SCENARIOS,
+                       seed: int = DEFAULT_SEED) -> dict[str, Instance]:
+    """Fit the price forecaster on ``train_days`` (only) and attach forecasts to the forecastable instances."""
+    forecaster = fit_price_forecaster(profiles, forecasts, train_days, seed=seed)
+    out = attach_forecasts(instances, forecaster, profiles, forecasts, n_scenarios, seed)
+    require(len(out) > 0, "forecasts", f"none of the {len(instances)} instances lies inside the forecast period "
+            f"({forecasts.dates()[0]}..{forecasts.dates()[-1]})")
+    return out
+
+
+__all__ = ["DEFAULT_SCENARIOS", "attach_forecasts", "dayahead_instances", "forecast_of", "forecastable"]

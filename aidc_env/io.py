@@ -1,0 +1,174 @@
+"""Files a user would hate to lose: atomic writes, strict JSON and output paths checked before the work.
+
+- :func:`atomic_write_text` / :func:`atomic_write_bytes`: a temporary file in the same folder, flushed and
+  fsynced, then ``os.replace`` onto the target: a reader sees the old file or the new one, never half of one
+  (also after a crash or Ctrl-C in the middle of a write).
+- :func:`atomic_path`: the same for libraries that write to a path themselves (SB3 ``model.save``,
+  matplotlib ``savefig``, ``DataFrame.to_csv``): yields a temporary path with the target's suffix.
+- :func:`dumps_json` / :func:`write_json`: strict JSON (RFC 8259): NaN and ±Infinity become ``null``
+  (callers report a status beside them), and ``allow_nan=False`` makes any that slip through an error.
+- :func:`check_output_folder` / :func:`check_output_file`: refuse an output that cannot be written, before
+  any work starts, without leaving anything behind.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import math
+import os
+import tempfile
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from aidc_env.errors import InputError, require
+
+TEMP_PREFIX = ".tmp-"
+"""Prefix of the temporary files (hidden; a crash may leave one, never a half-written target)."""
+
+
+# ------------------------------------------------------------------------------------------ atomic writes
+
+
+@contextlib.contextmanager
+def atomic_path(target: str | os.PathLike[str]) -> Iterator[Path]:
+    """Yield a temporary path beside ``target`` (same suffix); on success it replaces ``target`` atomically.
+
+    On an exception (Ctrl-C included) the temporary file is removed and ``target`` is left as it was.
+    """
+    target = Path(target)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    fd, name = tempfile.mkstemp(prefix=f"{TEMP_PREFIX}{target.name}.", suffix=target.suffix, dir=target.parent)
+    os.close(fd)
+    temp = Path(name)
+    umask = os.umask(0)
+    os.umask(umask)
+    os.chmod(temp, 0o666 & ~umask)  # mkstemp's 0600 would otherwise become the target's mode
+    try:
+        yield temp
+        _fsync_file(temp)
+        os.replace(temp, target)
+    except BaseException:
+        temp.unlink(missing_ok=True)
+        raise
+
+
+def atomic_write_bytes(target: str | os.PathLike[str], data: bytes) -> Path:
+    """Write ``data`` to ``target`` atomically; returns the target path."""
+    with atomic_path(target) as temp:
+        temp.write_bytes(data)
+    return Path(target)
+
+
+def atomic_write_text(target: str | os.PathLike[str], text: str) -> Path:
+    """Write ``text`` (UTF-8) to ``target`` atomically; returns the target path."""
+    return atomic_write_bytes(target, text.encode("utf-8"))
+
+
+def _fsync_file(path: Path) -> None:
+    with open(path, "rb+") as handle:
+        os.fsync(handle.fileno())
+
+
+# ------------------------------------------------------------------------------------------ strict JSON
+
+
+def finite_or_none(data: Any) -> Any:
+    """``data`` with every non-finite float (NaN, ±inf) replaced by None; numpy scalars and arrays as Python."""
+    if isinstance(data, (bool, np.bool_)):
+        return bool(data)
+    if isinstance(data, (int, np.integer)):
+        return int(data)
+    if isinstance(data, (float, np.floating)):
+        value = float(data)
+        return value if math.isfinite(value) else None
+    if isinstance(data, np.ndarray):
+        return finite_or_none(data.tolist())
+    if isinstance(data, Mapping):
+        return {str(k): finite_or_none(v) for k, v in data.items()}
+    if isinstance(data, (list, tuple)):
+        return [finite_or_none(v) for v in data]
+    return data
+
+
+def dumps_json(data: Any, indent: int | None = 1) -> str:
+    """Strict JSON text: no NaN/Infinity tokens (they become null)."""
+    return json.dumps(finite_or_none(data), indent=indent, allow_nan=False)
+
+
+def write_json(target: str | os.PathLike[str], data: Any, indent: int | None = 1) -> Path:
+    """Write strict JSON to ``target`` atomically."""
+    return atomic_write_text(target, dumps_json(data, indent) + "\n")
+
+
+def _reject_constant(token: str) -> Any:
+    raise InputError("json", f"non-standard JSON token {token}")
+
+
+def loads_json(text: str, field: str) -> Any:
+    """Parse strict JSON (NaN/Infinity tokens refused); errors are :class:`InputError` naming ``field``."""
+    try:
+        return json.loads(text, parse_constant=_reject_constant)
+    except json.JSONDecodeError as err:
+        raise InputError(field, f"not valid JSON ({err.msg} at line {err.lineno})") from None
+    except InputError as err:
+        raise InputError(field, err.message) from None
+
+
+def read_json_file(path: str | os.PathLike[str], field: str) -> Any:
+    """Read a strict JSON file given by the user; a missing file, a folder or bad JSON is an InputError."""
+    return loads_json(read_input_text(path, field), field)
+
+
+def read_input_text(path: str | os.PathLike[str], field: str) -> str:
+    """The text of a file given by the user; a missing file, a folder or undecodable bytes is an InputError."""
+    file = Path(path)
+    require(file.exists(), field, f"no such file {file}")
+    require(file.is_file(), field, f"{file} is not a file")
+    try:
+        return file.read_text(encoding="utf-8")
+    except UnicodeDecodeError:
+        raise InputError(field, f"{file} is not UTF-8 text") from None
+    except OSError as err:
+        raise InputError(field, f"cannot read {file}: {err.strerror}") from None
+
+
+# ------------------------------------------------------------------------------------------ output paths
+
+
+def _nearest_existing(path: Path) -> Path:
+    path = path.absolute()
+    while not path.exists() and path != path.parent:
+        path = path.parent
+    return path
+
+
+def check_output_folder(folder: str | os.PathLike[str], field: str) -> Path:
+    """Refuse (InputError) an output folder that is a file or cannot be created and written; creates nothing."""
+    folder = Path(folder)
+    require(not folder.exists() or folder.is_dir(), field, f"{folder} exists and is not a folder")
+    base = _nearest_existing(folder)
+    require(base.is_dir(), field, f"{base} is not a folder, so {folder} cannot be created")
+    try:  # a probe file: os.access says yes to root on read-only and virtual file systems
+        fd, probe = tempfile.mkstemp(prefix=TEMP_PREFIX, dir=base)
+        os.close(fd)
+        os.unlink(probe)
+    except OSError as err:
+        raise InputError(field, f"cannot write in {base} ({err.strerror})") from None
+    return folder
+
+
+def check_output_file(path: str | os.PathLike[str], field: str, *, overwrite: bool = True) -> Path:
+    """Refuse an output file whose folder cannot be written, that is a folder, or (``overwrite=False``) exists."""
+    path = Path(path)
+    require(not path.is_dir(), field, f"{path} is a folder, not a file")
+    require(overwrite or not path.exists(), field, f"{path} already exists")
+    check_output_folder(path.parent, field)
+    return path
+
+
+__all__ = ["atomic_path", "atomic_write_bytes", "atomic_write_text", "check_output_file", "check_output_folder",
+           "dumps_json", "finite_or_none", "loads_json", "read_input_text", "read_json_file", "write_json"]

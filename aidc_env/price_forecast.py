@@ -1,0 +1,329 @@
+"""Day-ahead price forecasts and forecast scenarios (DESIGN §9 "Information").
+
+The data hold no day-ahead price, so the price of day d is forecast from what is known when the
+day-ahead market closes, at 10:00 local on d − 1 (:data:`aidc_env.forecasts.ISSUE_HOUR`):
+
+- actual prices (and renewables) of every hour that *ended* by then: hours 00..09 of d − 1 and all of
+  d − 2 and before (:func:`known_prices` masks the rest, and every forecaster reads truth through it);
+- the day-ahead load, solar and wind forecasts of day d (published before the market closes);
+- the calendar.
+
+Forecasters, all hourly, local clock hours 0..23:
+
+- :func:`persistence_forecast` ("yesterday's prices", as known at issue time): hour h takes the latest
+  known price at clock hour h, i.e. d − 1's for h < 10 and d − 2's for h ≥ 10 (walking further back
+  over missing days, up to :data:`MAX_LOOKBACK_DAYS`);
+- :func:`seasonal_naive_forecast`: hour h of d − 7 (d − 14 if d − 7 is missing);
+- :class:`PriceForecaster` (:func:`fit_price_forecaster`): scikit-learn's histogram gradient boosting
+  on the features of :data:`FEATURES`, fitted on the training days only, seeded. It predicts the price
+  minus the last week's mean known price (a level the trees cannot extrapolate), then adds it back.
+
+Scenarios (:meth:`PriceForecaster.scenarios`) are a seeded bootstrap of *residual days* of the
+training days: out-of-fold price residuals of the forecaster (each training day predicted by a model
+that did not see it) and renewable-shape residuals, taken jointly from the same day so that their
+correlation is kept, added to the point forecast, the shape clipped to [0, 1] and the price to the
+range of the training prices.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import functools
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+from pandas.tseries.holiday import USFederalHolidayCalendar
+from sklearn.ensemble import HistGradientBoostingRegressor
+from threadpoolctl import threadpool_limits  # a hard dependency of scikit-learn
+
+from aidc_env.errors import InputError, require
+from aidc_env.forecasts import ISSUE_HOUR, ForecastSet, common_dates, fit_renewable_scale
+from aidc_env.profiles import HOURS_PER_DAY, DayProfile, ProfileSet
+
+MAX_LOOKBACK_DAYS = 7
+"""How far back persistence looks for a known price at a clock hour when the last days are missing."""
+SEASONAL_LAGS_DAYS = (7, 14)
+"""Seasonal-naive: same clock hour one week before, or two if that day is missing."""
+LEVEL_DAYS = 7
+"""Days of known prices whose mean is the price level the model's target is taken relative to."""
+WEEKEND_FIRST_WEEKDAY = 5
+"""datetime.weekday() of Saturday."""
+
+N_FOLDS = 5
+"""Contiguous blocks of training days for the out-of-fold residuals that scenarios bootstrap."""
+MODEL_PARAMS = {
+    "loss": "squared_error",  # the mean price: what an expected-cost plan needs
+    "learning_rate": 0.05,
+    "max_iter": 300,
+    "max_leaf_nodes": 15,
+    "min_samples_leaf": 40,
+    "l2_regularization": 1.0,
+    "early_stopping": False,  # deterministic, no internal validation split
+}
+"""Gradient-boosting settings (scikit-learn defaults shrunk for ~5,000 hourly rows); chosen a priori."""
+DEFAULT_SEED = 0
+OPENMP_THREADS = 1
+"""Threads of the model's OpenMP loops: one keeps fits deterministic (fixed summation order) and fast on a
+shared machine (oversubscribed OpenMP made a 1 s fit take 60 s on 2 busy cores)."""
+
+FEATURES = (
+    "hour", "weekday", "off_day", "month", "day_of_year",
+    "load_fc_mw", "solar_fc_mw", "wind_fc_mw", "net_load_fc_mw",
+    "net_load_fc_day_mean_mw", "net_load_fc_day_max_mw", "net_load_fc_rel_mw",
+    "price_persistence", "price_d2", "price_d7", "price_last_known",
+    "price_mean_24h", "price_level_7d", "renewable_actual_d2_mw",
+)
+"""Model inputs per target hour (prices in $/MWh; ``price_level_7d`` is also the target's offset)."""
+
+
+# --------------------------------------------------------------------------------------------------
+# What is known at issue time
+# --------------------------------------------------------------------------------------------------
+
+
+def _shift(date: str, days: int) -> str:
+    return (dt.date.fromisoformat(date) + dt.timedelta(days=days)).isoformat()
+
+
+def _known_hours(lag_days: int) -> int:
+    """Clock hours of day d − lag whose actuals are known at the issue time of day d."""
+    return ISSUE_HOUR if lag_days == 1 else HOURS_PER_DAY if lag_days >= 2 else 0
+
+
+def _known(profiles: ProfileSet, date: str, lag_days: int, values_of: Callable[[DayProfile], np.ndarray]) -> np.ndarray:
+    values = np.full(HOURS_PER_DAY, np.nan)
+    day = profiles.days.get(_shift(date, -lag_days))
+    known = _known_hours(lag_days)
+    if day is not None and known:
+        values[:known] = values_of(day)[:known]
+    return values
+
+
+def known_prices(profiles: ProfileSet, date: str, lag_days: int) -> np.ndarray:
+    """Actual prices of day ``date`` − ``lag_days`` as known when day ``date``'s forecast is issued.
+
+    Shape (24,); NaN for hours not yet known (hours ≥ 10 of d − 1, all of d and later) and for days
+    missing from the profile source.
+    """
+    return _known(profiles, date, lag_days, lambda day: day.price_usd_per_mwh)
+
+
+def known_renewable_mw(profiles: ProfileSet, date: str, lag_days: int) -> np.ndarray:
+    """Actual solar + wind of day ``date`` − ``lag_days`` as known at issue time (NaN where unknown)."""
+    return _known(profiles, date, lag_days, DayProfile.renewable_mw)
+
+
+def _first_known(profiles: ProfileSet, date: str, lags: Sequence[int]) -> np.ndarray:
+    """Per clock hour, the known price of the first lag (in order) that has one; NaN if none."""
+    result = np.full(HOURS_PER_DAY, np.nan)
+    for lag in lags:
+        missing = np.isnan(result)
+        if not missing.any():
+            break
+        result[missing] = known_prices(profiles, date, lag)[missing]
+    return result
+
+
+def _require_known(values: np.ndarray, date: str, what: str) -> np.ndarray:
+    if np.isnan(values).any():
+        raise InputError("day", f"{date}: no known price for the {what} forecast at hours "
+                                f"{np.flatnonzero(np.isnan(values)).tolist()}")
+    return values
+
+
+def persistence_forecast(profiles: ProfileSet, date: str) -> np.ndarray:
+    """The latest price known at issue time at each clock hour (d − 1 for h < 10, d − 2 for h ≥ 10)."""
+    lags = range(1, MAX_LOOKBACK_DAYS + 1)
+    return _require_known(_first_known(profiles, date, lags), date, "persistence")
+
+
+def seasonal_naive_forecast(profiles: ProfileSet, date: str) -> np.ndarray:
+    """The price at the same clock hour one week before (two weeks if that day is missing)."""
+    return _require_known(_first_known(profiles, date, SEASONAL_LAGS_DAYS), date, "seasonal-naive")
+
+
+def _has_price_history(profiles: ProfileSet, date: str) -> bool:
+    return any(_shift(date, -lag) in profiles.days for lag in range(1, LEVEL_DAYS + 1))
+
+
+def _price_level(profiles: ProfileSet, date: str) -> float:
+    known = np.concatenate([known_prices(profiles, date, lag) for lag in range(1, LEVEL_DAYS + 1)])
+    known = known[np.isfinite(known)]
+    require(known.size > 0, "day", f"{date}: no price known in the {LEVEL_DAYS} days before the issue time")
+    return float(known.mean())
+
+
+# --------------------------------------------------------------------------------------------------
+# Features
+# --------------------------------------------------------------------------------------------------
+
+
+@functools.lru_cache(maxsize=None)
+def _off_days(year: int) -> frozenset[str]:
+    holidays = USFederalHolidayCalendar().holidays(start=f"{year}-01-01", end=f"{year}-12-31")
+    return frozenset(d.strftime("%Y-%m-%d") for d in holidays)
+
+
+def day_features(profiles: ProfileSet, forecasts: ForecastSet, date: str) -> pd.DataFrame:
+    """The 24 rows of :data:`FEATURES` for target day ``date`` (only information known at issue time)."""
+    calendar = dt.date.fromisoformat(date)
+    fc = forecasts.day(date)
+    net = fc.net_load_mw()
+    d1 = known_prices(profiles, date, 1)
+    d2 = known_prices(profiles, date, 2)
+    last_24h = np.concatenate([d2[ISSUE_HOUR:], d1[:ISSUE_HOUR]])
+    last_known = last_24h[np.isfinite(last_24h)]
+    hours = np.arange(HOURS_PER_DAY)
+    columns = {
+        "hour": hours,
+        "weekday": np.full(HOURS_PER_DAY, calendar.weekday()),
+        "off_day": np.full(HOURS_PER_DAY, int(calendar.weekday() >= WEEKEND_FIRST_WEEKDAY
+                                              or date in _off_days(calendar.year))),
+        "month": np.full(HOURS_PER_DAY, calendar.month),
+        "day_of_year": np.full(HOURS_PER_DAY, calendar.timetuple().tm_yday),
+        "load_fc_mw": fc.load_forecast_mw,
+        "solar_fc_mw": fc.solar_forecast_mw,
+        "wind_fc_mw": fc.wind_forecast_mw,
+        "net_load_fc_mw": net,
+        "net_load_fc_day_mean_mw": np.full(HOURS_PER_DAY, net.mean()),
+        "net_load_fc_day_max_mw": np.full(HOURS_PER_DAY, net.max()),
+        "net_load_fc_rel_mw": net - net.mean(),
+        "price_persistence": _first_known(profiles, date, range(1, MAX_LOOKBACK_DAYS + 1)),
+        "price_d2": d2,
+        "price_d7": known_prices(profiles, date, 7),
+        "price_last_known": np.full(HOURS_PER_DAY, last_known[-1] if last_known.size else np.nan),
+        "price_mean_24h": np.full(HOURS_PER_DAY, last_known.mean() if last_known.size else np.nan),
+        "price_level_7d": np.full(HOURS_PER_DAY, _price_level(profiles, date)),
+        "renewable_actual_d2_mw": known_renewable_mw(profiles, date, 2),
+    }
+    return pd.DataFrame({name: np.asarray(columns[name], dtype=np.float64) for name in FEATURES})
+
+
+def _design(profiles: ProfileSet, forecasts: ForecastSet, dates: Sequence[str]) -> tuple[pd.DataFrame, np.ndarray]:
+    """Stacked features of ``dates`` and the target (price − level), one row per (day, hour)."""
+    frames = [day_features(profiles, forecasts, d) for d in dates]
+    features = pd.concat(frames, ignore_index=True)
+    prices = np.concatenate([profiles.days[d].price_usd_per_mwh for d in dates])
+    return features, prices - features["price_level_7d"].to_numpy()
+
+
+def _fit(features: pd.DataFrame, target: np.ndarray, seed: int) -> HistGradientBoostingRegressor:
+    model = HistGradientBoostingRegressor(**MODEL_PARAMS, random_state=seed)
+    categorical = [name in ("hour", "weekday", "off_day") for name in FEATURES]
+    model.set_params(categorical_features=categorical)
+    with threadpool_limits(OPENMP_THREADS):
+        return model.fit(features, target)
+
+
+def _predict(model: HistGradientBoostingRegressor, features: pd.DataFrame) -> np.ndarray:
+    with threadpool_limits(OPENMP_THREADS):
+        return model.predict(features)
+
+
+# --------------------------------------------------------------------------------------------------
+# The fitted forecaster and its scenarios
+# --------------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Scenarios:
+    """S equally likely (price, renewable shape) days, hourly: arrays of shape (S, 24)."""
+
+    date: str
+    price_usd_per_mwh: np.ndarray
+    renewable_shape: np.ndarray
+    residual_days: tuple[str, ...]
+    """The training day whose residuals made each scenario."""
+
+
+@dataclass(frozen=True, eq=False)
+class PriceForecaster:
+    """A price model fitted on training days, the renewable scale, and the training residual days."""
+
+    model: HistGradientBoostingRegressor
+    train_dates: tuple[str, ...]
+    renewable_scale: float
+    """Actual CAISO solar + wind over the SP15 forecast's, fitted on the training days."""
+    renewable_capacity_mw: float
+    """Capacity that normalises solar + wind into a shape (the profile set's, as in the instances)."""
+    residual_dates: tuple[str, ...]
+    price_residuals: np.ndarray
+    """(days, 24) out-of-fold actual − forecast price of the training days ($/MWh)."""
+    shape_residuals: np.ndarray
+    """(days, 24) actual − forecast renewable shape of the same days."""
+    price_range: tuple[float, float]
+    """Lowest and highest actual hourly price of the training days ($/MWh): the scenarios' clip."""
+
+    def price(self, profiles: ProfileSet, forecasts: ForecastSet, date: str) -> np.ndarray:
+        """Point forecast of day ``date``'s hourly prices ($/MWh), shape (24,)."""
+        features = day_features(profiles, forecasts, date)
+        return _predict(self.model, features) + features["price_level_7d"].to_numpy()
+
+    def renewable_shape(self, forecasts: ForecastSet, date: str) -> np.ndarray:
+        """The day-ahead renewable shape of day ``date`` (comparable to the actuals'), shape (24,)."""
+        return forecasts.day(date).renewable_shape(self.renewable_capacity_mw, self.renewable_scale)
+
+    def scenarios(self, profiles: ProfileSet, forecasts: ForecastSet, date: str, n: int,
+                  seed: int = DEFAULT_SEED) -> Scenarios:
+        """``n`` scenarios of day ``date``: the point forecasts plus bootstrapped training residual days."""
+        require(isinstance(n, (int, np.integer)) and n > 0, "scenarios", f"must be a positive integer, got {n!r}")
+        require(len(self.residual_dates) > 0, "scenarios", "the forecaster was fitted without residual days")
+        picks = np.random.default_rng(seed).integers(len(self.residual_dates), size=int(n))
+        price = np.clip(self.price(profiles, forecasts, date) + self.price_residuals[picks], *self.price_range)
+        shape = np.clip(self.renewable_shape(forecasts, date) + self.shape_residuals[picks], 0.0, 1.0)
+        return Scenarios(date, price, shape, tuple(self.residual_dates[i] for i in picks))
+
+
+def _out_of_fold(profiles: ProfileSet, forecasts: ForecastSet, dates: Sequence[str], seed: int) -> np.ndarray:
+    """(days, 24) price forecasts of ``dates``, each by a model fitted without its block of days."""
+    folds = np.array_split(np.arange(len(dates)), min(N_FOLDS, len(dates)))
+    features, target = _design(profiles, forecasts, dates)
+    day_of_row = np.repeat(np.arange(len(dates)), HOURS_PER_DAY)
+    predicted = np.empty(len(target))
+    for fold in folds:
+        held = np.isin(day_of_row, fold)
+        model = _fit(features[~held], target[~held], seed) if (~held).any() else None
+        base = features.loc[held, "price_level_7d"].to_numpy()
+        predicted[held] = base + (_predict(model, features[held]) if model is not None else 0.0)
+    return predicted.reshape(len(dates), HOURS_PER_DAY)
+
+
+def fit_price_forecaster(profiles: ProfileSet, forecasts: ForecastSet, train_dates: Sequence[str],
+                         seed: int = DEFAULT_SEED, *, residuals: bool = True) -> PriceForecaster:
+    """Fit the price model on ``train_dates`` and their residual days.
+
+    The days used are those with forecasts, actuals and a price known in the :data:`LEVEL_DAYS` before
+    the issue time (:attr:`PriceForecaster.train_dates`).
+
+    ``residuals=False`` skips the out-of-fold fits (no scenarios; for walk-forward refits).
+    """
+    dates = [d for d in common_dates(forecasts, profiles, train_dates) if _has_price_history(profiles, d)]
+    needed = N_FOLDS if residuals else 1
+    require(len(dates) >= needed, "train_dates",
+            f"{len(dates)} training days with forecasts and actuals; need at least {needed}")
+    features, target = _design(profiles, forecasts, dates)
+    model = _fit(features, target, seed)
+    scale = fit_renewable_scale(forecasts, profiles, dates)
+    capacity = profiles.renewable_capacity_mw
+    actual_price = np.stack([profiles.days[d].price_usd_per_mwh for d in dates])
+    residual_dates = tuple(dates) if residuals else ()
+    price_residuals = shape_residuals = np.empty((0, HOURS_PER_DAY))
+    if residuals:
+        actual_shape = np.stack([profiles.days[d].renewable_shape(capacity) for d in dates])
+        forecast_shape = np.stack([forecasts.days[d].renewable_shape(capacity, scale) for d in dates])
+        price_residuals = actual_price - _out_of_fold(profiles, forecasts, dates, seed)
+        shape_residuals = actual_shape - forecast_shape
+    for array in (price_residuals, shape_residuals):
+        array.setflags(write=False)
+    return PriceForecaster(
+        model=model,
+        train_dates=tuple(dates),
+        renewable_scale=scale,
+        renewable_capacity_mw=capacity,
+        residual_dates=residual_dates,
+        price_residuals=price_residuals,
+        shape_residuals=shape_residuals,
+        price_range=(float(actual_price.min()), float(actual_price.max())),
+    )

@@ -1,0 +1,235 @@
+"""The day-ahead price forecaster on held-out days: its error, and the true cost of the plan made from it.
+
+For every held-out day of the project's split (``agents.days.split_days``) inside the forecast period:
+
+1. **Error.** Hourly MAE and RMSE ($/MWh) of each price forecaster against the actual price: the
+   gradient-boosting model fitted once on the training days (``gbm``), the same model refitted for each
+   day on the training days whose prices were known at issue time only (``gbm-walk-forward``, the
+   deployable variant: no model parameter saw a later day), persistence and seasonal-naive; and the
+   MAE of the renewable shape forecast (capacity fraction), with the actual shape of d − 2 as its naive
+   reference.
+2. **Plan cost.** The oracle solves the day with the forecast price and the day-ahead renewable shape;
+   the simulator replays that schedule on the *true* day. The true costs are compared with the hindsight
+   oracle (truth in hand) and fixed continuous training: saving captured = (fixed − plan) / (fixed −
+   hindsight), over the totals.
+
+Command line::
+
+    python -m experiments.forecast_study --profiles CSV --forecasts CSV [--case 2048] [--out runs/forecast_study]
+
+writes ``errors.csv`` (one row per forecaster) and ``plans.csv`` (one row per day and plan) and prints
+both tables as markdown.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import os
+import tempfile
+from collections.abc import Callable, Sequence
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+from tqdm import tqdm
+
+from agents.baselines import fixed_schedule
+from agents.days import split_days
+from aidc_env.case import Instance, build_instances, load_case
+from aidc_env.errors import require, run_cli
+from aidc_env.forecasts import ForecastSet, common_dates, load_forecasts
+from aidc_env.price_forecast import (
+    DEFAULT_SEED,
+    PriceForecaster,
+    fit_price_forecaster,
+    known_renewable_mw,
+    persistence_forecast,
+    seasonal_naive_forecast,
+)
+from aidc_env.profiles import ProfileSet, hourly_to_slots, load_profiles
+from aidc_env.simulator import simulate
+
+PriceFn = Callable[[str], np.ndarray]
+WALK_FORWARD = "gbm-walk-forward"
+ISSUE_LAG_DAYS = 2
+"""Training days usable for a walk-forward forecast of day d: those up to d − 2 (fully known at issue)."""
+ORACLE_THREADS = 1
+"""HiGHS threads per solve: the machine is shared, and one thread keeps the solves reproducible."""
+
+
+def _atomic_csv(frame: pd.DataFrame, path: Path) -> None:
+    handle, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    os.close(handle)
+    frame.to_csv(tmp, index=False)
+    os.replace(tmp, path)
+
+
+def price_forecasters(profiles: ProfileSet, forecasts: ForecastSet, train: Sequence[str], held: Sequence[str],
+                      seed: int, walk_forward: bool) -> tuple[PriceForecaster, dict[str, PriceFn]]:
+    """The fitted model and each forecaster as a function date -> hourly prices."""
+    model = fit_price_forecaster(profiles, forecasts, train, seed, residuals=False)
+    functions: dict[str, PriceFn] = {
+        "gbm": lambda d: model.price(profiles, forecasts, d),
+        "persistence": lambda d: persistence_forecast(profiles, d),
+        "seasonal-naive": lambda d: seasonal_naive_forecast(profiles, d),
+    }
+    if walk_forward:
+        refits = {}
+        for day in tqdm(held, desc="walk-forward fits", unit="fit"):
+            last = (pd.Timestamp(day) - pd.Timedelta(days=ISSUE_LAG_DAYS)).strftime("%Y-%m-%d")
+            refits[day] = fit_price_forecaster(profiles, forecasts, [d for d in train if d <= last], seed,
+                                               residuals=False)
+        functions[WALK_FORWARD] = lambda d: refits[d].price(profiles, forecasts, d)
+    return model, functions
+
+
+def error_table(profiles: ProfileSet, forecasts: ForecastSet, model: PriceForecaster,
+                functions: dict[str, PriceFn], held: Sequence[str]) -> pd.DataFrame:
+    """MAE and RMSE of each price forecaster, and the renewable shape forecast's MAE, over ``held``."""
+    truth = np.concatenate([profiles.days[d].price_usd_per_mwh for d in held])
+    rows: list[dict[str, Any]] = []
+    for name, function in functions.items():
+        error = np.concatenate([function(d) for d in held]) - truth
+        rows.append({"forecast": f"price: {name}", "unit": "$/MWh", "mae": float(np.abs(error).mean()),
+                     "rmse": float(np.sqrt(np.mean(error ** 2)))})
+    capacity = profiles.renewable_capacity_mw
+    actual = np.concatenate([profiles.days[d].renewable_shape(capacity) for d in held])
+    shapes = {
+        "renewable shape: day-ahead forecast": np.concatenate([model.renewable_shape(forecasts, d) for d in held]),
+        "renewable shape: actual of d-2": np.concatenate(
+            [np.clip(known_renewable_mw(profiles, d, ISSUE_LAG_DAYS) / capacity, 0, 1) for d in held]),
+    }
+    for name, shape in shapes.items():
+        error = shape - actual
+        rows.append({"forecast": name, "unit": "capacity fraction", "mae": float(np.abs(error).mean()),
+                     "rmse": float(np.sqrt(np.mean(error ** 2)))})
+    return pd.DataFrame(rows)
+
+
+@dataclass(frozen=True)
+class PlanDay:
+    """One held-out day: its true instance and the hourly forecasts the plans are made from."""
+
+    truth: Instance
+    renewable_shape: np.ndarray
+    prices: dict[str, np.ndarray]
+
+
+def plan_days(instances: dict[str, Instance], model: PriceForecaster, forecasts: ForecastSet,
+              functions: dict[str, PriceFn]) -> list[PlanDay]:
+    return [PlanDay(truth, model.renewable_shape(forecasts, day), {name: f(day) for name, f in functions.items()})
+            for day, truth in instances.items()]
+
+
+def solve_plans(days: Sequence[PlanDay], time_limit_s: float, progress: Path | None = None) -> list[dict[str, Any]]:
+    """Per day: the true cost of fixed, hindsight and each forecaster's day-ahead plan (one oracle model).
+
+    ``progress``: a CSV rewritten after every day with the rows so far (a long run's partial results).
+    """
+    from oracle import OracleModel
+
+    rows: list[dict[str, Any]] = []
+    oracle = None
+    for item in days:
+        truth = item.truth
+        fixed = simulate(truth, fixed_schedule(truth)).metrics
+        rows.append({"day": truth.day, "plan": "fixed", "status": "", "solve_seconds": 0.0,
+                     "operating_cost_usd": fixed.operating_cost_usd, "tranches_met": fixed.tranches_met})
+        shape = hourly_to_slots(item.renewable_shape, truth.slots)
+        plans = {"hindsight": truth}
+        for name, hourly in item.prices.items():
+            price = hourly_to_slots(hourly, truth.slots)
+            plans[name] = dataclasses.replace(truth, price_usd_per_mwh=price, renewable_shape=shape)
+        for name, planned in plans.items():
+            if oracle is None:
+                oracle = OracleModel(planned)
+            else:
+                oracle.update(planned)
+            result = oracle.solve(time_limit_s=time_limit_s, threads=ORACLE_THREADS)
+            require(result.schedule is not None, "plan", f"{truth.day} {name}: oracle {result.status} ({result.reason})")
+            metrics = simulate(truth, result.schedule).metrics
+            rows.append({"day": truth.day, "plan": name, "status": result.status,
+                         "solve_seconds": result.solve_seconds, "build_seconds": result.build_seconds,
+                         "operating_cost_usd": metrics.operating_cost_usd, "tranches_met": metrics.tranches_met})
+        if progress is not None:
+            _atomic_csv(pd.DataFrame(rows), progress)
+    return rows
+
+
+def plan_rows(days: Sequence[PlanDay], workers: int, time_limit_s: float, out: Path) -> pd.DataFrame:
+    """:func:`solve_plans` with the days dealt round-robin to ``workers`` processes (each writes its progress)."""
+    n = max(1, min(workers, len(days)))
+    chunks = [list(days[i::n]) for i in range(n)]
+    progress = [out / f"plans.part{i}.csv" for i in range(n)]
+    rows: list[dict[str, Any]] = []
+    with ProcessPoolExecutor(max_workers=n) as pool:
+        for chunk_rows in tqdm(pool.map(solve_plans, chunks, [time_limit_s] * n, progress), total=n,
+                               desc="plans", unit="chunk"):
+            rows += chunk_rows
+    for path in progress:
+        path.unlink(missing_ok=True)
+    return pd.DataFrame(rows).sort_values("day", kind="stable").reset_index(drop=True)
+
+
+def plan_table(rows: pd.DataFrame) -> pd.DataFrame:
+    """Totals over the days per plan, cost relative to hindsight and saving captured (over totals)."""
+    totals = rows.groupby("plan", sort=False).agg(
+        days=("day", "count"), operating_cost_usd=("operating_cost_usd", "sum"),
+        tranches_met=("tranches_met", "sum"))
+    fixed, hindsight = totals.loc["fixed", "operating_cost_usd"], totals.loc["hindsight", "operating_cost_usd"]
+    totals["cost_vs_hindsight"] = totals["operating_cost_usd"] / hindsight
+    totals["saving_captured"] = (fixed - totals["operating_cost_usd"]) / (fixed - hindsight)
+    return totals.reset_index()
+
+
+def _markdown(frame: pd.DataFrame, formats: dict[str, str]) -> str:
+    header = "| " + " | ".join(frame.columns) + " |\n|" + "---|" * len(frame.columns)
+    lines = ["| " + " | ".join(format(row[c], formats.get(c, "")) for c in frame.columns) + " |"
+             for _, row in frame.iterrows()]
+    return "\n".join([header, *lines])
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m experiments.forecast_study", description=__doc__.split("\n")[0])
+    parser.add_argument("--profiles", required=True, help="canonical hourly CSV of actual prices and renewables")
+    parser.add_argument("--forecasts", required=True, help="day-ahead forecast CSV (load, solar, wind)")
+    parser.add_argument("--case", default="2048", help="bundled case or TOML path (default 2048)")
+    parser.add_argument("--seed", type=int, default=DEFAULT_SEED, help="model seed (default 0)")
+    parser.add_argument("--out", default="runs/forecast_study", help="folder for the CSVs")
+    parser.add_argument("--days", type=int, default=None, help="only the first N held-out days (quick runs)")
+    parser.add_argument("--no-walk-forward", action="store_true", help="skip the per-day refits")
+    parser.add_argument("--no-plans", action="store_true", help="errors only (no oracle solves)")
+    parser.add_argument("--workers", type=int, default=2, help="parallel oracle processes (default 2)")
+    parser.add_argument("--time-limit", type=float, default=60.0, help="seconds per oracle solve (default 60)")
+    args = parser.parse_args(argv)
+    require(args.days is None or args.days > 0, "days", "must be > 0")
+    require(args.workers > 0, "workers", "must be > 0")
+    case = load_case(args.case)
+    profiles = load_profiles(args.profiles, renewable_capacity_mw=case.renewable_capacity_mw)
+    forecasts = load_forecasts(args.forecasts)
+    train, held = (common_dates(forecasts, profiles, part) for part in split_days(profiles.dates()))
+    held = held[: args.days]
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    model, functions = price_forecasters(profiles, forecasts, train, held, args.seed, not args.no_walk_forward)
+    errors = error_table(profiles, forecasts, model, functions, held)
+    _atomic_csv(errors, out / "errors.csv")
+    print(f"{len(train)} training days, {len(held)} held-out days ({held[0]}..{held[-1]}); "
+          f"renewable scale {model.renewable_scale:.3f}\n")
+    print(_markdown(errors, {"mae": ".3f", "rmse": ".3f"}))
+    if not args.no_plans:
+        days = plan_days(build_instances(case, held, profiles), model, forecasts, functions)
+        rows = plan_rows(days, args.workers, args.time_limit, out)
+        _atomic_csv(rows, out / "plans.csv")
+        print()
+        print(_markdown(plan_table(rows), {"operating_cost_usd": ",.0f", "cost_vs_hindsight": ".4f",
+                                           "saving_captured": ".3f"}))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(run_cli(main))

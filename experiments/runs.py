@@ -1,0 +1,124 @@
+"""What evaluate.py and the studies share about running long jobs without losing them.
+
+- :func:`worker_pool`: a process pool whose workers ignore Ctrl-C (the parent alone handles it, so one line
+  is printed instead of one traceback per worker) and are ended at once when the parent is interrupted.
+- :class:`RowsOnDisk`: rows finished so far, rewritten atomically as a CSV at most every
+  ``min_interval_s`` and once more at the end or on Ctrl-C, so that the finished days stay on disk.
+- :func:`update_docs_section`: rewrite one study section of a committed markdown file, only when the section's
+  recorded day set is the run's (a 24-day run never replaces a 351-day table).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import re
+import signal
+import time
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from aidc_env.errors import InputError, require
+from aidc_env.io import atomic_path, atomic_write_text, read_input_text
+
+ROWS_WRITE_INTERVAL_S = 2.0
+"""Rows finished are rewritten to disk at most this often (and always at the end or on Ctrl-C)."""
+
+
+def _ignore_sigint() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+@contextlib.contextmanager
+def worker_pool(workers: int) -> Iterator[ProcessPoolExecutor]:
+    """A process pool of ``workers`` that ignore SIGINT; on any exception (Ctrl-C) they are ended at once."""
+    pool = ProcessPoolExecutor(max_workers=workers, initializer=_ignore_sigint)
+    try:
+        yield pool
+    except BaseException:
+        # No public API ends running tasks: end the workers, then let the pool find them gone (its pending futures
+        # fail as a broken pool; cancelling them as well races with its manager thread).
+        for process in list((getattr(pool, "_processes", None) or {}).values()):
+            process.terminate()
+        pool.shutdown(wait=False)
+        raise
+    pool.shutdown(wait=True)
+
+
+class RowsOnDisk:
+    """Rows of a table written to ``path`` atomically as they come, at most every ``min_interval_s``."""
+
+    def __init__(self, path: Path, rows: Callable[[], pd.DataFrame] | None = None,
+                 min_interval_s: float = ROWS_WRITE_INTERVAL_S):
+        self.path = Path(path)
+        self.rows: list[dict[str, Any]] = []
+        self._frame = rows
+        self._interval = min_interval_s
+        self._last = -float("inf")
+
+    def add(self, new_rows: Sequence[dict[str, Any]] = ()) -> None:
+        self.rows.extend(new_rows)
+        if time.monotonic() - self._last >= self._interval:
+            self.write()
+
+    def frame(self) -> pd.DataFrame:
+        return self._frame() if self._frame is not None else pd.DataFrame(self.rows)
+
+    def write(self) -> None:
+        frame = self.frame()
+        if len(frame):
+            with atomic_path(self.path) as temp:
+                frame.to_csv(temp, index=False)
+        self._last = time.monotonic()
+
+
+# ------------------------------------------------------------------------------------------ docs sections
+
+SECTION_START = re.compile(r"<!-- study:(?P<name>[\w-]+)(?: days=(?P<days>\S+))? -->")
+
+
+def day_set_key(days: Sequence[str]) -> str:
+    """A short key of a day set: its size and a hash of the sorted days (``351:1a2b3c4d``)."""
+    unique = sorted(set(days))
+    return f"{len(unique)}:{hashlib.sha256(','.join(unique).encode()).hexdigest()[:8]}"
+
+
+def update_docs_section(results_md: Path, study: str, body: str | None, days: Sequence[str]) -> None:
+    """Replace (or append) the study's section of ``results_md`` atomically, if its day set is the run's.
+
+    The start marker records the day set (``<!-- study:days days=351:1a2b3c4d -->``); a section whose recorded
+    day set differs from ``days`` (or records none) is refused with :class:`InputError`. With ``body`` None,
+    only check (write nothing): a CLI calls it so before the work.
+    """
+    key = day_set_key(days)
+    text = read_input_text(results_md, "update-docs") if results_md.exists() else "# Results\n"
+    end = f"<!-- /study:{study} -->"
+    found = [m for m in SECTION_START.finditer(text) if m.group("name") == study]
+    require(len(found) <= 1, "update-docs", f"{results_md} has {len(found)} sections of the {study} study")
+    block = f"<!-- study:{study} days={key} -->\n{body}\n{end}"
+    if not found:
+        if body is not None:
+            atomic_write_text(results_md, text.rstrip() + f"\n\n{block}\n")
+        return
+    start = found[0]
+    recorded = start.group("days")
+    if recorded != key:
+        raise InputError("update-docs", f"the {study} section of {results_md} is over "
+                         f"{_describe(recorded)}, this run over {len(set(days))} days ({key}); not replaced")
+    stop = text.find(end, start.end())
+    require(stop >= 0, "update-docs", f"{results_md}: the {study} section has no end marker {end}")
+    if body is not None:
+        atomic_write_text(results_md, text[:start.start()] + block + text[stop + len(end):])
+
+
+def _describe(recorded: str | None) -> str:
+    if recorded is None:
+        return "an unrecorded day set"
+    return f"{recorded.split(':')[0]} days ({recorded})"
+
+
+__all__ = ["RowsOnDisk", "day_set_key", "update_docs_section", "worker_pool"]
