@@ -1,8 +1,15 @@
-"""Every policy as one call: instance → schedule (scored afterwards by the simulator).
+"""Every policy as one call: instance → schedule (scored afterwards by the simulator on the truth).
 
-Policies: ``oracle`` (the exact MILP), ``mpc`` (rolling-horizon oracle with forecasts), ``fixed``
-(continuous baseline modes), ``greedy`` (threshold rule), ``random`` (random masked actions in the
-env, safety mask on) and ``ppo`` (a trained MaskablePPO model acting in the env).
+Policies (DESIGN §9, issue 12 §4), each using only what is known at its decision time under
+``PolicySettings.information`` (read through :mod:`aidc_env.information`):
+
+- ``hindsight`` (alias ``oracle``): the exact oracle on the truth, the perfect-information bound;
+- ``mpc``: the oracle re-solved at every re-planning point on the point forecast (:mod:`agents.mpc`);
+- ``smpc``: two-stage stochastic MPC over the forecast's scenarios (:mod:`agents.smpc`);
+- ``dayahead-plan``: the oracle's plan made once at the first day's issue time, never revised;
+- ``greedy``: the threshold rule on the view at slot 0 (the truth only with ``information="perfect"``);
+- ``fixed``: continuous baseline modes (reads nothing);
+- ``random`` (random masked actions in the env) and ``ppo`` (a trained MaskablePPO model in the env).
 """
 
 from __future__ import annotations
@@ -13,11 +20,14 @@ from typing import Any
 import numpy as np
 
 from agents.mpc import ForecastNoise, mpc_schedule
-from aidc_env.baselines import fixed_schedule, greedy_schedule
+from agents.open_loop import dayahead_plan_schedule, greedy_view_schedule, oracle_schedule
+from agents.smpc import smpc_schedule
+from aidc_env.baselines import fixed_schedule
 from aidc_env.instance import Instance
+from aidc_env.information import INFORMATION
 
-POLICY_NAMES = ("oracle", "mpc", "fixed", "greedy", "random", "ppo")
-HEAVY_POLICIES = ("oracle", "mpc")
+POLICY_NAMES = ("hindsight", "oracle", "mpc", "smpc", "dayahead-plan", "fixed", "greedy", "random", "ppo")
+HEAVY_POLICIES = ("hindsight", "oracle", "mpc", "smpc", "dayahead-plan")
 """Policies that solve MILPs; evaluate.py runs them in worker processes."""
 
 
@@ -27,10 +37,26 @@ class PolicySettings:
 
     time_limit_s: float = 120.0
     mip_gap: float = 1e-4
+    information: str = "perfect"
+    """What the causal policies know: ``perfect`` (the truth) or ``dayahead`` (issued forecasts)."""
     mpc_noise: ForecastNoise = field(default_factory=ForecastNoise)
+    """Synthetic error on the truth for ``mpc`` with ``information="perfect"`` (a sensitivity tool)."""
+    smpc_method: str = "candidates"
+    """How ``smpc`` solves each two-stage choice (:data:`agents.smpc.SMPC_METHODS`)."""
+    smpc_scenarios: int | None = None
+    """``smpc`` uses the forecast's first S scenarios (None: all)."""
     seed: int = 0
     model_path: str | None = None
     _model: Any = field(default=None, repr=False)
+    _oracle: Any = field(default=None, repr=False)
+
+    def __post_init__(self) -> None:
+        if self.information not in INFORMATION:
+            raise ValueError(f"information must be one of {', '.join(INFORMATION)}, got {self.information!r}")
+
+    def __getstate__(self) -> dict[str, Any]:
+        """Pickled for worker processes without the oracle's cache (built models hold solver handles)."""
+        return {**self.__dict__, "_oracle": None}
 
     def ppo_model(self) -> Any:
         if self._model is None:
@@ -41,25 +67,38 @@ class PolicySettings:
             self._model = load_model(self.model_path)
         return self._model
 
+    def oracle(self) -> Any:
+        """One :class:`oracle.rolling.RollingOracle` per settings: built models are reused across days."""
+        if self._oracle is None:
+            from oracle.rolling import RollingOracle
+
+            self._oracle = RollingOracle(time_limit_s=self.time_limit_s, mip_gap=self.mip_gap)
+        return self._oracle
+
 
 def run_policy(name: str, inst: Instance, settings: PolicySettings) -> tuple[list[list[int]], dict[str, Any]]:
-    """The policy's schedule for a day, plus facts about how it was made (solver status, gap, ...)."""
+    """The policy's schedule for an instance, plus facts about how it was made (solve times, ...)."""
     if name == "fixed":
         return fixed_schedule(inst), {}
     if name == "greedy":
-        return greedy_schedule(inst), {}
-    if name == "oracle":
-        from oracle import solve
-
-        result = solve(inst, time_limit_s=settings.time_limit_s, mip_gap=settings.mip_gap)
-        info = {"status": result.status, "proof": result.proof, "gap": result.gap,
-                "solve_seconds": result.solve_seconds, "reason": result.reason}
-        if result.schedule is None:
-            raise RuntimeError(f"oracle found no schedule on {inst.day}: {result.status} {result.reason}")
-        return [list(s) for s in result.schedule], info
-    if name == "mpc":
-        return mpc_schedule(inst, noise=settings.mpc_noise, seed=settings.seed,
-                            time_limit_s=settings.time_limit_s, mip_gap=settings.mip_gap), {}
+        return greedy_view_schedule(inst, settings.information), {}
+    if name in ("hindsight", "oracle", "mpc", "smpc", "dayahead-plan"):
+        oracle = settings.oracle()
+        first, info = len(oracle.seconds), {}
+        if name in ("hindsight", "oracle"):  # the oracle on the truth: the perfect-information bound
+            schedule, result = oracle_schedule(inst, oracle)
+            info = {"status": result.status, "proof": result.proof, "gap": result.gap, "reason": result.reason}
+        elif name == "mpc":
+            schedule = mpc_schedule(inst, settings.information, oracle=oracle, noise=settings.mpc_noise,
+                                    seed=settings.seed)
+        elif name == "smpc":
+            schedule = smpc_schedule(inst, settings.information, oracle=oracle, method=settings.smpc_method,
+                                     n_scenarios=settings.smpc_scenarios)
+        else:
+            schedule = dayahead_plan_schedule(inst, oracle, settings.information)
+        seconds = oracle.seconds[first:]
+        return schedule, {**info, "solves": len(seconds), "solve_seconds": float(np.sum(seconds)),
+                          "median_solve_seconds": float(np.median(seconds)) if seconds else 0.0}
     if name == "random":
         from agents.ppo import rollout_schedule
 

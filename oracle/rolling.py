@@ -1,0 +1,63 @@
+"""Re-solving the oracle on rolling sub-instances: built models kept per structure and re-priced in place.
+
+A rolling controller (MPC, stochastic MPC) solves, at every re-planning point, the sub-instance of the
+remaining slots from the current state. Its structure (remaining slots and segments, each job's current
+choice as its initial mode) differs from one point to the next within a day, but recurs across days,
+scenarios and candidate first decisions. :class:`RollingOracle` keeps one :class:`~oracle.OracleModel`
+per structure (least recently used first out) and :meth:`~oracle.OracleModel.update` re-prices it in place
+(new objective, tranche right-hand sides) instead of rebuilding the Pyomo model: only the first solve of
+a structure pays the build. Every solve's wall time is recorded (:attr:`RollingOracle.seconds`).
+"""
+
+from __future__ import annotations
+
+import time
+from collections import OrderedDict
+from dataclasses import dataclass, field
+
+from aidc_env.instance import Instance
+from oracle.constants import DEFAULT_MIP_GAP, DEFAULT_TIME_LIMIT_S
+from oracle.model import OracleModel, OracleResult
+
+MAX_CACHED_MODELS = 256
+"""Most built models kept (each holds a Pyomo model and a persistent HiGHS copy, a few MB)."""
+
+
+def structure_key(inst: Instance) -> tuple:
+    """What a built model depends on beyond prices, renewables and tranches (see OracleModel.update)."""
+    jobs = tuple((job.segments, job.restart_hours, job.initial_mode,
+                  tuple((m.gpus, m.tokens_per_s, m.it_power_kw) for m in job.modes)) for job in inst.jobs)
+    return inst.n_gpus, inst.slots, inst.slot_hours, jobs
+
+
+@dataclass
+class RollingOracle:
+    """Solve many sub-instances, reusing a built model for every structure already seen."""
+
+    time_limit_s: float = DEFAULT_TIME_LIMIT_S
+    mip_gap: float = DEFAULT_MIP_GAP
+    max_models: int = MAX_CACHED_MODELS
+    seconds: list[float] = field(default_factory=list)
+    """Wall time of every solve (update or build included), in call order."""
+    builds: int = 0
+    """How many solves had to build a model (the others re-priced one in place)."""
+    _models: OrderedDict = field(default_factory=OrderedDict, repr=False)
+
+    def solve(self, inst: Instance) -> OracleResult:
+        tick = time.perf_counter()
+        key = structure_key(inst)
+        model = self._models.pop(key, None)
+        if model is None:
+            model = OracleModel(inst)
+            self.builds += 1
+        else:
+            model.update(inst)
+        self._models[key] = model
+        while len(self._models) > self.max_models:
+            self._models.popitem(last=False)
+        result = model.solve(time_limit_s=self.time_limit_s, mip_gap=self.mip_gap)
+        self.seconds.append(time.perf_counter() - tick)
+        return result
+
+
+__all__ = ["MAX_CACHED_MODELS", "RollingOracle", "structure_key"]

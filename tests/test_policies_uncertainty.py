@@ -1,0 +1,178 @@
+"""Decision rules under day-ahead information (issue 12 §4): exactness, targets, leakage, non-anticipativity."""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+
+import numpy as np
+import pytest
+
+from agents.mpc import rest_of_horizon, sub_instance
+from agents.policies import PolicySettings, run_policy
+from agents.smpc import scenario_subs, smpc_schedule, stochastic_step
+from aidc_env.case import PAUSE, SECONDS_PER_HOUR, Instance
+from aidc_env.information import Forecast
+from aidc_env.simulator import simulate
+from oracle.rolling import RollingOracle
+from oracle.stochastic import solve_two_stage
+from tests.conftest import tiny_instance, tiny_job
+
+HOURS = 24
+CAUSAL_RULES = ("mpc", "smpc", "dayahead-plan", "greedy", "fixed")
+ALL_RULES = ("hindsight", *CAUSAL_RULES)
+SLOW_TOKENS_PER_HOUR = 10.0 * SECONDS_PER_HOUR  # tiny_job's mode 0: 10 tokens/s
+DAYAHEAD = PolicySettings(information="dayahead")
+"""Shared by the tests: its oracle's built models are reused across them (as across days in an evaluation)."""
+
+
+def horizon_instance(days: int = 2, segments_per_day: int = 4, scenarios: int = 2, seed: int = 0,
+                     perfect: bool = False) -> Instance:
+    """A tiny instance of ``days`` days with a forecast (the truth itself if ``perfect``)."""
+    rng = np.random.default_rng(seed)
+    T = days * HOURS
+    tranche = 0.4 * SLOW_TOKENS_PER_HOUR * T  # 40% of a day in the slow mode, restarts aside
+    price, shape = rng.uniform(-20, 200, T), rng.uniform(0, 1, T)
+    base = tiny_instance([tiny_job(segments=segments_per_day * days, tranche_tokens=tranche)], price, shape)
+    if perfect:
+        forecast = Forecast(price, shape, np.tile(price, (scenarios, 1)), np.tile(shape, (scenarios, 1)))
+    else:
+        forecast = Forecast(price * rng.uniform(0.5, 1.5, T), rng.uniform(0, 1, T),
+                            price * rng.uniform(0.3, 1.7, (scenarios, T)), rng.uniform(0, 1, (scenarios, T)))
+    return dataclasses.replace(base, horizon_days=days, forecast=forecast)
+
+
+def cost(inst: Instance, schedule) -> float:
+    return simulate(inst, schedule).metrics.operating_cost_usd
+
+
+def test_with_a_perfect_forecast_mpc_and_smpc_equal_the_hindsight_optimum():
+    inst = horizon_instance(days=1, perfect=True)
+    settings = DAYAHEAD
+    best = cost(inst, run_policy("hindsight", inst, settings)[0])
+    for rule in ("mpc", "smpc", "dayahead-plan"):
+        assert cost(inst, run_policy(rule, inst, settings)[0]) == pytest.approx(best, rel=1e-9)
+    perfect = PolicySettings(information="perfect")
+    multi = horizon_instance(days=2, seed=3)
+    best = cost(multi, run_policy("hindsight", multi, perfect)[0])
+    for rule in ("mpc", "smpc"):
+        assert cost(multi, run_policy(rule, multi, perfect)[0]) == pytest.approx(best, rel=1e-9)
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_every_rule_meets_every_target_on_the_truth_and_every_scenario(seed):
+    inst = horizon_instance(days=2, segments_per_day=2, seed=seed)
+    settings = DAYAHEAD
+    for rule in ALL_RULES:
+        schedule, _ = run_policy(rule, inst, settings)
+        assert simulate(inst, schedule).metrics.tranches_met, rule
+        for s in range(inst.forecast.n_scenarios):  # tokens do not depend on prices: any realisation
+            scenario = dataclasses.replace(inst, price_usd_per_mwh=inst.forecast.price_scenarios_usd_per_mwh[s],
+                                           renewable_shape=inst.forecast.renewable_shape_scenarios[s])
+            assert simulate(scenario, schedule).metrics.tranches_met, (rule, s)
+
+
+@pytest.mark.parametrize("t", [7, 30])
+def test_no_rule_reads_the_truth_from_slot_t_on(t):
+    inst = horizon_instance(days=2, segments_per_day=2, seed=5)
+    rng = np.random.default_rng(t)
+    price, shape = inst.price_usd_per_mwh.copy(), inst.renewable_shape.copy()
+    price[t:] = rng.uniform(-100, 900, inst.slots - t)
+    shape[t:] = rng.uniform(0, 1, inst.slots - t)
+    moved = dataclasses.replace(inst, price_usd_per_mwh=price, renewable_shape=shape)
+    settings = DAYAHEAD
+    for rule in CAUSAL_RULES:
+        before, after = run_policy(rule, inst, settings)[0], run_policy(rule, moved, settings)[0]
+        for job, a, b in zip(inst.jobs, before, after, strict=True):
+            started = -(-t // inst.slots_per_segment(job))  # segments starting before t
+            assert a[:started] == b[:started], rule
+
+
+def two_scenario_day(seed: int) -> Instance:
+    """One job, 4 hourly segments, two price scenarios far apart: the first decision must hedge."""
+    rng = np.random.default_rng(seed)
+    T = 4
+    job = tiny_job(segments=T, tranche_tokens=2 * SLOW_TOKENS_PER_HOUR, restart_hours=0.25)
+    truth = rng.uniform(0, 100, T)
+    base = tiny_instance([job], truth, np.zeros(T), n_gpus=4)
+    scenarios = np.stack([rng.uniform(-50, 150, T), rng.uniform(-50, 150, T)])
+    return dataclasses.replace(base, forecast=Forecast(truth, np.zeros(T), scenarios, np.zeros((2, T))))
+
+
+def brute_force_first_stage(inst: Instance) -> dict[int, float]:
+    """Expected cost of each first choice with the best recourse in each scenario, by enumeration."""
+    job = inst.jobs[0]
+    choices = list(range(job.n_modes)) + [PAUSE]
+    values = {}
+    for first in choices:
+        per_scenario = []
+        for s in range(inst.forecast.n_scenarios):
+            scenario = dataclasses.replace(inst, price_usd_per_mwh=inst.forecast.price_scenarios_usd_per_mwh[s],
+                                           renewable_shape=inst.forecast.renewable_shape_scenarios[s])
+            best = np.inf
+            for rest in itertools.product(choices, repeat=job.segments - 1):
+                metrics = simulate(scenario, [[first, *rest]]).metrics
+                if metrics.tranches_met and metrics.capacity_ok:
+                    best = min(best, metrics.operating_cost_usd)
+            per_scenario.append(best)
+        values[first] = float(np.mean(per_scenario))
+    return values
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2, 3])
+def test_smpc_first_stage_is_the_brute_force_stochastic_optimum_and_non_anticipative(seed):
+    inst = two_scenario_day(seed)
+    oracle = RollingOracle(mip_gap=1e-9)
+    subs = scenario_subs(inst, 0, [inst.jobs[0].initial_mode], [0.0])
+    point = rest_of_horizon(inst, 0, [inst.jobs[0].initial_mode], [0.0], inst.forecast.price_usd_per_mwh,
+                            inst.forecast.renewable_shape)
+    point_plan = oracle.solve(point).schedule
+    brute = brute_force_first_stage(inst)
+    exact = stochastic_step(subs, 1, oracle, point_plan=point_plan, exhaustive=True)
+    assert exact.expected_cost_usd == pytest.approx(min(brute.values()), rel=1e-9)
+    assert exact.expected_cost_usd == pytest.approx(brute[exact.decision[0][0]], rel=1e-9)
+    step = stochastic_step(subs, 1, oracle, point_plan=point_plan)
+    assert step.expected_cost_usd >= exact.expected_cost_usd - 1e-9
+    assert step.expected_cost_usd == pytest.approx(brute[step.decision[0][0]], rel=1e-9)
+    # smpc <= mpc: MPC's first decision (the first candidate) costs at least as much in expectation.
+    assert step.expected_cost_usd <= brute[point_plan[0][0]] + 1e-9
+    assert step.candidate_costs_usd[0] == pytest.approx(brute[point_plan[0][0]], rel=1e-9)
+    # Non-anticipative: every scenario's plan starts with the same decision and meets the tranche.
+    for s, (plan, sub) in enumerate(zip(step.recourse, subs, strict=True)):
+        assert tuple(plan[0][:1]) == step.decision[0]
+        metrics = simulate(sub, plan).metrics
+        assert metrics.tranches_met
+        assert metrics.operating_cost_usd == pytest.approx(step.costs_usd[s], rel=1e-9)
+
+
+@pytest.mark.parametrize("seed", [0, 2])
+def test_extensive_form_is_the_brute_force_stochastic_optimum(seed):
+    inst = two_scenario_day(seed)
+    subs = scenario_subs(inst, 0, [inst.jobs[0].initial_mode], [0.0])
+    result = solve_two_stage(subs, 1, mip_gap=1e-9)
+    brute = brute_force_first_stage(inst)
+    assert result.status == "optimal"
+    assert result.expected_cost_usd == pytest.approx(min(brute.values()), rel=1e-9)
+    assert result.expected_cost_usd == pytest.approx(brute[result.decision[0][0]], rel=1e-9)
+    for plan, sub in zip(result.schedules, subs, strict=True):  # non-anticipative, every tranche met
+        assert tuple(plan[0][:1]) == result.decision[0]
+        assert simulate(sub, plan).metrics.tranches_met
+
+
+def test_smpc_by_extensive_form_meets_the_targets_and_is_causal():
+    inst = horizon_instance(days=2, segments_per_day=2, seed=7)
+    schedule = smpc_schedule(inst, oracle=DAYAHEAD.oracle(), method="extensive")
+    assert simulate(inst, schedule).metrics.tranches_met
+    price = inst.price_usd_per_mwh.copy()
+    price[12:] += 500.0
+    moved = dataclasses.replace(inst, price_usd_per_mwh=price)
+    assert smpc_schedule(moved, oracle=DAYAHEAD.oracle(), method="extensive")[0][:2] == schedule[0][:2]
+
+
+def test_sub_instances_of_a_horizon_carry_the_forecast_slice():
+    inst = horizon_instance(days=2)
+    sub = sub_instance(inst, 12, 36, [0], [100.0], inst.price_usd_per_mwh[12:36], inst.renewable_shape[12:36])
+    assert sub.slots == 24 and sub.horizon_days == 1 and sub.jobs[0].segments == 4
+    assert sub.jobs[0].tranche_tokens == pytest.approx(inst.jobs[0].tranche_tokens - 100.0)
+    np.testing.assert_array_equal(sub.forecast.price_scenarios_usd_per_mwh,
+                                  inst.forecast.price_scenarios_usd_per_mwh[:, 12:36])
