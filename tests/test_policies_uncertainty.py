@@ -11,7 +11,7 @@ import pytest
 from agents.mpc import rest_of_horizon, sub_instance
 from agents.policies import PolicySettings, run_policy
 from agents.smpc import scenario_subs, smpc_schedule, stochastic_step
-from aidc_env.case import PAUSE, SECONDS_PER_HOUR, Instance
+from aidc_env.instance import PAUSE, SECONDS_PER_HOUR, Instance
 from aidc_env.information import Forecast
 from aidc_env.simulator import simulate
 from oracle.rolling import RollingOracle
