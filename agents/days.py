@@ -3,7 +3,11 @@
 The split is fixed and documented so that train.py and evaluate.py agree without talking to each
 other: of the complete days of a profile source, sorted by date, every ``HOLDOUT_EVERY``-th day
 (the 7th, 14th, 21st, ...) is held out for evaluation; the others train. On the full 2023 year
-(351 complete days) this holds out 50 days spread over every month and every weekday.
+(351 complete days) this holds out 50 days spread over every month, but **not over the weekdays**: with few
+skipped days every 7th day falls on the same weekday, so 43 of the 50 are Saturdays (4 Mondays, 2 Fridays,
+1 Tuesday), and 34 of the 35 held-out days inside the day-ahead forecast period are Saturdays. Held-out
+results are therefore mostly weekend results; a split that rotates the weekday would change every published
+held-out figure and is left for a session that can re-measure them.
 """
 
 from __future__ import annotations
