@@ -44,6 +44,9 @@ OBJECTIVE_ATOL_USD = 1e-6
 """Absolute floor of that check ($), for days whose cost is near zero."""
 MIP_ABS_GAP_USD = 1e-6
 """Absolute gap ($) that also proves optimality (HiGHS's default ``mip_abs_gap``), for near-zero costs."""
+PRICES = ("dual", "lp")
+"""Sources of the token prices μ: the Lagrangian dual by cutting planes (:mod:`oracle.dual`), or the tranche
+duals of the LP relaxation (through the Pyomo model and HiGHS)."""
 REDUCTION_DELTA0 = 1e-3
 """First threshold of the Lagrangian reduction: LB·(1 + this) (see :meth:`OracleModel._solve_reduced`)."""
 MIN_SOLVE_SECONDS = 0.01
@@ -191,8 +194,10 @@ class OracleModel:
     """
 
     def __init__(self, inst: Instance, *, formulation: str = "fast", solver: str = DEFAULT_SOLVER,
-                 allow_pause: bool = True, reduce: bool = True, labeling: bool = True) -> None:
+                 allow_pause: bool = True, reduce: bool = True, labeling: bool = True, prices: str = "dual") -> None:
         require(formulation in FORMULATIONS, "formulation", f"must be one of {', '.join(FORMULATIONS)}")
+        require(prices in PRICES, "prices", f"must be one of {', '.join(PRICES)}")
+        self.prices = prices  # token prices of the reduction: the Lagrangian dual, or the LP relaxation's duals
         self.formulation = formulation
         self.reduce = reduce  # fast + HiGHS: solve through the Lagrangian reduction (see _solve_reduced)
         self.labeling = labeling  # with reduce: try the exact label-setting proof first (oracle.labeling)
@@ -340,11 +345,12 @@ class OracleModel:
         if self.labeling and labeling.supported(data):
             search = labeling.LabelSearch(data, states, cost, None, tranche)
             details["tables"] = time.perf_counter() - tick
-            dual = lagrangian_prices(search)
-            details["dual"] = time.perf_counter() - tick - details["tables"]
-            details["dual_cuts"] = dual.cuts
-            if not dual.on_box:
-                mu = dual.mu_per_token
+            if self.prices == "dual":
+                dual = lagrangian_prices(search)
+                details["dual"] = time.perf_counter() - tick - details["tables"]
+                details["dual_cuts"] = dual.cuts
+                if not dual.on_box:
+                    mu = dual.mu_per_token
         if mu is None:  # the LP relaxation's tranche duals (through the Pyomo model)
             lp_tick = time.perf_counter()
             built = self._pyomo(details)
