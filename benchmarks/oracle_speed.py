@@ -49,6 +49,7 @@ MAX_WORKERS = 2
 VARIANTS = {
     "oracle": {"formulation": "fast"},
     "oracle-lp": {"formulation": "fast", "prices": "lp"},
+    "oracle-fallback": {"formulation": "fast", "max_labels": 50},
     "textbook": {"formulation": "textbook", "reduce": False},
 }
 REFERENCE_VARIANT = "textbook"
@@ -78,10 +79,11 @@ class Row:
     bnb_s: float | None = None
     searches: int | None = None
     max_labels: int | None = None
+    beam_usd: float | None = None
 
 
 DETAIL_FIELDS = {"dual_s": "dual", "lp_s": "lp", "tables_s": "tables", "labels_s": "labels", "pyomo_s": "pyomo",
-                 "bnb_s": "bnb", "searches": "searches", "max_labels": "max_labels"}
+                 "bnb_s": "bnb", "searches": "searches", "max_labels": "max_labels", "beam_usd": "beam_usd"}
 
 _PROFILES = None
 
@@ -174,19 +176,20 @@ def summary(rows: Sequence[Row], variants: Sequence[str]) -> str:
             ref = reference.get(r.day)
             ref_text = f", textbook {ref.seconds:.2f} s ({_path(ref)})" if ref is not None and ref is not r else ""
             lines.append(f"  {r.day}: {r.seconds:.2f} s, {_path(r)}{ref_text}")
-        if REFERENCE_VARIANT in by_variant and variants[0] != REFERENCE_VARIANT and reference:
+        for variant in (v for v in variants if v != REFERENCE_VARIANT and reference):
+            oracle_runs = by_variant[variant]
             ratios = [r.seconds / reference[r.day].seconds for r in oracle_runs if r.day in reference]
             paths: dict[str, int] = {}
             for r in oracle_runs:
                 paths[_path(r)] = paths.get(_path(r), 0) + 1
             over = [r.day for r in oracle_runs if r.day in reference and r.seconds > GUARD_RATIO * reference[r.day].seconds]
-            lines.append(f"ratio {variants[0]} / textbook: median {percentile(ratios, 0.5):.3f}, max "
+            lines.append(f"ratio {variant} / textbook: median {percentile(ratios, 0.5):.3f}, max "
                          f"{max(ratios):.3f}; days above {GUARD_RATIO:g}x: {len(over)}"
                          + (f" ({', '.join(over[:10])})" if over else ""))
             mismatched = [r.day for r in oracle_runs if r.day in reference and r.status == "optimal"
                           and reference[r.day].status == "optimal"
                           and r.objective_usd > reference[r.day].objective_usd + 1e-4 * abs(r.objective_usd)]
-            lines.append("paths: " + ", ".join(f"{p} {n}" for p, n in sorted(paths.items(), key=lambda x: -x[1]))
+            lines.append(f"paths ({variant}): " + ", ".join(f"{p} {n}" for p, n in sorted(paths.items(), key=lambda x: -x[1]))
                          + f"; oracle above textbook's optimum by > 1e-4 on {len(mismatched)} days")
     return "\n".join(lines)
 
@@ -230,7 +233,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                         help=f"relative gap counted as proven optimal (default {DEFAULT_MIP_GAP:g})")
     parser.add_argument("--variants", default="oracle,textbook",
                         help="comma-separated from oracle, oracle-lp (token prices from the LP relaxation through "
-                             "Pyomo, as before issue 11's second round), textbook")
+                             "Pyomo, as before issue 11's second round), oracle-fallback (a label budget of 50, so "
+                             "that the search gives up: the guard's path, beam incumbent + branch and bound), "
+                             "textbook")
     parser.add_argument("--workers", type=int, default=MAX_WORKERS, help=f"processes, at most {MAX_WORKERS}")
     parser.add_argument("--out", default="runs/oracle_speed", help="folder of the per-day CSV/JSON")
     parser.add_argument("--summarize", metavar="JSON", help="only print the tables of an earlier (or interrupted) "

@@ -194,10 +194,13 @@ class OracleModel:
     """
 
     def __init__(self, inst: Instance, *, formulation: str = "fast", solver: str = DEFAULT_SOLVER,
-                 allow_pause: bool = True, reduce: bool = True, labeling: bool = True, prices: str = "dual") -> None:
+                 allow_pause: bool = True, reduce: bool = True, labeling: bool = True, prices: str = "dual",
+                 max_labels: int = labeling.MAX_LABELS) -> None:
         require(formulation in FORMULATIONS, "formulation", f"must be one of {', '.join(FORMULATIONS)}")
         require(prices in PRICES, "prices", f"must be one of {', '.join(PRICES)}")
         self.prices = prices  # token prices of the reduction: the Lagrangian dual, or the LP relaxation's duals
+        require(isinstance(max_labels, int) and max_labels > 0, "max_labels", "must be a positive integer")
+        self.max_labels = max_labels  # the label search's budget (labels alive after a block) before it gives up
         self.formulation = formulation
         self.reduce = reduce  # fast + HiGHS: solve through the Lagrangian reduction (see _solve_reduced)
         self.labeling = labeling  # with reduce: try the exact label-setting proof first (oracle.labeling)
@@ -384,15 +387,28 @@ class OracleModel:
         if search is not None:
             label_tick = time.perf_counter()
             budget = min(deadline, tick + LABELING_TIME_SHARE * time_limit_s)
-            found, proven = labeling.prove(search, lower, start[1] if start else None, deadline=budget)
-            details["labels"] = time.perf_counter() - label_tick
+            found, proven = labeling.prove(search, lower, start[1] if start else None, deadline=budget,
+                                           max_labels=self.max_labels)
             details["searches"] = len(search.log)
             details["max_labels"] = max((entry[2] for entry in search.log), default=0)
             proven = max(proven, lower)
             if found.status == "optimal" and found.objective_usd is not None:
+                details["labels"] = time.perf_counter() - label_tick
                 objective = joint_objective_usd(data, found.schedule)
                 return RunOutcome("optimal", True, objective, objective, 0.0, time.perf_counter() - tick), \
                     found.schedule, "label-setting"
+            if found.status == "budget" and time.perf_counter() < deadline:
+                # Gave up: a beam search (a heuristic, seconds) gives a schedule close to the optimum. As the
+                # incumbent it caps the reduction's threshold, so branch and bound runs on a far smaller
+                # model, warm-started, from the bound the searches proved (the guard against slow days).
+                beam = search.run(search.most_cost_usd, deadline=deadline, beam=labeling.BEAM_WIDTH)
+                if beam.schedule is not None and (incumbent is None or beam.objective_usd < incumbent[1]):
+                    incumbent = (beam.schedule, joint_objective_usd(data, beam.schedule))
+                    details["beam_usd"] = incumbent[1]
+            details["labels"] = time.perf_counter() - label_tick
+            if incumbent is not None and _closed(incumbent[1], proven, mip_gap):
+                return RunOutcome("optimal", True, incumbent[1], proven, 0.0, time.perf_counter() - tick), \
+                    incumbent[0], "label-setting"
         built = self._pyomo(details)
         m = built.model
         load_seconds = 0.0

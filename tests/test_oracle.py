@@ -372,6 +372,17 @@ def test_lagrangian_prices_bound_the_lp_and_the_optimum():
     assert lp_prices.details["lp"] > 0 and lp_prices.objective_usd == optimum.objective_usd
 
 
+def test_when_the_label_search_gives_up_branch_and_bound_closes_from_a_beam_incumbent(reference_result):
+    """The guard's path: a label budget too small for the day makes the search give up; a beam search then
+    gives the incumbent that caps the reduction, and branch and bound proves it (gap ≤ 1e-4)."""
+    oracle = OracleModel(build_instance("2048"), max_labels=20)
+    r = oracle.solve(time_limit_s=120)
+    assert r.status == "optimal" and r.gap <= GAP, r.reason
+    assert r.details["max_labels"] > 20 and r.details["beam_usd"] >= reference_result.objective_usd * (1 - 1e-9)
+    assert r.best_bound_usd * (1 - 1e-9) <= reference_result.objective_usd <= r.objective_usd * (1 + 1e-9)
+    assert r.metrics.operating_cost_usd == pytest.approx(r.objective_usd, rel=REPLAY_RTOL)
+
+
 @settings(max_examples=25, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
 @given(inst=tiny_days(), mu_scale=st.lists(st.floats(0.0, 5.0), min_size=2, max_size=2))
 def test_any_token_price_gives_a_lower_bound(inst, mu_scale):
