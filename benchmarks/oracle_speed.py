@@ -182,14 +182,16 @@ def summary(rows: Sequence[Row], variants: Sequence[str]) -> str:
             paths: dict[str, int] = {}
             for r in oracle_runs:
                 paths[_path(r)] = paths.get(_path(r), 0) + 1
-            over = [r.day for r in oracle_runs if r.day in reference and r.seconds > GUARD_RATIO * reference[r.day].seconds]
+            over = [r.day for r in oracle_runs
+                    if r.day in reference and r.seconds > GUARD_RATIO * reference[r.day].seconds]
             lines.append(f"ratio {variant} / textbook: median {percentile(ratios, 0.5):.3f}, max "
                          f"{max(ratios):.3f}; days above {GUARD_RATIO:g}x: {len(over)}"
                          + (f" ({', '.join(over[:10])})" if over else ""))
             mismatched = [r.day for r in oracle_runs if r.day in reference and r.status == "optimal"
                           and reference[r.day].status == "optimal"
                           and r.objective_usd > reference[r.day].objective_usd + 1e-4 * abs(r.objective_usd)]
-            lines.append(f"paths ({variant}): " + ", ".join(f"{p} {n}" for p, n in sorted(paths.items(), key=lambda x: -x[1]))
+            counted = sorted(paths.items(), key=lambda x: -x[1])
+            lines.append(f"paths ({variant}): " + ", ".join(f"{p} {n}" for p, n in counted)
                          + f"; oracle above textbook's optimum by > 1e-4 on {len(mismatched)} days")
     return "\n".join(lines)
 

@@ -21,7 +21,6 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import pyomo.environ as pyo
 
 from aidc_env.baselines import fixed_schedule, greedy_schedule
 from aidc_env.case import Case, build_instance
