@@ -30,12 +30,9 @@ optimum's cost keeps 136 labels instead of 197,774 (κ = 3, 400 grid points).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import Any
 
 import numpy as np
-
-if TYPE_CHECKING:
-    from oracle.labeling import LabelSearch
 
 PENALTY_FACTOR = 3.0
 """κ: the shortfall of the tracked job is charged κ·μ_j per token (see the module docstring)."""
@@ -54,9 +51,10 @@ MAX_TABLE_ENTRIES = 100_000_000
 
 
 class CompletionBound:
-    """Per-job tables H_j (see the module docstring) of one :class:`~oracle.labeling.LabelSearch`."""
+    """Per-job tables H_j (see the module docstring) of one :class:`~oracle.labeling.LabelSearch` (typed
+    ``Any`` here: labeling imports this module, and the packages' modules may not import in a circle)."""
 
-    def __init__(self, search: LabelSearch, kept: np.ndarray, restarted: np.ndarray, *,
+    def __init__(self, search: Any, kept: np.ndarray, restarted: np.ndarray, *,
                  penalty_factor: float = PENALTY_FACTOR, grid_points: int = GRID_POINTS) -> None:
         states = search.states
         n_blocks, n_states = search.n_blocks, search.n_states

@@ -9,14 +9,14 @@ and it has an exact combinatorial algorithm (label setting with dominance and bo
   first block, so tokens never decrease, and are capped at the tranche, beyond which they are worth nothing);
 - label A *dominates* B at the same (b, S) when A costs no more and has at least B's tokens for every
   job: every completion of B is a completion of A, at no lower cost. Dominated labels are dropped;
-- the LP relaxation's token prices μ give, by a backward shortest path, a lower bound on the cost of
+- token prices μ ≥ 0 (the Lagrangian dual's, :mod:`oracle.dual`, or the LP relaxation's) give, by a backward shortest path, a lower bound on the cost of
   completing any label: ``cost + backward[b, S] + Σ_j μ_j·max(W_j − tokens_j, 0)`` (the Lagrangian bound
   of :mod:`oracle.reduction`). A label whose bound exceeds a threshold θ cannot lead to a schedule
   costing ≤ θ and is dropped; so is one that cannot reach a tranche any more.
 
 Every schedule that costs ≤ θ and meets the tranches therefore survives to the last block, and the
 cheapest surviving label is the model's optimum -- or, if none survives, the optimum costs more than θ.
-Raising θ step by step from the LP bound (:func:`prove`) proves ever higher bounds until a search returns
+Raising θ step by step from the root bound (:func:`prove`) proves ever higher bounds until a search returns
 the optimum, exactly (to float rounding), with no branch-and-bound gap. A search gives up
 (``status="budget"``) when its labels outgrow a budget or the deadline passes; the oracle then falls back
 to HiGHS's branch and bound on the reduced MILP, starting from the bound the searches proved.
