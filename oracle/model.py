@@ -95,7 +95,8 @@ class OracleResult:
     """Where the time went and how big the search grew (for benchmarks; not part of ``to_dict``): seconds of
     ``dual`` (Lagrangian prices), ``lp`` (LP relaxation), ``tables`` (network and completion tables),
     ``labels`` (label searches), ``pyomo`` (building the Pyomo model, when it was needed), ``bnb`` (branch
-    and bound, the model's hand-over included); ``searches`` and ``max_labels`` of the label search."""
+    and bound, the model's hand-over included); ``dual_cuts``; ``searches`` and ``max_labels`` of the label
+    search; ``beam_usd``, the beam search's schedule when the label search gave up."""
 
     @property
     def optimal(self) -> bool:
@@ -339,6 +340,11 @@ class OracleModel:
         data = self.data
         tick = time.perf_counter()
         deadline = tick + time_limit_s
+
+        def elapsed() -> float:
+            """Seconds of this solve so far, less the Pyomo build (counted as build seconds)."""
+            return time.perf_counter() - tick - details.get("pyomo", 0.0)
+
         state_ids = usable_state_ids(data, self.allow_pause)
         states, cost = data.joint_states[state_ids], data.block_cost_usd[:, state_ids]
         tranche = tranche_tokens(data)
@@ -363,12 +369,12 @@ class OracleModel:
             details["lp"] = time.perf_counter() - lp_tick - details.get("pyomo", 0.0)
             if status == "infeasible":
                 return RunOutcome(status=status, has_solution=False, objective=None, bound=None, load_seconds=0.0,
-                                  solve_seconds=time.perf_counter() - tick), None, ""
+                                  solve_seconds=elapsed()), None, ""
             if status != "optimal":  # out of time (or trouble) in the LP: solve the whole model with what is left
                 run = runner.solve(m, time_limit_s=max(deadline - time.perf_counter(), MIN_SOLVE_SECONDS),
                                    mip_gap=mip_gap, start=built.start_values(start[0]) if start else None,
                                    threads=threads, tee=tee, options=options)
-                run.solve_seconds = time.perf_counter() - tick - run.load_seconds - details.get("pyomo", 0.0)
+                run.solve_seconds = elapsed() - run.load_seconds
                 return run, built.read_schedule() if run.has_solution else None, "branch-and-bound"
             mu = np.abs(np.asarray(duals, dtype=float)) * np.asarray(built.tranche_scales, dtype=float)
         if search is not None:
@@ -394,7 +400,7 @@ class OracleModel:
             if found.status == "optimal" and found.objective_usd is not None:
                 details["labels"] = time.perf_counter() - label_tick
                 objective = joint_objective_usd(data, found.schedule)
-                return RunOutcome("optimal", True, objective, objective, 0.0, time.perf_counter() - tick), \
+                return RunOutcome("optimal", True, objective, objective, 0.0, elapsed()), \
                     found.schedule, "label-setting"
             if found.status == "budget" and time.perf_counter() < deadline:
                 # Gave up: a beam search (a heuristic, seconds) gives a schedule close to the optimum. As the
@@ -406,7 +412,7 @@ class OracleModel:
                     details["beam_usd"] = incumbent[1]
             details["labels"] = time.perf_counter() - label_tick
             if incumbent is not None and _closed(incumbent[1], proven, mip_gap):
-                return RunOutcome("optimal", True, incumbent[1], proven, 0.0, time.perf_counter() - tick), \
+                return RunOutcome("optimal", True, incumbent[1], proven, 0.0, elapsed()), \
                     incumbent[0], "label-setting"
         built = self._pyomo(details)
         m = built.model
@@ -452,7 +458,7 @@ class OracleModel:
         finally:
             self._restrict(np.zeros_like(through, dtype=bool), bounded)
             details["bnb"] = time.perf_counter() - bnb_tick
-        seconds = time.perf_counter() - tick - load_seconds - details.get("pyomo", 0.0)
+        seconds = elapsed() - load_seconds
         if incumbent is None:
             status = "infeasible" if run.status == "infeasible" else run.status
             return RunOutcome(status, False, None, proven, load_seconds, seconds, run.message), None, ""
