@@ -48,6 +48,8 @@ MONTHLY_DAY = 15
 MAX_WORKERS = 2
 VARIANTS = {
     "oracle": {"formulation": "fast"},
+    "oracle-lp": {"formulation": "fast", "prices": "lp"},
+    "oracle-fallback": {"formulation": "fast", "max_labels": 50},
     "textbook": {"formulation": "textbook", "reduce": False},
 }
 REFERENCE_VARIANT = "textbook"
@@ -67,7 +69,21 @@ class Row:
     objective_usd: float | None
     best_bound_usd: float | None
     gap: float | None
+    dual_s: float | None = None
+    """Seconds of the Lagrangian prices (cutting planes), of the LP relaxation, of the network and completion
+    tables, of the label searches, of building the Pyomo model and of branch and bound (OracleResult.details)."""
+    lp_s: float | None = None
+    tables_s: float | None = None
+    labels_s: float | None = None
+    pyomo_s: float | None = None
+    bnb_s: float | None = None
+    searches: int | None = None
+    max_labels: int | None = None
+    beam_usd: float | None = None
 
+
+DETAIL_FIELDS = {"dual_s": "dual", "lp_s": "lp", "tables_s": "tables", "labels_s": "labels", "pyomo_s": "pyomo",
+                 "bnb_s": "bnb", "searches": "searches", "max_labels": "max_labels", "beam_usd": "beam_usd"}
 
 _PROFILES = None
 
@@ -92,8 +108,9 @@ def solve_day(task: tuple[str, str, int, float, float, tuple[str, ...]]) -> list
         tick = time.perf_counter()
         result = OracleModel(inst, **VARIANTS[variant]).solve(time_limit_s=time_limit_s, mip_gap=mip_gap)
         seconds = time.perf_counter() - tick
+        details = {field: result.details.get(key) for field, key in DETAIL_FIELDS.items()}
         rows.append(Row(day, segments, variant, result.status, result.proof, seconds, result.objective_usd,
-                        result.best_bound_usd, result.gap))
+                        result.best_bound_usd, result.gap, **details))
     return rows
 
 
@@ -129,17 +146,29 @@ def _path(row: Row) -> str:
         else row.status
 
 
+def _median_of(runs: Sequence[Row], name: str) -> str:
+    """Median of a time split over the runs (a split that did not happen counts 0); '-' if never recorded."""
+    if all(getattr(r, name) is None for r in runs) or all(r.variant == REFERENCE_VARIANT for r in runs):
+        return "-"
+    return f"{percentile([getattr(r, name) or 0.0 for r in runs], 0.5):.2f}"
+
+
 def summary(rows: Sequence[Row], variants: Sequence[str]) -> str:
     lines = []
     for k in sorted({r.segments for r in rows}):
         by_variant = {v: [r for r in rows if r.segments == k and r.variant == v] for v in variants}
         lines.append(f"\n## K = {k}: {len(by_variant[variants[0]])} days")
-        lines.append("| variant | median s | p90 s | max s | not proven |")
-        lines.append("|---|---|---|---|---|")
+        lines.append("| variant | median s | p90 s | max s | not proven | median s of dual / lp / tables / labels / "
+                     "pyomo / bnb | labels median (max) |")
+        lines.append("|---|---|---|---|---|---|---|")
         for v, runs in by_variant.items():
             secs = [r.seconds for r in runs]
+            splits = " / ".join(_median_of(runs, f) for f in ("dual_s", "lp_s", "tables_s", "labels_s", "pyomo_s",
+                                                              "bnb_s"))
+            labels = [r.max_labels for r in runs if r.max_labels is not None]
+            label_text = f"{percentile(labels, 0.5):.0f} ({max(labels)})" if labels else ""
             lines.append(f"| {v} | {percentile(secs, 0.5):.2f} | {percentile(secs, 0.9):.2f} | {max(secs):.2f} | "
-                         f"{sum(r.status != 'optimal' for r in runs)} |")
+                         f"{sum(r.status != 'optimal' for r in runs)} | {splits} | {label_text} |")
         oracle_runs = by_variant[variants[0]]
         lines.append(f"\nslowest {SLOWEST_SHOWN} days ({variants[0]}):")
         reference = {r.day: r for r in by_variant.get(REFERENCE_VARIANT, [])}
@@ -147,19 +176,22 @@ def summary(rows: Sequence[Row], variants: Sequence[str]) -> str:
             ref = reference.get(r.day)
             ref_text = f", textbook {ref.seconds:.2f} s ({_path(ref)})" if ref is not None and ref is not r else ""
             lines.append(f"  {r.day}: {r.seconds:.2f} s, {_path(r)}{ref_text}")
-        if REFERENCE_VARIANT in by_variant and variants[0] != REFERENCE_VARIANT and reference:
+        for variant in (v for v in variants if v != REFERENCE_VARIANT and reference):
+            oracle_runs = by_variant[variant]
             ratios = [r.seconds / reference[r.day].seconds for r in oracle_runs if r.day in reference]
             paths: dict[str, int] = {}
             for r in oracle_runs:
                 paths[_path(r)] = paths.get(_path(r), 0) + 1
-            over = [r.day for r in oracle_runs if r.day in reference and r.seconds > GUARD_RATIO * reference[r.day].seconds]
-            lines.append(f"ratio {variants[0]} / textbook: median {percentile(ratios, 0.5):.3f}, max "
+            over = [r.day for r in oracle_runs
+                    if r.day in reference and r.seconds > GUARD_RATIO * reference[r.day].seconds]
+            lines.append(f"ratio {variant} / textbook: median {percentile(ratios, 0.5):.3f}, max "
                          f"{max(ratios):.3f}; days above {GUARD_RATIO:g}x: {len(over)}"
                          + (f" ({', '.join(over[:10])})" if over else ""))
             mismatched = [r.day for r in oracle_runs if r.day in reference and r.status == "optimal"
                           and reference[r.day].status == "optimal"
                           and r.objective_usd > reference[r.day].objective_usd + 1e-4 * abs(r.objective_usd)]
-            lines.append("paths: " + ", ".join(f"{p} {n}" for p, n in sorted(paths.items(), key=lambda x: -x[1]))
+            counted = sorted(paths.items(), key=lambda x: -x[1])
+            lines.append(f"paths ({variant}): " + ", ".join(f"{p} {n}" for p, n in counted)
                          + f"; oracle above textbook's optimum by > 1e-4 on {len(mismatched)} days")
     return "\n".join(lines)
 
@@ -201,7 +233,11 @@ def main(argv: Sequence[str] | None = None) -> int:
                         help=f"time limit per solve in seconds (default {DEFAULT_TIME_LIMIT_S:g})")
     parser.add_argument("--mip-gap", type=float, default=DEFAULT_MIP_GAP,
                         help=f"relative gap counted as proven optimal (default {DEFAULT_MIP_GAP:g})")
-    parser.add_argument("--variants", default="oracle,textbook", help="comma-separated from oracle, textbook")
+    parser.add_argument("--variants", default="oracle,textbook",
+                        help="comma-separated from oracle, oracle-lp (token prices from the LP relaxation through "
+                             "Pyomo, as before issue 11's second round), oracle-fallback (a label budget of 50, so "
+                             "that the search gives up: the guard's path, beam incumbent + branch and bound), "
+                             "textbook")
     parser.add_argument("--workers", type=int, default=MAX_WORKERS, help=f"processes, at most {MAX_WORKERS}")
     parser.add_argument("--out", default="runs/oracle_speed", help="folder of the per-day CSV/JSON")
     parser.add_argument("--summarize", metavar="JSON", help="only print the tables of an earlier (or interrupted) "

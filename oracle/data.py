@@ -17,6 +17,7 @@ Vocabulary:
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -159,3 +160,18 @@ def oracle_data(inst: Instance, *, joint: bool = True) -> OracleData:
         renewable_cost_usd=renewable_cost_usd(inst),
         joint_state_count_uncapped=uncapped,
     )
+
+
+def joint_path(data: OracleData, schedule: Sequence[Sequence[int]]) -> list[tuple[int, ...]]:
+    """The joint choice of every block of a schedule (per job, per segment: a choice)."""
+    n_jobs = len(data.inst.jobs)
+    return [tuple(int(schedule[j][int(data.block_segment[b, j])]) for j in range(n_jobs))
+            for b in range(data.n_blocks)]
+
+
+def joint_objective_usd(data: OracleData, schedule: Sequence[Sequence[int]]) -> float:
+    """The fast model's objective of a schedule: its blocks' exact costs plus the constant PPA term."""
+    index = {tuple(int(v) for v in row): i for i, row in enumerate(data.joint_states)}
+    return data.renewable_cost_usd + sum(float(data.block_cost_usd[b, index[joint]])
+                                         for b, joint in enumerate(joint_path(data, schedule)))
+

@@ -38,7 +38,7 @@ from pyomo.core.expr.numeric_expr import LinearExpression
 from aidc_env.instance import PAUSE, Instance
 from aidc_env.simulator import TRANCHE_TOLERANCE, facility_load_mw, slot_decision_cost_usd
 from oracle.constants import FORMULATIONS
-from oracle.data import OracleData
+from oracle.data import OracleData, joint_objective_usd, joint_path
 
 TRANCHE_ROW_RHS = 1e4
 """Each tranche row is scaled so that the tranche built into the model reads this many units: HiGHS's
@@ -112,6 +112,18 @@ def tranche_scales(data: OracleData) -> list[float]:
     return scales
 
 
+def tranche_tokens(data: OracleData) -> np.ndarray:
+    """Per job, the tokens the model's tranche row asks for (the effective tranche less the margin)."""
+    return np.array([effective_tranche(job.tranche_tokens, data.jobs[j].tokens_restarted) * (1.0 - TRANCHE_MARGIN)
+                     for j, job in enumerate(data.inst.jobs)])
+
+
+def usable_state_ids(data: OracleData, allow_pause: bool = True) -> np.ndarray:
+    """Indices in ``data.joint_states`` of the fast model's joint states (all, or those without a pause)."""
+    states = data.joint_states
+    return np.arange(len(states)) if allow_pause else np.flatnonzero(np.all(states != PAUSE, axis=1))
+
+
 def _tranche_rhs_setter(m: pyo.ConcreteModel, data: OracleData, scales: Sequence[float]) -> Callable[[Instance], None]:
     def set_tranches(inst: Instance) -> None:
         for j, job in enumerate(inst.jobs):
@@ -138,10 +150,8 @@ def build_fast(data: OracleData, *, allow_pause: bool = True) -> Built:
     if data.joint_states is None:
         raise ValueError("the fast formulation needs the joint states (too many here: use 'textbook')")
     n_jobs = len(inst.jobs)
-    all_states = data.joint_states
-    usable = np.ones(len(all_states), dtype=bool) if allow_pause else np.all(all_states != PAUSE, axis=1)
-    state_ids = np.flatnonzero(usable)
-    states = all_states[state_ids]
+    state_ids = usable_state_ids(data, allow_pause)
+    states = data.joint_states[state_ids]
     m = pyo.ConcreteModel(name="aidc_oracle_fast")
 
     choices = [_choices(inst, j, allow_pause) for j in range(n_jobs)]
@@ -202,10 +212,6 @@ def build_fast(data: OracleData, *, allow_pause: bool = True) -> Built:
     current = {"data": data}
     state_index = {tuple(int(v) for v in row): i for i, row in enumerate(states)}
 
-    def joint_path(schedule: Sequence[Sequence[int]]) -> list[tuple[int, ...]]:
-        return [tuple(int(schedule[j][int(data.block_segment[b, j])]) for j in range(n_jobs))
-                for b in range(data.n_blocks)]
-
     def read_schedule() -> list[list[int]]:
         out = []
         for j, job in enumerate(inst.jobs):
@@ -222,15 +228,13 @@ def build_fast(data: OracleData, *, allow_pause: bool = True) -> Built:
         for (j, s, c) in keep_index:
             previous = inst.jobs[j].initial_mode if s == 0 else schedule[j][s - 1]
             yield m.k[j, s, c], float(schedule[j][s] == c and previous == c)
-        for b, joint in enumerate(joint_path(schedule)):
+        for b, joint in enumerate(joint_path(data, schedule)):
             chosen = state_index.get(joint)
             for i in range(len(states)):
                 yield m.y[b, i], float(i == chosen)
 
     def objective_of(schedule: Sequence[Sequence[int]]) -> float:
-        d = current["data"]
-        return d.renewable_cost_usd + sum(float(d.block_cost_usd[b, state_ids[state_index[joint]]])
-                                          for b, joint in enumerate(joint_path(schedule)))
+        return joint_objective_usd(current["data"], schedule)
 
     def update_costs(new: OracleData) -> None:
         m.del_component(m.cost)

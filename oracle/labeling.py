@@ -9,14 +9,14 @@ and it has an exact combinatorial algorithm (label setting with dominance and bo
   first block, so tokens never decrease, and are capped at the tranche, beyond which they are worth nothing);
 - label A *dominates* B at the same (b, S) when A costs no more and has at least B's tokens for every
   job: every completion of B is a completion of A, at no lower cost. Dominated labels are dropped;
-- the LP relaxation's token prices μ give, by a backward shortest path, a lower bound on the cost of
+- token prices μ ≥ 0 (the Lagrangian dual's, :mod:`oracle.dual`, or the LP relaxation's) give, by a backward shortest path, a lower bound on the cost of
   completing any label: ``cost + backward[b, S] + Σ_j μ_j·max(W_j − tokens_j, 0)`` (the Lagrangian bound
   of :mod:`oracle.reduction`). A label whose bound exceeds a threshold θ cannot lead to a schedule
   costing ≤ θ and is dropped; so is one that cannot reach a tranche any more.
 
 Every schedule that costs ≤ θ and meets the tranches therefore survives to the last block, and the
 cheapest surviving label is the model's optimum -- or, if none survives, the optimum costs more than θ.
-Raising θ step by step from the LP bound (:func:`prove`) proves ever higher bounds until a search returns
+Raising θ step by step from the root bound (:func:`prove`) proves ever higher bounds until a search returns
 the optimum, exactly (to float rounding), with no branch-and-bound gap. A search gives up
 (``status="budget"``) when its labels outgrow a budget or the deadline passes; the oracle then falls back
 to HiGHS's branch and bound on the reduced MILP, starting from the bound the searches proved.
@@ -105,14 +105,13 @@ def supported(data: OracleData) -> bool:
 class LabelSearch:
     """Precomputed network of one instance's joint states (for a given token price vector μ)."""
 
-    def __init__(self, data: OracleData, states: np.ndarray, block_cost_usd: np.ndarray, mu_per_token: np.ndarray,
-                 tranche_tokens: np.ndarray, *, completion: bool = True):
+    def __init__(self, data: OracleData, states: np.ndarray, block_cost_usd: np.ndarray,
+                 mu_per_token: np.ndarray | None, tranche_tokens: np.ndarray, *, completion: bool = True):
         inst = data.inst
         self.data, self.states = data, states
         self.n_blocks, self.n_states = block_cost_usd.shape
         n_jobs = states.shape[1]
         self.cost = block_cost_usd
-        self.mu = np.maximum(np.asarray(mu_per_token, dtype=float), 0.0)
         self.tranche = np.asarray(tranche_tokens, dtype=float)
         self.constant = data.renewable_cost_usd
         tokens = joint_tokens(data, states)
@@ -141,10 +140,46 @@ class LabelSearch:
         for b in range(self.n_blocks - 2, -1, -1):
             more = self.gain[b + 1] + self.reachable[b + 1][None, :, :]
             self.reachable[b] = np.max(np.where(self.allowed[b + 1][:, :, None], more, -np.inf), axis=1)
+        self._tokens = (kept, kept - lost)
+        self.log: list[tuple[float, str, int, float]] = []
+        """(θ, status, labels, seconds) of every search :meth:`run` made."""
+        self._use_completion = completion
+        if mu_per_token is not None:
+            self.price(mu_per_token)
+
+    def price(self, mu_per_token: np.ndarray) -> None:
+        """Set the token prices μ ≥ 0 ($ per token): the backward and through bounds and the completion tables."""
+        self.mu = np.maximum(np.asarray(mu_per_token, dtype=float), 0.0)
         self.backward = self._backward(self.mu)
         self.through = self._forward(self.mu) + self.backward + float(self.mu @ self.tranche) + self.constant
         """Lower bound on the cost of every tranche-meeting schedule in S during block b."""
-        self.completion = CompletionBound(self, kept, kept - lost) if completion else None
+        self.completion = CompletionBound(self, *self._tokens) if self._use_completion else None
+
+    def lagrangian(self, mu_per_token: np.ndarray) -> tuple[float, float, np.ndarray]:
+        """The Lagrangian bound at μ (a lower bound on every tranche-meeting schedule for any μ ≥ 0), and the
+        cost and tokens per job of a schedule that attains it (its subgradient is W − tokens)."""
+        mu = np.maximum(np.asarray(mu_per_token, dtype=float), 0.0)
+        fwd = self.cost[0] - self.gain[0][0] @ mu
+        parents = []
+        for b in range(1, self.n_blocks):
+            length = np.where(self.allowed[b], fwd[:, None] - self.gain[b] @ mu, np.inf)
+            parent = np.argmin(length, axis=0)
+            parents.append(parent)
+            fwd = self.cost[b] + length[parent, np.arange(self.n_states)]
+        state = int(np.argmin(fwd))
+        value = float(fwd[state]) + float(mu @ self.tranche) + self.constant
+        path = [state]
+        for parent in reversed(parents):
+            path.append(int(parent[path[-1]]))
+        path.reverse()
+        tokens = self.gain[0][0, path[0]].copy()
+        for b in range(1, self.n_blocks):
+            tokens += self.gain[b][path[b - 1], path[b]]
+        return value, self.path_cost(path), tokens
+
+    def path_cost(self, path: list[int]) -> float:
+        """The exact cost of a path of states (one per block), the constant PPA term included."""
+        return float(self.cost[np.arange(self.n_blocks), path].sum() + self.constant)
 
     def _backward(self, mu: np.ndarray) -> np.ndarray:
         """Least Lagrangian length (cost − μ·tokens) from the end of block b in state S to the end of the day."""
@@ -186,6 +221,11 @@ class LabelSearch:
 
         ``beam``: keep only the ``beam`` labels of each state with the lowest bound after every block (a
         heuristic: the status is then ``found`` or ``above``, and neither proves anything)."""
+        outcome = self._run(threshold_usd, deadline, max_labels, beam)
+        self.log.append((threshold_usd, outcome.status, outcome.max_labels, outcome.seconds))
+        return outcome
+
+    def _run(self, threshold_usd: float, deadline: float, max_labels: int, beam: int | None) -> LabelingOutcome:
         tick = time.perf_counter()
         tolerance = BOUND_RTOL * max(1.0, abs(threshold_usd))
         limit = threshold_usd + tolerance
@@ -256,7 +296,7 @@ class LabelSearch:
         for b in range(self.n_blocks - 1, -1, -1):
             path.append(int(history[b][0][best]))
             best = int(history[b][1][best])
-        objective = float(self.cost[np.arange(self.n_blocks), path[::-1]].sum() + self.constant)
+        objective = self.path_cost(path[::-1])
         return LabelingOutcome("optimal" if beam is None else "found", self.schedule_of(path[::-1]), objective, threshold_usd, most,
                                time.perf_counter() - tick)
 

@@ -21,7 +21,6 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import pyomo.environ as pyo
 
 from aidc_env.baselines import fixed_schedule, greedy_schedule
 from aidc_env.case import Case, build_instance
@@ -31,9 +30,10 @@ from aidc_env.profiles import ProfileSet
 from aidc_env.simulator import Metrics, simulate
 from oracle import labeling
 from oracle.constants import DEFAULT_MIP_GAP, DEFAULT_SOLVER, DEFAULT_TIME_LIMIT_S, FORMULATIONS, STATUSES
-from oracle.data import MAX_JOINT_STATES, OracleData, oracle_data
+from oracle.data import MAX_JOINT_STATES, OracleData, joint_objective_usd, oracle_data
+from oracle.dual import lagrangian_prices
 from oracle.feasibility import FeasibilityCheck, precheck
-from oracle.formulations import Built, build
+from oracle.formulations import Built, build, tranche_tokens, usable_state_ids
 from oracle.reduction import excluded, through_bounds
 from oracle.solvers import HighsRunner, PyomoRunner, RunOutcome, make_runner
 
@@ -43,6 +43,9 @@ OBJECTIVE_ATOL_USD = 1e-6
 """Absolute floor of that check ($), for days whose cost is near zero."""
 MIP_ABS_GAP_USD = 1e-6
 """Absolute gap ($) that also proves optimality (HiGHS's default ``mip_abs_gap``), for near-zero costs."""
+PRICES = ("dual", "lp")
+"""Sources of the token prices μ: the Lagrangian dual by cutting planes (:mod:`oracle.dual`), or the tranche
+duals of the LP relaxation (through the Pyomo model and HiGHS)."""
 REDUCTION_DELTA0 = 1e-3
 """First threshold of the Lagrangian reduction: LB·(1 + this) (see :meth:`OracleModel._solve_reduced`)."""
 MIN_SOLVE_SECONDS = 0.01
@@ -88,6 +91,12 @@ class OracleResult:
     proof: str = ""
     """How optimality was proved: ``label-setting`` (:mod:`oracle.labeling`), ``branch-and-bound`` (the
     solver), or empty when not optimal."""
+    details: dict[str, float] = field(default_factory=dict)
+    """Where the time went and how big the search grew (for benchmarks; not part of ``to_dict``): seconds of
+    ``dual`` (Lagrangian prices), ``lp`` (LP relaxation), ``tables`` (network and completion tables),
+    ``labels`` (label searches), ``pyomo`` (building the Pyomo model, when it was needed), ``bnb`` (branch
+    and bound, the model's hand-over included); ``dual_cuts``; ``searches`` and ``max_labels`` of the label
+    search; ``beam_usd``, the beam search's schedule when the label search gave up."""
 
     @property
     def optimal(self) -> bool:
@@ -185,8 +194,13 @@ class OracleModel:
     """
 
     def __init__(self, inst: Instance, *, formulation: str = "fast", solver: str = DEFAULT_SOLVER,
-                 allow_pause: bool = True, reduce: bool = True, labeling: bool = True) -> None:
+                 allow_pause: bool = True, reduce: bool = True, labeling: bool = True, prices: str = "dual",
+                 max_labels: int = labeling.MAX_LABELS) -> None:
         require(formulation in FORMULATIONS, "formulation", f"must be one of {', '.join(FORMULATIONS)}")
+        require(prices in PRICES, "prices", f"must be one of {', '.join(PRICES)}")
+        self.prices = prices  # token prices of the reduction: the Lagrangian dual, or the LP relaxation's duals
+        require(isinstance(max_labels, int) and max_labels > 0, "max_labels", "must be a positive integer")
+        self.max_labels = max_labels  # the label search's budget (labels alive after a block) before it gives up
         self.formulation = formulation
         self.reduce = reduce  # fast + HiGHS: solve through the Lagrangian reduction (see _solve_reduced)
         self.labeling = labeling  # with reduce: try the exact label-setting proof first (oracle.labeling)
@@ -198,19 +212,31 @@ class OracleModel:
     # ------------------------------------------------------------------ building
 
     def _build(self, inst: Instance) -> None:
+        """Precompute the data; the Pyomo model is built on first use (:attr:`built`): the label search and
+        the Lagrangian prices need only the data, and most days are proven without branch and bound."""
         tick = time.perf_counter()
         self.inst = inst
         self.data: OracleData = oracle_data(inst, joint=self.formulation == "fast")
         if self.formulation == "fast" and self.data.joint_states is None:
             raise InputError("formulation", f"{self.data.joint_state_count_uncapped} joint states exceed the fast "
                                             f"formulation's limit of {MAX_JOINT_STATES}; use formulation='textbook'")
-        self.built: Built = build(self.data, self.formulation, allow_pause=self.allow_pause)
+        self._built: Built | None = None
         self._check: FeasibilityCheck | None = None
         self._pending_build_seconds = time.perf_counter() - tick
 
+    @property
+    def built(self) -> Built:
+        """The Pyomo model and its accessors, built now if not yet (its seconds count as build seconds)."""
+        if self._built is None:
+            tick = time.perf_counter()
+            self._built = build(self.data, self.formulation, allow_pause=self.allow_pause)
+            self._pending_build_seconds += time.perf_counter() - tick
+        return self._built
+
     def update(self, inst: Instance) -> None:
         """Point the model at another instance (in place if the structure is the same, else rebuilt)."""
-        if _structure_key(inst) != _structure_key(self.inst) or self.built.update_costs is None:
+        same = _structure_key(inst) == _structure_key(self.inst) and self.formulation == "fast"
+        if not same:
             spent = self._pending_build_seconds
             self._build(inst)
             self._pending_build_seconds += spent
@@ -218,14 +244,15 @@ class OracleModel:
         tick = time.perf_counter()
         self.inst = inst
         self.data = oracle_data(inst, joint=True)
-        self.built.update_costs(self.data)
-        self.built.set_tranches(inst)
+        if self._built is not None:
+            self._built.update_costs(self.data)
+            self._built.set_tranches(inst)
         self._check = None
         self._pending_build_seconds += time.perf_counter() - tick
 
     @property
     def model(self):
-        """The Pyomo model (``pyomo.environ.ConcreteModel``)."""
+        """The Pyomo model (``pyomo.environ.ConcreteModel``), built on first use."""
         return self.built.model
 
     def write(self, path: str | Path, format: str = "mps") -> Path:
@@ -249,11 +276,11 @@ class OracleModel:
         require(isinstance(mip_gap, (int, float)) and 0 <= mip_gap < 1, "mip_gap", "must be in [0, 1)")
         require(threads is None or (isinstance(threads, int) and threads > 0), "threads", "must be > 0")
         inst = self.inst
-        build_seconds, self._pending_build_seconds = self._pending_build_seconds, 0.0
         base = {"formulation": self.formulation, "solver": self.solver, "case": inst.case_name, "day": inst.day,
                 "job_names": tuple(job.name for job in inst.jobs)}
         check = self.precheck()
         if check.infeasible:
+            build_seconds, self._pending_build_seconds = self._pending_build_seconds, 0.0
             return OracleResult(status="infeasible", schedule=None, objective_usd=None, best_bound_usd=None,
                                 gap=None, build_seconds=build_seconds, solve_seconds=0.0, metrics=None,
                                 reason=check.reason, **base)
@@ -263,13 +290,14 @@ class OracleModel:
         settings = {"time_limit_s": float(time_limit_s), "mip_gap": float(mip_gap), "threads": threads, "tee": tee,
                     "options": dict(solver_options or {})}
         proof = "branch-and-bound"
+        details: dict[str, float] = {}
         if self.reduce and self.formulation == "fast" and isinstance(self._runner, HighsRunner):
-            run, schedule, proof = self._solve_reduced(start, **settings)
+            run, schedule, proof = self._solve_reduced(start, **settings, details=details)
         else:
             run = self._runner.solve(self.built.model, start=self.built.start_values(start[0]) if start else None,
                                      **settings)
             schedule = self.built.read_schedule() if run.has_solution else None
-        build_seconds += run.load_seconds
+        build_seconds, self._pending_build_seconds = self._pending_build_seconds + run.load_seconds, 0.0
         metrics = self._verify(schedule, run.objective) if schedule is not None else None
         status = run.status
         if status == "infeasible":
@@ -289,15 +317,19 @@ class OracleModel:
                             metrics=metrics,
                             reason=reason, modes_used=modes_used(inst, schedule) if schedule else {},
                             start_objective_usd=start[1] if start else None,
-                            proof=proof if status == "optimal" else "", **base)
+                            proof=proof if status == "optimal" else "", details=details, **base)
 
     def _solve_reduced(self, start: tuple[list[list[int]], float] | None, *, time_limit_s: float, mip_gap: float,
-                       threads: int | None, tee: bool, options: dict[str, Any]) -> tuple[RunOutcome, list | None, str]:
+                       threads: int | None, tee: bool, options: dict[str, Any],
+                       details: dict[str, float]) -> tuple[RunOutcome, list | None, str]:
         """Solve the fast model through the Lagrangian reduction (see :mod:`oracle.reduction`).
 
-        1. LP relaxation -> lower bound LB and token prices μ (tranche duals);
+        1. token prices μ and a lower bound LB: the Lagrangian dual by cutting planes (:mod:`oracle.dual`,
+           no Pyomo) when the label search applies, else (or when the dual's maximiser sits on its price box)
+           the LP relaxation's tranche duals;
         2. with ``labeling``: the exact label-setting search (:mod:`oracle.labeling`), for at most
-           :data:`LABELING_TIME_SHARE` of the time limit. It returns the optimum, or a better lower bound;
+           :data:`LABELING_TIME_SHARE` of the time limit. It returns the optimum (the Pyomo model is then
+           never built), or a better lower bound;
         3. forward/backward shortest paths -> a bound ``through[b, S]`` for every (block, state);
         4. solve with every (b, S) above θ = LB + δ bounded to zero; schedules left out cost more than θ,
            so min(restricted bound, θ) bounds the whole model. Stop when the gap closes; otherwise δ grows
@@ -305,47 +337,87 @@ class OracleModel:
         """
         runner = self._runner
         assert isinstance(runner, HighsRunner)
-        built, data, m = self.built, self.data, self.built.model
+        data = self.data
         tick = time.perf_counter()
         deadline = tick + time_limit_s
-        n_jobs = len(self.inst.jobs)
-        rows = [m.tranche[j] if j in m.tranche else None for j in range(n_jobs)]
-        binaries = list(m.x.values())
-        status, _, duals = runner.relaxation(m, binaries, rows, time_limit_s=time_limit_s, threads=threads,
-                                                    tee=tee)
-        load_seconds = 0.0
-        if status == "infeasible":
-            return RunOutcome(status=status, has_solution=False, objective=None, bound=None, load_seconds=0.0,
-                              solve_seconds=time.perf_counter() - tick), None, ""
-        if status != "optimal":  # out of time (or trouble) in the LP: solve the whole model with what is left
-            run = runner.solve(m, time_limit_s=max(deadline - time.perf_counter(), MIN_SOLVE_SECONDS),
-                               mip_gap=mip_gap, start=built.start_values(start[0]) if start else None,
-                               threads=threads, tee=tee, options=options)
-            run.solve_seconds = time.perf_counter() - tick - run.load_seconds
-            return run, built.read_schedule() if run.has_solution else None, "branch-and-bound"
-        scales = np.asarray(built.tranche_scales, dtype=float)
-        mu = np.abs(np.asarray(duals, dtype=float)) * scales
-        tranche = np.array([float(pyo.value(m.tranche_rhs[j])) for j in range(n_jobs)]) / scales
-        cost = data.block_cost_usd[:, built.state_ids]
+
+        def elapsed() -> float:
+            """Seconds of this solve so far, less the Pyomo build (counted as build seconds)."""
+            return time.perf_counter() - tick - details.get("pyomo", 0.0)
+
+        state_ids = usable_state_ids(data, self.allow_pause)
+        states, cost = data.joint_states[state_ids], data.block_cost_usd[:, state_ids]
+        tranche = tranche_tokens(data)
         search = None
+        mu = None
         if self.labeling and labeling.supported(data):
-            search = labeling.LabelSearch(data, built.joint_states, cost, mu, tranche)
+            search = labeling.LabelSearch(data, states, cost, None, tranche)
+            details["tables"] = time.perf_counter() - tick
+            if self.prices == "dual":
+                dual = lagrangian_prices(search)
+                details["dual"] = time.perf_counter() - tick - details["tables"]
+                details["dual_cuts"] = dual.cuts
+                if not dual.on_box:
+                    mu = dual.mu_per_token
+        if mu is None:  # the LP relaxation's tranche duals (through the Pyomo model)
+            lp_tick = time.perf_counter()
+            built = self._pyomo(details)
+            m = built.model
+            rows = [m.tranche[j] if j in m.tranche else None for j in range(len(self.inst.jobs))]
+            status, _, duals = runner.relaxation(m, list(m.x.values()), rows, time_limit_s=time_limit_s,
+                                                 threads=threads, tee=tee)
+            details["lp"] = time.perf_counter() - lp_tick - details.get("pyomo", 0.0)
+            if status == "infeasible":
+                return RunOutcome(status=status, has_solution=False, objective=None, bound=None, load_seconds=0.0,
+                                  solve_seconds=elapsed()), None, ""
+            if status != "optimal":  # out of time (or trouble) in the LP: solve the whole model with what is left
+                run = runner.solve(m, time_limit_s=max(deadline - time.perf_counter(), MIN_SOLVE_SECONDS),
+                                   mip_gap=mip_gap, start=built.start_values(start[0]) if start else None,
+                                   threads=threads, tee=tee, options=options)
+                run.solve_seconds = elapsed() - run.load_seconds
+                return run, built.read_schedule() if run.has_solution else None, "branch-and-bound"
+            mu = np.abs(np.asarray(duals, dtype=float)) * np.asarray(built.tranche_scales, dtype=float)
+        if search is not None:
+            table_tick = time.perf_counter()
+            search.price(mu)
+            details["tables"] = details.get("tables", 0.0) + time.perf_counter() - table_tick
             through = search.through  # the Lagrangian shortest paths, computed once for both uses
             lower = search.lower_bound_usd  # raised by the completion bounds
         else:
-            through = through_bounds(data, built.joint_states, cost, mu, tranche)
+            through = through_bounds(data, states, cost, mu, tranche)
             lower = float(through.min())
         reachable = float(through[np.isfinite(through)].max(initial=lower))
         proven = lower  # a lower bound on the whole model, raised by every restricted solve
         incumbent = start  # (schedule, objective)
         if search is not None:
+            label_tick = time.perf_counter()
             budget = min(deadline, tick + LABELING_TIME_SHARE * time_limit_s)
-            found, proven = labeling.prove(search, lower, start[1] if start else None, deadline=budget)
+            found, proven = labeling.prove(search, lower, start[1] if start else None, deadline=budget,
+                                           max_labels=self.max_labels)
+            details["searches"] = len(search.log)
+            details["max_labels"] = max((entry[2] for entry in search.log), default=0)
             proven = max(proven, lower)
             if found.status == "optimal" and found.objective_usd is not None:
-                objective = built.objective_of(found.schedule)
-                return RunOutcome("optimal", True, objective, objective, 0.0, time.perf_counter() - tick), \
+                details["labels"] = time.perf_counter() - label_tick
+                objective = joint_objective_usd(data, found.schedule)
+                return RunOutcome("optimal", True, objective, objective, 0.0, elapsed()), \
                     found.schedule, "label-setting"
+            if found.status == "budget" and time.perf_counter() < deadline:
+                # Gave up: a beam search (a heuristic, seconds) gives a schedule close to the optimum. As the
+                # incumbent it caps the reduction's threshold, so branch and bound runs on a far smaller
+                # model, warm-started, from the bound the searches proved (the guard against slow days).
+                beam = search.run(search.most_cost_usd, deadline=deadline, beam=labeling.BEAM_WIDTH)
+                if beam.schedule is not None and (incumbent is None or beam.objective_usd < incumbent[1]):
+                    incumbent = (beam.schedule, joint_objective_usd(data, beam.schedule))
+                    details["beam_usd"] = incumbent[1]
+            details["labels"] = time.perf_counter() - label_tick
+            if incumbent is not None and _closed(incumbent[1], proven, mip_gap):
+                return RunOutcome("optimal", True, incumbent[1], proven, 0.0, elapsed()), \
+                    incumbent[0], "label-setting"
+        built = self._pyomo(details)
+        m = built.model
+        load_seconds = 0.0
+        bnb_tick = time.perf_counter()
         delta = REDUCTION_DELTA0 * max(1.0, abs(lower)) + (proven - lower)
         bounded: set = set()
         run = RunOutcome("time_limit", False, None, None, 0.0, 0.0)
@@ -385,7 +457,8 @@ class OracleModel:
                 delta *= REDUCTION_DELTA_GROWTH  # widen (never beyond the incumbent, see the threshold)
         finally:
             self._restrict(np.zeros_like(through, dtype=bool), bounded)
-        seconds = time.perf_counter() - tick - load_seconds
+            details["bnb"] = time.perf_counter() - bnb_tick
+        seconds = elapsed() - load_seconds
         if incumbent is None:
             status = "infeasible" if run.status == "infeasible" else run.status
             return RunOutcome(status, False, None, proven, load_seconds, seconds, run.message), None, ""
@@ -393,6 +466,13 @@ class OracleModel:
             "error" if run.status == "error" else "time_limit")
         return RunOutcome(status, True, incumbent[1], proven, load_seconds, seconds, run.message), incumbent[0], \
             "branch-and-bound"
+
+    def _pyomo(self, details: dict[str, float]) -> Built:
+        """The Pyomo model, built now if not yet; the seconds spent go to ``details["pyomo"]``."""
+        before = self._pending_build_seconds
+        built = self.built
+        details["pyomo"] = details.get("pyomo", 0.0) + self._pending_build_seconds - before
+        return built
 
     def _restrict(self, out: np.ndarray, bounded: set) -> set:
         """Bound y[b, S] (and per-job choices left without a state) to 0 where ``out``; free the others."""
@@ -425,7 +505,8 @@ class OracleModel:
         metrics = simulate(self.inst, schedule).metrics
         replay = metrics.operating_cost_usd
         tolerance = OBJECTIVE_RTOL * max(abs(replay), 1.0) + OBJECTIVE_ATOL_USD
-        own = self.built.objective_of(schedule)
+        own = joint_objective_usd(self.data, schedule) if self.formulation == "fast" else \
+            self.built.objective_of(schedule)
         if abs(own - replay) > tolerance:
             raise AssertionError(f"model coefficients give ${own!r} for the schedule, the simulator ${replay!r}")
         if objective is not None and abs(objective - replay) > tolerance:
