@@ -21,6 +21,7 @@ import pytest
 import evaluate
 import train
 from aidc_env import case as case_cli
+from aidc_env import forecasts as forecasts_cli
 from aidc_env.modes import cli as modes_cli
 from aidc_env import profiles as profiles_cli
 from aidc_env import simulator as simulate_cli
@@ -33,11 +34,13 @@ ROOT = Path(__file__).resolve().parents[1]
 MAINS = {
     "modes": modes_cli.main, "case": case_cli.main, "profiles": profiles_cli.main, "oracle": oracle_cli.main,
     "simulate": simulate_cli.main, "train": train.main, "evaluate": evaluate.main, "studies": studies_cli.main,
+    "forecasts": forecasts_cli.main,
 }
 COMMANDS = {
     "modes": ["-m", "aidc_env.modes"], "case": ["-m", "aidc_env.case"], "profiles": ["-m", "aidc_env.profiles"],
     "oracle": ["-m", "oracle"], "simulate": ["-m", "aidc_env.simulate"], "train": [str(ROOT / "train.py")],
     "evaluate": [str(ROOT / "evaluate.py")], "studies": ["-m", "experiments.studies"],
+    "forecasts": ["-m", "aidc_env.forecasts"],
 }
 
 # --------------------------------------------------------------------------------------------- fixtures
@@ -278,6 +281,15 @@ def corpus(f: dict[str, str]) -> list[tuple[str, list[str], str]]:
         ("csv_header_only.csv", "profiles"), ("csv_no_day.csv", "profiles"), ("model_corrupt.zip", "profiles"),
         ("csv_latin1.csv", "profiles"), ("missing.csv", "missing.csv")]]
     entries += [("profiles", ["--bogus"], "arguments"), ("profiles", ["--profiles", f["dir"]], "profiles")]
+    # aidc_env.forecasts: the day-ahead forecast CSV (the same reader as the profiles)
+    entries += [("forecasts", ["--forecasts", f[name]], fld) for name, fld in [
+        ("model_corrupt.zip", "forecasts"), ("csv_empty.csv", "forecasts"), ("csv_header_only.csv", "solar_forecast_mw"),
+        ("dir", "forecasts"), ("missing.csv", "missing.csv")]]
+    entries += [("forecasts", ["--bogus"], "arguments"), ("forecasts", [], "--forecasts")]
+    # train.py: day-ahead information needs the forecasts; the information is one of two words
+    entries += [("train", a, fld) for a, fld in [
+        (["--information", "dayahead"], "forecasts"), (["--information", "clairvoyant"], "--information"),
+        (["--information", "dayahead", "--forecasts", "missing.csv"], "missing.csv")]]
     # oracle: flags, the case path, and every instance JSON field
     entries += [("oracle", a, fld) for a, fld in [
         (["--case", f["dir"], "--json"], "case"), (["--renewable-ratio", "1e308", "--json"], "renewable_ratio"),
