@@ -327,6 +327,10 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         first = days[0]
         day_results = {p: results[p][first][0] for p in policies}
+        if horizon > 1 or instances[first].forecast is not None:
+            from experiments.plots import plot_horizon
+
+            plot_horizon(instances[first], day_results, out / f"horizon_{first}.png")
         plot_dispatch(instances[first], day_results, out / f"dispatch_{first}.png")
         plot_mode_timeline(instances[first], day_results, out / f"modes_{first}.png")
         if "oracle" in policies:
