@@ -307,9 +307,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         rows.write()
         done = sum(len(by_day) for by_day in results.values())
-        if done:  # the partial summary too (each comparison names the days it covers)
-            write_json(out / "summary.json", {**summarise(results)[1], **facts, "interrupted": True})
-        print(f"interrupted: {done} finished policy-days kept in {rows.path} and {out / 'summary.json'}" if done else
+        print(f"interrupted: {done} finished policy-days kept in {rows.path}" if done else
               "interrupted before any policy-day finished", file=sys.stderr)
         return EXIT_INTERRUPTED
 
