@@ -363,7 +363,7 @@ def check_model(model_path: str, args, inst: Instance) -> None:
     A model trained with day-ahead information needs --forecasts; one trained on the truth is refused under
     --information dayahead (it would see the truth the other policies do not).
     """
-    from agents.ppo import load_model, model_config
+    from agents.ppo import load_model, model_config, ppo_schedule
 
     model = load_model(model_path)  # InputError naming the model if it is missing, corrupt or not a model
     trained = model_config(model).information
@@ -371,10 +371,10 @@ def check_model(model_path: str, args, inst: Instance) -> None:
             f"the model {model_path} was trained with day-ahead information: give --forecasts CSV")
     require(not (trained == "perfect" and args.information == "dayahead"), "model",
             f"{model_path} was trained with perfect information and would see the truth under --information dayahead")
-    from agents.ppo import ppo_schedule
-
     try:
-        ppo_schedule(model, inst)
+        ppo_schedule(model, inst)  # a model of another case, overrides or horizon (its observation differs)
+    except InputError:
+        raise
     except ValueError as err:
         raise InputError("model", str(err)) from None
 
