@@ -33,12 +33,17 @@ from agents.mpc import ForecastNoise
 from agents.policies import HEAVY_POLICIES, POLICY_NAMES, PolicySettings, run_policy
 from aidc_env import limits
 from aidc_env.case import add_case_arguments, build_instances, case_overrides, load_case
+from aidc_env.dayahead import DEFAULT_SCENARIOS
+from aidc_env.information import INFORMATION
 from aidc_env.errors import EXIT_INTERRUPTED, CliParser, InputError, require, require_number, run_cli
 from aidc_env.instance import Instance
 from aidc_env.io import atomic_path, check_output_file, check_output_folder, write_json
 from aidc_env.profiles import load_profiles
 from aidc_env.simulator import Metrics, SimulationResult, simulate
 from experiments.runs import RowsOnDisk, worker_pool
+
+DEFAULT_SMPC_SCENARIOS = 3
+"""Scenarios of the stochastic MPC by default: the measured time per day grows with S (docs/uncertainty.md)."""
 
 SUMMARY_KEYS = (
     "operating_cost_usd",
@@ -110,7 +115,7 @@ def run_all(instances: dict[str, Instance], policies: Sequence[str], settings: P
 def summarise(results: Results) -> tuple[pd.DataFrame, dict]:
     """Per-day table (one row per policy and day) and the JSON summary."""
     rows = []
-    oracle = results.get("oracle", {})
+    oracle = results.get("hindsight") or results.get("oracle", {})
     for policy, by_day in results.items():
         for day, (result, info) in by_day.items():
             row = {"policy": policy, "day": day, **day_row(result.metrics)}
@@ -128,7 +133,54 @@ def summarise(results: Results) -> tuple[pd.DataFrame, dict]:
             "mean": {k: _json_number(v) for k, v in numeric.mean().items()},
             "days": {row["day"]: {k: _json_number(row[k]) for k in numeric.columns} for _, row in group.iterrows()},
         }
+    costs = {p: {d: r.metrics.operating_cost_usd for d, (r, _) in by_day.items()}
+             for p, by_day in results.items() if by_day}
+    compared = comparisons(costs)
+    for policy, facts in compared["policies"].items():
+        summary["policies"][policy].update(facts)
+    if "vss_usd" in compared:
+        summary["vss_usd"] = compared["vss_usd"]
     return per_day, summary
+
+
+def comparisons(costs: dict[str, dict[str, float]]) -> dict[str, Any]:
+    """Per policy, against ``hindsight`` (alias ``oracle``) and ``fixed`` (DESIGN §9, issue 12 §6), from
+    ``costs`` (policy → day → operating cost, $).
+
+    Each comparison is over the days both (or all three) policies finished, named in ``days_compared``:
+    ``total_cost_usd``; ``cost_relative_to_hindsight`` = Σ policy / Σ hindsight; ``saving_captured`` =
+    (Σ fixed − Σ policy) / (Σ fixed − Σ hindsight); ``evpi_usd`` (value of perfect information: policy −
+    hindsight, total and per day). ``vss_usd`` (value of the stochastic solution: mpc − smpc, total and per
+    day) when both ran; positive: the stochastic rule is cheaper.
+    """
+    reference = costs.get("hindsight") or costs.get("oracle") or {}
+    fixed = costs.get("fixed", {})
+    out: dict[str, Any] = {"policies": {}}
+    for policy, by_day in costs.items():
+        facts: dict[str, Any] = {"total_cost_usd": float(sum(by_day.values())), "days_total": len(by_day)}
+        days = [d for d in by_day if d in reference]
+        if days:
+            policy_total, hindsight_total = (float(sum(c[d] for d in days)) for c in (by_day, reference))
+            facts["days_compared"] = len(days)
+            facts["cost_relative_to_hindsight"] = _json_number(policy_total / hindsight_total) if hindsight_total else None
+            facts["evpi_usd"] = {"total": policy_total - hindsight_total,
+                                 "days": {d: by_day[d] - reference[d] for d in days}}
+            common = [d for d in days if d in fixed]
+            if common:
+                fixed_total = sum(fixed[d] for d in common)
+                hindsight_common = sum(reference[d] for d in common)
+                facts["saving_captured"] = _json_number(
+                    (fixed_total - sum(by_day[d] for d in common)) / (fixed_total - hindsight_common)
+                    if fixed_total != hindsight_common else float("nan"))
+                facts["days_saving_compared"] = len(common)
+        out["policies"][policy] = facts
+    if "mpc" in costs and "smpc" in costs:
+        days = [d for d in costs["smpc"] if d in costs["mpc"]]
+        vss = {"total": float(sum(costs["mpc"][d] - costs["smpc"][d] for d in days)), "days_compared": len(days),
+               "days": {d: costs["mpc"][d] - costs["smpc"][d] for d in days}}
+        out["vss_usd"] = vss
+        out["policies"]["smpc"]["vss_usd"] = vss
+    return out
 
 
 def _json_number(value: Any) -> float | None:
@@ -152,10 +204,24 @@ def main(argv: Sequence[str] | None = None) -> int:
     add_case_arguments(parser, day=False)
     parser.add_argument("--policies", default="oracle,fixed,greedy,mpc,ppo",
                         help=f"comma-separated, from {','.join(POLICY_NAMES)} (default: oracle,fixed,greedy,mpc,ppo)")
-    parser.add_argument("--model", help="trained MaskablePPO model (.zip) for the ppo policy "
-                        "(default: runs/ppo-<case>/model.zip if it exists)")
+    parser.add_argument("--model", help="trained MaskablePPO model for the ppo policy: the run folder or its .zip "
+                        "(default: runs/ppo-<case>/model.zip if it exists); it runs with the information it was "
+                        "trained with (its config)")
+    parser.add_argument("--forecasts", help="day-ahead forecast CSV (load, solar, wind; e.g. ../shared/data/caiso/"
+                        "caiso_2023_dayahead_forecast_hourly.csv): the price forecaster is fitted on the training "
+                        "split only and the days are those inside the forecast period; needed with "
+                        "--information dayahead and by a model trained with it")
+    parser.add_argument("--information", choices=INFORMATION, default="perfect",
+                        help="what the causal policies know: the truth (perfect, default) or the day-ahead forecasts "
+                        "issued at 10:00 the day before and the realised past (dayahead)")
+    parser.add_argument("--smpc-scenarios", type=int, default=DEFAULT_SMPC_SCENARIOS,
+                        help="scenarios of the stochastic MPC (the forecast's first S of "
+                        f"{DEFAULT_SCENARIOS}; default {DEFAULT_SMPC_SCENARIOS})")
     parser.add_argument("--days", nargs="+", default=["heldout"],
-                        help="dates YYYY-MM-DD, or one of: heldout (default), all, reference")
+                        help="dates YYYY-MM-DD (first days), or one of: heldout (default), all, reference; with "
+                        "--horizon-days D the instances start on these days and need D consecutive days (held-out "
+                        "weeks: D = 7 from every held-out day whose D days are all in the data and, with "
+                        "--forecasts, all have forecasts)")
     parser.add_argument("--max-days", type=int, help="use at most this many of the selected days (evenly spread)")
     parser.add_argument("--workers", type=int, default=2, help="processes for oracle/MPC solves (default 2)")
     parser.add_argument("--time-limit", type=float, default=120.0, help="seconds per MILP solve (default 120)")
@@ -189,17 +255,34 @@ def main(argv: Sequence[str] | None = None) -> int:
     require(bool(policies), "policies", f"none given; known: {', '.join(POLICY_NAMES)}")
     require(not unknown, "policies", f"unknown {', '.join(unknown)}; known: {', '.join(POLICY_NAMES)}")
 
-    # 1. Days.
+    require(args.information == "perfect" or args.forecasts is not None, "forecasts",
+            "--information dayahead needs --forecasts CSV (the day-ahead load, solar and wind forecasts)")
+
+    # 1. Days (first days of the instances).
     case = load_case(args.case)
-    profiles = load_profiles(args.profiles, renewable_capacity_mw=case.renewable_capacity_mw)
-    days = select_days(args.days, profiles.dates(), case.day, args.max_days)
-
-    # 2. Instances.
     overrides = case_overrides(args)
-    instances = build_instances(case, days, profiles, **overrides)
+    horizon = int(overrides.get("horizon_days") or case.horizon_days)
+    profiles = load_profiles(args.profiles, renewable_capacity_mw=case.renewable_capacity_mw)
+    starts = profiles.horizon_starts(horizon)
+    days = [d for d in select_days(args.days, profiles.dates(), case.day, None) if d in starts]
+    require(bool(days), "days", f"none of the selected days starts {horizon} consecutive days of the profile source")
 
-    # 3. Policies (a given model must load; the default one may be missing).
-    model_path = args.model or str(Path("runs") / f"ppo-{case.name}" / "model.zip")
+    # 2. Instances (with --forecasts: the forecaster fitted on the training split only, days without forecasts left).
+    instances = build_instances(case, days, profiles, **overrides)
+    if args.forecasts is not None:
+        from aidc_env.dayahead import dayahead_instances
+        from aidc_env.forecasts import load_forecasts
+
+        before = len(instances)
+        instances = dayahead_instances(instances, profiles, load_forecasts(args.forecasts),
+                                       split_days(profiles.dates())[0], seed=args.seed)
+        days = [d for d in days if d in instances]
+        print(f"{len(days)} of {before} instances lie inside the forecast period", file=sys.stderr)
+    days = spread(days, args.max_days)
+    instances = {d: instances[d] for d in days}
+
+    # 3. Policies (a given model must load and suit the information; the default one may be missing).
+    model_path = resolve_model_path(args.model, case.name)
     if "ppo" in policies and args.model is None and not Path(model_path).exists():
         require(policies != ["ppo"], "model", f"no trained PPO model at {model_path}; give --model or train one with "
                 f"python train.py --case {case.name}")
@@ -208,12 +291,15 @@ def main(argv: Sequence[str] | None = None) -> int:
               file=sys.stderr)
         policies.remove("ppo")
     elif "ppo" in policies:
-        from agents.ppo import load_model
-
-        load_model(model_path)  # InputError naming the model if it is a folder, corrupt or not a model
+        check_model(model_path, args, instances[days[0]])
     settings = PolicySettings(time_limit_s=args.time_limit, seed=args.seed, model_path=model_path,
+                              information=args.information, smpc_scenarios=args.smpc_scenarios,
                               mpc_noise=ForecastNoise(args.mpc_noise, args.mpc_noise))
-    print(f"{len(policies)} policies x {len(days)} days of case {case.name} ({profiles.source})")
+    print(f"{len(policies)} policies x {len(days)} {horizon}-day instances of case {case.name} ({profiles.source}, "
+          f"information {args.information})")
+    facts = {"case": case.name, "days": days, "horizon_days": horizon, "profiles": profiles.source,
+             "overrides": overrides, "information": args.information, "forecasts": args.forecasts,
+             "smpc_scenarios": args.smpc_scenarios if "smpc" in policies else None, "time_limit_s": args.time_limit}
     results: Results = {}
     rows = RowsOnDisk(out / "per_day.csv", rows=lambda: summarise(results)[0])
     try:
@@ -227,7 +313,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     # 4. Report.
     per_day, summary = summarise(results)
-    summary.update({"case": case.name, "days": days, "profiles": profiles.source, "overrides": overrides})
+    summary.update(facts)
     print_table(per_day)
     with atomic_path(out / "per_day.csv") as temp:
         per_day.to_csv(temp, index=False)
@@ -239,6 +325,10 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         first = days[0]
         day_results = {p: results[p][first][0] for p in policies}
+        if horizon > 1 or instances[first].forecast is not None:
+            from experiments.plots import plot_horizon
+
+            plot_horizon(instances[first], day_results, out / f"horizon_{first}.png")
         plot_dispatch(instances[first], day_results, out / f"dispatch_{first}.png")
         plot_mode_timeline(instances[first], day_results, out / f"modes_{first}.png")
         if "oracle" in policies:
@@ -255,10 +345,42 @@ def validate_args(args) -> None:
     require_number(args.seed, "seed", 0, limits.MAX_SEED, integer=True)
     if args.max_days is not None:
         require_number(args.max_days, "max-days", 1, limits.MAX_DAYS, integer=True)
+    require_number(args.smpc_scenarios, "smpc-scenarios", 1, DEFAULT_SCENARIOS, integer=True)
+
+
+def resolve_model_path(model: str | None, case_name: str) -> str:
+    """--model as a file: the zip itself, or a run folder's model.zip (default: runs/ppo-<case>/model.zip)."""
+    from agents.ppo import MODEL_FILE
+
+    if model is None:
+        return str(Path("runs") / f"ppo-{case_name}" / MODEL_FILE)
+    return str(Path(model) / MODEL_FILE) if Path(model).is_dir() else model
+
+
+def check_model(model_path: str, args, inst: Instance) -> None:
+    """The model loads, its information suits the evaluation, and it accepts the instances (InputError if not).
+
+    A model trained with day-ahead information needs --forecasts; one trained on the truth is refused under
+    --information dayahead (it would see the truth the other policies do not).
+    """
+    from agents.ppo import load_model, model_config, ppo_schedule
+
+    model = load_model(model_path)  # InputError naming the model if it is missing, corrupt or not a model
+    trained = model_config(model).information
+    require(trained != "dayahead" or args.forecasts is not None, "forecasts",
+            f"the model {model_path} was trained with day-ahead information: give --forecasts CSV")
+    require(not (trained == "perfect" and args.information == "dayahead"), "model",
+            f"{model_path} was trained with perfect information and would see the truth under --information dayahead")
+    try:
+        ppo_schedule(model, inst)  # a model of another case, overrides or horizon (its observation differs)
+    except InputError:
+        raise
+    except ValueError as err:
+        raise InputError("model", str(err)) from None
 
 
 def select_days(requested: Sequence[str], available: Sequence[str], reference: str, max_days: int | None) -> list[str]:
-    """Resolve --days: explicit dates, 'heldout', 'all' or 'reference'; --max-days spreads evenly."""
+    """Resolve --days: explicit dates, 'heldout', 'all' or 'reference'; --max-days spreads evenly (:func:`spread`)."""
     if list(requested) == ["heldout"]:
         days = split_days(available)[1] or list(available)
     elif list(requested) == ["all"]:
@@ -271,6 +393,11 @@ def select_days(requested: Sequence[str], available: Sequence[str], reference: s
         if missing:
             raise InputError("days", f"{', '.join(missing)} not among the {len(available)} complete days of the "
                              "profile source")
+    return spread(days, max_days)
+
+
+def spread(days: list[str], max_days: int | None) -> list[str]:
+    """At most ``max_days`` of ``days``, evenly spread (all if None)."""
     if max_days is not None and len(days) > max_days:
         require(max_days > 0, "max-days", "must be > 0")
         index = np.unique(np.linspace(0, len(days) - 1, max_days).round().astype(int))

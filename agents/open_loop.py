@@ -1,4 +1,5 @@
-"""Decision rules that plan once: the oracle (on the truth: hindsight), the day-ahead plan, greedy on a view.
+"""Decision rules that plan once: the oracle (on the truth: hindsight), the day-ahead plans (from the persistence
+price or from the forecaster's), greedy on a view.
 
 The causal rules read prices and renewables only through :func:`aidc_env.information.outlook` /
 :func:`~aidc_env.information.realised`; every schedule is scored afterwards by the simulator on the truth.
@@ -11,6 +12,7 @@ import dataclasses
 import numpy as np
 
 from aidc_env.baselines import greedy_schedule
+from aidc_env.errors import require
 from aidc_env.instance import Instance
 from aidc_env.information import outlook, realised
 
@@ -34,13 +36,36 @@ def oracle_schedule(inst: Instance, oracle):
     return [list(row) for row in result.schedule], result
 
 
-def dayahead_plan_schedule(inst: Instance, oracle, information: str = "dayahead") -> list[list[int]]:
+def forecast_plan_schedule(inst: Instance, oracle, information: str = "dayahead") -> list[list[int]]:
     """Open loop: the oracle's plan made once, at the first day's issue time, on the point forecast.
 
     At the first day's issue time only that day's forecast is issued; later days repeat it (the rule of
-    :func:`~aidc_env.information.outlook`), exactly the view at slot 0. Never revised.
+    :func:`~aidc_env.information.outlook`), exactly the view at slot 0. Never revised. On a one-day instance
+    with day-ahead information this equals ``mpc`` (nothing new is issued within the day).
     """
     return oracle_schedule(viewed(inst, information, 0), oracle)[0]
+
+
+def with_persistence_price(inst: Instance) -> Instance:
+    """``inst`` whose point price forecast is its forecast's persistence price (renewable forecast kept)."""
+    forecast = inst.forecast
+    require(forecast is not None and forecast.persistence_price_usd_per_mwh is not None, "forecasts",
+            "the day-ahead plan needs the persistence price in the instance's forecast (build the instances "
+            "with aidc_env.dayahead)")
+    return dataclasses.replace(inst, forecast=dataclasses.replace(
+        forecast, price_usd_per_mwh=forecast.persistence_price_usd_per_mwh))
+
+
+def dayahead_plan_schedule(inst: Instance, oracle, information: str = "dayahead") -> list[list[int]]:
+    """Open loop, the naive operator's plan (issue 12's ``dayahead-plan``): made once at the first day's issue
+    time from the persistence price (the latest prices known then) and the real renewable forecast.
+
+    Later days of a horizon repeat the first day's values (the rule of :func:`~aidc_env.information.outlook`).
+    With ``information="perfect"`` it is the oracle on the truth, as every rule is.
+    """
+    if information == "perfect":
+        return oracle_schedule(viewed(inst, information, 0), oracle)[0]
+    return oracle_schedule(viewed(with_persistence_price(inst), information, 0), oracle)[0]
 
 
 def greedy_view_schedule(inst: Instance, information: str = "dayahead") -> list[list[int]]:

@@ -6,7 +6,9 @@ Policies (DESIGN §9, issue 12 §4), each using only what is known at its decisi
 - ``hindsight`` (alias ``oracle``): the exact oracle on the truth, the perfect-information bound;
 - ``mpc``: the oracle re-solved at every re-planning point on the point forecast (:mod:`agents.mpc`);
 - ``smpc``: two-stage stochastic MPC over the forecast's scenarios (:mod:`agents.smpc`);
-- ``dayahead-plan``: the oracle's plan made once at the first day's issue time, never revised;
+- ``dayahead-plan``: the oracle's plan made once at the first day's issue time from the persistence price and
+  the real renewable forecast, never revised (the naive operator);
+- ``forecast-plan``: the same plan from the forecaster's price (on a one-day instance it equals ``mpc``);
 - ``greedy``: the threshold rule on the view at slot 0 (the truth only with ``information="perfect"``);
 - ``fixed``: continuous baseline modes (reads nothing);
 - ``random`` (random masked actions in the env) and ``ppo`` (a trained MaskablePPO model in the env).
@@ -14,20 +16,22 @@ Policies (DESIGN §9, issue 12 §4), each using only what is known at its decisi
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
 from agents.mpc import ForecastNoise, mpc_schedule
-from agents.open_loop import dayahead_plan_schedule, greedy_view_schedule, oracle_schedule
+from agents.open_loop import dayahead_plan_schedule, forecast_plan_schedule, greedy_view_schedule, oracle_schedule
 from agents.smpc import smpc_schedule
 from aidc_env.baselines import fixed_schedule
 from aidc_env.instance import Instance
 from aidc_env.information import INFORMATION
 
-POLICY_NAMES = ("hindsight", "oracle", "mpc", "smpc", "dayahead-plan", "fixed", "greedy", "random", "ppo")
-HEAVY_POLICIES = ("hindsight", "oracle", "mpc", "smpc", "dayahead-plan")
+POLICY_NAMES = ("hindsight", "oracle", "mpc", "smpc", "dayahead-plan", "forecast-plan", "fixed", "greedy", "random",
+                "ppo")
+HEAVY_POLICIES = ("hindsight", "oracle", "mpc", "smpc", "dayahead-plan", "forecast-plan")
 """Policies that solve MILPs; evaluate.py runs them in worker processes."""
 
 
@@ -77,12 +81,18 @@ class PolicySettings:
 
 
 def run_policy(name: str, inst: Instance, settings: PolicySettings) -> tuple[list[list[int]], dict[str, Any]]:
-    """The policy's schedule for an instance, plus facts about how it was made (solve times, ...)."""
+    """The policy's schedule for an instance, plus facts about how it was made (solve times, wall time, ...)."""
+    start = time.perf_counter()
+    schedule, info = _schedule(name, inst, settings)
+    return schedule, {**info, "wall_seconds": time.perf_counter() - start}
+
+
+def _schedule(name: str, inst: Instance, settings: PolicySettings) -> tuple[list[list[int]], dict[str, Any]]:
     if name == "fixed":
         return fixed_schedule(inst), {}
     if name == "greedy":
         return greedy_view_schedule(inst, settings.information), {}
-    if name in ("hindsight", "oracle", "mpc", "smpc", "dayahead-plan"):
+    if name in HEAVY_POLICIES:
         oracle = settings.oracle()
         first, info = len(oracle.seconds), {}
         if name in ("hindsight", "oracle"):  # the oracle on the truth: the perfect-information bound
@@ -94,8 +104,10 @@ def run_policy(name: str, inst: Instance, settings: PolicySettings) -> tuple[lis
         elif name == "smpc":
             schedule = smpc_schedule(inst, settings.information, oracle=oracle, method=settings.smpc_method,
                                      n_scenarios=settings.smpc_scenarios)
-        else:
+        elif name == "dayahead-plan":
             schedule = dayahead_plan_schedule(inst, oracle, settings.information)
+        else:
+            schedule = forecast_plan_schedule(inst, oracle, settings.information)
         seconds = oracle.seconds[first:]
         return schedule, {**info, "solves": len(seconds), "solve_seconds": float(np.sum(seconds)),
                           "median_solve_seconds": float(np.median(seconds)) if seconds else 0.0}

@@ -4,7 +4,7 @@
 (:func:`aidc_env.price_forecast.fit_price_forecaster`) on the training days only and returns the instances
 whose every day has a forecast, each carrying an :class:`~aidc_env.information.Forecast`: per day of its
 horizon the point forecast of the price and of the renewable shape (as issued the day before at 10:00),
-and S scenarios (a seeded bootstrap of the forecaster's residual training days). Below this module nothing
+the persistence price (the latest prices known at that issue time), and S scenarios (a seeded bootstrap of the forecaster's residual training days). Below this module nothing
 re-reads a CSV: the env, the oracle and the policies read ``inst.forecast`` through
 :func:`aidc_env.information.outlook`.
 """
@@ -21,7 +21,7 @@ from aidc_env.instance import Instance
 from aidc_env.errors import require
 from aidc_env.forecasts import ForecastSet
 from aidc_env.information import Forecast
-from aidc_env.price_forecast import PriceForecaster, fit_price_forecaster
+from aidc_env.price_forecast import PriceForecaster, fit_price_forecaster, persistence_forecast
 from aidc_env.profiles import ProfileSet, hourly_to_slots
 
 DEFAULT_SCENARIOS = 10
@@ -39,9 +39,10 @@ def forecast_of(inst: Instance, forecaster: PriceForecaster, profiles: ProfileSe
                 n_scenarios: int = DEFAULT_SCENARIOS, seed: int = DEFAULT_SEED) -> Forecast:
     """The day-ahead forecast of every slot of ``inst`` (each day as issued the day before)."""
     spd = inst.slots_per_day
-    price, shape, scen_price, scen_shape = [], [], [], []
+    price, persistence, shape, scen_price, scen_shape = [], [], [], [], []
     for date in inst.days:
         price.append(hourly_to_slots(forecaster.price(profiles, forecasts, date), spd))
+        persistence.append(hourly_to_slots(persistence_forecast(profiles, date), spd))
         shape.append(hourly_to_slots(forecasts.day(date).renewable_shape(inst.renewable_capacity_mw,
                                                                          forecaster.renewable_scale), spd))
         if n_scenarios > 0:
@@ -55,7 +56,9 @@ def forecast_of(inst: Instance, forecaster: PriceForecaster, profiles: ProfileSe
         renewable_shape_scenarios=np.concatenate(scen_shape, axis=1) if scen_shape else np.empty((0, inst.slots)),
         source=f"gradient-boosting price forecast fitted on {len(forecaster.train_dates)} training days "
                f"({forecaster.train_dates[0]}..{forecaster.train_dates[-1]}); CAISO day-ahead solar and wind "
-               f"forecast x {forecaster.renewable_scale:.3f}; {n_scenarios} residual-day scenarios, seed {seed}",
+               f"forecast x {forecaster.renewable_scale:.3f}; {n_scenarios} residual-day scenarios, seed {seed}; "
+               "persistence price (latest prices known at issue time)",
+        persistence_price_usd_per_mwh=np.concatenate(persistence),
     )
 
 
@@ -65,6 +68,7 @@ def forecastable(inst: Instance, forecasts: ForecastSet, forecaster: PriceForeca
         for date in inst.days:
             forecasts.day(date)
             forecaster.price(profiles, forecasts, date)
+            persistence_forecast(profiles, date)
     except (KeyError, ValueError):  # InputError is a ValueError: a day without forecast or price history
         return False
     return True

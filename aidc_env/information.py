@@ -46,6 +46,10 @@ class Forecast:
     """(S, T) renewable-shape scenarios, drawn jointly with the prices (same residual day)."""
     source: str = ""
     """How the forecast was made (e.g. the forecaster and its training days)."""
+    persistence_price_usd_per_mwh: np.ndarray | None = None
+    """(T,) optional persistence price forecast: each day's latest prices known at its issue time (10:00 of
+    d − 1: yesterday's prices before 10:00, the day before's after; :func:`aidc_env.price_forecast.
+    persistence_forecast`). The naive price an operator has without a forecaster (the ``dayahead-plan`` rule)."""
 
     def __post_init__(self) -> None:
         price = np.array(self.price_usd_per_mwh, dtype=float)
@@ -61,8 +65,16 @@ class Forecast:
             require(bool(np.all(np.isfinite(arr))), f"forecast.{name}", "contains NaN or infinite values")
         for name, arr in (("renewable_shape", shape), ("renewable_shape_scenarios", scen_shape)):
             require(bool(np.all((arr >= 0) & (arr <= 1))), f"forecast.{name}", "values must be within [0, 1]")
-        for name, arr in (("price_usd_per_mwh", price), ("renewable_shape", shape),
-                          ("price_scenarios_usd_per_mwh", scen_price), ("renewable_shape_scenarios", scen_shape)):
+        arrays = {"price_usd_per_mwh": price, "renewable_shape": shape, "price_scenarios_usd_per_mwh": scen_price,
+                  "renewable_shape_scenarios": scen_shape}
+        if self.persistence_price_usd_per_mwh is not None:
+            persistence = np.array(self.persistence_price_usd_per_mwh, dtype=float)
+            require(persistence.shape == price.shape, "forecast.persistence_price_usd_per_mwh",
+                    f"must have {price.size} values")
+            require(bool(np.all(np.isfinite(persistence))), "forecast.persistence_price_usd_per_mwh",
+                    "contains NaN or infinite values")
+            arrays["persistence_price_usd_per_mwh"] = persistence
+        for name, arr in arrays.items():
             arr.setflags(write=False)
             object.__setattr__(self, name, arr)
 
@@ -81,6 +93,8 @@ class Forecast:
             "price_scenarios_usd_per_mwh": self.price_scenarios_usd_per_mwh.tolist(),
             "renewable_shape_scenarios": self.renewable_shape_scenarios.tolist(),
             "source": self.source,
+            **({} if self.persistence_price_usd_per_mwh is None
+               else {"persistence_price_usd_per_mwh": self.persistence_price_usd_per_mwh.tolist()}),
         }
 
     @classmethod
@@ -91,7 +105,8 @@ class Forecast:
         return cls(price_usd_per_mwh=data["price_usd_per_mwh"], renewable_shape=data["renewable_shape"],
                    price_scenarios_usd_per_mwh=data.get("price_scenarios_usd_per_mwh", []),
                    renewable_shape_scenarios=data.get("renewable_shape_scenarios", []),
-                   source=str(data.get("source", "")))
+                   source=str(data.get("source", "")),
+                   persistence_price_usd_per_mwh=data.get("persistence_price_usd_per_mwh"))
 
 
 def slots_per_hour(inst) -> int:

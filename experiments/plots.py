@@ -1,4 +1,5 @@
-"""Figures: the dispatch of a day, mode timelines, cost ratios and study curves (matplotlib, PNG)."""
+"""Figures: the dispatch of a day, a horizon under forecasts, mode timelines, cost ratios and study curves
+(matplotlib, PNG)."""
 
 from __future__ import annotations
 
@@ -51,6 +52,49 @@ def plot_dispatch(inst: Instance, results: Mapping[str, SimulationResult], path:
     axes[0, 0].legend(loc="upper left", fontsize=7, ncol=3)
     axes[-1, 0].set_xlabel(f"hour of {inst.day}")
     axes[-1, 0].set_xlim(0, 24)
+    fig.tight_layout()
+    _save(fig, path)
+
+
+def plot_horizon(inst: Instance, results: Mapping[str, SimulationResult], path: Path) -> None:
+    """A horizon under day-ahead forecasts: truth vs forecast of the price and of the renewable power (each day's
+    forecast as issued at 10:00 the day before; the persistence price if the forecast carries it), then one
+    panel per policy with its facility load against the true renewable power."""
+    n = len(results)
+    fig, axes = plt.subplots(n + 2, 1, figsize=(12, 2.0 * n + 4.6), sharex=True, squeeze=False)
+    hours = _hours(inst)
+    forecast = inst.forecast
+    price_ax, ren_ax = axes[0, 0], axes[1, 0]
+    price_ax.step(hours, _step(inst.price_usd_per_mwh), where="post", color="black", lw=1.0, label="true price")
+    renewable_per_shape = inst.renewable_mw / np.where(inst.renewable_shape > 0, inst.renewable_shape, np.nan)
+    scale = float(np.nanmedian(renewable_per_shape)) if np.any(inst.renewable_shape > 0) else 0.0
+    ren_ax.step(hours, _step(inst.renewable_mw), where="post", color="tab:green", lw=1.0, label="true renewable")
+    if forecast is not None:
+        price_ax.step(hours, _step(forecast.price_usd_per_mwh), where="post", color="tab:blue", lw=1.0,
+                      label="forecaster (issued d-1 10:00)")
+        if forecast.persistence_price_usd_per_mwh is not None:
+            price_ax.step(hours, _step(forecast.persistence_price_usd_per_mwh), where="post", color="tab:orange",
+                          lw=0.9, ls="--", label="persistence")
+        ren_ax.step(hours, _step(forecast.renewable_shape * scale), where="post", color="tab:blue", lw=1.0,
+                    label="day-ahead forecast")
+    price_ax.set_ylabel("$/MWh")
+    price_ax.legend(loc="upper left", fontsize=7, ncol=3)
+    price_ax.set_title(f"{inst.horizon_days} days from {inst.day}: truth and day-ahead forecasts", fontsize=10)
+    ren_ax.set_ylabel("renewable MW")
+    ren_ax.legend(loc="upper left", fontsize=7, ncol=2)
+    for ax, (name, result) in zip(axes[2:, 0], results.items(), strict=True):
+        f, m = result.flows, result.metrics
+        ax.fill_between(hours, 0, _step(f.load_mw), step="post", color="tab:gray", alpha=0.5, label="facility load")
+        ax.step(hours, _step(f.renewable_mw), where="post", color="tab:green", lw=0.8, label="true renewable")
+        ax.set_ylabel("MW")
+        ax.set_title(f"{name}: ${m.operating_cost_usd:,.0f}, tranches met {m.tranches_met}", fontsize=9)
+    if n:
+        axes[2, 0].legend(loc="upper left", fontsize=7, ncol=2)
+    for d in range(1, inst.horizon_days):
+        for ax in axes[:, 0]:
+            ax.axvline(d * inst.slots_per_day * inst.slot_hours, color="black", lw=0.4, alpha=0.5)
+    axes[-1, 0].set_xlabel(f"hour from the start of {inst.day}")
+    axes[-1, 0].set_xlim(0, hours[-1])
     fig.tight_layout()
     _save(fig, path)
 

@@ -3,8 +3,8 @@
 For random t, the truth (price and renewable shape) of slots t..T−1 of a day-ahead instance is replaced by
 other values; the observations, masks and decisions of slots 0..t must not move. Checked for the env (a fixed
 action sequence and a seeded masked-random policy), for the PPO wrapper (observations and masks) and for an
-untrained MaskablePPO model's deterministic decisions (``ppo_schedule`` / ``rollout_schedule``). The lead
-extends it to the other policies (agents/).
+untrained MaskablePPO model's deterministic decisions (``ppo_schedule`` / ``rollout_schedule``), and for every
+decision rule through ``run_policy`` (mpc, smpc, dayahead-plan, forecast-plan, greedy, fixed, ppo).
 """
 
 from __future__ import annotations
@@ -37,8 +37,9 @@ def dayahead_instance(seed: int = 0, days: int = DAYS, share: float = 0.0) -> In
             tiny_job("B", segments=4 * days, modes=modes_b, initial_mode=0, tranche_tokens=4.0 * 3600 * T * 0.7)]
     base = tiny_instance(jobs, rng.uniform(-20, 200, T).tolist(), rng.uniform(0, 1, T).tolist(), n_gpus=6)
     forecast = Forecast(price_usd_per_mwh=rng.uniform(0, 150, T), renewable_shape=rng.uniform(0, 1, T),
-                        price_scenarios_usd_per_mwh=np.zeros((0, T)), renewable_shape_scenarios=np.zeros((0, T)),
-                        source="synthetic test forecast")
+                        price_scenarios_usd_per_mwh=rng.uniform(-20, 200, (2, T)),
+                        renewable_shape_scenarios=rng.uniform(0, 1, (2, T)), source="synthetic test forecast",
+                        persistence_price_usd_per_mwh=rng.uniform(0, 150, T))
     return dataclasses.replace(base, horizon_days=days, min_daily_share=share, forecast=forecast)
 
 
@@ -215,3 +216,45 @@ def test_wrapper_window_slides_across_midnight_and_reads_the_issued_forecast():
         np.testing.assert_allclose(table[t, HOURS_AHEAD: HOURS_AHEAD + n], inst.renewable_ratio * shape[:n],
                                    rtol=1e-6, atol=1e-7)
         assert table[t, 2 * HOURS_AHEAD: 3 * HOURS_AHEAD].sum() == n  # valid past midnight, not past the end
+
+
+CAUSAL_POLICIES = ("mpc", "smpc", "dayahead-plan", "forecast-plan", "greedy", "fixed", "ppo")
+
+
+@functools.lru_cache(maxsize=1)
+def dayahead_settings():
+    """Day-ahead settings shared by the run_policy checks (the oracle's models and the untrained model reused)."""
+    from agents.policies import PolicySettings
+
+    settings_ = PolicySettings(information="dayahead", smpc_scenarios=2)
+    settings_._model = untrained_model()
+    return settings_
+
+
+def started_before(inst: Instance, schedule: list[list[int]], t: int) -> list[list[int]]:
+    """The choices of the segments that start before slot t."""
+    return [row[: -(-t // inst.slots_per_segment(job))] for job, row in zip(inst.jobs, schedule, strict=True)]
+
+
+@pytest.mark.parametrize(("policy", "t"), [(p, t) for p in CAUSAL_POLICIES
+                                             for t in ((5, 30) if p == "smpc" else (5, 14, 30, 41))])
+def test_every_policy_through_run_policy_ignores_the_truth_from_t(policy, t):
+    """Slot 5 falls before the second day's forecast is issued (10:00 of the first day: slot 10), 14, 30 and 41
+    after it; smpc (the slowest) on one of each."""
+    from agents.policies import run_policy
+
+    inst = dayahead_instance(t % 3)
+    moved = perturbed(inst, t, seed=t)
+    before, after = (run_policy(policy, case, dayahead_settings())[0] for case in (inst, moved))
+    assert started_before(inst, before, t) == started_before(inst, after, t)
+
+
+def test_the_hindsight_bound_does_read_the_future():
+    """The check has teeth: the hindsight oracle's early decisions move with the late truth."""
+    from agents.policies import run_policy
+
+    inst = dayahead_instance(0)
+    moved = dataclasses.replace(inst, price_usd_per_mwh=np.where(np.arange(inst.slots) < 12, inst.price_usd_per_mwh,
+                                                                   -inst.price_usd_per_mwh - 500.0))
+    before, after = (run_policy("hindsight", case, dayahead_settings())[0] for case in (inst, moved))
+    assert started_before(inst, before, 12) != started_before(inst, after, 12)

@@ -19,7 +19,7 @@ from oracle.stochastic import solve_two_stage
 from tests.conftest import tiny_instance, tiny_job
 
 HOURS = 24
-CAUSAL_RULES = ("mpc", "smpc", "dayahead-plan", "greedy", "fixed")
+CAUSAL_RULES = ("mpc", "smpc", "dayahead-plan", "forecast-plan", "greedy", "fixed")
 ALL_RULES = ("hindsight", *CAUSAL_RULES)
 SLOW_TOKENS_PER_HOUR = 10.0 * SECONDS_PER_HOUR  # tiny_job's mode 0: 10 tokens/s
 DAYAHEAD = PolicySettings(information="dayahead")
@@ -35,10 +35,12 @@ def horizon_instance(days: int = 2, segments_per_day: int = 4, scenarios: int = 
     price, shape = rng.uniform(-20, 200, T), rng.uniform(0, 1, T)
     base = tiny_instance([tiny_job(segments=segments_per_day * days, tranche_tokens=tranche)], price, shape)
     if perfect:
-        forecast = Forecast(price, shape, np.tile(price, (scenarios, 1)), np.tile(shape, (scenarios, 1)))
+        forecast = Forecast(price, shape, np.tile(price, (scenarios, 1)), np.tile(shape, (scenarios, 1)),
+                            persistence_price_usd_per_mwh=price)
     else:
         forecast = Forecast(price * rng.uniform(0.5, 1.5, T), rng.uniform(0, 1, T),
-                            price * rng.uniform(0.3, 1.7, (scenarios, T)), rng.uniform(0, 1, (scenarios, T)))
+                            price * rng.uniform(0.3, 1.7, (scenarios, T)), rng.uniform(0, 1, (scenarios, T)),
+                            persistence_price_usd_per_mwh=price * rng.uniform(0.2, 1.8, T))
     return dataclasses.replace(base, horizon_days=days, forecast=forecast)
 
 
@@ -50,7 +52,7 @@ def test_with_a_perfect_forecast_mpc_and_smpc_equal_the_hindsight_optimum():
     inst = horizon_instance(days=1, perfect=True)
     settings = DAYAHEAD
     best = cost(inst, run_policy("hindsight", inst, settings)[0])
-    for rule in ("mpc", "smpc", "dayahead-plan"):
+    for rule in ("mpc", "smpc", "dayahead-plan", "forecast-plan"):
         assert cost(inst, run_policy(rule, inst, settings)[0]) == pytest.approx(best, rel=1e-9)
     perfect = PolicySettings(information="perfect")
     multi = horizon_instance(days=2, seed=3)
@@ -176,3 +178,33 @@ def test_sub_instances_of_a_horizon_carry_the_forecast_slice():
     assert sub.jobs[0].tranche_tokens == pytest.approx(inst.jobs[0].tranche_tokens - 100.0)
     np.testing.assert_array_equal(sub.forecast.price_scenarios_usd_per_mwh,
                                   inst.forecast.price_scenarios_usd_per_mwh[:, 12:36])
+
+
+def test_the_dayahead_plan_plans_on_the_persistence_price_and_the_forecast_plan_on_the_forecasters():
+    from agents.open_loop import viewed, with_persistence_price
+
+    inst = horizon_instance(days=1, seed=11)
+    oracle = DAYAHEAD.oracle()
+    on_persistence = oracle.solve(viewed(with_persistence_price(inst), "dayahead", 0)).schedule
+    on_forecast = oracle.solve(viewed(inst, "dayahead", 0)).schedule
+    assert run_policy("dayahead-plan", inst, DAYAHEAD)[0] == [list(r) for r in on_persistence]
+    assert run_policy("forecast-plan", inst, DAYAHEAD)[0] == [list(r) for r in on_forecast]
+    assert run_policy("forecast-plan", inst, DAYAHEAD)[0] == run_policy("mpc", inst, DAYAHEAD)[0]  # one day
+
+
+def test_the_dayahead_plan_needs_the_persistence_price():
+    from aidc_env.errors import InputError
+
+    inst = horizon_instance(days=1)
+    bare = dataclasses.replace(inst, forecast=dataclasses.replace(inst.forecast, persistence_price_usd_per_mwh=None))
+    with pytest.raises(InputError, match="persistence"):
+        run_policy("dayahead-plan", bare, DAYAHEAD)
+
+
+def test_the_forecast_keeps_its_persistence_price_through_json():
+    inst = horizon_instance(days=2)
+    again = Forecast.from_dict(inst.forecast.to_dict())
+    np.testing.assert_array_equal(again.persistence_price_usd_per_mwh, inst.forecast.persistence_price_usd_per_mwh)
+    bare = dataclasses.replace(inst.forecast, persistence_price_usd_per_mwh=None)
+    assert "persistence_price_usd_per_mwh" not in bare.to_dict()
+    assert Forecast.from_dict(bare.to_dict()).persistence_price_usd_per_mwh is None

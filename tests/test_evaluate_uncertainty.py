@@ -1,0 +1,95 @@
+"""evaluate.py under day-ahead information (issue 12 §6): the comparisons, the flags, the model's information,
+and the persistence price the instances carry for the ``dayahead-plan`` rule."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import evaluate
+from aidc_env.errors import EXIT_BAD_INPUT, InputError, run_cli
+from tests.test_forecasts import HELD, forecaster, synthetic, tiny_model  # noqa: F401 (fixtures)
+
+COSTS = {
+    "hindsight": {"d1": 100.0, "d2": 200.0},
+    "fixed": {"d1": 150.0, "d2": 250.0},
+    "mpc": {"d1": 110.0, "d2": 230.0},
+    "smpc": {"d1": 105.0},
+}
+
+
+def test_comparisons_over_totals_and_common_days():
+    out = evaluate.comparisons(COSTS)
+    mpc = out["policies"]["mpc"]
+    assert mpc["total_cost_usd"] == 340.0 and mpc["days_compared"] == 2
+    assert mpc["cost_relative_to_hindsight"] == pytest.approx(340 / 300)
+    assert mpc["saving_captured"] == pytest.approx((400 - 340) / (400 - 300))
+    assert mpc["evpi_usd"] == {"total": 40.0, "days": {"d1": 10.0, "d2": 30.0}}
+    assert out["policies"]["hindsight"]["saving_captured"] == 1.0
+    assert out["policies"]["fixed"]["saving_captured"] == 0.0
+    smpc = out["policies"]["smpc"]  # one day only: every comparison is over that day
+    assert smpc["days_compared"] == 1 and smpc["saving_captured"] == pytest.approx((150 - 105) / (150 - 100))
+    assert out["vss_usd"] == {"total": 5.0, "days_compared": 1, "days": {"d1": 5.0}} == smpc["vss_usd"]
+
+
+def test_comparisons_without_a_saving_to_capture_are_null_not_nan():
+    out = evaluate.comparisons({"hindsight": {"d": 10.0}, "fixed": {"d": 10.0}, "greedy": {"d": 12.0}})
+    assert out["policies"]["greedy"]["saving_captured"] is None
+    assert "vss_usd" not in out
+
+
+@pytest.mark.parametrize(("argv", "field"), [
+    (["--information", "dayahead"], "forecasts"),
+    (["--information", "dayahead", "--forecasts", "f.csv", "--smpc-scenarios", "0"], "smpc-scenarios"),
+    (["--smpc-scenarios", "11"], "smpc-scenarios"),
+    (["--information", "hindsight"], "information"),
+])
+def test_bad_flags_exit_2_with_one_line(argv, field, tmp_path, capsys):
+    assert run_cli(evaluate.main, [*argv, "--out", str(tmp_path / "out"), "--no-plots"]) == EXIT_BAD_INPUT
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and field in err
+
+
+class FakeModel:
+    def __init__(self, information: str):
+        self.aidc_config = {"env_kwargs": {"information": information}}
+
+
+class Args:
+    def __init__(self, information: str, forecasts: str | None):
+        self.information, self.forecasts = information, forecasts
+
+
+@pytest.mark.parametrize(("trained", "information", "forecasts", "field"), [
+    ("dayahead", "perfect", None, "forecasts"),
+    ("dayahead", "dayahead", None, "forecasts"),
+    ("perfect", "dayahead", "f.csv", "model"),
+])
+def test_a_model_is_refused_information_it_was_not_trained_with(monkeypatch, trained, information, forecasts, field):
+    import agents.ppo
+
+    monkeypatch.setattr(agents.ppo, "load_model", lambda path: FakeModel(trained))
+    with pytest.raises(InputError, match=field):
+        evaluate.check_model("model.zip", Args(information, forecasts), inst=None)
+
+
+def test_model_may_be_the_run_folder_or_the_zip(tmp_path):
+    assert evaluate.resolve_model_path(str(tmp_path), "2048") == str(tmp_path / "model.zip")
+    assert evaluate.resolve_model_path(str(tmp_path / "m.zip"), "2048") == str(tmp_path / "m.zip")
+    assert evaluate.resolve_model_path(None, "2048").endswith("ppo-2048/model.zip")
+
+
+def test_instances_carry_each_days_persistence_price(synthetic, forecaster):  # noqa: F811
+    from aidc_env.case import build_instances
+    from aidc_env.dayahead import attach_forecasts
+    from aidc_env.price_forecast import persistence_forecast
+    from aidc_env.profiles import hourly_to_slots
+
+    profiles, forecasts = synthetic
+    with_fc = attach_forecasts(build_instances("2048", HELD[:1], profiles, horizon_days=2), forecaster, profiles,
+                               forecasts, n_scenarios=0)
+    inst = with_fc[HELD[0]]
+    for d, date in enumerate(inst.days):
+        np.testing.assert_array_equal(inst.forecast.persistence_price_usd_per_mwh[inst.day_slots(d)],
+                                      hourly_to_slots(persistence_forecast(profiles, date), inst.slots_per_day))
+    assert not np.array_equal(inst.forecast.persistence_price_usd_per_mwh, inst.forecast.price_usd_per_mwh)
