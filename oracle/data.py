@@ -30,6 +30,19 @@ MAX_JOINT_STATES = 50_000
 """Largest number of joint choice tuples (before the capacity screen) the joint-state ("fast") formulation builds."""
 
 
+def daily_rows(inst: Instance) -> list[tuple[int, int]]:
+    """(job, day) of every daily-minimum row: none for a day instance or a zero ``min_daily_share``."""
+    if inst.horizon_days <= 1 or inst.min_daily_share <= 0:
+        return []
+    return [(j, d) for j, job in enumerate(inst.jobs) if job.n_modes for d in range(inst.horizon_days)]
+
+
+def day_segments(inst: Instance, j: int, d: int) -> range:
+    """The checkpoint segments of job j that lie in day d (days hold whole segments: K per day)."""
+    per_day = inst.segments_per_day(inst.jobs[j])
+    return range(d * per_day, (d + 1) * per_day)
+
+
 @dataclass(frozen=True, eq=False)
 class JobCoefficients:
     """One job's per-choice numbers (arrays over its modes, pause excluded)."""

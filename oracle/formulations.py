@@ -38,7 +38,7 @@ from pyomo.core.expr.numeric_expr import LinearExpression
 from aidc_env.instance import PAUSE, Instance
 from aidc_env.simulator import TRANCHE_TOLERANCE, facility_load_mw, slot_decision_cost_usd
 from oracle.constants import FORMULATIONS
-from oracle.data import OracleData, joint_objective_usd, joint_path
+from oracle.data import OracleData, day_segments, daily_rows, joint_objective_usd, joint_path
 
 TRANCHE_ROW_RHS = 1e4
 """Each tranche row is scaled so that the tranche built into the model reads this many units: HiGHS's
@@ -124,12 +124,39 @@ def usable_state_ids(data: OracleData, allow_pause: bool = True) -> np.ndarray:
     return np.arange(len(states)) if allow_pause else np.flatnonzero(np.all(states != PAUSE, axis=1))
 
 
-def _tranche_rhs_setter(m: pyo.ConcreteModel, data: OracleData, scales: Sequence[float]) -> Callable[[Instance], None]:
-    def set_tranches(inst: Instance) -> None:
-        for j, job in enumerate(inst.jobs):
+def _add_token_rows(m: pyo.ConcreteModel, data: OracleData, scales: Sequence[float],
+                    segment_terms: Callable[[int, int], tuple[list[float], list[pyo.Var]]]) -> Callable[[Instance], None]:
+    """The token rows of a formulation: per job, its tranche over the horizon (``m.tranche``), and per job and
+    day, its daily minimum (``m.daily``, only with D > 1 and ``min_daily_share`` > 0). ``segment_terms(j, s)``
+    gives the tokens of job j's segment s as (coefficients, variables). Rows are scaled by the job's tranche
+    scale; right-hand sides are mutable Params, set by the returned ``set_tranches``."""
+    inst = data.inst
+    n_jobs = len(inst.jobs)
+
+    def scaled(j: int, segments: Sequence[int]) -> LinearExpression:
+        coefs, variables = [], []
+        for s in segments:
+            c, v = segment_terms(j, s)
+            coefs += [x * scales[j] for x in c]
+            variables += v
+        return linear(coefs, variables)
+
+    m.tranche_rhs = pyo.Param(range(n_jobs), mutable=True, initialize=0.0)
+    m.tranche = pyo.Constraint(range(n_jobs), rule=lambda m, j: pyo.Constraint.Skip if inst.jobs[j].n_modes == 0
+                               else scaled(j, range(inst.jobs[j].segments)) >= m.tranche_rhs[j])
+    days = daily_rows(inst)
+    m.daily_rhs = pyo.Param(days, mutable=True, initialize=0.0)
+    m.daily = pyo.Constraint(days, rule=lambda m, j, d: scaled(j, day_segments(inst, j, d)) >= m.daily_rhs[j, d])
+
+    def set_tranches(new: Instance) -> None:
+        for j, job in enumerate(new.jobs):
             wanted = effective_tranche(job.tranche_tokens, data.jobs[j].tokens_restarted)
             m.tranche_rhs[j] = wanted * (1.0 - TRANCHE_MARGIN) * scales[j]
+        for j, d in days:
+            wanted = effective_tranche(new.daily_min_tokens(new.jobs[j]), data.jobs[j].tokens_restarted)
+            m.daily_rhs[j, d] = wanted * (1.0 - TRANCHE_MARGIN) * scales[j]
 
+    set_tranches(inst)
     return set_tranches
 
 
@@ -182,25 +209,20 @@ def build_fast(data: OracleData, *, allow_pause: bool = True) -> Built:
                                  rule=lambda m, j, s, c: m.k[j, s, c] <= m.x[j, s - 1, c])
     m.keep_now = pyo.Constraint(keep_index, rule=lambda m, j, s, c: m.k[j, s, c] <= m.x[j, s, c])
 
-    # Tranches (rows scaled; right-hand sides are mutable for re-solves).
+    # Tranches and daily minimums (rows scaled; right-hand sides are mutable for re-solves).
     scales = tranche_scales(data)
-    m.tranche_rhs = pyo.Param(range(n_jobs), mutable=True, initialize=0.0)
+    kept_modes = {(j, s): [c for c in range(job.n_modes) if (j, s, c) in m.k]
+                  for j, job in enumerate(inst.jobs) for s in range(job.segments)}
 
-    def tranche_rule(m, j):
-        job, coef = inst.jobs[j], data.jobs[j]
-        if job.n_modes == 0:
-            return pyo.Constraint.Skip
-        coefs = [coef.tokens_restarted[c] * scales[j] for s in range(job.segments) for c in range(job.n_modes)]
-        variables = [m.x[j, s, c] for s in range(job.segments) for c in range(job.n_modes)]
-        for (jj, s, c) in keep_index:
-            if jj == j:
-                coefs.append((coef.tokens_kept[c] - coef.tokens_restarted[c]) * scales[j])
-                variables.append(m.k[j, s, c])
-        return linear(coefs, variables) >= m.tranche_rhs[j]
+    def segment_terms(j: int, s: int) -> tuple[list[float], list[pyo.Var]]:
+        """Tokens of segment s: the restarted yield of its mode, plus the restart loss back when it kept it."""
+        coef = data.jobs[j]
+        modes, kept = range(inst.jobs[j].n_modes), kept_modes[j, s]
+        return ([float(coef.tokens_restarted[c]) for c in modes]
+                + [float(coef.tokens_kept[c] - coef.tokens_restarted[c]) for c in kept],
+                [m.x[j, s, c] for c in modes] + [m.k[j, s, c] for c in kept])
 
-    m.tranche = pyo.Constraint(range(n_jobs), rule=tranche_rule)
-    set_tranches = _tranche_rhs_setter(m, data, scales)
-    set_tranches(inst)
+    set_tranches = _add_token_rows(m, data, scales, segment_terms)
 
     # Objective: exact block costs of the joint states + the constant PPA term.
     def objective_expr(d: OracleData) -> LinearExpression:
@@ -253,7 +275,6 @@ def build_textbook(data: OracleData, *, allow_pause: bool = True) -> Built:
     """The textbook formulation (see the module docstring)."""
     inst = data.inst
     T = inst.slots
-    n_jobs = len(inst.jobs)
     m = pyo.ConcreteModel(name="aidc_oracle_textbook")
     jsm = [(j, s, c) for j, job in enumerate(inst.jobs) for s in range(job.segments) for c in range(job.n_modes)]
     m.x = pyo.Var(jsm, domain=pyo.Binary)
@@ -279,23 +300,17 @@ def build_textbook(data: OracleData, *, allow_pause: bool = True) -> Built:
     m.restart = pyo.Constraint(jsm, rule=restart_rule)
 
     scales = tranche_scales(data)
-    m.tranche_rhs = pyo.Param(range(n_jobs), mutable=True, initialize=0.0)
 
-    def tranche_rule(m, j):
-        job, coef = inst.jobs[j], data.jobs[j]
-        if job.n_modes == 0:
-            return pyo.Constraint.Skip
+    def segment_terms(j: int, s: int) -> tuple[list[float], list[pyo.Var]]:
+        """Tokens of segment s: the kept yield of its mode, less the restart loss when it restarted."""
+        coef = data.jobs[j]
         coefs, variables = [], []
-        for s in range(job.segments):
-            for c in range(job.n_modes):
-                loss = coef.tokens_kept[c] - coef.tokens_restarted[c]
-                coefs += [coef.tokens_kept[c] * scales[j], -loss * scales[j]]
-                variables += [m.x[j, s, c], m.z[j, s, c]]
-        return linear(coefs, variables) >= m.tranche_rhs[j]
+        for c in range(inst.jobs[j].n_modes):
+            coefs += [float(coef.tokens_kept[c]), -float(coef.tokens_kept[c] - coef.tokens_restarted[c])]
+            variables += [m.x[j, s, c], m.z[j, s, c]]
+        return coefs, variables
 
-    m.tranche = pyo.Constraint(range(n_jobs), rule=tranche_rule)
-    set_tranches = _tranche_rhs_setter(m, data, scales)
-    set_tranches(inst)
+    set_tranches = _add_token_rows(m, data, scales, segment_terms)
 
     def segment_of(j: int, t: int) -> int:
         return t // data.jobs[j].slots_per_segment

@@ -21,7 +21,8 @@ the optimum, exactly (to float rounding), with no branch-and-bound gap. A search
 (``status="budget"``) when its labels outgrow a budget or the deadline passes; the oracle then falls back
 to HiGHS's branch and bound on the reduced MILP, starting from the bound the searches proved.
 
-Supported: one or two jobs (the dominance test is over two token counts); other cases use the MILP.
+Supported: one or two jobs (the dominance test is over two token counts) and no daily minimums; other cases
+use the MILP.
 """
 
 from __future__ import annotations
@@ -33,7 +34,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from oracle.completion import CompletionBound
-from oracle.data import OracleData
+from oracle.data import OracleData, daily_rows
 from oracle.reduction import joint_tokens
 
 MAX_JOBS = 2
@@ -97,7 +98,11 @@ class LabelingOutcome:
 
 
 def supported(data: OracleData) -> bool:
+    """Whether the search applies: one or two jobs, a network of bounded size, and no daily minimums (a label
+    holds each job's tokens over the horizon, not per day; those instances go to branch and bound)."""
     if data.joint_states is None or not 1 <= len(data.inst.jobs) <= MAX_JOBS:
+        return False
+    if daily_rows(data.inst):
         return False
     return data.n_blocks * data.n_states ** 2 * len(data.inst.jobs) <= MAX_NETWORK_ENTRIES
 

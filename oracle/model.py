@@ -133,7 +133,7 @@ def _structure_key(inst: Instance) -> tuple:
     """What the built model depends on beyond its objective and tranche right-hand sides."""
     jobs = tuple((job.segments, job.restart_hours, job.initial_mode,
                   tuple((m.gpus, m.tokens_per_s) for m in job.modes)) for job in inst.jobs)
-    return inst.n_gpus, inst.slots, inst.slot_hours, jobs
+    return inst.n_gpus, inst.slots, inst.slot_hours, inst.horizon_days, inst.min_daily_share > 0, jobs
 
 
 def _closed(objective: float | None, bound: float | None, mip_gap: float) -> bool:

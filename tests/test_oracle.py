@@ -223,7 +223,8 @@ def test_infeasible_because_of_restarts_is_proved_by_the_solver():
 
 
 def brute_force(inst, allow_pause: bool = True) -> float | None:
-    """The cheapest feasible schedule's operating cost, by enumerating every schedule (vectorised)."""
+    """The cheapest feasible schedule's operating cost, by enumerating every schedule (vectorised); over a
+    horizon, every day must also make each job's daily minimum."""
     per_job = []
     for job in inst.jobs:
         options = list(range(job.n_modes)) + ([PAUSE] if allow_pause else [])
@@ -231,8 +232,10 @@ def brute_force(inst, allow_pause: bool = True) -> float | None:
         slot = np.repeat(rows, inst.slots_per_segment(job), axis=1)
         restarted = np.array([restarts(job, r) for r in rows])
         hours = np.where(rows != PAUSE, segment_productive_hours(inst, job, restarted), 0.0)
-        tokens = np.sum(job.tokens_per_s_by_choice[rows] * SECONDS_PER_HOUR * hours, axis=1)
-        ok = tokens >= job.tranche_tokens * (1 - TRANCHE_TOLERANCE)
+        made = job.tokens_per_s_by_choice[rows] * SECONDS_PER_HOUR * hours  # (schedules, segments)
+        ok = made.sum(axis=1) >= job.tranche_tokens * (1 - TRANCHE_TOLERANCE)
+        by_day = made.reshape(len(rows), inst.horizon_days, -1).sum(axis=2)  # days hold K segments each
+        ok &= np.all(by_day >= inst.daily_min_tokens(job) * (1 - TRANCHE_TOLERANCE), axis=1)
         per_job.append((job.gpus_by_choice[slot][ok], job.it_power_kw_by_choice[slot][ok]))
     gpus, power = np.zeros((1, inst.slots), dtype=np.int64), np.zeros((1, inst.slots))
     for job_gpus, job_power in per_job:
@@ -287,6 +290,49 @@ def test_oracle_finds_the_brute_force_minimum(inst, allow_pause):
             assert r.metrics.operating_cost_usd == pytest.approx(best, rel=1e-6, abs=1e-6)
             if options.get("labeling") is False or "formulation" in options:
                 assert r.proof == "branch-and-bound"
+
+
+@st.composite
+def tiny_horizons(draw):
+    """Two-day instances of the tiny days, with a positive minimum share per day (12 slots, 6 a day)."""
+    inst = draw(tiny_days())
+    jobs = tuple(dataclasses.replace(job, segments=2 * draw(st.sampled_from([1, 2]))) for job in inst.jobs)
+    return dataclasses.replace(inst, jobs=jobs, horizon_days=2, min_daily_share=draw(st.sampled_from([0.3, 0.8, 1.0])))
+
+
+@settings(max_examples=25, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
+@given(inst=tiny_horizons())
+def test_oracle_meets_daily_minimums_at_the_brute_force_minimum(inst):
+    """With a minimum share per day the oracle (label search off: branch and bound on the daily rows) and the
+    textbook build both reach the brute force's minimum, and the simulator finds every day's minimum met."""
+    best = brute_force(inst)
+    for options in ({}, {"formulation": "textbook"}):
+        r = solve(inst, mip_gap=1e-9, time_limit_s=60, **options)
+        if best is None:
+            assert r.status == "infeasible" and r.reason, options
+            continue
+        assert r.status == "optimal", (options, r.reason)
+        assert r.objective_usd == pytest.approx(best, rel=1e-6, abs=1e-6), options
+        assert r.proof == "branch-and-bound"
+        assert all(job.daily_minimums_met for job in r.metrics.jobs)
+
+
+def test_daily_minimums_bind_and_cost_more_than_the_horizon_target_alone():
+    """Two days, one job that would rather run only on the cheap day: a share of 1 forces half the target into
+    the dear day, at the brute force's cost, and the label search steps aside for branch and bound."""
+    full = mode(4, 10.0, 2000.0)
+    day_tokens = 10.0 * SECONDS_PER_HOUR * 12
+    job = tiny_job("A", segments=4, modes=(full,), initial_mode=PAUSE, restart_hours=0.0, tranche_tokens=day_tokens)
+    price = [10.0] * 6 + [200.0] * 6
+    inst = dataclasses.replace(tiny_instance([job], price=price, shape=[0.0] * 12, slot_hours=2.0), horizon_days=2)
+    free = solve(inst, mip_gap=1e-9)
+    assert free.proof == "label-setting" and free.metrics.jobs[0].tokens_by_day[1] == 0.0
+    shared = dataclasses.replace(inst, min_daily_share=1.0)
+    bound = solve(shared, mip_gap=1e-9)
+    assert bound.status == "optimal" and bound.proof == "branch-and-bound"
+    assert bound.objective_usd == pytest.approx(brute_force(shared), rel=1e-9)
+    assert bound.objective_usd > free.objective_usd
+    assert bound.metrics.jobs[0].tokens_by_day == pytest.approx((day_tokens / 2, day_tokens / 2))
 
 
 # ------------------------------------------------------------------------------------ command line
