@@ -79,7 +79,8 @@ def sub_instance(inst: Instance, start: int, stop: int, current: list[int], toke
     Each job starts in its current choice (a switch at ``start`` restarts, as in the whole instance) and
     must make what is left of its tranche. The sub-instance is one flat axis (``horizon_days=1``, it need
     not be whole days) and carries the slice of the instance's forecast. Daily minimums
-    (``min_daily_share``) are not carried: the oracle does not model them yet.
+    (``min_daily_share``) are not carried: the re-solve would need the minimum left of the current day, a
+    per-day target the instance does not hold (the oracle itself models σ on whole-day horizons).
     """
     span = stop - start
     jobs = tuple(
