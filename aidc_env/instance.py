@@ -401,6 +401,14 @@ class Instance:
         return dumps_json(self.to_dict(), indent=indent)
 
 
+def require_day_model(inst: Instance, who: str) -> None:
+    """Refuse, with one :class:`InputError` line, an instance with fleet workloads (fine-tuning, inference, an
+    idle-GPU value) in a consumer that models pre-training only (``who``: e.g. "the oracle")."""
+    require(not inst.has_fleet_workloads, "case",
+            f"{who} does not handle fine-tuning jobs, inference or an idle-GPU value yet (case {inst.case_name!r}); "
+            "score fleet schedules with python -m aidc_env.simulate (issue 13: the fleet oracle and env)")
+
+
 def load_instance(path: str | Path) -> Instance:
     """Read an instance JSON file (the output of ``python -m aidc_env.case --json``)."""
     inst = Instance.from_dict(read_json_file(path, "instance"))
