@@ -111,11 +111,14 @@ class Inference:
             kw, peak = data["it_kw_per_gpu"], data["peak_gpus"]
             require(is_finite(kw), f"{where}.it_kw_per_gpu", f"must be a number, got {kw!r}")
             require(is_integer(peak), f"{where}.peak_gpus", f"must be an integer, got {peak!r}")
-            return cls(name=str(data["name"]), gpus=np.asarray(gpus, dtype=float), it_kw_per_gpu=float(kw),
+            name = str(data["name"])
+            return cls(name=name, gpus=np.asarray(gpus, dtype=float), it_kw_per_gpu=float(kw),
                        peak_gpus=int(peak), demand_share=np.asarray(share, dtype=float),
                        source=str(data.get("source", "")))
         except KeyError as err:
             raise InputError(f"{where}.{err.args[0]}", "missing") from None
+        except InputError as err:  # name the entry by its place in the file
+            raise InputError(err.field.replace(f"inference.{name}", where, 1), err.message) from None
 
 
 def gpus_for_share(share: np.ndarray, peak_gpus: int) -> np.ndarray:
