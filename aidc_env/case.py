@@ -517,6 +517,24 @@ def instance_from_args(args: argparse.Namespace, profiles: ProfileSet | None = N
                           **case_overrides(args))
 
 
+def jobs_table_markdown(inst: Instance) -> str:
+    """The instance's jobs (kind, model, baseline mode, Pareto modes, checkpoints, window, target) and its
+    inference services as a Markdown table: ``python -m aidc_env.case --case fleet --jobs-table``."""
+    lines = ["| job | kind | model | baseline mode | baseline GPUs | Pareto modes (GPUs) | segments K | window (h) "
+             "| target (B tokens) |", "|---|---|---|---|---:|---|---:|---|---:|"]
+    for job in inst.jobs:
+        base = job.modes[job.baseline_mode] if job.baseline_mode != PAUSE else None
+        release, deadline = (slot * inst.slot_hours for slot in inst.job_window(job))
+        gpus = sorted({m.gpus for m in job.modes})
+        lines.append(f"| {job.name} | {job.kind} | {job.model} | {base.label if base else 'none'} | "
+                     f"{base.gpus if base else 0:,} | {job.n_modes} ({gpus[0]:,}-{gpus[-1]:,}) | {job.segments} | "
+                     f"{release:g}-{deadline:g} | {job.tranche_tokens / 1e9:.3f} |")
+    for service in inst.inference:
+        lines.append(f"| {service.name} | inference | - | - | {int(service.gpus.min()):,}-{int(service.gpus.max()):,} "
+                     f"| peak {service.peak_gpus:,} at {service.it_kw_per_gpu:g} kW/GPU | - | every slot | - |")
+    return "\n".join(lines)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = CliParser(
         prog="python -m aidc_env.case",
@@ -527,6 +545,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     add_case_arguments(parser)
     parser.add_argument("--json", action="store_true", help="print the instance as JSON (default: a summary)")
     parser.add_argument("--out", help="also write the JSON to this file")
+    parser.add_argument("--jobs-table", action="store_true",
+                        help="print the jobs and inference as a Markdown table (docs/fleet.md)")
     args = parser.parse_args(argv)
     if args.out:
         check_output_file(args.out, "out")
@@ -534,7 +554,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     text = inst.to_json(indent=1)
     if args.out:
         atomic_write_text(args.out, text)
-    if args.json:
+    if args.jobs_table:
+        print(jobs_table_markdown(inst))
+    elif args.json:
         print(text)
     else:
         print(f"case {inst.case_name} on {inst.day}: {inst.n_gpus} GPUs, {inst.slots} slots of "

@@ -375,3 +375,11 @@ def test_bad_profile_file_exits_2(tmp_path, capsys):
     assert load_case(path).inference[0].profile == str(bad)
     assert run_cli(case_main, ["--case", path]) == EXIT_BAD_INPUT
     assert capsys.readouterr().err.startswith("error: inference.profile")
+
+
+def test_docs_job_table_is_the_case(capsys):
+    assert run_cli(case_main, ["--case", "fleet", "--jobs-table"]) == 0
+    table = capsys.readouterr().out.strip()
+    doc = (Path(__file__).resolve().parents[1] / "docs" / "fleet.md").read_text()
+    between = doc.split("<!-- jobs-table:begin -->\n", 1)[1].split("\n<!-- jobs-table:end -->", 1)[0]
+    assert between == table
