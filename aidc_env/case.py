@@ -363,7 +363,8 @@ def resolve_jobs(case: Case) -> tuple[Job, ...]:
         require(len(reference_modes) > 0, f"{where}.model", f"{spec.model} has no feasible mode")
         if spec.max_gpus is not None:
             reference_modes = tuple(m for m in reference_modes if m.gpus <= spec.max_gpus)
-            require(len(reference_modes) > 0, f"{where}.max_gpus", f"{spec.model} has no mode within {spec.max_gpus} GPUs")
+            require(len(reference_modes) > 0, f"{where}.max_gpus",
+                    f"{spec.model} has no mode within {spec.max_gpus} GPUs")
         reference_pareto = [m for m in reference_modes if m.gpus <= reference_pool] or list(reference_modes)
         baseline = reference_pareto[_pick_baseline(spec, reference_pareto, where)]
         tranche = spec.tranche_tokens

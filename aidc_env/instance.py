@@ -18,6 +18,13 @@ multi-day budget is to move work between days, and s = 0 is the bound that shows
 an operator who needs steady progress sets a share (D = 1 is unaffected by s). D = 1 is today's day
 instance, bit for bit. DST days keep the day model's 24 clock hours (see :mod:`aidc_env.profiles`).
 
+**Workloads** (DESIGN §9, ``docs/fleet.md``). A :class:`Job` is a pre-training job (``kind = "pretraining"``,
+its window the whole horizon) or a fine-tuning job (``kind = "finetuning"``: a window ``[release_slot,
+deadline_slot)`` on its checkpoint boundaries, outside which it cannot run, and a target due by the deadline).
+``inference`` holds the services (:class:`~aidc_env.workloads.Inference`) whose GPUs per slot come out of the
+pool first (``inference_gpus``, ``inference_it_kw``: their per-slot totals); ``idle_value_usd_per_gpu_hour``
+credits idle GPU-hours in the objective. Without them (the default) the instance is the day model's.
+
 Units: power in kW (per GPU, per mode) or MW (facility), energy in MWh, prices in $/MWh,
 time in hours unless the name says otherwise.
 """

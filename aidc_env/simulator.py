@@ -34,7 +34,7 @@ from typing import Any
 
 import numpy as np
 
-from aidc_env.errors import CliParser, require, run_cli
+from aidc_env.errors import CliParser, InputError, require, run_cli
 from aidc_env.instance import PAUSE, SECONDS_PER_HOUR, Instance, Job, load_instance
 from aidc_env.io import dumps_json, read_json_file
 
@@ -45,9 +45,14 @@ TRANCHE_TOLERANCE = 1e-9
 # ------------------------------------------------------------------------------ the physics, vectorised
 
 
+def idle_gpus(inst: Instance, gpus_used: np.ndarray | int) -> np.ndarray:
+    """GPUs left idle: N − all GPUs in use (inference included); a breach (reported) has no idle GPU."""
+    return np.maximum(inst.n_gpus - np.asarray(gpus_used), 0)
+
+
 def facility_load_mw(inst: Instance, gpus_used: np.ndarray | int, it_power_kw: np.ndarray | float) -> np.ndarray:
     """Facility load L (MW): PUE × (IT power of the running modes + idle power of unused GPUs)."""
-    idle = np.maximum(inst.n_gpus - np.asarray(gpus_used), 0)  # a breach (reported) has no idle GPU
+    idle = idle_gpus(inst, gpus_used)
     return inst.pue * (np.asarray(it_power_kw, dtype=float) + idle * inst.idle_kw_per_gpu) / 1000.0
 
 
@@ -58,11 +63,6 @@ def pool_load_mw(inst: Instance, job_gpus: np.ndarray, job_it_kw: np.ndarray,
         return facility_load_mw(inst, job_gpus, job_it_kw)
     return facility_load_mw(inst, np.asarray(job_gpus) + inst.inference_gpus[slots],
                             np.asarray(job_it_kw) + inst.inference_it_kw[slots])
-
-
-def idle_gpus(inst: Instance, gpus_used: np.ndarray | int) -> np.ndarray:
-    """GPUs left idle (N − all GPUs in use, inference included; 0 in a breach)."""
-    return np.maximum(inst.n_gpus - np.asarray(gpus_used), 0)
 
 
 def slot_idle_value_usd(inst: Instance, gpus_used: np.ndarray | int) -> np.ndarray:
@@ -169,10 +169,13 @@ def validate_schedule(inst: Instance, schedule: Sequence[Sequence[int]] | Mappin
         arr = arr.astype(np.int64)
         require(bool(np.all((arr >= PAUSE) & (arr < job.n_modes))), f"schedule.{job.name}",
                 f"choices must be -1 (pause) or a mode index 0..{job.n_modes - 1}")
-        outside = np.flatnonzero((arr != PAUSE) & ~inst.allowed_segments(job))
-        require(outside.size == 0, f"schedule.{job.name}",
-                f"runs in segment {outside[0] if outside.size else 0} outside its window [{inst.job_window(job)[0]}, "
-                f"{inst.job_window(job)[1]}) slots (a fine-tuning job runs only between its release and deadline)")
+        if job.is_finetuning:  # a pre-training job's window is the horizon
+            outside = np.flatnonzero((arr != PAUSE) & ~inst.allowed_segments(job))
+            if outside.size:
+                release, deadline = inst.job_window(job)
+                raise InputError(f"schedule.{job.name}", f"runs in segment {outside[0]} outside its window "
+                                 f"[{release}, {deadline}) slots (a fine-tuning job runs only between its release "
+                                 "and its deadline)")
         out.append(arr)
     return tuple(out)
 
@@ -279,7 +282,8 @@ class Metrics(EnergyMetrics):
     idle_value_usd: float = 0.0
     """Idle GPU-hours × ``idle_value_usd_per_gpu_hour``."""
     objective_usd: float = 0.0
-    """What a dispatcher minimises: operating cost − idle value (the operating cost when there is no idle value)."""
+    """What a dispatcher minimises: operating cost − idle value (the operating cost when there is no idle value;
+    :func:`simulate` always sets it)."""
     feasible: bool = True
     """Capacity held, every target met by its deadline and inference served."""
 
@@ -498,8 +502,9 @@ def format_metrics(m: Metrics) -> str:
         f"{'met' if m.tranches_met else 'NOT met'}",
     ]
     if m.inference_gpu_hours or m.idle_value_usd:
-        lines.append(f"inference {m.inference_gpu_hours:,.0f} GPU-h ({'served' if m.inference_served else 'NOT served'}), "
-                     f"idle {m.idle_gpu_hours:,.0f} GPU-h worth ${m.idle_value_usd:,.2f}, objective ${m.objective_usd:,.2f}")
+        served = "served" if m.inference_served else "NOT served"
+        lines.append(f"inference {m.inference_gpu_hours:,.0f} GPU-h ({served}), idle {m.idle_gpu_hours:,.0f} GPU-h "
+                     f"worth ${m.idle_value_usd:,.2f}, objective ${m.objective_usd:,.2f}")
     for job in m.jobs:
         lines.append(f"  {job.name}: completion {job.completion:.4f}, modes used {job.modes_used}, "
                      f"switches {job.switches}, restarts {job.restarts}")

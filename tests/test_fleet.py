@@ -350,6 +350,7 @@ def _fleet_with(tmp_path: Path, old: str, new: str) -> str:
 @pytest.mark.parametrize("old, new, field", [
     ('kind = "finetuning"', 'kind = "serving"', "jobs[8].kind"),
     ("max_gpus = 256", "max_gpus = 1024", "jobs[8].max_gpus"),
+    ("max_gpus = 256", "max_gpus = 64", "jobs[8].max_gpus"),
     ("deadline_hour = 12", "deadline_hour = 12.5", "jobs[8].deadline_hour"),
     ("release_hour = 6", "release_hour = 20", "jobs[9].deadline_hour"),
     ("baseline_hours = 8", "baseline_hours = 13", "jobs[8].baseline_hours"),
