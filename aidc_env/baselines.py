@@ -11,6 +11,9 @@ import numpy as np
 from aidc_env.instance import PAUSE, SECONDS_PER_HOUR, Instance, Job
 from aidc_env.simulator import pool_load_mw, simulate
 
+TARGET_SLACK = 1e-9
+"""Rounding slack in segment counts (a target of exactly k segments needs k, not k + 1)."""
+
 
 def fixed_schedule(inst: Instance) -> list[list[int]]:
     """Fixed continuous training: every pre-training job runs its baseline mode all day (no restart); a
@@ -32,10 +35,6 @@ def _finetuning_from_release(inst: Instance, job: Job) -> list[int]:
     k = int(np.ceil((needed_hours + job.restart_hours) / inst.segment_hours(job) - TARGET_SLACK))
     choices[allowed[:max(k, 0)]] = job.baseline_mode
     return choices.tolist()
-
-
-TARGET_SLACK = 1e-9
-"""Rounding slack in segment counts (a target of exactly k segments needs k, not k + 1)."""
 
 
 def jobs_pool(inst: Instance) -> int:
@@ -66,9 +65,11 @@ def greedy_schedule(inst: Instance) -> list[list[int]]:
     Job by job: rank the job's segments by effective price (slots where renewable covers the baseline
     load count as free). For each mode within the job's GPU share, run it in the k cheapest segments and
     pause in the rest, with the smallest k that meets the tranche (restarts included): the price
-    threshold is set by the tranche. Keep the mode whose day costs least, or the fixed schedule if none
-    is cheaper; so greedy completes whenever fixed continuous does. Jobs stay within disjoint GPU shares,
-    so capacity holds whatever the segment lengths.
+    threshold is set by the tranche. Keep the mode whose day costs least (objective: operating cost minus
+    any idle-GPU value), or the fixed schedule if none is cheaper; so greedy completes whenever fixed
+    continuous does. Jobs stay within disjoint GPU shares of the pool minus the inference peak
+    (:func:`jobs_pool`), so capacity holds whatever the segment lengths; a fine-tuning job ranks only the
+    segments of its window.
     """
     schedule = fixed_schedule(inst)
     for j, job in enumerate(inst.jobs):
