@@ -36,7 +36,7 @@ from aidc_env.case import add_case_arguments, build_instances, case_overrides, l
 from aidc_env.dayahead import DEFAULT_SCENARIOS
 from aidc_env.information import INFORMATION
 from aidc_env.errors import EXIT_INTERRUPTED, CliParser, InputError, require, require_number, run_cli
-from aidc_env.instance import Instance
+from aidc_env.instance import Instance, require_day_model
 from aidc_env.io import atomic_path, check_output_file, check_output_folder, write_json
 from aidc_env.profiles import load_profiles
 from aidc_env.simulator import Metrics, SimulationResult, simulate
@@ -269,6 +269,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     # 2. Instances (with --forecasts: the forecaster fitted on the training split only, days without forecasts left).
     instances = build_instances(case, days, profiles, **overrides)
+    require_day_model(next(iter(instances.values())), "evaluate.py")  # its table reports the day model's cost
     if args.forecasts is not None:
         from aidc_env.dayahead import dayahead_instances
         from aidc_env.forecasts import load_forecasts

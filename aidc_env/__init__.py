@@ -1,7 +1,8 @@
 """aidc_env: checkpoint-aware 3D dispatch of LLM pre-training as a flexible grid load.
 
 The package holds the 3D mode generator (:mod:`aidc_env.modes`), cases (:mod:`aidc_env.case`) and the
-instances built from them (:mod:`aidc_env.instance`), CAISO profiles (:mod:`aidc_env.profiles`), the day simulator that computes
+instances built from them (:mod:`aidc_env.instance`; fine-tuning, inference and the idle-GPU value in
+:mod:`aidc_env.workloads`), CAISO profiles (:mod:`aidc_env.profiles`), the day simulator that computes
 every cost and metric (:mod:`aidc_env.simulator`) and the Gymnasium environment
 (:mod:`aidc_env.env`, registered as ``aidc_env/CheckpointDispatch-v0`` on import).
 
@@ -30,6 +31,8 @@ _LAZY = {
     "simulate": "aidc_env.simulator",
     "load_profiles": "aidc_env.profiles",
     "generate_modes": "aidc_env.modes",
+    "Inference": "aidc_env.workloads",
+    "InferenceSpec": "aidc_env.workloads",
 }
 
 __all__ = sorted(_LAZY)

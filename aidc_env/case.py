@@ -39,6 +39,7 @@ from aidc_env.instance import (
 from aidc_env.io import atomic_write_text, check_output_file, read_input_text
 from aidc_env.modes import Mode, ModeParams, generate_modes
 from aidc_env.profiles import HOURS_PER_DAY, ProfileSet, hourly_to_slots, load_profiles
+from aidc_env.workloads import FINETUNING, FINETUNING_MAX_GPUS, JOB_KINDS, PRETRAINING, InferenceSpec
 
 
 @dataclass(frozen=True)
@@ -56,8 +57,19 @@ class JobSpec:
     baseline_mode: str | None = None
     """Baseline mode by label, e.g. ``"tp4-pp4-dp32"`` (wins over ``baseline_gpus``)."""
     tranche_tokens: float | None = None
-    """Daily token tranche W_j; default: what the baseline mode trains in 24 hours. An instance of D days
-    targets D × this over its horizon."""
+    """Daily token tranche W_j; default: what the baseline mode trains in ``baseline_hours``. An instance of D
+    days targets D × this over its horizon (a fine-tuning job: this once, by its deadline)."""
+    kind: str = PRETRAINING
+    """``"pretraining"`` or ``"finetuning"`` (:mod:`aidc_env.workloads`)."""
+    release_hour: float = 0.0
+    """Fine-tuning: hours from the start of the horizon before which the job may not run (a checkpoint boundary)."""
+    deadline_hour: float | None = None
+    """Fine-tuning: hours from the start of the horizon by which the target is due; it may not run after."""
+    max_gpus: int | None = None
+    """Cap on the job's modes (GPUs); fine-tuning jobs need one, at most ``FINETUNING_MAX_GPUS``."""
+    baseline_hours: float | None = None
+    """Default target = the baseline mode's tokens in this many productive hours (default: 24 for pre-training;
+    required for fine-tuning unless ``tranche_tokens`` is given)."""
 
 
 @dataclass(frozen=True)
@@ -89,6 +101,10 @@ class Case:
     mode_params: ModeParams = field(default_factory=ModeParams)
     description: str = ""
     source: str = ""
+    inference: tuple[InferenceSpec, ...] = ()
+    """Inference services (``[[inference]]``): GPUs per slot from a demand profile, taken from the pool first."""
+    idle_value_usd_per_gpu_hour: float = 0.0
+    """Value of an idle GPU-hour ($), credited in the objective (``Metrics.objective_usd``)."""
 
     @property
     def slot_hours(self) -> float:
@@ -174,7 +190,40 @@ class Case:
             require_number(job.restart_minutes, f"{where}.restart_minutes", 0.0, limits.MAX_RESTART_MINUTES)
             if job.baseline_gpus is not None:
                 require_number(job.baseline_gpus, f"{where}.baseline_gpus", 1, limits.MAX_GPUS, integer=True)
+            self._check_workload(job, where, segment_hours)
         validate_horizon(self.horizon_days, self.min_daily_share)
+        for i, service in enumerate(self.inference):
+            service.validate(f"inference[{i}]", self.n_gpus, limits.MAX_KW_PER_GPU)
+        require_number(self.idle_value_usd_per_gpu_hour, "idle_value_usd_per_gpu_hour", 0.0,
+                       limits.MAX_IDLE_VALUE_USD_PER_GPU_HOUR)
+
+    def _check_workload(self, job: JobSpec, where: str, segment_hours: float) -> None:
+        """Kind, window, GPU cap and target of one job (:mod:`aidc_env.workloads`)."""
+        require(job.kind in JOB_KINDS, f"{where}.kind", f"must be one of {', '.join(JOB_KINDS)}, got {job.kind!r}")
+        if job.max_gpus is not None:
+            require_number(job.max_gpus, f"{where}.max_gpus", 1, limits.MAX_GPUS, integer=True)
+        if job.baseline_hours is not None:
+            require_number(job.baseline_hours, f"{where}.baseline_hours", 0.0, HOURS_PER_DAY * self.horizon_days,
+                           low_open=True)
+        if job.kind == PRETRAINING:
+            require(job.release_hour == 0 and job.deadline_hour is None, f"{where}.deadline_hour",
+                    "only a fine-tuning job has a release and a deadline (set kind = \"finetuning\")")
+            return
+        horizon_hours = HOURS_PER_DAY * self.horizon_days
+        require(job.max_gpus is not None and job.max_gpus <= FINETUNING_MAX_GPUS, f"{where}.max_gpus",
+                f"a fine-tuning job needs max_gpus <= {FINETUNING_MAX_GPUS} (a small job)")
+        require(job.deadline_hour is not None, f"{where}.deadline_hour", "a fine-tuning job needs a deadline")
+        require_number(job.release_hour, f"{where}.release_hour", 0.0, horizon_hours)
+        require_number(job.deadline_hour, f"{where}.deadline_hour", job.release_hour, horizon_hours, low_open=True)
+        for name in ("release_hour", "deadline_hour"):
+            hours = getattr(job, name)
+            require(abs(hours / segment_hours - round(hours / segment_hours)) < 1e-9, f"{where}.{name}",
+                    f"must be on a checkpoint boundary (a multiple of {segment_hours:g} h), got {hours!r}")
+        require(job.tranche_tokens is not None or job.baseline_hours is not None, f"{where}.baseline_hours",
+                "a fine-tuning job needs tranche_tokens or baseline_hours (its target)")
+        if job.baseline_hours is not None:
+            require(job.baseline_hours <= job.deadline_hour - job.release_hour, f"{where}.baseline_hours",
+                    "must fit between release_hour and deadline_hour")
 
     def _check_bounds(self) -> None:
         """Upper bounds that keep every cost finite (see :mod:`aidc_env.limits` for the reasons)."""
@@ -228,8 +277,9 @@ def load_case(name_or_path: str | Path | Case) -> Case:
 _FACILITY_KEYS = ("pue", "idle_kw_per_gpu", "rated_kw_per_gpu")
 _ENERGY_KEYS = ("renewable_ratio", "ppa_usd_per_mwh", "curtailment_penalty_usd_per_mwh", "renewable_capacity_mw")
 _TOP_KEYS = {"name", "description", "gpus", "slots", "day", "horizon_days", "min_daily_share", "mode_pool_gpus",
-             "facility", "energy", "jobs", "modes"}
+             "facility", "energy", "jobs", "modes", "inference", "idle_value_usd_per_gpu_hour"}
 _JOB_KEYS = {f.name for f in dataclasses.fields(JobSpec)}
+_INFERENCE_KEYS = {f.name for f in dataclasses.fields(InferenceSpec)}
 
 
 def case_from_dict(data: Mapping[str, Any], source: str = "") -> Case:
@@ -249,6 +299,15 @@ def case_from_dict(data: Mapping[str, Any], source: str = "") -> Case:
         require("name" in job and "model" in job and "segments" in job, f"jobs[{j}]",
                 "needs name, model and segments")
         jobs.append(JobSpec(**job))
+    services = []
+    for i, service in enumerate(data.get("inference", [])):
+        require(isinstance(service, Mapping), f"inference[{i}]", "must be a table")
+        bad = set(service) - _INFERENCE_KEYS
+        require(not bad, f"inference[{i}].{','.join(sorted(bad))}",
+                f"unknown key (known: {', '.join(sorted(_INFERENCE_KEYS))})")
+        require({"name", "peak_gpus", "it_kw_per_gpu"} <= set(service), f"inference[{i}]",
+                "needs name, peak_gpus and it_kw_per_gpu")
+        services.append(InferenceSpec(**service))
     require("gpus" in data, "gpus", "missing")
     require("day" in data, "day", "missing (the reference day, YYYY-MM-DD)")
     numeric = {**facility, **energy}
@@ -266,6 +325,8 @@ def case_from_dict(data: Mapping[str, Any], source: str = "") -> Case:
         mode_pool_gpus=data.get("mode_pool_gpus"),
         mode_params=ModeParams.from_dict(dict(data.get("modes", {})), field_prefix="modes"),
         source=source,
+        inference=tuple(services),
+        idle_value_usd_per_gpu_hour=data.get("idle_value_usd_per_gpu_hour", 0.0),
         **{k: float(v) for k, v in numeric.items()},
     )
     case.validate()
@@ -300,14 +361,21 @@ def resolve_jobs(case: Case) -> tuple[Job, ...]:
         except InputError as err:
             raise InputError(f"{where}.{err.field}", err.message) from None  # e.g. jobs[0].model: unknown model
         require(len(reference_modes) > 0, f"{where}.model", f"{spec.model} has no feasible mode")
+        if spec.max_gpus is not None:
+            reference_modes = tuple(m for m in reference_modes if m.gpus <= spec.max_gpus)
+            require(len(reference_modes) > 0, f"{where}.max_gpus",
+                    f"{spec.model} has no mode within {spec.max_gpus} GPUs")
         reference_pareto = [m for m in reference_modes if m.gpus <= reference_pool] or list(reference_modes)
         baseline = reference_pareto[_pick_baseline(spec, reference_pareto, where)]
         tranche = spec.tranche_tokens
-        if tranche is None:
+        if tranche is None and spec.baseline_hours is None:
             tranche = baseline.tokens_per_s * SECONDS_PER_HOUR * HOURS_PER_DAY
+        elif tranche is None:
+            tranche = baseline.tokens_per_s * SECONDS_PER_HOUR * spec.baseline_hours
         modes = tuple(m for m in reference_modes if m.gpus <= case.n_gpus)
         baseline_index = modes.index(baseline) if baseline in modes else PAUSE
         segment_hours = HOURS_PER_DAY / spec.segments
+        finetuning = spec.kind == FINETUNING
         jobs.append(
             Job(
                 name=spec.name,
@@ -316,8 +384,11 @@ def resolve_jobs(case: Case) -> tuple[Job, ...]:
                 restart_hours=min(spec.restart_minutes / MINUTES_PER_HOUR, segment_hours),
                 modes=modes,
                 baseline_mode=baseline_index,
-                initial_mode=baseline_index,
+                initial_mode=PAUSE if finetuning else baseline_index,  # a fine-tuning job starts at its release
                 tranche_tokens=float(tranche),
+                kind=spec.kind,
+                release_slot=round(spec.release_hour / case.slot_hours) if finetuning else 0,
+                deadline_slot=round(spec.deadline_hour / case.slot_hours) if finetuning else None,
             )
         )
     return tuple(jobs)
@@ -376,11 +447,13 @@ def _resolved_case(case: str | Path | Case, **overrides: Any) -> Case:
 
 
 def horizon_jobs(jobs: tuple[Job, ...], horizon_days: int) -> tuple[Job, ...]:
-    """Jobs resolved for a day, stretched over D days: D × the segments and D × the tranche."""
+    """Jobs resolved for a day, stretched over D days: D × the segments and D × the tranche (a fine-tuning
+    job keeps its one target and its window, in slots from the start of the horizon)."""
     if horizon_days == 1:
         return jobs
     return tuple(dataclasses.replace(job, segments=job.segments * horizon_days,
-                                     tranche_tokens=job.tranche_tokens * horizon_days) for job in jobs)
+                                     tranche_tokens=job.tranche_tokens * (1 if job.is_finetuning else horizon_days))
+                 for job in jobs)
 
 
 def _instance_on_days(case: Case, first_day: str, profiles: ProfileSet, jobs: tuple[Job, ...]) -> Instance:
@@ -404,6 +477,8 @@ def _instance_on_days(case: Case, first_day: str, profiles: ProfileSet, jobs: tu
                                         for p in day_profiles]),
         horizon_days=len(day_profiles),
         min_daily_share=case.min_daily_share,
+        inference=tuple(service.resolve(first_day, len(day_profiles), case.slots) for service in case.inference),
+        idle_value_usd_per_gpu_hour=float(case.idle_value_usd_per_gpu_hour),
     )
 
 
@@ -443,6 +518,24 @@ def instance_from_args(args: argparse.Namespace, profiles: ProfileSet | None = N
                           **case_overrides(args))
 
 
+def jobs_table_markdown(inst: Instance) -> str:
+    """The instance's jobs (kind, model, baseline mode, Pareto modes, checkpoints, window, target) and its
+    inference services as a Markdown table: ``python -m aidc_env.case --case fleet --jobs-table``."""
+    lines = ["| job | kind | model | baseline mode | baseline GPUs | Pareto modes (GPUs) | segments K | window (h) "
+             "| target (B tokens) |", "|---|---|---|---|---:|---|---:|---|---:|"]
+    for job in inst.jobs:
+        base = job.modes[job.baseline_mode] if job.baseline_mode != PAUSE else None
+        release, deadline = (slot * inst.slot_hours for slot in inst.job_window(job))
+        gpus = sorted({m.gpus for m in job.modes})
+        lines.append(f"| {job.name} | {job.kind} | {job.model} | {base.label if base else 'none'} | "
+                     f"{base.gpus if base else 0:,} | {job.n_modes} ({gpus[0]:,}-{gpus[-1]:,}) | {job.segments} | "
+                     f"{release:g}-{deadline:g} | {job.tranche_tokens / 1e9:.3f} |")
+    for service in inst.inference:
+        lines.append(f"| {service.name} | inference | - | - | {int(service.gpus.min()):,}-{int(service.gpus.max()):,} "
+                     f"| peak {service.peak_gpus:,} at {service.it_kw_per_gpu:g} kW/GPU | - | every slot | - |")
+    return "\n".join(lines)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = CliParser(
         prog="python -m aidc_env.case",
@@ -453,6 +546,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     add_case_arguments(parser)
     parser.add_argument("--json", action="store_true", help="print the instance as JSON (default: a summary)")
     parser.add_argument("--out", help="also write the JSON to this file")
+    parser.add_argument("--jobs-table", action="store_true",
+                        help="print the jobs and inference as a Markdown table (docs/fleet.md)")
     args = parser.parse_args(argv)
     if args.out:
         check_output_file(args.out, "out")
@@ -460,7 +555,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     text = inst.to_json(indent=1)
     if args.out:
         atomic_write_text(args.out, text)
-    if args.json:
+    if args.jobs_table:
+        print(jobs_table_markdown(inst))
+    elif args.json:
         print(text)
     else:
         print(f"case {inst.case_name} on {inst.day}: {inst.n_gpus} GPUs, {inst.slots} slots of "

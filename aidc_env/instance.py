@@ -18,6 +18,13 @@ multi-day budget is to move work between days, and s = 0 is the bound that shows
 an operator who needs steady progress sets a share (D = 1 is unaffected by s). D = 1 is today's day
 instance, bit for bit. DST days keep the day model's 24 clock hours (see :mod:`aidc_env.profiles`).
 
+**Workloads** (DESIGN §9, ``docs/fleet.md``). A :class:`Job` is a pre-training job (``kind = "pretraining"``,
+its window the whole horizon) or a fine-tuning job (``kind = "finetuning"``: a window ``[release_slot,
+deadline_slot)`` on its checkpoint boundaries, outside which it cannot run, and a target due by the deadline).
+``inference`` holds the services (:class:`~aidc_env.workloads.Inference`) whose GPUs per slot come out of the
+pool first (``inference_gpus``, ``inference_it_kw``: their per-slot totals); ``idle_value_usd_per_gpu_hour``
+credits idle GPU-hours in the objective. Without them (the default) the instance is the day model's.
+
 Units: power in kW (per GPU, per mode) or MW (facility), energy in MWh, prices in $/MWh,
 time in hours unless the name says otherwise.
 """
@@ -38,6 +45,7 @@ from aidc_env.errors import InputError, is_finite, is_integer, require, require_
 from aidc_env.information import Forecast
 from aidc_env.io import dumps_json, read_json_file
 from aidc_env.modes import Mode
+from aidc_env.workloads import FINETUNING, JOB_KINDS, PRETRAINING, Inference
 
 SECONDS_PER_HOUR = 3600.0
 MINUTES_PER_HOUR = 60.0
@@ -83,10 +91,21 @@ class Job:
     gpus_by_choice: np.ndarray = field(init=False, repr=False)
     tokens_per_s_by_choice: np.ndarray = field(init=False, repr=False)
     it_power_kw_by_choice: np.ndarray = field(init=False, repr=False)
+    kind: str = PRETRAINING
+    """``"pretraining"`` or ``"finetuning"`` (:mod:`aidc_env.workloads`)."""
+    release_slot: int = 0
+    """First slot the job may run (a checkpoint boundary); 0 for pre-training."""
+    deadline_slot: int | None = None
+    """The job may not run from this slot on (a checkpoint boundary) and must have met ``tranche_tokens`` by
+    then; None: the end of the horizon (pre-training)."""
 
     @property
     def n_modes(self) -> int:
         return len(self.modes)
+
+    @property
+    def is_finetuning(self) -> bool:
+        return self.kind == FINETUNING
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -97,6 +116,9 @@ class Job:
             "baseline_mode": self.baseline_mode,
             "initial_mode": self.initial_mode,
             "tranche_tokens": self.tranche_tokens,
+            "kind": self.kind,
+            "release_slot": self.release_slot,
+            "deadline_slot": self.deadline_slot,
             "modes": [m.to_dict() for m in self.modes],
         }
 
@@ -115,6 +137,10 @@ class Job:
                 baseline_mode=_as_int(data.get("baseline_mode", PAUSE), f"{where}.baseline_mode"),
                 initial_mode=_as_int(data.get("initial_mode", PAUSE), f"{where}.initial_mode"),
                 tranche_tokens=_as_float(data["tranche_tokens"], f"{where}.tranche_tokens"),
+                kind=str(data.get("kind", PRETRAINING)),
+                release_slot=_as_int(data.get("release_slot", 0), f"{where}.release_slot"),
+                deadline_slot=(None if data.get("deadline_slot") is None
+                               else _as_int(data["deadline_slot"], f"{where}.deadline_slot")),
             )
         except KeyError as err:
             raise InputError(f"{where}.{err.args[0]}", "missing") from None
@@ -128,6 +154,7 @@ class Job:
         require(job.segments > 0, f"{where}.segments", "must be > 0")
         require(is_finite(job.restart_hours) and job.restart_hours >= 0, f"{where}.restart_hours", "must be >= 0")
         require(is_finite(job.tranche_tokens) and job.tranche_tokens >= 0, f"{where}.tranche_tokens", "must be >= 0")
+        require(job.kind in JOB_KINDS, f"{where}.kind", f"must be one of {', '.join(JOB_KINDS)}, got {job.kind!r}")
         return job
 
 
@@ -163,6 +190,10 @@ class Instance:
     forecast: Forecast | None = None
     """Day-ahead forecasts of the same slots (:mod:`aidc_env.information`); None: truth only. The simulator
     never reads it (costs are paid on the truth)."""
+    inference: tuple[Inference, ...] = ()
+    """Inference services (:class:`~aidc_env.workloads.Inference`): GPUs per slot taken from the pool first."""
+    idle_value_usd_per_gpu_hour: float = 0.0
+    """Value of a GPU-hour left idle ($, e.g. lent to other work): credited in ``Metrics.objective_usd``."""
 
     def __post_init__(self) -> None:
         price = np.array(self.price_usd_per_mwh, dtype=float)
@@ -183,6 +214,7 @@ class Instance:
             require(job.restart_hours < self.segment_hours(job), f"jobs[{j}].restart_hours",
                     "must be shorter than a checkpoint segment")
         self._check_horizon(price.size)
+        self._check_workloads(price.size)
         require(self.forecast is None or (isinstance(self.forecast, Forecast) and self.forecast.slots == price.size),
                 "forecast", f"must be a Forecast of {price.size} slots")
         renewable = self.renewable_ratio * self.rated_facility_mw * shape
@@ -192,6 +224,51 @@ class Instance:
 
     renewable_mw: np.ndarray = field(init=False, repr=False)
     """R_t = ρ · P_rated · cf_t (MW) per slot."""
+    inference_gpus: np.ndarray = field(init=False, repr=False)
+    """GPUs of every inference service per slot (int, zeros without inference)."""
+    inference_it_kw: np.ndarray = field(init=False, repr=False)
+    """IT power of every inference service per slot (kW, zeros without inference)."""
+
+    def _check_workloads(self, slots: int) -> None:
+        """Job windows on checkpoint boundaries within the horizon; inference profiles of the instance's length."""
+        for j, job in enumerate(self.jobs):
+            per_segment = slots // job.segments
+            release, deadline = self.job_window(job)
+            require(0 <= release < deadline <= slots and release % per_segment == 0, f"jobs[{j}].release_slot",
+                    f"must be a checkpoint boundary (multiple of {per_segment}) before the deadline, got {release}")
+            require(deadline % per_segment == 0, f"jobs[{j}].deadline_slot",
+                    f"must be a checkpoint boundary (multiple of {per_segment}) <= {slots}, got {job.deadline_slot}")
+            require(job.kind == FINETUNING or (release == 0 and deadline == slots), f"jobs[{j}].kind",
+                    "a pre-training job runs over the whole horizon (give kind = finetuning for a window)")
+        for i, service in enumerate(self.inference):
+            require(isinstance(service, Inference) and service.slots == slots, f"inference[{i}]",
+                    f"must be an Inference of {slots} slots")
+        require(is_finite(self.idle_value_usd_per_gpu_hour) and self.idle_value_usd_per_gpu_hour >= 0,
+                "idle_value_usd_per_gpu_hour", "must be a number >= 0")
+        gpus = np.zeros(slots, dtype=np.int64)
+        it_kw = np.zeros(slots)
+        for service in self.inference:
+            gpus = gpus + service.gpus
+            it_kw = it_kw + service.it_power_kw
+        for name, arr in (("inference_gpus", gpus), ("inference_it_kw", it_kw)):
+            arr.setflags(write=False)
+            object.__setattr__(self, name, arr)
+
+    def job_window(self, job: Job) -> tuple[int, int]:
+        """[release, deadline) slots of a job: where it may run (the whole horizon for pre-training)."""
+        return job.release_slot, self.slots if job.deadline_slot is None else job.deadline_slot
+
+    def allowed_segments(self, job: Job) -> np.ndarray:
+        """Bool per checkpoint segment of ``job``: it may run there (its segment lies within the job's window)."""
+        release, deadline = self.job_window(job)
+        start = np.arange(job.segments) * self.slots_per_segment(job)
+        return (start >= release) & (start < deadline)
+
+    @property
+    def has_fleet_workloads(self) -> bool:
+        """Fine-tuning jobs, inference or an idle-GPU value: what the day-model oracle and env do not model yet."""
+        return (any(job.is_finetuning for job in self.jobs) or bool(self.inference)
+                or self.idle_value_usd_per_gpu_hour > 0)
 
     def _check_horizon(self, slots: int) -> None:
         validate_horizon(self.horizon_days, self.min_daily_share)
@@ -232,7 +309,10 @@ class Instance:
         return job.segments // self.horizon_days
 
     def daily_min_tokens(self, job: Job) -> float:
-        """The fewest tokens of ``job`` every day must make: min_daily_share × tranche / D."""
+        """The fewest tokens of ``job`` every day must make: min_daily_share × tranche / D (none for fine-tuning,
+        whose target is due by its deadline)."""
+        if job.is_finetuning:
+            return 0.0
         return self.min_daily_share * job.tranche_tokens / self.horizon_days
 
     @property
@@ -270,6 +350,8 @@ class Instance:
             "days": list(self.days),
             "day_start_slots": list(self.day_start_slots),
             "min_daily_share": self.min_daily_share,
+            "idle_value_usd_per_gpu_hour": self.idle_value_usd_per_gpu_hour,
+            "inference": [service.to_dict() for service in self.inference],
             **({"forecast": self.forecast.to_dict()} if self.forecast is not None else {}),
         }
 
@@ -302,6 +384,9 @@ class Instance:
                 horizon_days=_as_int(data.get("horizon_days", 1), "horizon_days"),
                 min_daily_share=_as_float(data.get("min_daily_share", DEFAULT_MIN_DAILY_SHARE), "min_daily_share"),
                 forecast=Forecast.from_dict(data["forecast"]) if data.get("forecast") is not None else None,
+                inference=_as_inference(data.get("inference", [])),
+                idle_value_usd_per_gpu_hour=_as_float(data.get("idle_value_usd_per_gpu_hour", 0.0),
+                                                      "idle_value_usd_per_gpu_hour"),
             )
         except KeyError as err:
             raise InputError(str(err.args[0]), "missing from the instance") from None
@@ -323,6 +408,14 @@ class Instance:
         return dumps_json(self.to_dict(), indent=indent)
 
 
+def require_day_model(inst: Instance, who: str) -> None:
+    """Refuse, with one :class:`InputError` line, an instance with fleet workloads (fine-tuning, inference, an
+    idle-GPU value) in a consumer that models pre-training only (``who``: e.g. "the oracle")."""
+    require(not inst.has_fleet_workloads, "case",
+            f"{who} does not handle fine-tuning jobs, inference or an idle-GPU value yet (case {inst.case_name!r}); "
+            "score fleet schedules with python -m aidc_env.simulate (issue 13: the fleet oracle and env)")
+
+
 def load_instance(path: str | Path) -> Instance:
     """Read an instance JSON file (the output of ``python -m aidc_env.case --json``)."""
     inst = Instance.from_dict(read_json_file(path, "instance"))
@@ -342,6 +435,11 @@ def _as_float(value: Any, name: str) -> float:
     require(isinstance(value, (int, float)) and not isinstance(value, bool), name, f"must be a number, got {value!r}")
     require(math.isfinite(value), name, f"must be finite, got {value!r}")
     return float(value)
+
+
+def _as_inference(value: Any) -> tuple[Inference, ...]:
+    require(isinstance(value, list), "inference", "must be a list of inference services")
+    return tuple(Inference.from_dict(v, f"inference[{i}]") for i, v in enumerate(value))
 
 
 def _as_optional_float(value: Any, name: str) -> float | None:

@@ -31,6 +31,9 @@ MAX_RESTART_MINUTES = 24 * 60.0
 MAX_TRANCHE_TOKENS = 1e18
 """Daily token tranche W_j: 1e6 GPUs x 1e4 tokens/s/GPU x 86,400 s is ~1e15; 1e18 leaves a wide margin."""
 
+MAX_IDLE_VALUE_USD_PER_GPU_HOUR = 100.0
+"""Value of an idle GPU-hour ($): on-demand cloud prices of an H100 are ~$2-12 per GPU-hour (2024-25); 100 is ~10x."""
+
 # --------------------------------------------------------------------------------------- energy
 
 MAX_RENEWABLE_RATIO = 100.0
@@ -101,6 +104,12 @@ def check_instance(inst: Any) -> None:
     if inst.forecast is not None:  # forecasts are finite and their shapes within [0, 1] (Forecast checks that)
         _check_prices(inst.forecast.price_usd_per_mwh, "forecast.price_usd_per_mwh")
         _check_prices(inst.forecast.price_scenarios_usd_per_mwh, "forecast.price_scenarios_usd_per_mwh")
+    require_number(inst.idle_value_usd_per_gpu_hour, "idle_value_usd_per_gpu_hour", 0.0,
+                   MAX_IDLE_VALUE_USD_PER_GPU_HOUR)
+    for i, service in enumerate(inst.inference):
+        require_number(service.it_kw_per_gpu, f"inference[{i}].it_kw_per_gpu", 0.0, MAX_KW_PER_GPU)
+        require_number(service.peak_gpus, f"inference[{i}].peak_gpus", 0, MAX_GPUS, integer=True)
+        require(bool(np.all(service.gpus <= MAX_GPUS)), f"inference[{i}].gpus", f"must be <= {MAX_GPUS}")
     for j, job in enumerate(inst.jobs):
         require_number(job.restart_hours * 60.0, f"jobs[{j}].restart_hours", 0.0, MAX_RESTART_MINUTES)
         require_number(job.tranche_tokens, f"jobs[{j}].tranche_tokens", 0.0, MAX_TRANCHE_TOKENS)

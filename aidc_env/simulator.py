@@ -7,7 +7,16 @@ precomputed joint-state costs), the baselines and every report call the function
 - :func:`facility_load_mw`: L = PUE · [Σ P + (N − Σ n) · P_idle] / 1000;
 - :func:`renewable_first`: u = min(L, R), g = L − u, c = R − u;
 - :func:`slot_decision_cost_usd`: λ g Δ + c_cur c Δ (the part of the cost that decisions change);
-- :func:`segment_productive_hours`: segment hours minus the checkpoint load after a (re)start.
+- :func:`segment_productive_hours`: segment hours minus the checkpoint load after a (re)start;
+- :func:`pool_load_mw`: the facility load of the jobs' GPUs and power *plus the inference services'*;
+- :func:`slot_idle_value_usd`: the idle-GPU value credited in each slot.
+
+**Workloads** (:mod:`aidc_env.workloads`). Inference GPUs come out of the pool first: they count in the
+capacity check (jobs + inference ≤ N), draw their own power and are never idle. A fine-tuning job may run
+only inside its window ``[release_slot, deadline_slot)``: :func:`validate_schedule` refuses a schedule that runs
+it outside (like a mode index out of range); its target is due by the deadline (``JobMetrics.tranche_met``).
+The objective is ``Metrics.objective_usd`` = operating cost − idle-GPU value (equal to the operating cost
+without an idle value, as in the day case).
 
 An instance of D days is one time axis: restarts are judged across midnight like any other boundary.
 :class:`Metrics` holds the horizon's totals and, in ``days``, the same energy and cost figures per day
@@ -25,7 +34,7 @@ from typing import Any
 
 import numpy as np
 
-from aidc_env.errors import CliParser, require, run_cli
+from aidc_env.errors import CliParser, InputError, require, run_cli
 from aidc_env.instance import PAUSE, SECONDS_PER_HOUR, Instance, Job, load_instance
 from aidc_env.io import dumps_json, read_json_file
 
@@ -36,10 +45,30 @@ TRANCHE_TOLERANCE = 1e-9
 # ------------------------------------------------------------------------------ the physics, vectorised
 
 
+def idle_gpus(inst: Instance, gpus_used: np.ndarray | int) -> np.ndarray:
+    """GPUs left idle: N − all GPUs in use (inference included); a breach (reported) has no idle GPU."""
+    return np.maximum(inst.n_gpus - np.asarray(gpus_used), 0)
+
+
 def facility_load_mw(inst: Instance, gpus_used: np.ndarray | int, it_power_kw: np.ndarray | float) -> np.ndarray:
     """Facility load L (MW): PUE × (IT power of the running modes + idle power of unused GPUs)."""
-    idle_gpus = np.maximum(inst.n_gpus - np.asarray(gpus_used), 0)  # a breach (reported) has no idle GPU
-    return inst.pue * (np.asarray(it_power_kw, dtype=float) + idle_gpus * inst.idle_kw_per_gpu) / 1000.0
+    idle = idle_gpus(inst, gpus_used)
+    return inst.pue * (np.asarray(it_power_kw, dtype=float) + idle * inst.idle_kw_per_gpu) / 1000.0
+
+
+def pool_load_mw(inst: Instance, job_gpus: np.ndarray, job_it_kw: np.ndarray,
+                 slots: slice | np.ndarray | int = slice(None)) -> np.ndarray:
+    """Facility load L (MW) of the jobs' GPUs and IT power in ``slots``, with the inference services' added."""
+    if not inst.inference:
+        return facility_load_mw(inst, job_gpus, job_it_kw)
+    return facility_load_mw(inst, np.asarray(job_gpus) + inst.inference_gpus[slots],
+                            np.asarray(job_it_kw) + inst.inference_it_kw[slots])
+
+
+def slot_idle_value_usd(inst: Instance, gpus_used: np.ndarray | int) -> np.ndarray:
+    """Idle-GPU value of each slot ($): value per GPU-hour × idle GPUs × Δ (``gpus_used``: inference included).
+    The slot's objective is its decision cost minus this."""
+    return inst.idle_value_usd_per_gpu_hour * idle_gpus(inst, gpus_used) * inst.slot_hours
 
 
 def renewable_first(load_mw: np.ndarray, renewable_mw: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -122,7 +151,8 @@ def validate_schedule(inst: Instance, schedule: Sequence[Sequence[int]] | Mappin
         np.ndarray, ...]:
     """Per job an int array of K_j choices (PAUSE or a mode index); InputError naming the bad entry.
 
-    Accepts a list (job order) or a mapping from job name to its list.
+    Accepts a list (job order) or a mapping from job name to its list. A job that runs outside its window
+    (a fine-tuning job before its release or from its deadline on) is refused.
     """
     if isinstance(schedule, Mapping):
         missing = [job.name for job in inst.jobs if job.name not in schedule]
@@ -139,6 +169,13 @@ def validate_schedule(inst: Instance, schedule: Sequence[Sequence[int]] | Mappin
         arr = arr.astype(np.int64)
         require(bool(np.all((arr >= PAUSE) & (arr < job.n_modes))), f"schedule.{job.name}",
                 f"choices must be -1 (pause) or a mode index 0..{job.n_modes - 1}")
+        if job.is_finetuning:  # a pre-training job's window is the horizon
+            outside = np.flatnonzero((arr != PAUSE) & ~inst.allowed_segments(job))
+            if outside.size:
+                release, deadline = inst.job_window(job)
+                raise InputError(f"schedule.{job.name}", f"runs in segment {outside[0]} outside its window "
+                                 f"[{release}, {deadline}) slots (a fine-tuning job runs only between its release "
+                                 "and its deadline)")
         out.append(arr)
     return tuple(out)
 
@@ -183,6 +220,12 @@ class JobMetrics:
     """The fewest tokens each day must make (min_daily_share × tranche / D)."""
     daily_minimums_met: bool = True
     """Every day made at least ``daily_min_tokens``. ``tranche_met`` requires it too."""
+    kind: str = "pretraining"
+    """``pretraining`` or ``finetuning``; a fine-tuning job's ``tranche_met`` is its target met by its deadline
+    (it cannot run after it)."""
+    release_slot: int = 0
+    deadline_slot: int = 0
+    """The job's window [release_slot, deadline_slot) (the horizon for pre-training)."""
 
 
 @dataclass(frozen=True)
@@ -230,6 +273,19 @@ class Metrics(EnergyMetrics):
     jobs: tuple[JobMetrics, ...]
     days: tuple[DayMetrics, ...] = ()
     """Per day of the horizon (one entry for a day instance, equal to the totals)."""
+    inference_gpu_hours: float = 0.0
+    """GPU-hours of the inference services (they are served first; 0 without inference)."""
+    inference_served: bool = True
+    """The pool holds the inference GPUs in every slot (they come first; a breach beyond it is the jobs')."""
+    idle_gpu_hours: float = 0.0
+    """GPU-hours left idle (neither a job nor inference)."""
+    idle_value_usd: float = 0.0
+    """Idle GPU-hours × ``idle_value_usd_per_gpu_hour``."""
+    objective_usd: float = 0.0
+    """What a dispatcher minimises: operating cost − idle value (the operating cost when there is no idle value;
+    :func:`simulate` always sets it)."""
+    feasible: bool = True
+    """Capacity held, every target met by its deadline and inference served."""
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
@@ -253,6 +309,10 @@ class SlotFlows:
     decision_cost_usd: np.ndarray
     job_choice: np.ndarray
     """(jobs, T): each job's choice per slot (PAUSE or mode index)."""
+    inference_gpus: np.ndarray
+    """GPUs of the inference services per slot (included in ``gpus_used``)."""
+    idle_value_usd: np.ndarray
+    """Idle-GPU value credited per slot ($)."""
 
 
 @dataclass(frozen=True)
@@ -304,8 +364,14 @@ def simulate(inst: Instance, schedule: Sequence[Sequence[int]] | Mapping[str, Se
                 tokens_by_day=by_day,
                 daily_min_tokens=daily_min,
                 daily_minimums_met=minimums_met,
+                kind=job.kind,
+                release_slot=inst.job_window(job)[0],
+                deadline_slot=inst.job_window(job)[1],
             )
         )
+    if inst.inference:  # served first: its GPUs and power join the jobs' (skipped without, bit for bit as before)
+        gpus_used = gpus_used + inst.inference_gpus
+        it_power_kw = it_power_kw + inst.inference_it_kw
     load = facility_load_mw(inst, gpus_used, it_power_kw)
     energy, flows = energy_accounting(inst, load)
     used, grid, curtailment, decision = flows
@@ -319,15 +385,25 @@ def simulate(inst: Instance, schedule: Sequence[Sequence[int]] | Mapping[str, Se
             tokens=tokens_today,
             daily_minimums_met=all(_reaches(tokens_today[job.name], inst.daily_min_tokens(job)) for job in inst.jobs),
         ))
+    idle_value = slot_idle_value_usd(inst, gpus_used)
+    idle_value_usd = float(np.sum(idle_value))
+    inference_served = bool(np.all(inst.inference_gpus <= inst.n_gpus))
+    tranches_met = all(m.tranche_met for m in job_metrics)
     metrics = Metrics(
         **energy,
         peak_gpus=int(gpus_used.max()),
         capacity_ok=not bool(over.any()),
         capacity_violation_slots=int(over.sum()),
-        tranches_met=all(m.tranche_met for m in job_metrics),
+        tranches_met=tranches_met,
         completion=min(m.completion for m in job_metrics),
         jobs=tuple(job_metrics),
         days=tuple(days),
+        inference_gpu_hours=float(np.sum(inst.inference_gpus) * inst.slot_hours),
+        inference_served=inference_served,
+        idle_gpu_hours=float(np.sum(idle_gpus(inst, gpus_used)) * inst.slot_hours),
+        idle_value_usd=idle_value_usd,
+        objective_usd=energy["operating_cost_usd"] - idle_value_usd if idle_value_usd else energy["operating_cost_usd"],
+        feasible=not bool(over.any()) and tranches_met and inference_served,
     )
     flows = SlotFlows(
         gpus_used=gpus_used,
@@ -340,6 +416,8 @@ def simulate(inst: Instance, schedule: Sequence[Sequence[int]] | Mapping[str, Se
         price_usd_per_mwh=inst.price_usd_per_mwh,
         decision_cost_usd=decision,
         job_choice=job_choice,
+        inference_gpus=inst.inference_gpus,
+        idle_value_usd=idle_value,
     )
     return SimulationResult(metrics=metrics, flows=flows, schedule=choices)
 
@@ -423,6 +501,10 @@ def format_metrics(m: Metrics) -> str:
         f"peak {m.peak_gpus} GPUs ({'within' if m.capacity_ok else 'OVER'} capacity), tranches "
         f"{'met' if m.tranches_met else 'NOT met'}",
     ]
+    if m.inference_gpu_hours or m.idle_value_usd:
+        served = "served" if m.inference_served else "NOT served"
+        lines.append(f"inference {m.inference_gpu_hours:,.0f} GPU-h ({served}), idle {m.idle_gpu_hours:,.0f} GPU-h "
+                     f"worth ${m.idle_value_usd:,.2f}, objective ${m.objective_usd:,.2f}")
     for job in m.jobs:
         lines.append(f"  {job.name}: completion {job.completion:.4f}, modes used {job.modes_used}, "
                      f"switches {job.switches}, restarts {job.restarts}")

@@ -7,6 +7,7 @@ this package; nothing in the package imports this module, so there is no import 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 from collections.abc import Sequence
 
 from aidc_env.case import load_case
@@ -56,6 +57,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         require_number(args.gpus, "gpus", 1, MAX_GPUS, integer=True)
 
     jobs: list[tuple[str, ModeSet]] = []
+    kinds: dict[str, str] = {}
     if args.model is not None:
         n_gpus = DEFAULT_CLI_GPUS if args.gpus is None else args.gpus
         mode_set = generate_modes(args.model, n_gpus)
@@ -64,14 +66,22 @@ def main(argv: Sequence[str] | None = None) -> int:
         case = load_case(args.case)
         n_gpus = case.n_gpus if args.gpus is None else args.gpus
         for job in case.jobs:
-            jobs.append((job.name, generate_modes(job.model, n_gpus, case.mode_params)))
+            mode_set = generate_modes(job.model, n_gpus, case.mode_params)
+            if job.max_gpus is not None:  # a capped (fine-tuning) job: the Pareto modes within its cap
+                mode_set = dataclasses.replace(
+                    mode_set, feasible=tuple(m for m in mode_set.feasible if m.gpus <= job.max_gpus),
+                    pareto=tuple(m for m in mode_set.pareto if m.gpus <= job.max_gpus))
+            jobs.append((job.name, mode_set))
+            kinds[job.name] = job.kind
 
     if args.json:
-        print(dumps_json({"gpus": n_gpus, "jobs": [ms.to_dict(name) for name, ms in jobs]}, indent=2))
+        print(dumps_json({"gpus": n_gpus, "jobs": [
+            {**ms.to_dict(name), **({"kind": kinds[name]} if name in kinds else {})} for name, ms in jobs]},
+            indent=2))
     else:
         print(f"GPU pool: {n_gpus}")
         for name, ms in jobs:
-            title = name if name == ms.model else f"{name} ({ms.model})"
+            title = name if name == ms.model else f"{name} ({ms.model}{', ' + kinds[name] if name in kinds else ''})"
             print(_format_table(title, ms))
             print()
     return 0
