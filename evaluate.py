@@ -28,7 +28,7 @@ import numpy as np
 import pandas as pd
 from tqdm import tqdm
 
-from agents.days import split_days
+from agents.days import split_days, spread as spread_days
 from agents.mpc import ForecastNoise
 from agents.policies import HEAVY_POLICIES, POLICY_NAMES, PolicySettings, run_policy
 from aidc_env import limits
@@ -403,10 +403,9 @@ def select_days(requested: Sequence[str], available: Sequence[str], reference: s
 
 def spread(days: list[str], max_days: int | None) -> list[str]:
     """At most ``max_days`` of ``days``, evenly spread (all if None)."""
-    if max_days is not None and len(days) > max_days:
+    if max_days is not None:
         require(max_days > 0, "max-days", "must be > 0")
-        index = np.unique(np.linspace(0, len(days) - 1, max_days).round().astype(int))
-        days = [days[i] for i in index]
+        days = spread_days(days, max_days)
     return days
 
 
