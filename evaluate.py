@@ -38,9 +38,9 @@ from aidc_env.information import INFORMATION
 from aidc_env.errors import EXIT_INTERRUPTED, CliParser, InputError, require, require_number, run_cli
 from aidc_env.instance import Instance
 from aidc_env.io import atomic_path, check_output_file, check_output_folder, write_json
+from aidc_env.parallel import Backend, add_backend_arguments, backend_from_args, open_pool
 from aidc_env.profiles import load_profiles
 from aidc_env.simulator import Metrics, SimulationResult, simulate
-from aidc_env.parallel import Backend, add_backend_arguments, backend_from_args, open_pool
 from experiments.runs import RowsOnDisk
 
 DEFAULT_SMPC_SCENARIOS = 3
@@ -87,7 +87,7 @@ def run_all(instances: dict[str, Instance], policies: Sequence[str], settings: P
     instance put once into the backend's store and shared by the policies of its day; results are kept in task
     order, so they do not depend on the backend or its number of workers.
     """
-    backend = backend if isinstance(backend, Backend) else Backend("process", max(1, int(backend)))
+    backend = Backend.of(backend)
     results = results if results is not None else {}
     for p in policies:
         results.setdefault(p, {})

@@ -68,6 +68,11 @@ class Backend:
         require(self.address is None or bool(RAY_ADDRESS.match(self.address)), "ray-address",
                 f"must be auto, ray://host:port or host:port, got {self.address!r}")
 
+    @classmethod
+    def of(cls, backend: Backend | int) -> Backend:
+        """``backend`` itself, or a process pool of that many workers (the sweeps' older ``workers`` argument)."""
+        return backend if isinstance(backend, Backend) else cls("process", max(1, int(backend)))
+
     @contextlib.contextmanager
     def session(self) -> Iterator[None]:
         """Connect to (or start) Ray for the whole run, so that every pool inside reuses it; no-op for process."""

@@ -160,7 +160,7 @@ def solve_plans(days: Sequence[PlanDay], time_limit_s: float, progress: Path | N
 def plan_rows(days: Sequence[PlanDay], backend: Backend | int, time_limit_s: float, out: Path) -> pd.DataFrame:
     """:func:`solve_plans` with the days dealt round-robin to ``backend``'s workers (or that many local processes);
     each writes its progress, except on a Ray cluster (whose workers may not see ``out``)."""
-    backend = backend if isinstance(backend, Backend) else Backend("process", max(1, int(backend)))
+    backend = Backend.of(backend)
     n = max(1, min(backend.workers, len(days)))
     chunks = [list(days[i::n]) for i in range(n)]
     progress = [out / f"plans.part{i}.csv" if backend.address is None else None for i in range(n)]

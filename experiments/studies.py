@@ -34,11 +34,11 @@ from aidc_env.case import Case, add_case_arguments, build_instance, build_instan
 from aidc_env.errors import EXIT_INTERRUPTED, CliParser, InputError, require, require_number, run_cli
 from aidc_env.instance import Instance
 from aidc_env.io import atomic_path, atomic_write_text, check_output_file, check_output_folder
+from aidc_env.parallel import Backend, add_backend_arguments, backend_from_args, open_pool
 from aidc_env.profiles import load_profiles
 from aidc_env.simulator import simulate
 from experiments.flexibility import continuous_power_optimum, restrict_to_baseline_mode
 from experiments.plots import plot_dispatch, plot_mode_timeline, plot_study
-from aidc_env.parallel import Backend, add_backend_arguments, backend_from_args, open_pool
 from experiments.runs import RowsOnDisk, update_docs_section
 
 STUDIES = ("headline", "checkpoints", "gpus", "renewable", "flexibility", "days")
@@ -134,7 +134,7 @@ def solve_all(points: Sequence[Point], backend: Backend | int, time_limit_s: flo
 
     ``on_rows`` receives the rows of each finished chunk (e.g. :class:`RowsOnDisk` keeps them on disk).
     """
-    backend = backend if isinstance(backend, Backend) else Backend("process", max(1, int(backend)))
+    backend = Backend.of(backend)
     workers = max(1, min(backend.workers, len(points)))
     n_chunks = min(len(points), workers * CHUNKS_PER_WORKER)
     bounds = np.linspace(0, len(points), n_chunks + 1).round().astype(int)
