@@ -112,10 +112,14 @@ def _connect_ray(backend: Backend) -> bool:
     if ray.is_initialized():
         return False
     if backend.address is None:
-        ray.init(num_cpus=backend.workers, include_dashboard=False, log_to_driver=False,
+        # "local": a new Ray of its own, even where `ray start` left a cluster running on this machine
+        ray.init(address="local", num_cpus=backend.workers, include_dashboard=False, log_to_driver=False,
                  logging_level=logging.WARNING)
     else:
-        ray.init(address=backend.address, log_to_driver=False, logging_level=logging.WARNING)
+        try:
+            ray.init(address=backend.address, log_to_driver=False, logging_level=logging.WARNING)
+        except (ConnectionError, RuntimeError, ValueError) as err:  # no cluster there, or not reachable
+            raise InputError("ray-address", f"cannot connect to Ray at {backend.address}: {err}") from None
     return True
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import sys
 import time
+import types
 
 import pytest
 
@@ -36,7 +37,7 @@ def _length(values: list[float], offset: int) -> int:
 @pytest.fixture(scope="module")
 def ray_local():
     ray = pytest.importorskip("ray")
-    ray.init(num_cpus=RAY_CPUS, include_dashboard=False, log_to_driver=False)
+    ray.init(address="local", num_cpus=RAY_CPUS, include_dashboard=False, log_to_driver=False)
     ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])  # the test module is not importable by workers
     yield ray
     ray.shutdown()
@@ -77,6 +78,18 @@ def test_missing_ray_is_one_line_and_exit_2(monkeypatch, capsys):
     # The process backend never needs Ray.
     args.backend = "process"
     assert backend_from_args(args, workers=2) == Backend("process", 2)
+
+
+def test_an_unreachable_cluster_is_one_line(monkeypatch):
+    def no_cluster(**kwargs):
+        raise ConnectionError("ray client connection timeout")
+
+    fake = types.SimpleNamespace(is_initialized=lambda: False, init=no_cluster)
+    monkeypatch.setitem(sys.modules, "ray", fake)
+    with pytest.raises(InputError) as err:
+        with Backend("ray", 2, "ray://head.example:10001").session():
+            pass
+    assert err.value.field == "ray-address" and "cannot connect to Ray at ray://head.example:10001" in str(err.value)
 
 
 def test_process_pool_keeps_task_order():
