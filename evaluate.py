@@ -28,7 +28,7 @@ import numpy as np
 import pandas as pd
 from tqdm import tqdm
 
-from agents.days import split_days
+from agents.days import split_days, spread as spread_days
 from agents.mpc import ForecastNoise
 from agents.policies import HEAVY_POLICIES, POLICY_NAMES, PolicySettings, run_policy
 from aidc_env import limits
@@ -38,9 +38,10 @@ from aidc_env.information import INFORMATION
 from aidc_env.errors import EXIT_INTERRUPTED, CliParser, InputError, require, require_number, run_cli
 from aidc_env.instance import Instance, require_day_model
 from aidc_env.io import atomic_path, check_output_file, check_output_folder, write_json
+from aidc_env.parallel import Backend, add_backend_arguments, backend_from_args, open_pool
 from aidc_env.profiles import load_profiles
 from aidc_env.simulator import Metrics, SimulationResult, simulate
-from experiments.runs import RowsOnDisk, worker_pool
+from experiments.runs import RowsOnDisk
 
 DEFAULT_SMPC_SCENARIOS = 3
 """Scenarios of the stochastic MPC by default: the measured time per day grows with S (docs/uncertainty.md)."""
@@ -73,18 +74,20 @@ def day_row(metrics: Metrics) -> dict[str, Any]:
     return row
 
 
-def _heavy_task(args: tuple[str, Instance, PolicySettings]) -> tuple[list[list[int]], dict[str, Any]]:
-    name, inst, settings = args
-    return run_policy(name, inst, settings)
-
-
 Results = dict[str, dict[str, tuple[SimulationResult, dict[str, Any]]]]
 """policy → day → (simulation result, policy info)."""
 
 
-def run_all(instances: dict[str, Instance], policies: Sequence[str], settings: PolicySettings, workers: int,
-            results: Results | None = None, on_result: Callable[[], Any] | None = None) -> Results:
-    """Run every policy on every day into ``results`` (filled as runs finish; ``on_result`` after each)."""
+def run_all(instances: dict[str, Instance], policies: Sequence[str], settings: PolicySettings,
+            backend: Backend | int, results: Results | None = None,
+            on_result: Callable[[], Any] | None = None) -> Results:
+    """Run every policy on every day into ``results`` (filled as runs finish; ``on_result`` after each).
+
+    The MILP policies run on ``backend`` (a :class:`Backend`, or a number of local worker processes), each
+    instance put once into the backend's store and shared by the policies of its day; results are kept in task
+    order, so they do not depend on the backend or its number of workers.
+    """
+    backend = Backend.of(backend)
     results = results if results is not None else {}
     for p in policies:
         results.setdefault(p, {})
@@ -99,14 +102,11 @@ def run_all(instances: dict[str, Instance], policies: Sequence[str], settings: P
 
     with tqdm(total=len(heavy) + len(light), desc="policies x days", unit="run") as bar:
         if heavy:
-            tasks = [(p, instances[d], settings) for p, d in heavy]
-            if workers > 1:
-                with worker_pool(workers) as pool:
-                    for (p, d), (schedule, info) in zip(heavy, pool.map(_heavy_task, tasks), strict=True):
-                        keep(p, d, schedule, info)
-            else:
-                for (p, d), task in zip(heavy, tasks, strict=True):
-                    keep(p, d, *_heavy_task(task))
+            with open_pool(backend) as pool:
+                shared = {d: pool.put(instances[d]) for d in dict.fromkeys(d for _, d in heavy)}
+                tasks = [(p, shared[d], settings) for p, d in heavy]
+                for (p, d), (schedule, info) in zip(heavy, pool.map(run_policy, tasks), strict=True):
+                    keep(p, d, schedule, info)
         for p, d in light:
             keep(p, d, *run_policy(p, instances[d], settings))
     return results
@@ -223,7 +223,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                         "weeks: D = 7 from every held-out day whose D days are all in the data and, with "
                         "--forecasts, all have forecasts)")
     parser.add_argument("--max-days", type=int, help="use at most this many of the selected days (evenly spread)")
-    parser.add_argument("--workers", type=int, default=2, help="processes for oracle/MPC solves (default 2)")
+    parser.add_argument("--workers", type=int, default=2, help="oracle/MPC solves at once: processes, or Ray tasks "
+                        "in flight with --backend ray (default 2)")
+    add_backend_arguments(parser)
     parser.add_argument("--time-limit", type=float, default=120.0, help="seconds per MILP solve (default 120)")
     parser.add_argument("--mpc-noise", type=float, default=0.0,
                         help="MPC forecast error (relative sigma at 24 h lead) on price and renewable (default 0)")
@@ -239,7 +241,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.study:
         from experiments.studies import main as study_main
 
-        return study_main([args.study, "--case", args.case, "--workers", str(args.workers),
+        return study_main([args.study, "--case", args.case, "--workers", str(args.workers), "--backend", args.backend,
+                           *(["--ray-address", args.ray_address] if args.ray_address else []),
                            "--time-limit", str(args.time_limit), *(["--out", args.out] if args.out else []),
                            *(["--profiles", args.profiles] if args.profiles else []),
                            *[f"--{k.replace('_', '-')}={v}" for k, v in case_overrides(args).items()], *rest])
@@ -247,6 +250,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     # 0. Every flag, the model and the outputs are checked before the work.
     validate_args(args)
+    backend = backend_from_args(args, workers=args.workers)
     out = check_output_folder(args.out or Path("runs") / "eval", "out")
     if args.json:
         check_output_file(args.json, "json")
@@ -304,7 +308,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     results: Results = {}
     rows = RowsOnDisk(out / "per_day.csv", rows=lambda: summarise(results)[0])
     try:
-        run_all(instances, policies, settings, max(1, args.workers), results, on_result=rows.add)
+        with backend.session():
+            run_all(instances, policies, settings, backend, results, on_result=rows.add)
     except KeyboardInterrupt:
         rows.write()
         done = sum(len(by_day) for by_day in results.values())
@@ -399,10 +404,9 @@ def select_days(requested: Sequence[str], available: Sequence[str], reference: s
 
 def spread(days: list[str], max_days: int | None) -> list[str]:
     """At most ``max_days`` of ``days``, evenly spread (all if None)."""
-    if max_days is not None and len(days) > max_days:
+    if max_days is not None:
         require(max_days > 0, "max-days", "must be > 0")
-        index = np.unique(np.linspace(0, len(days) - 1, max_days).round().astype(int))
-        days = [days[i] for i in index]
+        days = spread_days(days, max_days)
     return days
 
 

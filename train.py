@@ -3,6 +3,7 @@
     python train.py --case 2048                                              # bundled representative days
     python train.py --case 2048 --profiles ../shared/data/caiso/caiso_2023_hourly.csv   # the full 2023 year
     python train.py --case 2048 --resume                                     # continue an interrupted run
+    python train.py --case 2048 --config runs/tune-2048/best_config.json     # a search's best settings
 
 Reads top to bottom, CleanRL style: args → config → days → envs → model → callbacks → learn → save.
 Train days are the train split of ``agents.days.split_days`` over the profile source (every 7th complete
@@ -76,6 +77,9 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
                         help="continue from the newest checkpoint in OUT/checkpoints (same config.json)")
     parser.add_argument("--checkpoint-freq", type=int, default=DEFAULTS.checkpoint_freq,
                         help="agent steps between checkpoints")
+    parser.add_argument("--config", help="JSON of PPO settings used as the defaults of the flags below (and of "
+                        "--seed, --n-envs): best_config.json of python -m agents.tune, or a run's config.json; a "
+                        "flag given as well wins")
     hp = parser.add_argument_group("PPO hyperparameters (defaults: docs/training.md)")
     hp.add_argument("--learning-rate", type=float, default=DEFAULTS.learning_rate, help="initial learning rate")
     hp.add_argument("--lr-schedule", choices=("linear", "constant"), default=DEFAULTS.lr_schedule,
@@ -99,6 +103,9 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
                     help="per-choice token features of the job choosing (with factored actions)")
     hp.add_argument("--reward-day-scaled", action=argparse.BooleanOptionalAction,
                     default=DEFAULTS.reward_day_scaled, help="divide each day's rewards by its price scale")
+    early, _ = parser.parse_known_args(argv)
+    if early.config is not None:
+        parser.set_defaults(**PPOConfig.hyperparameters_of(read_json_file(early.config, "config")))
     args = parser.parse_args(argv)
     validate_args(args)
     return args
@@ -128,14 +135,19 @@ def validate_args(args: argparse.Namespace) -> None:
     require_number(args.reward_scale_usd, "reward-scale-usd", 0.0, limits.MAX_REWARD_SCALE_USD, low_open=True)
     require_number(args.lookahead, "lookahead", 0, limits.MAX_LOOKAHEAD_SLOTS, integer=True)
     args.net_arch = parse_net_arch(args.net_arch)
+    require(args.lr_schedule in ("linear", "constant"), "lr-schedule", f"must be linear or constant, got "
+            f"{args.lr_schedule!r}")
+    require(args.activation in ("tanh", "relu"), "activation", f"must be tanh or relu, got {args.activation!r}")
+    for flag in ("factored_actions", "choice_features", "reward_day_scaled"):
+        require(isinstance(getattr(args, flag), bool), flag.replace("_", "-"), "must be true or false")
     require(args.information == "perfect" or args.forecasts is not None, "forecasts",
             "--information dayahead needs --forecasts CSV (the day-ahead load, solar and wind forecasts)")
 
 
 def parse_net_arch(text: str | list[int]) -> list[int]:
     """``"256,256"`` → [256, 256]; InputError naming net-arch unless 1..MAX_LAYERS positive widths."""
-    if isinstance(text, list):
-        return text
+    if isinstance(text, list):  # from a --config file: checked like the flag
+        text = ",".join(map(str, text))
     parts = [p.strip() for p in str(text).split(",")]
     require(all(p.isdigit() for p in parts), "net-arch", f"must be comma-separated layer sizes like 256,256, got {text!r}")
     widths = [int(p) for p in parts]

@@ -14,6 +14,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+import numpy as np
+
 HOLDOUT_EVERY = 7
 
 
@@ -23,3 +25,10 @@ def split_days(dates: Sequence[str], holdout_every: int = HOLDOUT_EVERY) -> tupl
     held_out = [d for i, d in enumerate(ordered) if i % holdout_every == holdout_every - 1]
     train = [d for i, d in enumerate(ordered) if i % holdout_every != holdout_every - 1]
     return train, held_out
+
+
+def spread(days: Sequence[str], count: int) -> list[str]:
+    """At most ``count`` (> 0) of ``days``, evenly spread from the first to the last (all if fewer)."""
+    if len(days) <= count:
+        return list(days)
+    return [days[i] for i in np.unique(np.linspace(0, len(days) - 1, count).round().astype(int))]

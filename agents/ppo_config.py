@@ -11,11 +11,17 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from aidc_env.env import DEFAULT_REWARD_SCALE_USD, DEFAULT_TERMINAL_PENALTY_FACTOR
+from aidc_env.errors import require
 
 ENV_KWARGS_KEYS = ("lookahead", "information", "forecast_noise", "reward_scale", "safety_mask",
                    "pause_when_done", "terminal_penalty_factor")
 """Env kwargs that shape behaviour (stored in the config; the day source is given separately)."""
 
+HYPERPARAMETERS = ("learning_rate", "lr_schedule", "n_steps", "batch_size", "n_epochs", "gamma", "gae_lambda",
+                   "clip_range", "ent_coef", "net_arch", "activation", "reward_scale_usd", "reward_day_scaled",
+                   "factored_actions", "choice_features", "seed", "n_envs")
+"""The settings that ``train.py --config FILE`` takes from a file (each also has its own train.py flag, which
+wins): what ``python -m agents.tune`` searches and writes, or the same fields of a run's config.json."""
 
 
 @dataclass
@@ -97,9 +103,20 @@ class PPOConfig:
         """What the agent knows: ``env_kwargs["information"]`` ("perfect" if the config predates it)."""
         return str(self.env_kwargs.get("information", "perfect"))
 
+    @staticmethod
+    def hyperparameters_of(record: Any, field_name: str = "config") -> dict[str, Any]:
+        """The :data:`HYPERPARAMETERS` of a config file's JSON (``{"config": {...}}`` as train.py and agents.tune
+        write it, or the fields themselves); other fields of a PPOConfig are ignored, unknown ones refused."""
+        data = record.get("config", record) if isinstance(record, dict) else None
+        require(isinstance(data, dict), field_name, "must be a JSON object of PPO settings (or {\"config\": {...}})")
+        known = {f.name for f in dataclasses.fields(PPOConfig)}
+        unknown = sorted(set(data) - known)
+        require(not unknown, field_name, f"unknown settings {', '.join(unknown)}; known: {', '.join(HYPERPARAMETERS)}")
+        return {k: data[k] for k in HYPERPARAMETERS if k in data}
+
     def behaviour_env_kwargs(self) -> dict[str, Any]:
         """The env kwargs that shape what the agent sees and is rewarded for (not the day source)."""
         return {k: v for k, v in self.env_kwargs.items() if k in ENV_KWARGS_KEYS}
 
 
-__all__ = ["ENV_KWARGS_KEYS", "PPOConfig"]
+__all__ = ["ENV_KWARGS_KEYS", "HYPERPARAMETERS", "PPOConfig"]

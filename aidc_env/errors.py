@@ -30,6 +30,10 @@ class InputError(ValueError):
         self.message = message
         super().__init__(f"{field}: {message}")
 
+    def __reduce__(self) -> tuple[type, tuple[str, str]]:
+        """Pickled with both fields, so that an error raised in a worker (process or Ray) reaches the CLI whole."""
+        return type(self), (self.field, self.message)
+
 
 def require(condition: bool, field: str, message: str) -> None:
     """Raise :class:`InputError` for ``field`` unless ``condition`` holds."""

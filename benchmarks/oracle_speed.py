@@ -27,13 +27,15 @@ import sys
 import tempfile
 import time
 from collections.abc import Sequence
-from concurrent.futures import ProcessPoolExecutor
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from aidc_env.case import load_case  # noqa: E402
 from aidc_env.errors import require, run_cli  # noqa: E402
+from aidc_env.parallel import add_backend_arguments, backend_from_args, open_pool  # noqa: E402
+from aidc_env.profiles import load_profiles  # noqa: E402
 from oracle.constants import DEFAULT_MIP_GAP  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -85,24 +87,13 @@ class Row:
 DETAIL_FIELDS = {"dual_s": "dual", "lp_s": "lp", "tables_s": "tables", "labels_s": "labels", "pyomo_s": "pyomo",
                  "bnb_s": "bnb", "searches": "searches", "max_labels": "max_labels", "beam_usd": "beam_usd"}
 
-_PROFILES = None
-
-
-def _init_worker(profiles_path: str | None, case: str) -> None:
-    global _PROFILES  # one load per worker process
-    from aidc_env.case import load_case
-    from aidc_env.profiles import load_profiles
-
-    _PROFILES = load_profiles(profiles_path, renewable_capacity_mw=load_case(case).renewable_capacity_mw)
-
-
-def solve_day(task: tuple[str, str, int, float, float, tuple[str, ...]]) -> list[Row]:
-    """Every variant on one (day, K), one after the other in this process."""
+def solve_day(profiles, task: tuple[str, str, int, float, float, tuple[str, ...]]) -> list[Row]:
+    """Every variant on one (day, K), one after the other in this worker (``profiles``: shared, read-only)."""
     from aidc_env.case import build_instance
     from oracle.model import OracleModel
 
     case, day, segments, time_limit_s, mip_gap, variants = task
-    inst = build_instance(case, day=day, profiles=_PROFILES, segments=segments)
+    inst = build_instance(case, day=day, profiles=profiles, segments=segments)
     rows = []
     for variant in variants:
         tick = time.perf_counter()
@@ -238,7 +229,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                              "Pyomo, as before issue 11's second round), oracle-fallback (a label budget of 50, so "
                              "that the search gives up: the guard's path, beam incumbent + branch and bound), "
                              "textbook")
-    parser.add_argument("--workers", type=int, default=MAX_WORKERS, help=f"processes, at most {MAX_WORKERS}")
+    parser.add_argument("--workers", type=int, default=MAX_WORKERS,
+                        help=f"solves at once (processes or Ray tasks), at most {MAX_WORKERS}")
+    add_backend_arguments(parser)
     parser.add_argument("--out", default="runs/oracle_speed", help="folder of the per-day CSV/JSON")
     parser.add_argument("--summarize", metavar="JSON", help="only print the tables of an earlier (or interrupted) "
                                                             "run's JSON")
@@ -254,19 +247,21 @@ def main(argv: Sequence[str] | None = None) -> int:
     require(args.time_limit > 0, "time-limit", "must be > 0")
     require(all(k > 0 for k in args.segments), "segments", "must be positive")
     require(1 <= args.workers <= MAX_WORKERS, "workers", f"must be 1..{MAX_WORKERS}")
+    backend = backend_from_args(args, workers=args.workers)
     profiles_path = args.profiles or (str(SHARED_YEAR_CSV) if SHARED_YEAR_CSV.is_file() else None)
-    _init_worker(profiles_path, args.case)
-    days = choose_days(args.days, _PROFILES.dates())
+    profiles = load_profiles(profiles_path, renewable_capacity_mw=load_case(args.case).renewable_capacity_mw)
+    days = choose_days(args.days, profiles.dates())
     stamp = time.strftime("%Y%m%dT%H%M%S")
     out = Path(args.out) / f"{stamp}_K{'-'.join(map(str, args.segments))}_{len(days)}days"
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else math.nan
     header = {"machine": f"{platform.processor() or platform.machine()}, {os.cpu_count()} CPUs",
               "python": platform.python_version(), "case": args.case, "profiles": profiles_path or "bundled",
               "time_limit_s": args.time_limit, "mip_gap": args.mip_gap, "workers": args.workers,
+              "backend": args.backend,
               "load_average_at_start": load}
     print(f"# {header['machine']}, Python {header['python']}, load average {load:.1f}; case {args.case}, profiles "
           f"{header['profiles']}, {len(days)} days, K {args.segments}, limit {args.time_limit:g} s, gap "
-          f"{args.mip_gap:g}, {args.workers} workers", flush=True)
+          f"{args.mip_gap:g}, {args.workers} workers ({args.backend})", flush=True)
     tasks = [(args.case, d, k, args.time_limit, args.mip_gap, variants) for k in args.segments for d in days]
     rows: list[Row] = []
     tick = time.perf_counter()
@@ -277,14 +272,10 @@ def main(argv: Sequence[str] | None = None) -> int:
               flush=True)
         write_rows(rows, out, header)  # after every day: an interrupted run keeps what it finished
 
-    if args.workers == 1:
-        for task in tasks:
-            take(solve_day(task))
-    else:
-        with ProcessPoolExecutor(max_workers=args.workers, initializer=_init_worker,
-                                 initargs=(profiles_path, args.case)) as pool:
-            for day_rows in pool.map(solve_day, tasks):
-                take(day_rows)
+    with open_pool(backend) as pool:
+        shared = pool.put(profiles)  # the year's profiles: once into Ray's object store, not with every task
+        for day_rows in pool.map(solve_day, [(shared, task) for task in tasks]):
+            take(day_rows)
     header["wall_seconds"] = time.perf_counter() - tick
     header["load_average_at_end"] = os.getloadavg()[0] if hasattr(os, "getloadavg") else math.nan
     write_rows(rows, out, header)

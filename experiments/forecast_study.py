@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable, Sequence
-from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -41,6 +40,7 @@ from aidc_env.errors import CliParser, require, run_cli
 from aidc_env.forecasts import ForecastSet, common_dates, load_forecasts
 from aidc_env.instance import Instance
 from aidc_env.io import atomic_path, check_output_folder
+from aidc_env.parallel import Backend, add_backend_arguments, backend_from_args, open_pool
 from aidc_env.price_forecast import (
     DEFAULT_SEED,
     PriceForecaster,
@@ -157,18 +157,21 @@ def solve_plans(days: Sequence[PlanDay], time_limit_s: float, progress: Path | N
     return rows
 
 
-def plan_rows(days: Sequence[PlanDay], workers: int, time_limit_s: float, out: Path) -> pd.DataFrame:
-    """:func:`solve_plans` with the days dealt round-robin to ``workers`` processes (each writes its progress)."""
-    n = max(1, min(workers, len(days)))
+def plan_rows(days: Sequence[PlanDay], backend: Backend | int, time_limit_s: float, out: Path) -> pd.DataFrame:
+    """:func:`solve_plans` with the days dealt round-robin to ``backend``'s workers (or that many local processes);
+    each writes its progress, except on a Ray cluster (whose workers may not see ``out``)."""
+    backend = Backend.of(backend)
+    n = max(1, min(backend.workers, len(days)))
     chunks = [list(days[i::n]) for i in range(n)]
-    progress = [out / f"plans.part{i}.csv" for i in range(n)]
+    progress = [out / f"plans.part{i}.csv" if backend.address is None else None for i in range(n)]
     rows: list[dict[str, Any]] = []
-    with ProcessPoolExecutor(max_workers=n) as pool:
-        for chunk_rows in tqdm(pool.map(solve_plans, chunks, [time_limit_s] * n, progress), total=n,
-                               desc="plans", unit="chunk"):
+    with open_pool(dataclasses.replace(backend, workers=n)) as pool:
+        tasks = [(chunk, time_limit_s, path) for chunk, path in zip(chunks, progress, strict=True)]
+        for chunk_rows in tqdm(pool.map(solve_plans, tasks), total=n, desc="plans", unit="chunk"):
             rows += chunk_rows
     for path in progress:
-        path.unlink(missing_ok=True)
+        if path is not None:
+            path.unlink(missing_ok=True)
     return pd.DataFrame(rows).sort_values("day", kind="stable").reset_index(drop=True)
 
 
@@ -200,11 +203,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--days", type=int, default=None, help="only the first N held-out days (quick runs)")
     parser.add_argument("--no-walk-forward", action="store_true", help="skip the per-day refits")
     parser.add_argument("--no-plans", action="store_true", help="errors only (no oracle solves)")
-    parser.add_argument("--workers", type=int, default=2, help="parallel oracle processes (default 2)")
+    parser.add_argument("--workers", type=int, default=2, help="parallel oracle solves (default 2)")
+    add_backend_arguments(parser)
     parser.add_argument("--time-limit", type=float, default=60.0, help="seconds per oracle solve (default 60)")
     args = parser.parse_args(argv)
     require(args.days is None or args.days > 0, "days", "must be > 0")
     require(args.workers > 0, "workers", "must be > 0")
+    backend = backend_from_args(args, workers=args.workers)
     case = load_case(args.case)
     profiles = load_profiles(args.profiles, renewable_capacity_mw=case.renewable_capacity_mw)
     forecasts = load_forecasts(args.forecasts)
@@ -219,7 +224,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(_markdown(errors, {"mae": ".3f", "rmse": ".3f"}))
     if not args.no_plans:
         days = plan_days(build_instances(case, held, profiles), model, forecasts, functions)
-        rows = plan_rows(days, args.workers, args.time_limit, out)
+        with backend.session():
+            rows = plan_rows(days, backend, args.time_limit, out)
         _atomic_csv(rows, out / "plans.csv")
         print()
         print(_markdown(plan_table(rows), {"operating_cost_usd": ",.0f", "cost_vs_hindsight": ".4f",

@@ -1,7 +1,5 @@
 """What evaluate.py and the studies share about running long jobs without losing them.
 
-- :func:`worker_pool`: a process pool whose workers ignore Ctrl-C (the parent alone handles it, so one line
-  is printed instead of one traceback per worker) and are ended at once when the parent is interrupted.
 - :class:`RowsOnDisk`: rows finished so far, rewritten atomically as a CSV at most every
   ``min_interval_s`` and once more at the end or on Ctrl-C, so that the finished days stay on disk.
 - :func:`update_docs_section`: rewrite one study section of a committed markdown file, only when the section's
@@ -10,13 +8,10 @@
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import re
-import signal
 import time
-from collections.abc import Callable, Iterator, Sequence
-from concurrent.futures import ProcessPoolExecutor
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -27,26 +22,6 @@ from aidc_env.io import atomic_path, atomic_write_text, read_input_text
 
 ROWS_WRITE_INTERVAL_S = 2.0
 """Rows finished are rewritten to disk at most this often (and always at the end or on Ctrl-C)."""
-
-
-def _ignore_sigint() -> None:
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-
-
-@contextlib.contextmanager
-def worker_pool(workers: int) -> Iterator[ProcessPoolExecutor]:
-    """A process pool of ``workers`` that ignore SIGINT; on any exception (Ctrl-C) they are ended at once."""
-    pool = ProcessPoolExecutor(max_workers=workers, initializer=_ignore_sigint)
-    try:
-        yield pool
-    except BaseException:
-        # No public API ends running tasks: end the workers, then let the pool find them gone (its pending futures
-        # fail as a broken pool; cancelling them as well races with its manager thread).
-        for process in list((getattr(pool, "_processes", None) or {}).values()):
-            process.terminate()
-        pool.shutdown(wait=False)
-        raise
-    pool.shutdown(wait=True)
 
 
 class RowsOnDisk:
@@ -121,4 +96,4 @@ def _describe(recorded: str | None) -> str:
     return f"{recorded.split(':')[0]} days ({recorded})"
 
 
-__all__ = ["RowsOnDisk", "day_set_key", "update_docs_section", "worker_pool"]
+__all__ = ["RowsOnDisk", "day_set_key", "update_docs_section"]

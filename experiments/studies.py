@@ -15,6 +15,7 @@ docs/results.md (``--results``), and the study's CSV and PNG in docs/figures, an
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import shutil
 import sys
@@ -33,11 +34,12 @@ from aidc_env.case import Case, add_case_arguments, build_instance, build_instan
 from aidc_env.errors import EXIT_INTERRUPTED, CliParser, InputError, require, require_number, run_cli
 from aidc_env.instance import Instance
 from aidc_env.io import atomic_path, atomic_write_text, check_output_file, check_output_folder
+from aidc_env.parallel import Backend, add_backend_arguments, backend_from_args, open_pool
 from aidc_env.profiles import load_profiles
 from aidc_env.simulator import simulate
 from experiments.flexibility import continuous_power_optimum, restrict_to_baseline_mode
 from experiments.plots import plot_dispatch, plot_mode_timeline, plot_study
-from experiments.runs import RowsOnDisk, update_docs_section, worker_pool
+from experiments.runs import RowsOnDisk, update_docs_section
 
 STUDIES = ("headline", "checkpoints", "gpus", "renewable", "flexibility", "days")
 CHECKPOINT_GRID = (1, 2, 3, 4, 6, 8, 12, 24, 48, 96)
@@ -125,22 +127,25 @@ CHUNKS_PER_WORKER = 8
 the progress bar moves as chunks finish."""
 
 
-def solve_all(points: Sequence[Point], workers: int, time_limit_s: float, desc: str,
+def solve_all(points: Sequence[Point], backend: Backend | int, time_limit_s: float, desc: str,
               on_rows: Callable[[list[dict[str, Any]]], Any] | None = None) -> pd.DataFrame:
-    """Solve every point; ``workers`` processes take contiguous chunks, each reusing one model.
+    """Solve every point; ``backend``'s workers (or that many local processes) take contiguous chunks, each
+    reusing one model. The chunks depend on the number of workers only, not on the backend.
 
     ``on_rows`` receives the rows of each finished chunk (e.g. :class:`RowsOnDisk` keeps them on disk).
     """
-    workers = max(1, min(workers, len(points)))
+    backend = Backend.of(backend)
+    workers = max(1, min(backend.workers, len(points)))
     n_chunks = min(len(points), workers * CHUNKS_PER_WORKER)
     bounds = np.linspace(0, len(points), n_chunks + 1).round().astype(int)
     chunks = [list(points[a:b]) for a, b in zip(bounds[:-1], bounds[1:], strict=True)]
     rows: list[dict[str, Any]] = []
     with tqdm(total=len(points), desc=desc, unit="solve") as bar, contextlib.ExitStack() as stack:
-        if workers == 1:  # one model for every point, each row kept as it is solved
+        if workers == 1 and backend.name == "process":  # one model for every point, each row kept as it is solved
             finished = ([row] for row in iter_solve_chunk(points, time_limit_s))
         else:
-            finished = stack.enter_context(worker_pool(workers)).map(solve_chunk, chunks, [time_limit_s] * len(chunks))
+            pool = stack.enter_context(open_pool(dataclasses.replace(backend, workers=workers)))
+            finished = pool.map(solve_chunk, [(chunk, time_limit_s) for chunk in chunks])
         for chunk_rows in finished:
             rows += chunk_rows
             bar.update(len(chunk_rows))
@@ -162,7 +167,8 @@ class StudyContext:
     case: str | Case
     profiles: Any
     day: str | None
-    workers: int
+    backend: Backend | int
+    """Where the oracle solves run (an int: that many local processes)."""
     time_limit_s: float
     out: Path
     on_rows: Callable[[list[dict[str, Any]]], Any] | None = None
@@ -172,7 +178,7 @@ class StudyContext:
         return build_instance(self.case, day=self.day, profiles=self.profiles, **overrides)
 
     def solve(self, points: Sequence[Point], desc: str) -> pd.DataFrame:
-        return solve_all(points, self.workers, self.time_limit_s, desc, on_rows=self.on_rows)
+        return solve_all(points, self.backend, self.time_limit_s, desc, on_rows=self.on_rows)
 
 
 def study_headline(ctx: StudyContext) -> tuple[pd.DataFrame, str]:
@@ -351,6 +357,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--days", nargs="+", help="for the days study: the days (default: all complete days)")
     parser.add_argument("--grid", help="comma-separated grid values overriding the study's default grid")
     parser.add_argument("--workers", type=int, default=2, help="parallel oracle solves (default 2)")
+    add_backend_arguments(parser)
     parser.add_argument("--time-limit", type=float, default=120.0, help="seconds per oracle solve (default 120)")
     parser.add_argument("--out", help="folder for the CSV, PNG and table (default runs/studies/<study>)")
     parser.add_argument("--update-docs", action="store_true",
@@ -364,6 +371,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     # Everything is checked before the work, and nothing is created until a first result exists.
     require_number(args.workers, "workers", 1, limits.MAX_WORKERS, integer=True)
+    backend = backend_from_args(args, workers=args.workers)
     require_number(args.time_limit, "time-limit", 0.0, limits.MAX_TIME_LIMIT_S, low_open=True)
     out = check_output_folder(args.out or Path("runs") / "studies" / args.study, "out")
     case = load_case(args.case)
@@ -387,14 +395,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         update_docs_section(results_md, args.study, None, days)  # refuses a section over other days, writes nothing
 
     rows = RowsOnDisk(out / f"{args.study}.partial.csv")
-    ctx = StudyContext(case, profiles, args.day, args.workers, args.time_limit, out, on_rows=rows.add)
+    ctx = StudyContext(case, profiles, args.day, backend, args.time_limit, out, on_rows=rows.add)
     try:
-        if grid is not None:
-            frame, table = STUDY_FUNCTIONS[args.study](ctx, grid)  # type: ignore[call-arg]
-        elif args.study == "days":
-            frame, table = study_days(ctx, days)
-        else:
-            frame, table = STUDY_FUNCTIONS[args.study](ctx)
+        with backend.session():
+            frame, table = run_study(ctx, args.study, grid, days)
     except KeyboardInterrupt:
         rows.write()
         print(f"interrupted: {len(rows.rows)} solved rows kept in {rows.path}" if rows.rows else
@@ -418,6 +422,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         update_docs_section(results_md, args.study, body, days)
         print(f"updated the {args.study} section of {results_md} and its files in {figures}")
     return 0
+
+
+def run_study(ctx: StudyContext, study: str, grid: Sequence[Any] | None,
+              days: Sequence[str]) -> tuple[pd.DataFrame, str]:
+    """One study's frame and markdown table (with its grid, or its days for the days study)."""
+    if grid is not None:
+        return STUDY_FUNCTIONS[study](ctx, grid)  # type: ignore[call-arg]
+    if study == "days":
+        return study_days(ctx, days)
+    return STUDY_FUNCTIONS[study](ctx)
 
 
 def parse_grid(study: str, text: str | None, case) -> list[int] | list[float] | None:

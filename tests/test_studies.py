@@ -18,7 +18,7 @@ def ctx(tmp_path_factory):
     out = tmp_path_factory.mktemp("studies")
     # K = 4 keeps every solve well under a second; the grids below set K where it matters.
     case = load_case("2048").with_overrides(segments=4)
-    return studies.StudyContext(case=case, profiles=None, day=None, workers=1, time_limit_s=60, out=out)
+    return studies.StudyContext(case=case, profiles=None, day=None, backend=1, time_limit_s=60, out=out)
 
 
 def test_checkpoint_study_diminishing_returns(ctx):
