@@ -13,10 +13,8 @@ Every result is checked against the simulator: the objective the solver reports 
 
 from __future__ import annotations
 
-import math
 import time
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -35,14 +33,9 @@ from oracle.dual import lagrangian_prices
 from oracle.feasibility import FeasibilityCheck, precheck
 from oracle.formulations import Built, build, tranche_tokens, usable_state_ids
 from oracle.reduction import excluded, through_bounds
+from oracle.result import OBJECTIVE_ATOL_USD, OBJECTIVE_RTOL, OracleResult, closed, modes_used, relative_gap
 from oracle.solvers import HighsRunner, PyomoRunner, RunOutcome, make_runner
 
-OBJECTIVE_RTOL = 1e-6
-"""The solver's objective and the simulator's replay of its schedule must agree to this relative tolerance."""
-OBJECTIVE_ATOL_USD = 1e-6
-"""Absolute floor of that check ($), for days whose cost is near zero."""
-MIP_ABS_GAP_USD = 1e-6
-"""Absolute gap ($) that also proves optimality (HiGHS's default ``mip_abs_gap``), for near-zero costs."""
 PRICES = ("dual", "lp")
 """Sources of the token prices μ: the Lagrangian dual by cutting planes (:mod:`oracle.dual`), or the tranche
 duals of the LP relaxation (through the Pyomo model and HiGHS)."""
@@ -57,106 +50,11 @@ LABELING_TIME_SHARE = 0.5
 the 2048 case: 0.2-19 s for K = 4-96 on the reference day, 0.5-5 s at K = 12 on seven bundled days)."""
 
 
-@dataclass
-class OracleResult:
-    """The answer of one oracle solve. Costs in $, times in seconds."""
-
-    status: str
-    """``optimal`` (gap ≤ mip_gap), ``infeasible`` (see ``reason``), ``time_limit`` (best schedule found, if
-    any) or ``error``."""
-    schedule: list[list[int]] | None
-    """Per job, per checkpoint segment: a mode index, or -1 (PAUSE)."""
-    objective_usd: float | None
-    """Operating cost of ``schedule`` as the solver reports it (the constant PPA term included)."""
-    best_bound_usd: float | None
-    gap: float | None
-    """(objective − bound) / |objective|."""
-    build_seconds: float
-    """Building the model (or updating it) and handing it to the solver, for this solve."""
-    solve_seconds: float
-    """Finding the MIP start and solving (for ``fast``: LP relaxation, bounds and restricted solves)."""
-    metrics: Metrics | None
-    """The simulator's metrics of ``schedule``."""
-    reason: str = ""
-    """Why there is no proven optimum (infeasible, time limit, error); empty when optimal."""
-    formulation: str = "fast"
-    solver: str = DEFAULT_SOLVER
-    case: str = ""
-    day: str = ""
-    job_names: tuple[str, ...] = ()
-    modes_used: dict[str, list[str]] = field(default_factory=dict)
-    """Per job, the labels of the modes the schedule runs (in order of first use)."""
-    start_objective_usd: float | None = None
-    """Operating cost of the MIP start handed to the solver (None: no start)."""
-    proof: str = ""
-    """How optimality was proved: ``label-setting`` (:mod:`oracle.labeling`), ``branch-and-bound`` (the
-    solver), or empty when not optimal."""
-    details: dict[str, float] = field(default_factory=dict)
-    """Where the time went and how big the search grew (for benchmarks; not part of ``to_dict``): seconds of
-    ``dual`` (Lagrangian prices), ``lp`` (LP relaxation), ``tables`` (network and completion tables),
-    ``labels`` (label searches), ``pyomo`` (building the Pyomo model, when it was needed), ``bnb`` (branch
-    and bound, the model's hand-over included); ``dual_cuts``; ``searches`` and ``max_labels`` of the label
-    search; ``beam_usd``, the beam search's schedule when the label search gave up."""
-
-    @property
-    def optimal(self) -> bool:
-        return self.status == "optimal"
-
-    def schedule_by_job(self) -> dict[str, list[int]] | None:
-        if self.schedule is None:
-            return None
-        return {name: list(row) for name, row in zip(self.job_names, self.schedule, strict=True)}
-
-    def to_dict(self) -> dict[str, Any]:
-        """JSON-ready; ``schedule`` is {job name: [choice per segment]}."""
-        return {
-            "status": self.status,
-            "objective_usd": self.objective_usd,
-            "best_bound_usd": self.best_bound_usd,
-            "gap": self.gap,
-            "build_seconds": self.build_seconds,
-            "solve_seconds": self.solve_seconds,
-            "reason": self.reason,
-            "case": self.case,
-            "day": self.day,
-            "formulation": self.formulation,
-            "solver": self.solver,
-            "start_objective_usd": self.start_objective_usd,
-            "proof": self.proof,
-            "metrics": self.metrics.to_dict() if self.metrics is not None else None,
-            "schedule": self.schedule_by_job(),
-            "modes_used": self.modes_used,
-        }
-
-
 def _structure_key(inst: Instance) -> tuple:
     """What the built model depends on beyond its objective and tranche right-hand sides."""
     jobs = tuple((job.segments, job.restart_hours, job.initial_mode,
                   tuple((m.gpus, m.tokens_per_s) for m in job.modes)) for job in inst.jobs)
     return inst.n_gpus, inst.slots, inst.slot_hours, inst.horizon_days, inst.min_daily_share > 0, jobs
-
-
-def _closed(objective: float | None, bound: float | None, mip_gap: float) -> bool:
-    """Whether a bound proves an objective optimal: within the relative gap, or the absolute one."""
-    if objective is None or bound is None or not math.isfinite(bound):
-        return False
-    return objective - bound <= max(mip_gap * abs(objective), MIP_ABS_GAP_USD)
-
-
-def _gap(objective: float | None, bound: float | None) -> float | None:
-    if objective is None or bound is None or not math.isfinite(bound):
-        return None
-    if objective == bound:
-        return 0.0
-    return max(0.0, objective - bound) / abs(objective) if objective != 0 else math.inf
-
-
-def modes_used(inst: Instance, schedule: Sequence[Sequence[int]]) -> dict[str, list[str]]:
-    out = {}
-    for job, row in zip(inst.jobs, schedule, strict=True):
-        seen = dict.fromkeys(c for c in row if c != PAUSE)
-        out[job.name] = [job.modes[c].label for c in seen]
-    return out
 
 
 def start_candidates(inst: Instance) -> list[list[list[int]]]:
@@ -304,7 +202,7 @@ class OracleModel:
         if status == "infeasible":
             reason = check.solver_reason(inst)
         elif status == "time_limit":
-            gap = _gap(run.objective, run.bound)
+            gap = relative_gap(run.objective, run.bound)
             found = "before any schedule was found" if not run.has_solution else (
                 "before any lower bound was proved" if gap is None else f"with a gap of {gap:.2e}")
             reason = f"time limit of {time_limit_s:g} s reached {found}"
@@ -313,7 +211,7 @@ class OracleModel:
         else:
             reason = ""
         return OracleResult(status=status, schedule=schedule, objective_usd=run.objective if run.has_solution else None,
-                            best_bound_usd=run.bound, gap=_gap(run.objective, run.bound) if run.has_solution else None,
+                            best_bound_usd=run.bound, gap=relative_gap(run.objective, run.bound) if run.has_solution else None,
                             build_seconds=build_seconds, solve_seconds=start_seconds + run.solve_seconds,
                             metrics=metrics,
                             reason=reason, modes_used=modes_used(inst, schedule) if schedule else {},
@@ -412,7 +310,7 @@ class OracleModel:
                     incumbent = (beam.schedule, joint_objective_usd(data, beam.schedule))
                     details["beam_usd"] = incumbent[1]
             details["labels"] = time.perf_counter() - label_tick
-            if incumbent is not None and _closed(incumbent[1], proven, mip_gap):
+            if incumbent is not None and closed(incumbent[1], proven, mip_gap):
                 return RunOutcome("optimal", True, incumbent[1], proven, 0.0, elapsed()), \
                     incumbent[0], "label-setting"
         built = self._pyomo(details)
@@ -446,7 +344,7 @@ class OracleModel:
                     proven = max(proven, threshold)
                 elif run.bound is not None:
                     proven = max(proven, min(run.bound, threshold))
-                if incumbent is not None and _closed(incumbent[1], proven, mip_gap):
+                if incumbent is not None and closed(incumbent[1], proven, mip_gap):
                     break
                 if run.status in ("time_limit", "error"):
                     break
@@ -463,7 +361,7 @@ class OracleModel:
         if incumbent is None:
             status = "infeasible" if run.status == "infeasible" else run.status
             return RunOutcome(status, False, None, proven, load_seconds, seconds, run.message), None, ""
-        status = "optimal" if settled or _closed(incumbent[1], proven, mip_gap) else (
+        status = "optimal" if settled or closed(incumbent[1], proven, mip_gap) else (
             "error" if run.status == "error" else "time_limit")
         return RunOutcome(status, True, incumbent[1], proven, load_seconds, seconds, run.message), incumbent[0], \
             "branch-and-bound"
