@@ -52,6 +52,8 @@ COLUMN_GENERATION_SHARE = 0.5
 """Share of the time limit the column generation may use before the integer master takes over."""
 INTEGER_SHARE = 0.5
 """Share of the time left that the first integer master may use (the rest: the closing step)."""
+INFEASIBILITY_GPUS = 1e-6
+"""Phase one proves infeasibility when its bound on the GPU-slots beyond the pool exceeds this."""
 MAX_ENUMERATED_LABELS = 200_000
 """The closing step gives up when a job's enumeration holds more labels than this at a stage."""
 MAX_CLOSING_COLUMNS = 20_000
@@ -149,15 +151,7 @@ class FleetOracle:
             prices = master.solve()
             details["lp"] += time.perf_counter() - lp_tick
             price_tick = time.perf_counter()
-            cheapest, added = [], 0
-            for j, (graph, search) in enumerate(zip(data.graphs, self.searches, strict=True)):
-                costs = stage_costs(graph, prices.gpu, prices.load)
-                known = min(float(costs[np.arange(graph.n_stages), c.path].sum()) for c in master.columns if c.job == j)
-                found = search.cheapest(costs, upper_usd=known)
-                cheapest.append(min([known] + [p.cost for p in found[:1]]))
-                for p in found[:COLUMNS_PER_JOB]:
-                    if p.cost < prices.convexity[j] - REDUCED_COST_TOL_USD:
-                        added += master.add(make_column(graph, j, p.path))
+            cheapest, added = self._price(master, prices)
             details["pricing"] += time.perf_counter() - price_tick
             details["iterations"] += 1
             bound = lagrangian_bound(master, prices, cheapest)
@@ -191,6 +185,12 @@ class FleetOracle:
                 incumbent, best_bound = result
                 proof = "enumeration"
         solve_seconds = time.perf_counter() - tick
+        if incumbent is None and converged and master.slack_gpus() > 0 and self._infeasible(deadline, threads):
+            return OracleResult(status="infeasible", schedule=None, objective_usd=None, best_bound_usd=None, gap=None,
+                                build_seconds=build_seconds, solve_seconds=time.perf_counter() - tick, metrics=None,
+                                reason="the jobs' targets and windows need more GPUs than the pool leaves them "
+                                       "(proved by the relaxation: a phase-one column generation)",
+                                details=details, **base)
         if incumbent is None:
             return OracleResult(status="time_limit", schedule=None, objective_usd=None,
                                 best_bound_usd=float(best_bound), gap=None, build_seconds=build_seconds,
@@ -209,6 +209,35 @@ class FleetOracle:
             reason="" if optimal else f"time limit of {time_limit_s:g} s reached with a gap of {gap:.2e}",
             modes_used=modes_used(self.inst, schedule), start_objective_usd=start_objective,
             proof=proof if optimal else "", details=details, **base)
+
+    def _price(self, master: MasterLP, prices, own: bool = True) -> tuple[list[float], int]:
+        """Each job's cheapest path at the prices (exact), and how many paths entered the master (those cheaper
+        than the job's convexity dual)."""
+        cheapest, added = [], 0
+        for j, (graph, search) in enumerate(zip(self.data.graphs, self.searches, strict=True)):
+            costs = stage_costs(graph, prices.gpu, prices.load, own=own)
+            known = min(float(costs[np.arange(graph.n_stages), c.path].sum()) for c in master.columns if c.job == j)
+            found = search.cheapest(costs, upper_usd=known)
+            cheapest.append(min([known] + [p.cost for p in found[:1]]))
+            for p in found[:COLUMNS_PER_JOB]:
+                if p.cost < prices.convexity[j] - REDUCED_COST_TOL_USD:
+                    added += master.add(make_column(graph, j, p.path))
+        return cheapest, added
+
+    def _infeasible(self, deadline: float, threads: int | None) -> bool:
+        """Phase one: minimise the GPUs beyond the pool over the convex hulls of the jobs' paths. A positive
+        Lagrangian bound of it proves that no schedule fits the pool."""
+        master = MasterLP(self.data, threads, phase_one=True)
+        for j, (graph, search) in enumerate(zip(self.data.graphs, self.searches, strict=True)):
+            master.add(make_column(graph, j, search.cheapest(np.zeros((graph.n_stages, graph.n_states)))[0].path))
+        while time.perf_counter() < deadline:
+            prices = master.solve()
+            cheapest, added = self._price(master, prices, own=False)
+            if lagrangian_bound(master, prices, cheapest) > INFEASIBILITY_GPUS:
+                return True
+            if added == 0 or master.value <= INFEASIBILITY_GPUS:
+                return False
+        return False
 
     def _best_responses(self, incumbent: tuple[list[np.ndarray], float], deadline: float,
                         details: dict[str, float]) -> tuple[list[np.ndarray], float]:

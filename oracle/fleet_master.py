@@ -24,6 +24,7 @@ from dataclasses import dataclass
 
 import highspy
 import numpy as np
+from pyomo.common.tee import capture_output
 
 from oracle.fleet_graph import FleetData, JobGraph
 
@@ -120,17 +121,19 @@ class _Rows:
         values = np.concatenate(([1.0], gpus[used], piece_values[pieces]))
         return index, values
 
-    def add_h_columns(self, h: highspy.Highs) -> None:
+    def add_h_columns(self, h: highspy.Highs, cost: float = 1.0) -> None:
         """h (one free column per pool-slot, cost 1) in its piece rows."""
         P = self.pieces
         order = np.argsort(P.slot, kind="stable")
         starts = np.searchsorted(P.slot[order], np.arange(self.n_slots)).astype(np.int32)
-        h.addCols(self.n_slots, np.ones(self.n_slots), np.full(self.n_slots, -INF), np.full(self.n_slots, INF),
+        h.addCols(self.n_slots, np.full(self.n_slots, cost), np.full(self.n_slots, -INF), np.full(self.n_slots, INF),
                   P.slot.size, starts, (self.piece0 + order).astype(np.int32), np.ones(P.slot.size))
 
 
 def _quiet(threads: int | None) -> highspy.Highs:
-    h = highspy.Highs()
+    """A silent HiGHS (its first instance in a process prints a banner on the file descriptor: captured)."""
+    with capture_output(capture_fd=True):
+        h = highspy.Highs()
     h.setOptionValue("output_flag", False)
     if threads:
         h.setOptionValue("threads", int(threads))
@@ -154,15 +157,17 @@ class Prices:
 class MasterLP:
     """The restricted master LP; columns are added as the pricing finds them."""
 
-    def __init__(self, data: FleetData, threads: int | None = None) -> None:
+    def __init__(self, data: FleetData, threads: int | None = None, *, phase_one: bool = False) -> None:
         self.data = data
+        self.phase_one = phase_one  # minimise the GPUs beyond the pool only (a proof of infeasibility)
+        self.slack_usd = 1.0 if phase_one else SLACK_USD_PER_GPU
         self.pieces, self.exact_pieces = cost_pieces(data)
         self.rows = _Rows(data, self.pieces)
         self.h = _quiet(threads)
         self.rows.add_to(self.h)
-        self.rows.add_h_columns(self.h)
+        self.rows.add_h_columns(self.h, cost=0.0 if phase_one else 1.0)
         S = self.rows.n_slots
-        self.h.addCols(S, np.full(S, SLACK_USD_PER_GPU), np.zeros(S), np.full(S, INF), S,
+        self.h.addCols(S, np.full(S, self.slack_usd), np.zeros(S), np.full(S, INF), S,
                        np.arange(S, dtype=np.int32), (self.rows.cap0 + np.arange(S)).astype(np.int32), -np.ones(S))
         self.first_column = 2 * S
         self.columns: list[Column] = []
@@ -175,7 +180,7 @@ class MasterLP:
             return False
         self.keys.add(key)
         index, values = self.rows.column_entries(column)
-        self.h.addCol(column.own_usd, 0.0, INF, index.size, index, values)
+        self.h.addCol(0.0 if self.phase_one else column.own_usd, 0.0, INF, index.size, index, values)
         self.columns.append(column)
         return True
 
@@ -187,15 +192,20 @@ class MasterLP:
         self.value = float(self.h.getInfo().objective_function_value)
         dual = np.asarray(self.h.getSolution().row_dual, dtype=float)
         rows, P = self.rows, self.pieces
-        gpu = np.clip(-dual[rows.cap0:rows.cap0 + rows.n_slots], 0.0, SLACK_USD_PER_GPU)
+        gpu = np.clip(-dual[rows.cap0:rows.cap0 + rows.n_slots], 0.0, self.slack_usd)
         rho = np.maximum(dual[rows.piece0:rows.piece0 + P.slot.size], 0.0)
         total = np.bincount(P.slot, weights=rho, minlength=rows.n_slots)
         count = np.bincount(P.slot, minlength=rows.n_slots)
         rho = np.where(total[P.slot] > 0, rho / np.where(total[P.slot] > 0, total[P.slot], 1.0), 1.0 / count[P.slot])
-        load = np.bincount(P.slot, weights=rho * P.beta, minlength=rows.n_slots)
+        load = np.bincount(P.slot, weights=rho * P.beta, minlength=rows.n_slots) * (not self.phase_one)
         K, T = len(self.data.pools), self.data.inst.slots
         return Prices(gpu=gpu.reshape(K, T), load=load.reshape(K, T), weights=rho,
                       convexity=dual[:rows.n_jobs].copy())
+
+    def slack_gpus(self) -> float:
+        """GPUs beyond the pool the LP's solution uses (summed over slots)."""
+        x = np.asarray(self.h.getSolution().col_value, dtype=float)
+        return float(x[self.rows.n_slots:self.first_column].sum())
 
     def fractional(self) -> list[tuple[Column, float]]:
         x = np.asarray(self.h.getSolution().col_value, dtype=float)[self.first_column:]
@@ -205,6 +215,8 @@ class MasterLP:
 def lagrangian_constant(master: MasterLP, prices: Prices) -> float:
     """The part of the Lagrangian dual that no path changes: Σ ρ·(α + β·L0) − Σ price·capacity + constant."""
     rows, P = master.rows, master.pieces
+    if master.phase_one:
+        return -float(np.sum(prices.gpu.ravel() * rows.capacity))
     pieces = float(np.sum(prices.weights * (P.alpha + P.beta * rows.base_load[P.slot])))
     return master.data.constant_usd + pieces - float(np.sum(prices.gpu.ravel() * rows.capacity))
 

@@ -31,6 +31,9 @@ from oracle.fleet_graph import FleetData, JobGraph
 
 PRICE_SEARCH_STEPS = 30
 """Steps of the ternary search of the token price of the completion bound (each shrinks the interval by 1/3)."""
+PRICE_SEARCH_MIN_SHARE = 1e-3
+"""The token price searched is at most (cost spread × stages) / max(target, this share of a stage's most tokens):
+any price gives a valid bound; this keeps it finite for minute targets."""
 COST_SLACK_USD = 1e-7
 """Labels within this of a known path's cost are kept (a rounding guard of the cost bound)."""
 
@@ -67,13 +70,13 @@ def pareto(cost: np.ndarray, tokens: np.ndarray) -> np.ndarray:
     return order[keep]
 
 
-def stage_costs(graph: JobGraph, gpu_price: np.ndarray, load_price: np.ndarray) -> np.ndarray:
+def stage_costs(graph: JobGraph, gpu_price: np.ndarray, load_price: np.ndarray, own: bool = True) -> np.ndarray:
     """(stages, states): each state's cost over each stage at the given prices.
 
     ``gpu_price``, ``load_price``: (pools, T) $ per GPU and per MW of each pool in each slot; the job's own
-    cost per slot is added.
+    cost per slot is added (unless ``own`` is False: the phase one of :mod:`oracle.fleet`).
     """
-    per_slot = graph.own_usd_per_slot[None, :] + gpu_price.T @ graph.gpus.T + load_price.T @ graph.load_mw.T
+    per_slot = graph.own_usd_per_slot[None, :] * own + gpu_price.T @ graph.gpus.T + load_price.T @ graph.load_mw.T
     return np.add.reduceat(per_slot, graph.stage_slots[:-1], axis=0)
 
 
@@ -138,7 +141,8 @@ class LabelSearch:
             return float(first.min()) + mu * W
 
         spread = float(np.ptp(cost[np.isfinite(cost)])) if np.isfinite(cost).any() else 0.0
-        low, high = 0.0, max(spread, 1.0) * graph.n_stages / W
+        tokens_scale = max(W, PRICE_SEARCH_MIN_SHARE * float(graph.arc_tokens.max(initial=0.0)), 1.0)
+        low, high = 0.0, max(spread, 1.0) * graph.n_stages / tokens_scale
         for _ in range(PRICE_SEARCH_STEPS):
             a, b = low + (high - low) / 3, high - (high - low) / 3
             if value(a) < value(b):

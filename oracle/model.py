@@ -23,7 +23,7 @@ import numpy as np
 from aidc_env.baselines import fixed_schedule, greedy_schedule
 from aidc_env.case import Case, build_instance
 from aidc_env.errors import InputError, require
-from aidc_env.instance import PAUSE, Instance, require_day_model
+from aidc_env.instance import PAUSE, Instance
 from aidc_env.profiles import ProfileSet
 from aidc_env.simulator import Metrics, simulate
 from oracle import labeling
@@ -31,6 +31,7 @@ from oracle.constants import DEFAULT_MIP_GAP, DEFAULT_SOLVER, DEFAULT_TIME_LIMIT
 from oracle.data import MAX_JOINT_STATES, OracleData, joint_objective_usd, oracle_data
 from oracle.dual import lagrangian_prices
 from oracle.feasibility import FeasibilityCheck, precheck
+from oracle.fleet import FleetOracle
 from oracle.formulations import Built, build, tranche_tokens, usable_state_ids
 from oracle.reduction import excluded, through_bounds
 from oracle.result import OBJECTIVE_ATOL_USD, OBJECTIVE_RTOL, OracleResult, closed, modes_used, relative_gap
@@ -84,6 +85,11 @@ def best_start(inst: Instance, allow_pause: bool = True) -> tuple[list[list[int]
 class OracleModel:
     """A day's MILP, built once and solvable many times.
 
+    An instance with fleet workloads (fine-tuning, inference, an idle-GPU value), or with more than two jobs
+    in the fast formulation, goes to the fleet oracle (:class:`oracle.fleet.FleetOracle`, column generation
+    with a proven bound; ``fleet`` is then set and ``formulation`` reads ``"fleet"``): :meth:`solve` and
+    :meth:`update` work the same, the Pyomo model (:attr:`model`, :meth:`write`) does not exist.
+
     ``update(instance)`` takes an instance of the same structure (GPU pool, slots, jobs' modes, K,
     restart times and initial modes) with any prices, renewable profile or ratio, PPA price,
     curtailment penalty or tranches: the objective is re-priced and the tranche right-hand sides reset
@@ -99,6 +105,7 @@ class OracleModel:
         self.prices = prices  # token prices of the reduction: the Lagrangian dual, or the LP relaxation's duals
         require(isinstance(max_labels, int) and max_labels > 0, "max_labels", "must be a positive integer")
         self.max_labels = max_labels  # the label search's budget (labels alive after a block) before it gives up
+        self.requested = formulation  # the formulation asked for (a fleet instance goes to the fleet oracle)
         self.formulation = formulation
         self.reduce = reduce  # fast + HiGHS: solve through the Lagrangian reduction (see _solve_reduced)
         self.labeling = labeling  # with reduce: try the exact label-setting proof first (oracle.labeling)
@@ -112,9 +119,16 @@ class OracleModel:
     def _build(self, inst: Instance) -> None:
         """Precompute the data; the Pyomo model is built on first use (:attr:`built`): the label search and
         the Lagrangian prices need only the data, and most days are proven without branch and bound."""
-        require_day_model(inst, "the oracle")
         tick = time.perf_counter()
         self.inst = inst
+        self.fleet: FleetOracle | None = None
+        if inst.has_fleet_workloads or (len(inst.jobs) > 2 and self.requested == "fast"):
+            self.fleet = FleetOracle(inst, allow_pause=self.allow_pause)
+            self.formulation = FleetOracle.formulation
+            self._built, self._check = None, None
+            self._pending_build_seconds = 0.0  # the fleet oracle counts its own build
+            return
+        self.formulation = self.requested
         self.data: OracleData = oracle_data(inst, joint=self.formulation == "fast")
         if self.formulation == "fast" and self.data.joint_states is None:
             raise InputError("formulation", f"{self.data.joint_state_count_uncapped} joint states exceed the fast "
@@ -126,6 +140,8 @@ class OracleModel:
     @property
     def built(self) -> Built:
         """The Pyomo model and its accessors, built now if not yet (its seconds count as build seconds)."""
+        if self.fleet is not None:
+            raise InputError("formulation", "the fleet oracle (column generation) has no single Pyomo model")
         if self._built is None:
             tick = time.perf_counter()
             self._built = build(self.data, self.formulation, allow_pause=self.allow_pause)
@@ -134,7 +150,8 @@ class OracleModel:
 
     def update(self, inst: Instance) -> None:
         """Point the model at another instance (in place if the structure is the same, else rebuilt)."""
-        same = _structure_key(inst) == _structure_key(self.inst) and self.formulation == "fast"
+        same = _structure_key(inst) == _structure_key(self.inst) and self.formulation == "fast" and \
+            self.fleet is None and not inst.has_fleet_workloads
         if not same:
             spent = self._pending_build_seconds
             self._build(inst)
@@ -174,6 +191,12 @@ class OracleModel:
         require(isinstance(time_limit_s, (int, float)) and time_limit_s > 0, "time_limit_s", "must be > 0")
         require(isinstance(mip_gap, (int, float)) and 0 <= mip_gap < 1, "mip_gap", "must be in [0, 1)")
         require(threads is None or (isinstance(threads, int) and threads > 0), "threads", "must be > 0")
+        if self.fleet is not None:
+            result = self.fleet.solve(time_limit_s=time_limit_s, mip_gap=mip_gap, warm_start=warm_start,
+                                      threads=threads)
+            result.build_seconds += self._pending_build_seconds
+            self._pending_build_seconds = 0.0
+            return result
         inst = self.inst
         base = {"formulation": self.formulation, "solver": self.solver, "case": inst.case_name, "day": inst.day,
                 "job_names": tuple(job.name for job in inst.jobs)}
