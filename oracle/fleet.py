@@ -52,11 +52,13 @@ COLUMN_GENERATION_SHARE = 0.5
 """Share of the time limit the column generation may use before the integer master takes over."""
 INTEGER_SHARE = 0.5
 """Share of the time left that the first integer master may use (the rest: the closing step)."""
+TIME_MARGIN_SHARE = 0.9
+"""The closing integer master gets this share of the time left (building it and reading it back take the rest)."""
 INFEASIBILITY_GPUS = 1e-6
 """Phase one proves infeasibility when its bound on the GPU-slots beyond the pool exceeds this."""
 MAX_ENUMERATED_LABELS = 200_000
 """The closing step gives up when a job's enumeration holds more labels than this at a stage."""
-MAX_CLOSING_COLUMNS = 20_000
+MAX_CLOSING_COLUMNS = 5_000
 """... or when all jobs' enumerated paths exceed this many columns (the integer master would be too big)."""
 
 
@@ -284,7 +286,7 @@ class FleetOracle:
         for j, path in enumerate(incumbent[0]):  # the incumbent stays a feasible start
             columns.append(make_column(data.graphs[j], j, path))
         mip_tick = time.perf_counter()
-        run = integer_master(data, _unique(columns), time_limit_s=remaining, mip_gap=0.0, start=incumbent[0],
+        run = integer_master(data, _unique(columns), time_limit_s=TIME_MARGIN_SHARE * remaining, mip_gap=0.0, start=incumbent[0],
                              threads=threads)
         details["mip"] += time.perf_counter() - mip_tick
         if run.status != "optimal" or run.paths is None:

@@ -130,13 +130,19 @@ class JobGraph:
         return [int(self.choices[s]) for s in path]
 
 
-def fleet_pool(inst: Instance, graphs_load: Sequence[np.ndarray]) -> Pool:
-    """The one pool of a fleet instance; ``graphs_load``: per job, the load of each state (for the range)."""
+def fleet_pool(inst: Instance, graphs_load: Sequence[np.ndarray], graphs_gpus: Sequence[np.ndarray]) -> Pool:
+    """The one pool of a fleet instance; ``graphs_load``, ``graphs_gpus``: per job, the load and GPUs of each
+    state (for the range of loads: each job's extremes, the highest also capped by the GPUs the pool leaves
+    the jobs times the most load a GPU adds)."""
     T = inst.slots
     zero_gpus, zero_kw = np.zeros(T, dtype=np.int64), np.zeros(T)
     base = pool_load_mw(inst, zero_gpus, zero_kw)
+    capacity = np.maximum(inst.n_gpus - inst.inference_gpus.astype(np.int64), 0)
+    per_gpu = max((float(np.max(load[gpus > 0] / gpus[gpus > 0], initial=0.0))
+                   for load, gpus in zip(graphs_load, graphs_gpus, strict=True)), default=0.0)
     low = base + sum(float(min(0.0, load.min(initial=0.0))) for load in graphs_load)
-    high = base + sum(float(max(0.0, load.max(initial=0.0))) for load in graphs_load)
+    most = sum(float(max(0.0, load.max(initial=0.0))) for load in graphs_load)
+    high = base + np.minimum(most, max(per_gpu, 0.0) * capacity)
     return Pool(
         name="pool",
         capacity_gpus=inst.n_gpus - inst.inference_gpus.astype(np.int64),
@@ -220,7 +226,7 @@ def fleet_data(inst: Instance, *, allow_pause: bool = True) -> FleetData:
         raise InputError("min_daily_share", "the fleet oracle does not model daily minimums yet: set it to 0 or "
                                             "solve each day")
     graphs = tuple(job_graph(inst, job, allow_pause=allow_pause) for job in inst.jobs)
-    pool = fleet_pool(inst, [graph.load_mw[:, 0] for graph in graphs])
+    pool = fleet_pool(inst, [graph.load_mw[:, 0] for graph in graphs], [graph.gpus[:, 0] for graph in graphs])
     ppa = float(np.sum(inst.renewable_mw) * inst.slot_hours * inst.ppa_usd_per_mwh)
     idle = float(np.sum(slot_idle_value_usd(inst, inst.inference_gpus)))
     return FleetData(inst=inst, pools=(pool,), graphs=graphs, constant_usd=ppa - idle)
