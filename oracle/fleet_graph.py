@@ -166,11 +166,14 @@ def job_graph(inst: Instance, job: Job, *, allow_pause: bool = True) -> JobGraph
     restarted = rate * SECONDS_PER_HOUR * float(segment_productive_hours(inst, job, True))
     arc = np.tile(restarted, (n, 1))
     arc[np.arange(n), np.arange(n)] = kept  # holding a mode keeps it running: no checkpoint load
+    gpus = job.gpus_by_choice[choices].astype(np.int64)
     allowed = np.repeat(inst.allowed_segments(job)[:, None], n, axis=1)
+    # A state that needs more GPUs than the pool leaves the jobs in some slot of a stage never fits there.
+    left = np.minimum.reduceat(inst.n_gpus - inst.inference_gpus.astype(np.int64), np.arange(job.segments) * per)
+    allowed &= gpus[None, :] <= left[:, None]
     allowed[:, choices == PAUSE] = True
     if not allow_pause:
         allowed[:, choices == PAUSE] = False
-    gpus = job.gpus_by_choice[choices].astype(np.int64)
     power = job.it_power_kw_by_choice[choices]
     load = facility_load_mw(inst, gpus, power) - facility_load_mw(inst, 0, 0.0)
     own = slot_idle_value_usd(inst, 0) - slot_idle_value_usd(inst, gpus)
