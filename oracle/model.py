@@ -456,7 +456,8 @@ def solve(
     tee: bool = False,
     **overrides: Any,
 ) -> OracleResult:
-    """Solve one day exactly.
+    """Solve one day exactly (an instance with fleet workloads or more than two jobs: by the fleet oracle,
+    :mod:`oracle.fleet`, with a proven bound and its gap).
 
     ``case_or_instance``: an :class:`~aidc_env.instance.Instance` (used as is), or a case (name, TOML path
     or :class:`~aidc_env.case.Case`) resolved with ``day``, ``profiles`` and ``overrides`` (``gpus``,
