@@ -23,7 +23,6 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from agents.days import split_days  # noqa: E402
-from benchmarks.oracle_speed import SHARED_YEAR_CSV  # noqa: E402
 from aidc_env.baselines import fixed_schedule, greedy_schedule  # noqa: E402
 from aidc_env.case import build_instance  # noqa: E402
 from aidc_env.errors import require, run_cli  # noqa: E402
@@ -32,6 +31,11 @@ from aidc_env.simulator import simulate  # noqa: E402
 from oracle.constants import DEFAULT_MIP_GAP  # noqa: E402
 from oracle.fleet import FleetOracle  # noqa: E402
 
+ROOT = Path(__file__).resolve().parents[1]
+SHARED_YEAR_CSV = next((p / "shared" / "data" / "caiso" / "caiso_2023_hourly.csv" for p in ROOT.parents
+                        if (p / "shared" / "data" / "caiso" / "caiso_2023_hourly.csv").is_file()),
+                       ROOT.parent / "shared" / "data" / "caiso" / "caiso_2023_hourly.csv")
+"""The full CAISO 2023 year, when this checkout sits below the shared data (as in benchmarks/oracle_speed.py)."""
 DEFAULT_DAYS = 8
 DEFAULT_TIME_LIMIT_S = 120.0
 

@@ -208,7 +208,11 @@ class FleetOracle:
         return OracleResult(
             status="optimal" if optimal else "time_limit", schedule=schedule, objective_usd=objective,
             best_bound_usd=bound, gap=gap, build_seconds=build_seconds, solve_seconds=solve_seconds, metrics=metrics,
-            reason="" if optimal else f"time limit of {time_limit_s:g} s reached with a gap of {gap:.2e}",
+            reason="" if optimal else (
+                f"time limit of {time_limit_s:g} s reached with a gap of {gap:.2e}" if time.perf_counter() >= deadline
+                else f"gap of {gap:.2e} left open: the closing step could not close it (more than "
+                     f"{MAX_CLOSING_COLUMNS:,} paths within the gap, or its integer master did not finish; the "
+                     "decomposition does not branch)"),
             modes_used=modes_used(self.inst, schedule), start_objective_usd=start_objective,
             proof=proof if optimal else "", details=details, **base)
 
