@@ -10,6 +10,10 @@ Public API:
 - :func:`precheck` -- the quick infeasibility proofs with their reasons;
 - :data:`FORMULATIONS` -- ``"fast"`` (joint states, the default) and ``"textbook"``.
 
+An instance with fleet workloads (fine-tuning, inference, an idle-GPU value) or more than two jobs goes to the
+fleet oracle (:mod:`oracle.fleet`: column generation with a proven Lagrangian bound) through the same
+:func:`solve` and :class:`OracleModel`; its result's ``formulation`` is ``"fleet"``.
+
 Command line: ``python -m oracle --help``. The heavy modules (Pyomo, SciPy) load on first use of the
 API, so that the command line answers bad input at once.
 """

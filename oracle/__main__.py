@@ -25,6 +25,10 @@ def build_parser() -> CliParser:
         "segments (a 3D mode or a pause per job and segment) that trains every daily tranche within the GPU pool. "
         "Optimality is proved exactly by a label-setting search of the model's joint-state network when it fits, "
         "else by the solver's branch and bound (the JSON's 'proof'). "
+        "An instance with fleet workloads (fine-tuning, inference, an idle-GPU value; e.g. --case fleet) or more than "
+        "two jobs goes to the fleet oracle: column generation with a proven Lagrangian bound, the objective being "
+        "the operating cost less the idle-GPU value (the JSON's formulation is 'fleet'; --formulation, --no-reduce, "
+        "--no-labeling and --mps do not apply). "
         "Prints status, objective, best bound, gap, seconds, the simulator's metrics of the schedule and the "
         "schedule itself (per job, per segment: mode index, or -1 for pause). Infeasible cases are an answer "
         "(status infeasible, with the reason), not an error: the exit code is 0. Bad input exits with code 2.",
@@ -92,7 +96,8 @@ def summary(result: OracleResult) -> str:
     head = f"{result.case} on {result.day}: {result.status}"
     lines = [head]
     if result.objective_usd is not None:
-        lines.append(f"operating cost ${result.objective_usd:,.4f} (best bound ${result.best_bound_usd:,.4f}, gap "
+        what = "objective" if result.formulation == "fleet" else "operating cost"
+        lines.append(f"{what} ${result.objective_usd:,.4f} (best bound ${result.best_bound_usd:,.4f}, gap "
                      f"{result.gap:.2e}), build {result.build_seconds:.2f} s, solve {result.solve_seconds:.2f} s "
                      f"[{result.formulation}, {result.solver}{', ' + result.proof if result.proof else ''}]")
     if result.reason:

@@ -13,10 +13,8 @@ Every result is checked against the simulator: the objective the solver reports 
 
 from __future__ import annotations
 
-import math
 import time
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -25,7 +23,7 @@ import numpy as np
 from aidc_env.baselines import fixed_schedule, greedy_schedule
 from aidc_env.case import Case, build_instance
 from aidc_env.errors import InputError, require
-from aidc_env.instance import PAUSE, Instance, require_day_model
+from aidc_env.instance import PAUSE, Instance
 from aidc_env.profiles import ProfileSet
 from aidc_env.simulator import Metrics, simulate
 from oracle import labeling
@@ -33,16 +31,12 @@ from oracle.constants import DEFAULT_MIP_GAP, DEFAULT_SOLVER, DEFAULT_TIME_LIMIT
 from oracle.data import MAX_JOINT_STATES, OracleData, joint_objective_usd, oracle_data
 from oracle.dual import lagrangian_prices
 from oracle.feasibility import FeasibilityCheck, precheck
+from oracle.fleet import FleetOracle
 from oracle.formulations import Built, build, tranche_tokens, usable_state_ids
 from oracle.reduction import excluded, through_bounds
+from oracle.result import OBJECTIVE_ATOL_USD, OBJECTIVE_RTOL, OracleResult, closed, modes_used, relative_gap
 from oracle.solvers import HighsRunner, PyomoRunner, RunOutcome, make_runner
 
-OBJECTIVE_RTOL = 1e-6
-"""The solver's objective and the simulator's replay of its schedule must agree to this relative tolerance."""
-OBJECTIVE_ATOL_USD = 1e-6
-"""Absolute floor of that check ($), for days whose cost is near zero."""
-MIP_ABS_GAP_USD = 1e-6
-"""Absolute gap ($) that also proves optimality (HiGHS's default ``mip_abs_gap``), for near-zero costs."""
 PRICES = ("dual", "lp")
 """Sources of the token prices μ: the Lagrangian dual by cutting planes (:mod:`oracle.dual`), or the tranche
 duals of the LP relaxation (through the Pyomo model and HiGHS)."""
@@ -57,106 +51,11 @@ LABELING_TIME_SHARE = 0.5
 the 2048 case: 0.2-19 s for K = 4-96 on the reference day, 0.5-5 s at K = 12 on seven bundled days)."""
 
 
-@dataclass
-class OracleResult:
-    """The answer of one oracle solve. Costs in $, times in seconds."""
-
-    status: str
-    """``optimal`` (gap ≤ mip_gap), ``infeasible`` (see ``reason``), ``time_limit`` (best schedule found, if
-    any) or ``error``."""
-    schedule: list[list[int]] | None
-    """Per job, per checkpoint segment: a mode index, or -1 (PAUSE)."""
-    objective_usd: float | None
-    """Operating cost of ``schedule`` as the solver reports it (the constant PPA term included)."""
-    best_bound_usd: float | None
-    gap: float | None
-    """(objective − bound) / |objective|."""
-    build_seconds: float
-    """Building the model (or updating it) and handing it to the solver, for this solve."""
-    solve_seconds: float
-    """Finding the MIP start and solving (for ``fast``: LP relaxation, bounds and restricted solves)."""
-    metrics: Metrics | None
-    """The simulator's metrics of ``schedule``."""
-    reason: str = ""
-    """Why there is no proven optimum (infeasible, time limit, error); empty when optimal."""
-    formulation: str = "fast"
-    solver: str = DEFAULT_SOLVER
-    case: str = ""
-    day: str = ""
-    job_names: tuple[str, ...] = ()
-    modes_used: dict[str, list[str]] = field(default_factory=dict)
-    """Per job, the labels of the modes the schedule runs (in order of first use)."""
-    start_objective_usd: float | None = None
-    """Operating cost of the MIP start handed to the solver (None: no start)."""
-    proof: str = ""
-    """How optimality was proved: ``label-setting`` (:mod:`oracle.labeling`), ``branch-and-bound`` (the
-    solver), or empty when not optimal."""
-    details: dict[str, float] = field(default_factory=dict)
-    """Where the time went and how big the search grew (for benchmarks; not part of ``to_dict``): seconds of
-    ``dual`` (Lagrangian prices), ``lp`` (LP relaxation), ``tables`` (network and completion tables),
-    ``labels`` (label searches), ``pyomo`` (building the Pyomo model, when it was needed), ``bnb`` (branch
-    and bound, the model's hand-over included); ``dual_cuts``; ``searches`` and ``max_labels`` of the label
-    search; ``beam_usd``, the beam search's schedule when the label search gave up."""
-
-    @property
-    def optimal(self) -> bool:
-        return self.status == "optimal"
-
-    def schedule_by_job(self) -> dict[str, list[int]] | None:
-        if self.schedule is None:
-            return None
-        return {name: list(row) for name, row in zip(self.job_names, self.schedule, strict=True)}
-
-    def to_dict(self) -> dict[str, Any]:
-        """JSON-ready; ``schedule`` is {job name: [choice per segment]}."""
-        return {
-            "status": self.status,
-            "objective_usd": self.objective_usd,
-            "best_bound_usd": self.best_bound_usd,
-            "gap": self.gap,
-            "build_seconds": self.build_seconds,
-            "solve_seconds": self.solve_seconds,
-            "reason": self.reason,
-            "case": self.case,
-            "day": self.day,
-            "formulation": self.formulation,
-            "solver": self.solver,
-            "start_objective_usd": self.start_objective_usd,
-            "proof": self.proof,
-            "metrics": self.metrics.to_dict() if self.metrics is not None else None,
-            "schedule": self.schedule_by_job(),
-            "modes_used": self.modes_used,
-        }
-
-
 def _structure_key(inst: Instance) -> tuple:
     """What the built model depends on beyond its objective and tranche right-hand sides."""
     jobs = tuple((job.segments, job.restart_hours, job.initial_mode,
                   tuple((m.gpus, m.tokens_per_s) for m in job.modes)) for job in inst.jobs)
     return inst.n_gpus, inst.slots, inst.slot_hours, inst.horizon_days, inst.min_daily_share > 0, jobs
-
-
-def _closed(objective: float | None, bound: float | None, mip_gap: float) -> bool:
-    """Whether a bound proves an objective optimal: within the relative gap, or the absolute one."""
-    if objective is None or bound is None or not math.isfinite(bound):
-        return False
-    return objective - bound <= max(mip_gap * abs(objective), MIP_ABS_GAP_USD)
-
-
-def _gap(objective: float | None, bound: float | None) -> float | None:
-    if objective is None or bound is None or not math.isfinite(bound):
-        return None
-    if objective == bound:
-        return 0.0
-    return max(0.0, objective - bound) / abs(objective) if objective != 0 else math.inf
-
-
-def modes_used(inst: Instance, schedule: Sequence[Sequence[int]]) -> dict[str, list[str]]:
-    out = {}
-    for job, row in zip(inst.jobs, schedule, strict=True):
-        seen = dict.fromkeys(c for c in row if c != PAUSE)
-        out[job.name] = [job.modes[c].label for c in seen]
-    return out
 
 
 def start_candidates(inst: Instance) -> list[list[list[int]]]:
@@ -186,6 +85,11 @@ def best_start(inst: Instance, allow_pause: bool = True) -> tuple[list[list[int]
 class OracleModel:
     """A day's MILP, built once and solvable many times.
 
+    An instance with fleet workloads (fine-tuning, inference, an idle-GPU value), or with more than two jobs
+    in the fast formulation, goes to the fleet oracle (:class:`oracle.fleet.FleetOracle`, column generation
+    with a proven bound; ``fleet`` is then set and ``formulation`` reads ``"fleet"``): :meth:`solve` and
+    :meth:`update` work the same, the Pyomo model (:attr:`model`, :meth:`write`) does not exist.
+
     ``update(instance)`` takes an instance of the same structure (GPU pool, slots, jobs' modes, K,
     restart times and initial modes) with any prices, renewable profile or ratio, PPA price,
     curtailment penalty or tranches: the objective is re-priced and the tranche right-hand sides reset
@@ -201,6 +105,7 @@ class OracleModel:
         self.prices = prices  # token prices of the reduction: the Lagrangian dual, or the LP relaxation's duals
         require(isinstance(max_labels, int) and max_labels > 0, "max_labels", "must be a positive integer")
         self.max_labels = max_labels  # the label search's budget (labels alive after a block) before it gives up
+        self.requested = formulation  # the formulation asked for (a fleet instance goes to the fleet oracle)
         self.formulation = formulation
         self.reduce = reduce  # fast + HiGHS: solve through the Lagrangian reduction (see _solve_reduced)
         self.labeling = labeling  # with reduce: try the exact label-setting proof first (oracle.labeling)
@@ -214,9 +119,16 @@ class OracleModel:
     def _build(self, inst: Instance) -> None:
         """Precompute the data; the Pyomo model is built on first use (:attr:`built`): the label search and
         the Lagrangian prices need only the data, and most days are proven without branch and bound."""
-        require_day_model(inst, "the oracle")
         tick = time.perf_counter()
         self.inst = inst
+        self.fleet: FleetOracle | None = None
+        if inst.has_fleet_workloads or (len(inst.jobs) > 2 and self.requested == "fast"):
+            self.fleet = FleetOracle(inst, allow_pause=self.allow_pause)
+            self.formulation = FleetOracle.formulation
+            self._built, self._check = None, None
+            self._pending_build_seconds = 0.0  # the fleet oracle counts its own build
+            return
+        self.formulation = self.requested
         self.data: OracleData = oracle_data(inst, joint=self.formulation == "fast")
         if self.formulation == "fast" and self.data.joint_states is None:
             raise InputError("formulation", f"{self.data.joint_state_count_uncapped} joint states exceed the fast "
@@ -228,6 +140,8 @@ class OracleModel:
     @property
     def built(self) -> Built:
         """The Pyomo model and its accessors, built now if not yet (its seconds count as build seconds)."""
+        if self.fleet is not None:
+            raise InputError("formulation", "the fleet oracle (column generation) has no single Pyomo model")
         if self._built is None:
             tick = time.perf_counter()
             self._built = build(self.data, self.formulation, allow_pause=self.allow_pause)
@@ -236,7 +150,8 @@ class OracleModel:
 
     def update(self, inst: Instance) -> None:
         """Point the model at another instance (in place if the structure is the same, else rebuilt)."""
-        same = _structure_key(inst) == _structure_key(self.inst) and self.formulation == "fast"
+        same = _structure_key(inst) == _structure_key(self.inst) and self.formulation == "fast" and \
+            self.fleet is None and not inst.has_fleet_workloads
         if not same:
             spent = self._pending_build_seconds
             self._build(inst)
@@ -276,6 +191,12 @@ class OracleModel:
         require(isinstance(time_limit_s, (int, float)) and time_limit_s > 0, "time_limit_s", "must be > 0")
         require(isinstance(mip_gap, (int, float)) and 0 <= mip_gap < 1, "mip_gap", "must be in [0, 1)")
         require(threads is None or (isinstance(threads, int) and threads > 0), "threads", "must be > 0")
+        if self.fleet is not None:
+            result = self.fleet.solve(time_limit_s=time_limit_s, mip_gap=mip_gap, warm_start=warm_start,
+                                      threads=threads)
+            result.build_seconds += self._pending_build_seconds
+            self._pending_build_seconds = 0.0
+            return result
         inst = self.inst
         base = {"formulation": self.formulation, "solver": self.solver, "case": inst.case_name, "day": inst.day,
                 "job_names": tuple(job.name for job in inst.jobs)}
@@ -304,7 +225,7 @@ class OracleModel:
         if status == "infeasible":
             reason = check.solver_reason(inst)
         elif status == "time_limit":
-            gap = _gap(run.objective, run.bound)
+            gap = relative_gap(run.objective, run.bound)
             found = "before any schedule was found" if not run.has_solution else (
                 "before any lower bound was proved" if gap is None else f"with a gap of {gap:.2e}")
             reason = f"time limit of {time_limit_s:g} s reached {found}"
@@ -313,7 +234,7 @@ class OracleModel:
         else:
             reason = ""
         return OracleResult(status=status, schedule=schedule, objective_usd=run.objective if run.has_solution else None,
-                            best_bound_usd=run.bound, gap=_gap(run.objective, run.bound) if run.has_solution else None,
+                            best_bound_usd=run.bound, gap=relative_gap(run.objective, run.bound) if run.has_solution else None,
                             build_seconds=build_seconds, solve_seconds=start_seconds + run.solve_seconds,
                             metrics=metrics,
                             reason=reason, modes_used=modes_used(inst, schedule) if schedule else {},
@@ -412,7 +333,7 @@ class OracleModel:
                     incumbent = (beam.schedule, joint_objective_usd(data, beam.schedule))
                     details["beam_usd"] = incumbent[1]
             details["labels"] = time.perf_counter() - label_tick
-            if incumbent is not None and _closed(incumbent[1], proven, mip_gap):
+            if incumbent is not None and closed(incumbent[1], proven, mip_gap):
                 return RunOutcome("optimal", True, incumbent[1], proven, 0.0, elapsed()), \
                     incumbent[0], "label-setting"
         built = self._pyomo(details)
@@ -446,7 +367,7 @@ class OracleModel:
                     proven = max(proven, threshold)
                 elif run.bound is not None:
                     proven = max(proven, min(run.bound, threshold))
-                if incumbent is not None and _closed(incumbent[1], proven, mip_gap):
+                if incumbent is not None and closed(incumbent[1], proven, mip_gap):
                     break
                 if run.status in ("time_limit", "error"):
                     break
@@ -463,7 +384,7 @@ class OracleModel:
         if incumbent is None:
             status = "infeasible" if run.status == "infeasible" else run.status
             return RunOutcome(status, False, None, proven, load_seconds, seconds, run.message), None, ""
-        status = "optimal" if settled or _closed(incumbent[1], proven, mip_gap) else (
+        status = "optimal" if settled or closed(incumbent[1], proven, mip_gap) else (
             "error" if run.status == "error" else "time_limit")
         return RunOutcome(status, True, incumbent[1], proven, load_seconds, seconds, run.message), incumbent[0], \
             "branch-and-bound"
@@ -535,7 +456,8 @@ def solve(
     tee: bool = False,
     **overrides: Any,
 ) -> OracleResult:
-    """Solve one day exactly.
+    """Solve one day exactly (an instance with fleet workloads or more than two jobs: by the fleet oracle,
+    :mod:`oracle.fleet`, with a proven bound and its gap).
 
     ``case_or_instance``: an :class:`~aidc_env.instance.Instance` (used as is), or a case (name, TOML path
     or :class:`~aidc_env.case.Case`) resolved with ``day``, ``profiles`` and ``overrides`` (``gpus``,

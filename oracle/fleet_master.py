@@ -1,0 +1,301 @@
+"""The master problems of the fleet oracle, on HiGHS (highspy): a restricted master LP and an integer master.
+
+Columns are job paths (:class:`Column`). Rows, for every pool k and slot t:
+
+- capacity: Σ_columns GPUs·λ − s ≤ N_kt (s ≥ 0 an artificial slack at :data:`SLACK_USD_PER_GPU`, so that the
+  restricted LP is feasible from the first columns on; the integer master has none);
+- cost pieces: the slot's cost f_t(L) is a function of the pool's load L = L0 + Σ ΔL·λ (renewable first:
+  f = a·max(L − R, 0) + b·max(R − L, 0), a, b the simulator's $ per MW of import and curtailment). Where it
+  is convex (a + b ≥ 0) it is the maximum of its two affine pieces: h ≥ piece rows are exact. Where it is
+  concave (negative prices) the LP takes its convex envelope over the loads any schedule can reach (the chord,
+  a lower bound), and the integer master the exact minimum of the two pieces with one binary;
+- per job, convexity: Σ λ = 1.
+
+The objective is Σ h + Σ own costs·λ + the constant. The prices the pricing needs are the capacity duals
+(≥ 0 per GPU) and, per slot, the piece duals ρ (≥ 0, Σ ρ = 1 by h's column) giving a price per MW Σ ρ·β.
+:func:`lagrangian_bound` evaluates the Lagrangian dual at any such prices from their definition (it never
+trusts the LP's value), so the bound is valid whatever the solver's tolerances.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import highspy
+import numpy as np
+from pyomo.common.tee import capture_output
+
+from oracle.fleet_graph import FleetData, JobGraph
+
+SLACK_USD_PER_GPU = 1e4
+"""Cost of an artificial GPU beyond the capacity in the restricted LP ($ per GPU per slot): far above any
+GPU's worth in a slot (an A100 slot costs well under $10), so the LP uses it only while no column fits."""
+CHORD_MIN_SPAN_MW = 1e-9
+"""Below this load range a concave slot's cost is taken as constant (its value at the low end)."""
+INF = highspy.kHighsInf
+
+
+@dataclass(frozen=True, eq=False)
+class Column:
+    """One job's path as a column of the master: its rows and values, and its own cost."""
+
+    job: int
+    path: np.ndarray
+    own_usd: float
+    gpus: np.ndarray
+    """(pools, T) GPUs per slot."""
+    load_mw: np.ndarray
+    """(pools, T) facility load added per slot."""
+
+
+def make_column(graph: JobGraph, j: int, path: np.ndarray) -> Column:
+    states = graph.slot_states(path)
+    return Column(job=j, path=np.asarray(path, dtype=np.int64),
+                  own_usd=float(np.sum(graph.own_usd_per_slot[states])),
+                  gpus=graph.gpus[states].T.astype(float), load_mw=graph.load_mw[states].T.copy())
+
+
+@dataclass(frozen=True)
+class Pieces:
+    """The affine pieces α + β·L of each (pool, slot) cost, as rows: ``slot`` is the flat index k·T + t."""
+
+    slot: np.ndarray
+    alpha: np.ndarray
+    beta: np.ndarray
+    concave: np.ndarray
+    """The piece belongs to a concave slot (the LP has the chord instead; the integer master these pieces)."""
+
+
+def cost_pieces(data: FleetData) -> tuple[Pieces, Pieces]:
+    """(the LP's pieces: exact where convex, the chord where concave; the integer master's exact pieces)."""
+    lp, exact = [], []
+    T = data.inst.slots
+    for k, pool in enumerate(data.pools):
+        a, b, R = pool.grid_usd_per_mw, pool.curtailment_usd_per_mw, pool.renewable_mw
+        low, high = pool.load_low_mw, pool.load_high_mw
+        f_low, f_high = pool.slot_cost_usd(low), pool.slot_cost_usd(high)
+        for t in range(T):
+            two = [(k * T + t, -a[t] * R[t], a[t]), (k * T + t, b[t] * R[t], -b[t])]
+            if pool.convex[t]:
+                lp += [(*p, False) for p in two]
+                exact += [(*p, False) for p in two]
+                continue
+            span = high[t] - low[t]
+            beta = (f_high[t] - f_low[t]) / span if span > CHORD_MIN_SPAN_MW else 0.0
+            lp.append((k * T + t, f_low[t] - beta * low[t], beta, True))
+            exact += [(*p, True) for p in two]
+
+    def stack(rows: list) -> Pieces:
+        arr = np.array(rows, dtype=float).reshape(-1, 4)
+        return Pieces(arr[:, 0].astype(np.int64), arr[:, 1], arr[:, 2], arr[:, 3].astype(bool))
+
+    return stack(lp), stack(exact)
+
+
+class _Rows:
+    """Row layout shared by both masters: convexity (J), capacity (K·T), then the cost pieces."""
+
+    def __init__(self, data: FleetData, pieces: Pieces) -> None:
+        self.n_jobs = len(data.graphs)
+        self.n_slots = len(data.pools) * data.inst.slots
+        self.pieces = pieces
+        self.capacity = np.concatenate([pool.capacity_gpus for pool in data.pools]).astype(float)
+        self.base_load = np.concatenate([pool.base_load_mw for pool in data.pools])
+        self.cap0 = self.n_jobs
+        self.piece0 = self.n_jobs + self.n_slots
+
+    def add_to(self, h: highspy.Highs) -> None:
+        J, S, P = self.n_jobs, self.n_slots, self.pieces
+        lower = np.concatenate([np.ones(J), np.full(S, -INF), P.alpha + P.beta * self.base_load[P.slot]])
+        upper = np.concatenate([np.ones(J), self.capacity, np.full(P.slot.size, INF)])
+        h.addRows(lower.size, lower, upper, 0, np.zeros(lower.size, dtype=np.int32), np.array([], dtype=np.int32),
+                  np.array([], dtype=float))
+
+    def column_entries(self, column: Column) -> tuple[np.ndarray, np.ndarray]:
+        gpus, load = column.gpus.ravel(), column.load_mw.ravel()
+        used = np.flatnonzero(gpus)
+        piece_values = -self.pieces.beta * load[self.pieces.slot]
+        pieces = np.flatnonzero(piece_values)
+        index = np.concatenate(([column.job], self.cap0 + used, self.piece0 + pieces)).astype(np.int32)
+        values = np.concatenate(([1.0], gpus[used], piece_values[pieces]))
+        return index, values
+
+    def add_h_columns(self, h: highspy.Highs, cost: float = 1.0) -> None:
+        """h (one free column per pool-slot, cost 1) in its piece rows."""
+        P = self.pieces
+        order = np.argsort(P.slot, kind="stable")
+        starts = np.searchsorted(P.slot[order], np.arange(self.n_slots)).astype(np.int32)
+        h.addCols(self.n_slots, np.full(self.n_slots, cost), np.full(self.n_slots, -INF), np.full(self.n_slots, INF),
+                  P.slot.size, starts, (self.piece0 + order).astype(np.int32), np.ones(P.slot.size))
+
+
+def _quiet(threads: int | None) -> highspy.Highs:
+    """A silent HiGHS (its first instance in a process prints a banner on the file descriptor: captured)."""
+    with capture_output(capture_fd=True):
+        h = highspy.Highs()
+    h.setOptionValue("output_flag", False)
+    if threads:
+        h.setOptionValue("threads", int(threads))
+    return h
+
+
+@dataclass(frozen=True)
+class Prices:
+    """Lagrangian prices of the shared rows: per pool and slot, $ per GPU and $ per MW; the piece weights."""
+
+    gpu: np.ndarray
+    """(pools, T), in [0, SLACK_USD_PER_GPU]."""
+    load: np.ndarray
+    """(pools, T)."""
+    weights: np.ndarray
+    """Per LP piece row, ρ ≥ 0 with Σ ρ = 1 over each slot's pieces."""
+    convexity: np.ndarray
+    """Per job, the LP's convexity dual (a path enters when it costs less)."""
+
+
+class MasterLP:
+    """The restricted master LP; columns are added as the pricing finds them."""
+
+    def __init__(self, data: FleetData, threads: int | None = None, *, phase_one: bool = False) -> None:
+        self.data = data
+        self.phase_one = phase_one  # minimise the GPUs beyond the pool only (a proof of infeasibility)
+        self.slack_usd = 1.0 if phase_one else SLACK_USD_PER_GPU
+        self.pieces, self.exact_pieces = cost_pieces(data)
+        self.rows = _Rows(data, self.pieces)
+        self.h = _quiet(threads)
+        self.rows.add_to(self.h)
+        self.rows.add_h_columns(self.h, cost=0.0 if phase_one else 1.0)
+        S = self.rows.n_slots
+        self.h.addCols(S, np.full(S, self.slack_usd), np.zeros(S), np.full(S, INF), S,
+                       np.arange(S, dtype=np.int32), (self.rows.cap0 + np.arange(S)).astype(np.int32), -np.ones(S))
+        self.first_column = 2 * S
+        self.columns: list[Column] = []
+        self.keys: set[tuple[int, bytes]] = set()
+        self.value = np.nan
+
+    def add(self, column: Column) -> bool:
+        key = (column.job, column.path.tobytes())
+        if key in self.keys:
+            return False
+        self.keys.add(key)
+        index, values = self.rows.column_entries(column)
+        self.h.addCol(0.0 if self.phase_one else column.own_usd, 0.0, INF, index.size, index, values)
+        self.columns.append(column)
+        return True
+
+    def solve(self) -> Prices:
+        self.h.run()
+        status = self.h.getModelStatus()
+        if status != highspy.HighsModelStatus.kOptimal:
+            raise RuntimeError(f"the restricted master LP ended {self.h.modelStatusToString(status)}")
+        self.value = float(self.h.getInfo().objective_function_value)
+        dual = np.asarray(self.h.getSolution().row_dual, dtype=float)
+        rows, P = self.rows, self.pieces
+        gpu = np.clip(-dual[rows.cap0:rows.cap0 + rows.n_slots], 0.0, self.slack_usd)
+        rho = np.maximum(dual[rows.piece0:rows.piece0 + P.slot.size], 0.0)
+        total = np.bincount(P.slot, weights=rho, minlength=rows.n_slots)
+        count = np.bincount(P.slot, minlength=rows.n_slots)
+        rho = np.where(total[P.slot] > 0, rho / np.where(total[P.slot] > 0, total[P.slot], 1.0), 1.0 / count[P.slot])
+        load = np.bincount(P.slot, weights=rho * P.beta, minlength=rows.n_slots) * (not self.phase_one)
+        K, T = len(self.data.pools), self.data.inst.slots
+        return Prices(gpu=gpu.reshape(K, T), load=load.reshape(K, T), weights=rho,
+                      convexity=dual[:rows.n_jobs].copy())
+
+    def slack_gpus(self) -> float:
+        """GPUs beyond the pool the LP's solution uses (summed over slots)."""
+        x = np.asarray(self.h.getSolution().col_value, dtype=float)
+        return float(x[self.rows.n_slots:self.first_column].sum())
+
+    def fractional(self) -> list[tuple[Column, float]]:
+        x = np.asarray(self.h.getSolution().col_value, dtype=float)[self.first_column:]
+        return [(c, float(v)) for c, v in zip(self.columns, x, strict=True) if v > 1e-9]
+
+
+def lagrangian_constant(master: MasterLP, prices: Prices) -> float:
+    """The part of the Lagrangian dual that no path changes: Σ ρ·(α + β·L0) − Σ price·capacity + constant."""
+    rows, P = master.rows, master.pieces
+    if master.phase_one:
+        return -float(np.sum(prices.gpu.ravel() * rows.capacity))
+    pieces = float(np.sum(prices.weights * (P.alpha + P.beta * rows.base_load[P.slot])))
+    return master.data.constant_usd + pieces - float(np.sum(prices.gpu.ravel() * rows.capacity))
+
+
+def lagrangian_bound(master: MasterLP, prices: Prices, cheapest_usd: Sequence[float]) -> float:
+    """The Lagrangian dual at ``prices``: a lower bound on every schedule (``cheapest_usd``: per job, the exact
+    least cost of a path meeting its target at these prices)."""
+    return lagrangian_constant(master, prices) + float(np.sum(cheapest_usd))
+
+
+@dataclass
+class IntegerOutcome:
+    status: str
+    """``optimal``, ``time_limit``, ``infeasible`` or ``error``."""
+    paths: list[np.ndarray] | None
+    objective_usd: float | None
+    bound_usd: float | None
+
+
+def integer_master(data: FleetData, columns: Sequence[Column], *, time_limit_s: float, mip_gap: float,
+                   start: Sequence[np.ndarray] | None = None, threads: int | None = None) -> IntegerOutcome:
+    """One column per job among ``columns``, exact costs (a binary per concave slot), capacity held."""
+    _, pieces = cost_pieces(data)
+    rows = _Rows(data, pieces)
+    h = _quiet(threads)
+    h.setOptionValue("time_limit", float(max(time_limit_s, 0.01)))
+    h.setOptionValue("mip_rel_gap", float(mip_gap))
+    rows.add_to(h)
+    rows.add_h_columns(h)
+    # A concave slot's h ≥ min(piece 1, piece 2): piece i holds unless the slot's binary releases it by M_i.
+    concave_slots = np.unique(pieces.slot[pieces.concave])
+    big_m = np.zeros(pieces.slot.size)
+    T = data.inst.slots
+    for flat in concave_slots.tolist():
+        pool, t = data.pools[flat // T], flat % T
+        which = np.flatnonzero(pieces.slot == flat)
+        ends = np.array([pool.load_low_mw[t], pool.load_high_mw[t]])
+        values = pieces.alpha[which][:, None] + pieces.beta[which][:, None] * ends[None, :]
+        big_m[which] = np.maximum(values - values.min(axis=0), 0.0).max(axis=1) + 1.0
+    first = rows.n_slots  # after the h columns (no capacity slack here)
+    for column in columns:
+        index, values = rows.column_entries(column)
+        h.addCol(column.own_usd, 0.0, 1.0, index.size, index, values)
+    binaries = []
+    for flat in concave_slots:
+        which = np.flatnonzero(pieces.slot == flat)
+        # z = 1 releases piece 0, z = 0 releases piece 1: rows h − βΔL·λ + M0·z ≥ …, h … − M1·z ≥ … − M1.
+        index = (rows.piece0 + which).astype(np.int32)
+        values = np.array([big_m[which[0]], -big_m[which[1]]])
+        h.addCol(0.0, 0.0, 1.0, 2, index, values)
+        binaries.append(h.getNumCol() - 1)
+        h.changeRowBounds(int(rows.piece0 + which[1]), float(
+            pieces.alpha[which[1]] + pieces.beta[which[1]] * rows.base_load[flat] - big_m[which[1]]), INF)
+    integer = list(range(first, first + len(columns))) + binaries
+    if integer:
+        h.changeColsIntegrality(len(integer), np.array(integer, dtype=np.int32),
+                                np.array([highspy.HighsVarType.kInteger] * len(integer)))
+    if start is not None:
+        chosen = {(j, p.tobytes()) for j, p in enumerate(start)}
+        value = np.zeros(h.getNumCol())
+        for i, column in enumerate(columns):
+            value[first + i] = float((column.job, column.path.tobytes()) in chosen)
+        sol = highspy.HighsSolution()
+        sol.col_value = value.tolist()
+        sol.value_valid = True
+        h.setSolution(sol)
+    h.run()
+    status = h.getModelStatus()
+    info = h.getInfo()
+    name = {highspy.HighsModelStatus.kOptimal: "optimal", highspy.HighsModelStatus.kInfeasible: "infeasible",
+            highspy.HighsModelStatus.kTimeLimit: "time_limit"}.get(status, "error")
+    if info.primal_solution_status != 2:  # no feasible solution
+        return IntegerOutcome("infeasible" if name == "infeasible" else name, None, None,
+                              float(info.mip_dual_bound) if name != "infeasible" else None)
+    x = np.asarray(h.getSolution().col_value, dtype=float)[first:first + len(columns)]
+    paths: list[np.ndarray | None] = [None] * len(data.graphs)
+    for column, v in zip(columns, x, strict=True):
+        if v > 0.5:
+            paths[column.job] = column.path
+    assert all(p is not None for p in paths)
+    return IntegerOutcome(name, [p for p in paths if p is not None], float(info.objective_function_value),
+                          float(info.mip_dual_bound))
