@@ -329,7 +329,7 @@ def test_fleet_clis(tmp_path, capsys):
 def test_oracle_and_env_refuse_the_fleet(fleet_instance, capsys):
     from aidc_env.env import CheckpointDispatchEnv
     from oracle.__main__ import main as oracle_main
-    with pytest.raises(InputError, match="the env does not handle fine-tuning"):
+    with pytest.raises(InputError, match="FleetDispatch-v0"):
         CheckpointDispatchEnv(case=fleet_instance)
     assert run_cli(oracle_main, ["--case", "fleet", "--json"]) == EXIT_BAD_INPUT
     err = capsys.readouterr().err
