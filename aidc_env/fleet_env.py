@@ -223,6 +223,10 @@ class FleetDispatchEnv(gym.Env):
         seg_h = [inst.segment_hours(job) for job in jobs]
         self._seg_keep = [r * h for r, h in zip(rate3600, seg_h, strict=True)]
         self._seg_restart = [r * (h - job.restart_hours) for r, h, job in zip(rate3600, seg_h, jobs, strict=True)]
+        self._seg_keep_list = [a.tolist() for a in self._seg_keep]
+        self._seg_restart_list = [a.tolist() for a in self._seg_restart]
+        self._gpus_list = [g.tolist() for g in self._gpus_loc]
+        self._kw_list = [p.tolist() for p in self._kw_loc]
         self._plan = FleetPlan(n_gpus=N, slot_hours=self._dt, gpus_loc=self._gpus_loc, rate3600_loc=rate3600,
                                release=self._release, deadline=self._deadline,
                                restart_hours=[job.restart_hours for job in jobs], tranche_tokens=self._target)
@@ -230,8 +234,8 @@ class FleetDispatchEnv(gym.Env):
         self._next_boundary = dict(zip(boundaries[:-1], boundaries[1:], strict=True))
         # Static per-job and per-choice observation parts.
         self._W = np.array(self._target)
-        self._max_rate3600 = np.array([float(r.max()) for r in rate3600])
-        self._n_modes = np.array([max(n - 1, 1) for n in self._sizes], dtype=float)
+        self._max_rate3600 = [float(r.max()) for r in rate3600]
+        self._n_modes = [max(n - 1, 1) for n in self._sizes]
         self._sps_arr = np.array(self._sps, dtype=float)
         self._rel_arr = np.array(self._release, dtype=float)
         self._dl_arr = np.array(self._deadline, dtype=float)
@@ -260,6 +264,7 @@ class FleetDispatchEnv(gym.Env):
         self.action_space = spaces.Discrete(A)
         self._n_job_obs = len(FLEET_JOB_FEATURES) * J
         self._n_global = n_global
+        self._obs_buffer = np.zeros(self.observation_space.shape, dtype=np.float32)
 
     def observation_names(self) -> list[str]:
         """The name of every observation entry, in order."""
@@ -290,8 +295,8 @@ class FleetDispatchEnv(gym.Env):
         self._end = [0] * J  # end slot of each job's committed segment
         self._tokens = [0.0] * J  # tokens made by the end of the committed segment
         self._schedule = [[PAUSE] * job.segments for job in inst.jobs]
-        self._job_gpus = sum(g[c] for g, c in zip(self._gpus_loc, self._cur, strict=True))
-        self._job_kw = sum(p[c] for p, c in zip(self._kw_loc, self._cur, strict=True))
+        self._job_gpus = sum(g[c] for g, c in zip(self._gpus_list, self._cur, strict=True))
+        self._job_kw = sum(p[c] for p, c in zip(self._kw_list, self._cur, strict=True))
         # Committed GPUs per slot (inference included) and the reservation profile of every job's plan.
         self._committed = inst.inference_gpus.astype(np.int64).copy()
         self._reserved = self._committed.copy()
@@ -299,8 +304,8 @@ class FleetDispatchEnv(gym.Env):
         self._hold_from = [0] * J
         for j in range(J):
             c = self._cur[j]
-            need = np.array([self._plan.target_safe[j]])
-            self._add_hold(j, 0, int(self._plan.held_gpus(j, 0, need, np.array([c]) if c else None)[0]))
+            need = np.full(self._sizes[j], self._plan.target_safe[j])
+            self._add_hold(j, 0, int(self._plan.held_gpus(j, 0, need, True)[c]))
         self._start_safe = bool(self._reserved.max() <= self._n_gpus)
         self._global_obs = global_table(inst, self.lookahead, self.forecast_noise, self._ren_high, self.np_random,
                                         self.information)
@@ -312,6 +317,11 @@ class FleetDispatchEnv(gym.Env):
         self._queue: list[int] = []
         self._k = 0
         self._last_info: dict[str, Any] = {}
+        self._end_arr = np.zeros(J)
+        self._feats = np.zeros((J, len(FLEET_JOB_FEATURES)))
+        for j in range(J):
+            self._job_row(j)
+        self._time_columns()
         self._pending_reward = 0.0
         paid = self._advance(decided=False)  # slots before the first choice (none when a job decides at 0)
         self._pending_reward = self._reward(paid)
@@ -439,15 +449,18 @@ class FleetDispatchEnv(gym.Env):
         t = self._t
         prev = self._cur[j]
         restarted = c != 0 and c != prev
-        self._tokens[j] += float((self._seg_restart if restarted else self._seg_keep)[j][c])
+        self._tokens[j] += (self._seg_restart_list if restarted else self._seg_keep_list)[j][c]
         sps = self._sps[j]
         self._schedule[j][t // sps] = c - 1
-        g = int(self._gpus_loc[j][c])
-        self._job_gpus += g - int(self._gpus_loc[j][prev])
-        self._job_kw += float(self._kw_loc[j][c] - self._kw_loc[j][prev])
+        g = self._gpus_list[j][c]
+        self._job_gpus += g - self._gpus_list[j][prev]
+        self._job_kw += self._kw_list[j][c] - self._kw_list[j][prev]
         self._cur[j] = c
         end = t + sps
         self._end[j] = end
+        self._end_arr[j] = end
+        self._job_row(j)
+        self._feats[j, 4] = 1.0
         self._drop_hold(j)  # it covered [t, deadline): the segment now holds g, then the new hold
         if g:
             self._committed[t:end] += g
@@ -473,6 +486,7 @@ class FleetDispatchEnv(gym.Env):
                 if self._baseline is not None:
                     base += float(self._baseline[t:nxt].sum())
                 self._t = t = nxt
+                self._time_columns()
                 if t >= T:
                     self._queue = []
                     break
@@ -480,8 +494,8 @@ class FleetDispatchEnv(gym.Env):
             for j in range(self.n_jobs):
                 if t % self._sps[j] == 0:
                     if self._forced(j):
-                        need = np.array([self._plan.target_safe[j] - self._tokens[j]])
-                        self._decide(j, 0, int(self._plan.held_gpus(j, t + self._sps[j], need, None)[0]))
+                        need = self._plan.target_safe[j] - self._tokens[j]
+                        self._decide(j, 0, self._plan.held_gpus_paused(j, t + self._sps[j], need))
                     else:
                         queue.append(j)
             self._queue = queue
@@ -522,80 +536,90 @@ class FleetDispatchEnv(gym.Env):
         t = self._t
         j = self._queue[self._k]
         N = self._n_gpus
-        sps = self._sps[j]
-        end = t + sps
+        end = t + self._sps[j]
         prev = self._cur[j]
         g = self._gpus_loc[j]
-        n = g.size
-        plain = g + int(self._committed[t:end].max()) <= N
-        need = self._plan.target_safe[j] - self._tokens[j] - self._seg_restart[j]
-        need[prev] = self._plan.target_safe[j] - self._tokens[j] - self._seg_keep[j][prev]
-        held = self._plan.held_gpus(j, end, need, np.arange(n))
-        self._held_after = held
+        base = self._plan.target_safe[j] - self._tokens[j]
+        need = base - self._seg_restart[j]
+        need[prev] = base - self._seg_keep_list[j][prev]
+        held = self._held_after = self._plan.held_gpus(j, end, need, True)
+        room = N - int(self._committed[t:end].max())
         mask = np.zeros(self.n_actions, dtype=bool)
         self._fallback = False
         if self.safety_mask:
             own = self._held[j]  # the job's current hold covers [t, deadline)
-            safe = plain & (held <= N) & (g + int(self._reserved[t:end].max()) - own <= N)
+            room_now = min(room, N + own - int(self._reserved[t:end].max()))
             stop = self._deadline[j]
-            if end < stop:
-                safe &= held + int(self._reserved[end:stop].max()) - own <= N
+            room_after = min(N, N + own - int(self._reserved[end:stop].max())) if end < stop else N
+            safe = (g <= room_now) & (held <= room_after)
             if safe.any():
-                mask[:n] = safe
-            else:
-                self._fallback = True
-                mask[:n] = plain
-        else:
-            mask[:n] = plain
+                mask[:g.size] = safe
+                self._mask = mask
+                return mask
+            self._fallback = True
+        mask[:g.size] = g <= room
         self._mask = mask
         return mask
 
     # ------------------------------------------------------------------ observation
 
+    def _job_row(self, j: int) -> None:
+        """Observation features 0-3 of job j (they change only when it decides)."""
+        row = self._feats[j]
+        W, X = self._target[j], self._tokens[j]
+        row[0] = min(X / W, PROGRESS_OBS_HIGH) if W > 0 else 1.0
+        missing = W - X
+        seconds = (self._deadline[j] - max(self._end[j], self._release[j])) * self._dt * SECONDS_PER_HOUR
+        rate = self._max_rate3600[j] / SECONDS_PER_HOUR
+        if missing <= W * TRANCHE_TOLERANCE:
+            row[1] = 0.0
+        elif seconds > 0 and rate > 0:
+            row[1] = min(missing / (seconds * rate), RATE_RATIO_OBS_HIGH)
+        else:
+            row[1] = RATE_RATIO_OBS_HIGH
+        c = self._cur[j]
+        row[2] = min(self._gpus_list[j][c] / self._n_gpus, 1.0)
+        row[3] = c / self._n_modes[j]
+
+    def _time_columns(self) -> None:
+        """Observation features 4-6 of every job (they change with the slot)."""
+        t, T = self._t, self.n_slots
+        feats = self._feats
+        feats[:, 4] = np.minimum(np.maximum((self._end_arr - t) / self._sps_arr, 0.0), 1.0)
+        feats[:, 5] = np.minimum(np.maximum((self._dl_arr - t) / T, 0.0), 1.0)
+        feats[:, 6] = np.minimum(np.maximum((self._rel_arr - t) / T, 0.0), 1.0)
+
     def _observation(self) -> np.ndarray:
         T = self.n_slots
-        t = min(self._t, T)
-        J = self.n_jobs
-        tokens = np.array(self._tokens)
-        end = np.array(self._end, dtype=float)
-        cur = np.array(self._cur, dtype=float)
-        W = self._W
-        missing = W - tokens
-        hold_start = np.maximum(end, self._rel_arr)
-        seconds = (self._dl_arr - hold_start) * self._dt * SECONDS_PER_HOUR
-        with np.errstate(divide="ignore", invalid="ignore"):
-            ratio = np.where(missing <= W * TRANCHE_TOLERANCE, 0.0,
-                             np.where(seconds > 0, missing / (seconds * self._max_rate3600 / SECONDS_PER_HOUR),
-                                      RATE_RATIO_OBS_HIGH))
-            progress = np.where(W > 0, tokens / np.where(W > 0, W, 1.0), 1.0)
-        gpus = np.array([gl[c] for gl, c in zip(self._gpus_loc, self._cur, strict=True)], dtype=float)
-        feats = np.empty((J, len(FLEET_JOB_FEATURES)))
-        feats[:, 0] = np.minimum(progress, PROGRESS_OBS_HIGH)
-        feats[:, 1] = np.clip(np.nan_to_num(ratio, nan=RATE_RATIO_OBS_HIGH), 0.0, RATE_RATIO_OBS_HIGH)
-        feats[:, 2] = gpus / self._n_gpus
-        feats[:, 3] = cur / self._n_modes
-        feats[:, 4] = np.clip((end - t) / self._sps_arr, 0.0, 1.0)
-        feats[:, 5] = np.clip((self._dl_arr - t) / T, 0.0, 1.0)
-        feats[:, 6] = np.clip((self._rel_arr - t) / T, 0.0, 1.0)
-        feats[:, 7] = 0.0
-        choice = np.zeros((self.n_actions, 3), dtype=np.float32)
+        t = self._t
+        obs = self._obs_buffer
+        nj = self._n_job_obs
         j = self.deciding_job
+        feats = self._feats
         if j is not None:
             feats[j, 7] = 1.0
+        obs[:nj] = feats.ravel()
+        ng = nj + self._n_global
+        obs[nj:ng] = self._global_obs[t]
+        choice = obs[ng + 2:].reshape(self.n_actions, 3)
+        if j is None:
+            obs[ng] = 0.0
+            obs[ng + 1] = 1.0
+            choice[:] = 0.0
+        else:
+            feats[j, 7] = 0.0
+            N = self._n_gpus
+            obs[ng] = min(self._inst.inference_gpus[t] / N, 1.0)
+            obs[ng + 1] = max(N - int(self._committed[t]), 0) / N
             choice[:] = self._choice_static[j]
-            hours = max(self._deadline[j] - t, 0) * self._dt
-            miss = missing[j]
-            cover = (np.full(self.n_actions, RATE_RATIO_OBS_HIGH) if miss <= W[j] * TRANCHE_TOLERANCE
-                     else np.minimum(self._rate_pad[j] * hours / miss, RATE_RATIO_OBS_HIGH))
-            cover[0] = 0.0
-            cover[self._sizes[j]:] = 0.0
-            choice[:, 1] = cover
-        inst = self._inst
-        slot = min(t, T - 1)
-        inference = inst.inference_gpus[slot] / self._n_gpus if t < T else 0.0
-        free = max(self._n_gpus - int(self._committed[slot]), 0) / self._n_gpus if t < T else 1.0
-        obs = np.concatenate([feats.ravel(), self._global_obs[t], (inference, free), choice.ravel()])
-        return np.clip(obs, self.observation_space.low, self.observation_space.high).astype(np.float32)
+            W = self._target[j]
+            missing = W - self._tokens[j]
+            if missing <= W * TRANCHE_TOLERANCE:
+                choice[1:self._sizes[j], 1] = RATE_RATIO_OBS_HIGH
+            else:
+                hours = (self._deadline[j] - t) * self._dt
+                choice[:, 1] = np.minimum(self._rate_pad[j] * (hours / missing), RATE_RATIO_OBS_HIGH)
+        return obs.copy()
 
 
 __all__ = ["CHOICE_FEATURES", "FLEET_ENV_ID", "FLEET_JOB_FEATURES", "FleetDispatchEnv", "REWARD_BASELINES"]

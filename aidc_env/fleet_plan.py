@@ -25,6 +25,7 @@ resumes a job twice may exist when no held mode does.
 
 from __future__ import annotations
 
+import bisect
 from collections.abc import Sequence
 
 import numpy as np
@@ -57,29 +58,47 @@ class FleetPlan:
             self.rate_sorted.append(r[order])
             suffix_min = np.minimum.accumulate(g[order][::-1])[::-1]
             self.fewest_gpus.append(np.append(suffix_min, self.n_gpus + 1).astype(np.int64))
+        self._cache: dict[tuple[int, int], tuple[np.ndarray, list[float], np.ndarray | None]] = {}
 
     def hold_start(self, j: int, end: int) -> int:
         """First slot of job j's held mode after a committed segment ending at ``end``."""
         return max(end, self.release[j])
 
-    def held_gpus(self, j: int, end: int, need: np.ndarray, kept: np.ndarray | None) -> np.ndarray:
-        """GPUs job j reserves after a committed segment ending at slot ``end``, per candidate.
+    def _tables(self, j: int, end: int) -> tuple[np.ndarray, list[float], np.ndarray | None]:
+        """Job j's held-mode tables after a segment ending at ``end`` (cached): tokens each mode makes from a
+        restart, sorted (array and list), and tokens each choice makes when kept (None: no hold, or the hold
+        starts after ``end`` at the release, so nothing is kept)."""
+        key = (j, end)
+        cached = self._cache.get(key)
+        if cached is None:
+            start, stop = self.hold_start(j, end), self.deadline[j]
+            hours = max(stop - start, 0) * self.slot_hours
+            restart = self.rate_sorted[j] * max(hours - self.tau[j], 0.0)
+            kept = self.rate3600_loc[j] * hours if start == end and start < stop else None
+            cached = self._cache[key] = (restart, restart.tolist(), kept)
+        return cached
 
-        ``need``: tokens still missing after that segment, per candidate (the safe target W·(1 − 5e-10) less the
-        tokens made by then); ``kept``: the local choice committed in that segment, per candidate (None: a
-        pause, nothing to keep). 0 when nothing is missing, N + 1 when no held mode makes it by the deadline.
+    def held_gpus(self, j: int, end: int, need: np.ndarray, kept: bool) -> np.ndarray:
+        """GPUs job j reserves after a committed segment ending at slot ``end``, per candidate local choice.
+
+        ``need``: per candidate c (all of the job's local choices, in order), the tokens still missing after that
+        segment (the safe target W·(1 − 5e-10) less the tokens made by then); ``kept``: candidate c is also the
+        choice committed in that segment (it may be held on without a restart). 0 when nothing is missing,
+        N + 1 when no held mode makes it by the deadline.
         """
-        start = self.hold_start(j, end)
-        stop = self.deadline[j]
-        if start >= stop:
-            return np.where(need <= 0, 0, self.n_gpus + 1)
-        hours = (stop - start) * self.slot_hours
-        productive = max(hours - self.tau[j], 0.0)
-        g = self.fewest_gpus[j][np.searchsorted(self.rate_sorted[j] * productive, need)]
-        if kept is not None and start == end:  # keep the committed choice: no restart
-            keep_ok = self.rate3600_loc[j][kept] * hours >= need
-            np.minimum(g, self.gpus_loc[j][kept], out=g, where=keep_ok)
+        restart, _, keep_tokens = self._tables(j, end)
+        g = self.fewest_gpus[j][np.searchsorted(restart, need)]
+        if kept and keep_tokens is not None:
+            np.minimum(g, self.gpus_loc[j], out=g, where=keep_tokens >= need)
         return g
+
+    def held_gpus_paused(self, j: int, end: int, need: float) -> int:
+        """:meth:`held_gpus` of one job paused in the segment ending at ``end`` (nothing to keep)."""
+        if need <= 0:
+            return 0
+        _, restart, _ = self._tables(j, end)
+        k = bisect.bisect_left(restart, need)
+        return int(self.fewest_gpus[j][k])
 
 
 __all__ = ["FleetPlan"]
