@@ -552,6 +552,8 @@ class FleetDispatchEnv(gym.Env):
             stop = self._deadline[j]
             room_after = min(N, N + own - int(self._reserved[end:stop].max())) if end < stop else N
             safe = (g <= room_now) & (held <= room_after)
+            if stop < self.n_slots and int(self._reserved[stop:].max()) > N:  # the others, after its deadline
+                safe[:] = False
             if safe.any():
                 mask[:g.size] = safe
                 self._mask = mask

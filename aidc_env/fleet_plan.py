@@ -7,7 +7,9 @@ take the GPUs another job needs later. The rule here is a sufficient one, stated
 j *holds one mode m* from max(e_j, release_j) to its deadline d_j (the horizon's end for pre-training): either
 its committed choice itself (no restart, when the hold starts at e_j) or any mode after a restart (τ_j hours
 lost). Among the modes that make the missing tokens (W_j − X_j) by d_j, it reserves the one with the *fewest
-GPUs* (:meth:`FleetPlan.held_gpus`; 0 when nothing is missing, N + 1 when no mode can make it).
+GPUs* (:meth:`FleetPlan.held_gpus`; 0 when nothing is missing, N + 1 when no mode can make it). A job whose
+deadline has passed is out of the plan (met or, after an unsafe start, missed: it no longer asks for GPUs); the
+job deciding now is not: a choice after which it misses its deadline is never safe.
 
 **The rule.** A state is *safe* when, in every slot s ≥ t, the jobs' reservations fit the pool beside the
 inference GPUs: Σ_j G_j(s) + inference(s) ≤ N, with G_j(s) the GPUs of the committed choice before e_j and of
