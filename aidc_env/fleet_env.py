@@ -47,6 +47,8 @@ from aidc_env.simulator import (
     slot_idle_value_usd,
 )
 
+_max = np.maximum.reduce  # the ufunc itself: a slice's max without ndarray.max's Python wrapper (a hot path)
+
 FLEET_ENV_ID = "aidc_env/FleetDispatch-v0"
 """Gymnasium id of :class:`FleetDispatchEnv`."""
 
@@ -196,6 +198,7 @@ class FleetDispatchEnv(gym.Env):
         self._template = template
         self._setup_tables(template)
         self._baseline_cache: dict[str, np.ndarray] = {}
+        self._day_tables: dict[str, tuple[np.ndarray, np.ndarray]] = {}  # per day: global observation, penalty
         self._inst: Instance | None = None
         self._t = self.n_slots
 
@@ -244,7 +247,7 @@ class FleetDispatchEnv(gym.Env):
         for j in range(J):
             n = self._sizes[j]
             g = self._gpus_loc[j]
-            self._choice_static[j, :n, 0] = g / N
+            self._choice_static[j, :n, 0] = np.minimum(g / N, 1.0)
             per_gpu = np.divide(rate3600[j], g, out=np.zeros(n), where=g > 0)
             best = float(per_gpu.max())
             self._choice_static[j, :n, 2] = per_gpu / best if best > 0 else 0.0
@@ -307,10 +310,14 @@ class FleetDispatchEnv(gym.Env):
             need = np.full(self._sizes[j], self._plan.target_safe[j])
             self._add_hold(j, 0, int(self._plan.held_gpus(j, 0, need, True)[c]))
         self._start_safe = bool(self._reserved.max() <= self._n_gpus)
-        self._global_obs = global_table(inst, self.lookahead, self.forecast_noise, self._ren_high, self.np_random,
-                                        self.information)
+        day_tables = self._day_tables.get(inst.day)
+        if day_tables is None or self.forecast_noise > 0:  # noise is drawn per episode: no cache
+            day_tables = (global_table(inst, self.lookahead, self.forecast_noise, self._ren_high, self.np_random,
+                                       self.information), penalty_usd_per_token(inst, self.terminal_penalty_factor))
+            if self.forecast_noise == 0:
+                self._day_tables[inst.day] = day_tables
+        self._global_obs, self._penalty_per_token = day_tables
         self._baseline = self._baseline_objective(inst) if self.reward_baseline == "fixed" else None
-        self._penalty_per_token = penalty_usd_per_token(inst, self.terminal_penalty_factor)
         self.objective_usd = 0.0
         self._fallback = False
         self._mask: np.ndarray | None = None
@@ -543,16 +550,16 @@ class FleetDispatchEnv(gym.Env):
         need = base - self._seg_restart[j]
         need[prev] = base - self._seg_keep_list[j][prev]
         held = self._held_after = self._plan.held_gpus(j, end, need, True)
-        room = N - int(self._committed[t:end].max())
+        room = N - int(_max(self._committed[t:end]))
         mask = np.zeros(self.n_actions, dtype=bool)
         self._fallback = False
         if self.safety_mask:
             own = self._held[j]  # the job's current hold covers [t, deadline)
-            room_now = min(room, N + own - int(self._reserved[t:end].max()))
+            room_now = min(room, N + own - int(_max(self._reserved[t:end])))
             stop = self._deadline[j]
-            room_after = min(N, N + own - int(self._reserved[end:stop].max())) if end < stop else N
+            room_after = min(N, N + own - int(_max(self._reserved[end:stop]))) if end < stop else N
             safe = (g <= room_now) & (held <= room_after)
-            if stop < self.n_slots and int(self._reserved[stop:].max()) > N:  # the others, after its deadline
+            if stop < self.n_slots and int(_max(self._reserved[stop:])) > N:  # the others, after its deadline
                 safe[:] = False
             if safe.any():
                 mask[:g.size] = safe
