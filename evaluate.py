@@ -66,6 +66,8 @@ def day_row(metrics: Metrics) -> dict[str, Any]:
     row = {k: v for k, v in metrics.to_dict().items() if k != "jobs"}
     row["tranches_met"] = float(metrics.tranches_met)
     row["capacity_ok"] = float(metrics.capacity_ok)
+    row["inference_served"] = float(metrics.inference_served)
+    row["feasible"] = float(metrics.feasible)
     row["modes_used"] = sum(job.modes_used for job in metrics.jobs)
     row["restarts"] = sum(job.restarts for job in metrics.jobs)
     for job in metrics.jobs:

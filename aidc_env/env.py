@@ -209,16 +209,7 @@ class CheckpointDispatchEnv(gym.Env):
         render_mode: str | None = None,
     ):
         super().__init__()
-        require(isinstance(lookahead, (int, np.integer)) and not isinstance(lookahead, bool) and lookahead >= 0,
-                "lookahead", f"must be an integer >= 0, got {lookahead!r}")
-        require(is_finite(forecast_noise) and forecast_noise >= 0, "forecast_noise", "must be a number >= 0")
-        require(information in INFORMATION, "information", f"must be one of {', '.join(INFORMATION)}, got "
-                f"{information!r}")
-        require(information == "perfect" or forecast_noise == 0, "forecast_noise",
-                "is synthetic noise on the truth (information='perfect' only); 'dayahead' observes the forecasts")
-        require(is_finite(reward_scale) and reward_scale > 0, "reward_scale", "must be a number > 0")
-        require(is_finite(terminal_penalty_factor) and terminal_penalty_factor >= 0, "terminal_penalty_factor",
-                "must be a number >= 0")
+        check_env_arguments(lookahead, information, forecast_noise, reward_scale, terminal_penalty_factor)
         self.render_mode = render_mode
         self.lookahead = int(lookahead)
         self.information = str(information)
@@ -420,15 +411,7 @@ class CheckpointDispatchEnv(gym.Env):
             raise gym.error.ResetNeeded("the day is over: call reset()")
         mask = self._mask if self._mask is not None else self._compute_mask()
         fallback = self._fallback
-        keep = self._keep
-        try:
-            a = operator.index(action)
-        except TypeError:
-            arr = np.asarray(action)
-            a = int(arr.reshape(-1)[0]) if arr.size == 1 and np.issubdtype(arr.dtype, np.integer) else -1
-        invalid = not (0 <= a < self.n_actions) or not mask[a]
-        if invalid:
-            a = keep if mask[keep] else int(np.argmax(mask))
+        a, invalid = masked_action(action, mask, self._keep)
 
         cur = self._cur
         loc = self._loc_rows[a]
@@ -636,6 +619,36 @@ def _same_jobs(inst: Instance, reference: Instance) -> bool:
         job.to_dict() for job in reference.jobs]
 
 
+def masked_action(action: Any, mask: np.ndarray, keep: int) -> tuple[int, bool]:
+    """(the action taken, whether the one given was invalid): an action outside the mask (or not an integer) never
+    raises; ``keep`` is taken if valid, else the lowest valid action."""
+    try:
+        a = operator.index(action)
+    except TypeError:
+        arr = np.asarray(action)
+        a = int(arr.reshape(-1)[0]) if arr.size == 1 and np.issubdtype(arr.dtype, np.integer) else -1
+    invalid = not (0 <= a < mask.size) or not mask[a]
+    if invalid:
+        a = keep if mask[keep] else int(np.argmax(mask))
+    return a, invalid
+
+
+def check_env_arguments(lookahead: Any, information: Any, forecast_noise: Any, reward_scale: Any,
+                        terminal_penalty_factor: Any) -> None:
+    """The arguments both envs share (this one and :class:`aidc_env.fleet_env.FleetDispatchEnv`): InputError naming
+    the first bad one."""
+    require(isinstance(lookahead, (int, np.integer)) and not isinstance(lookahead, bool) and lookahead >= 0,
+            "lookahead", f"must be an integer >= 0, got {lookahead!r}")
+    require(is_finite(forecast_noise) and forecast_noise >= 0, "forecast_noise", "must be a number >= 0")
+    require(information in INFORMATION, "information", f"must be one of {', '.join(INFORMATION)}, got "
+            f"{information!r}")
+    require(information == "perfect" or forecast_noise == 0, "forecast_noise",
+            "is synthetic noise on the truth (information='perfect' only); 'dayahead' observes the forecasts")
+    require(is_finite(reward_scale) and reward_scale > 0, "reward_scale", "must be a number > 0")
+    require(is_finite(terminal_penalty_factor) and terminal_penalty_factor >= 0, "terminal_penalty_factor",
+            "must be a number >= 0")
+
+
 def penalty_usd_per_token(inst: Instance, factor: float) -> np.ndarray:
     """Terminal penalty per missing token of each job ($/token).
 
@@ -693,7 +706,7 @@ def instances_by_day(case: Any, overrides: Mapping[str, Any] | None = None,
 __all__ = [
     # The env and its constants.
     "DEFAULT_REWARD_SCALE_USD", "DEFAULT_TERMINAL_PENALTY_FACTOR", "ENV_ID", "PENALTY_PRICE_FLOOR_USD_PER_MWH",
-    "CheckpointDispatchEnv", "instances_by_day", "penalty_usd_per_token", "register_envs",
+    "CheckpointDispatchEnv", "check_env_arguments", "instances_by_day", "masked_action", "penalty_usd_per_token", "register_envs",
     # Re-exported from aidc_env.observation and aidc_env.safety (their home modules).
     "DEFAULT_LOOKAHEAD", "JOB_FEATURES", "PRICE_OBS_HIGH", "PRICE_OBS_LOW", "PRICE_SCALE_USD_PER_MWH",
     "PROGRESS_OBS_HIGH", "RATE_RATIO_OBS_HIGH", "SAFETY_TOLERANCE",

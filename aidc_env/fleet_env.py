@@ -8,7 +8,6 @@ comes from the simulator's functions, so that the episode's total objective equa
 
 from __future__ import annotations
 
-import operator
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -21,12 +20,13 @@ from aidc_env.case import Case
 from aidc_env.env import (
     DEFAULT_REWARD_SCALE_USD,
     DEFAULT_TERMINAL_PENALTY_FACTOR,
+    check_env_arguments,
     instances_by_day,
+    masked_action,
     penalty_usd_per_token,
 )
-from aidc_env.errors import InputError, is_finite, require
+from aidc_env.errors import require
 from aidc_env.fleet_plan import FleetPlan
-from aidc_env.information import INFORMATION
 from aidc_env.instance import PAUSE, SECONDS_PER_HOUR, Instance
 from aidc_env.observation import (
     DEFAULT_LOOKAHEAD,
@@ -157,18 +157,9 @@ class FleetDispatchEnv(gym.Env):
                  reward_baseline: str | None = None, safety_mask: bool = True, pause_when_done: bool = True,
                  terminal_penalty_factor: float = DEFAULT_TERMINAL_PENALTY_FACTOR, render_mode: str | None = None):
         super().__init__()
-        require(isinstance(lookahead, (int, np.integer)) and not isinstance(lookahead, bool) and lookahead >= 0,
-                "lookahead", f"must be an integer >= 0, got {lookahead!r}")
-        require(is_finite(forecast_noise) and forecast_noise >= 0, "forecast_noise", "must be a number >= 0")
-        require(information in INFORMATION, "information", f"must be one of {', '.join(INFORMATION)}, got "
-                f"{information!r}")
-        require(information == "perfect" or forecast_noise == 0, "forecast_noise",
-                "is synthetic noise on the truth (information='perfect' only)")
-        require(is_finite(reward_scale) and reward_scale > 0, "reward_scale", "must be a number > 0")
+        check_env_arguments(lookahead, information, forecast_noise, reward_scale, terminal_penalty_factor)
         require(reward_baseline in REWARD_BASELINES, "reward_baseline", f"must be None or 'fixed', got "
                 f"{reward_baseline!r}")
-        require(is_finite(terminal_penalty_factor) and terminal_penalty_factor >= 0, "terminal_penalty_factor",
-                "must be a number >= 0")
         self.render_mode = render_mode
         self.lookahead = int(lookahead)
         self.information = str(information)
@@ -292,7 +283,7 @@ class FleetDispatchEnv(gym.Env):
             day = self.days[int(self.np_random.integers(len(self.days)))]
         inst = self.instance(day)
         self._inst = inst
-        J, T = self.n_jobs, self.n_slots
+        J = self.n_jobs
         self._t = 0
         self._cur = [job.initial_mode + 1 for job in inst.jobs]
         self._end = [0] * J  # end slot of each job's committed segment
@@ -350,15 +341,7 @@ class FleetDispatchEnv(gym.Env):
             raise gym.error.ResetNeeded("the episode is over: call reset()")
         mask = self._mask if self._mask is not None else self._compute_mask()
         j = self._queue[self._k]
-        try:
-            a = operator.index(action)
-        except TypeError:
-            arr = np.asarray(action)
-            a = int(arr.reshape(-1)[0]) if arr.size == 1 and np.issubdtype(arr.dtype, np.integer) else -1
-        invalid = not (0 <= a < self.n_actions) or not mask[a]
-        if invalid:
-            keep = self._cur[j]
-            a = keep if mask[keep] else int(np.argmax(mask))
+        a, invalid = masked_action(action, mask, self._cur[j])
         fallback = self._fallback
         slot = self._t
         self._decide(j, a, int(self._held_after[a]))
@@ -599,7 +582,6 @@ class FleetDispatchEnv(gym.Env):
         feats[:, 6] = np.minimum(np.maximum((self._rel_arr - t) / T, 0.0), 1.0)
 
     def _observation(self) -> np.ndarray:
-        T = self.n_slots
         t = self._t
         obs = self._obs_buffer
         nj = self._n_job_obs
