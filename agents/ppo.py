@@ -247,8 +247,8 @@ def heldout_check(model, instances: Sequence[Instance]) -> dict[str, Any]:
             "tranches_met": float(np.mean(met)), "feasible": float(np.mean(feasible))}
 
 
-__all__ = ["CONFIG_ATTRIBUTE", "CONFIG_FILE", "ENV_KWARGS_KEYS", "MODEL_FILE", "DecisionSteps", "PPOConfig", "agent_env",
-           "day_forecast_table", "day_price_scale", "heldout_check", "linear_schedule", "load_model", "make_env",
+__all__ = ["CONFIG_ATTRIBUTE", "CONFIG_FILE", "ENV_KWARGS_KEYS", "MODEL_FILE", "DecisionSteps", "PPOConfig",
+           "agent_env", "day_forecast_table", "day_price_scale", "heldout_check", "linear_schedule", "load_model", "make_env",
            "make_model", "make_vec_env", "model_config", "ppo_schedule", "rollout_schedule", "save_run", "versions",
            "wrap_env"]
 

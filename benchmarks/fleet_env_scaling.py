@@ -31,7 +31,20 @@ from aidc_env.fleet_env import FleetDispatchEnv  # noqa: E402
 from aidc_env.instance import Instance  # noqa: E402
 from aidc_env.io import dumps_json  # noqa: E402
 from aidc_env.workloads import Inference  # noqa: E402
-from benchmarks.env_speed import FLEET_GOAL_RATIO, time_fleet  # noqa: E402
+
+def _env_speed():
+    """``benchmarks/env_speed.py`` (its :func:`time_fleet`, alternating rounds with CartPole), loaded by path."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("env_speed", Path(__file__).with_name("env_speed.py"))
+    module = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
+    spec.loader.exec_module(module)  # type: ignore[union-attr]
+    return module
+
+
+_SPEED = _env_speed()
+FLEET_GOAL_RATIO = _SPEED.FLEET_GOAL_RATIO
+time_fleet = _SPEED.time_fleet
 
 FLEET_CASE_GPUS = 16_384
 FLEET_CASE_JOBS = 12
@@ -43,8 +56,8 @@ def scaled_fleet(base: Instance, n_jobs: int, n_gpus: int) -> Instance:
     per_job = min(1.0, FLEET_CASE_JOBS / n_jobs)
     jobs = []
     for k in range(n_jobs):
-        job = base.jobs[k] if k < len(base.jobs) else dataclasses.replace(base.jobs[k - len(base.jobs)],
-                                                                          name=f"{base.jobs[k - len(base.jobs)].name}-2")
+        first = base.jobs[k % len(base.jobs)]
+        job = first if k < len(base.jobs) else dataclasses.replace(first, name=f"{first.name}-2")
         jobs.append(dataclasses.replace(job, tranche_tokens=job.tranche_tokens * share * per_job))
     inference = tuple(dataclasses.replace(s, gpus=np.ceil(s.gpus * share).astype(np.int64),
                                           peak_gpus=int(np.ceil(s.peak_gpus * share))) for s in base.inference
