@@ -36,7 +36,7 @@ from aidc_env.case import add_case_arguments, build_instances, case_overrides, l
 from aidc_env.dayahead import DEFAULT_SCENARIOS
 from aidc_env.information import INFORMATION
 from aidc_env.errors import EXIT_INTERRUPTED, CliParser, InputError, require, require_number, run_cli
-from aidc_env.instance import Instance, require_day_model
+from aidc_env.instance import Instance
 from aidc_env.io import atomic_path, check_output_file, check_output_folder, write_json
 from aidc_env.parallel import Backend, add_backend_arguments, backend_from_args, open_pool
 from aidc_env.profiles import load_profiles
@@ -47,6 +47,7 @@ DEFAULT_SMPC_SCENARIOS = 3
 """Scenarios of the stochastic MPC by default: the measured time per day grows with S (docs/uncertainty.md)."""
 
 SUMMARY_KEYS = (
+    "objective_usd",
     "operating_cost_usd",
     "cost_ratio_to_oracle",
     "grid_cost_usd",
@@ -66,12 +67,23 @@ def day_row(metrics: Metrics) -> dict[str, Any]:
     row = {k: v for k, v in metrics.to_dict().items() if k != "jobs"}
     row["tranches_met"] = float(metrics.tranches_met)
     row["capacity_ok"] = float(metrics.capacity_ok)
+    row["inference_served"] = float(metrics.inference_served)
+    row["feasible"] = float(metrics.feasible)
     row["modes_used"] = sum(job.modes_used for job in metrics.jobs)
     row["restarts"] = sum(job.restarts for job in metrics.jobs)
     for job in metrics.jobs:
         row[f"{job.name}_completion"] = job.completion
         row[f"{job.name}_modes_used"] = job.modes_used
     return row
+
+
+def _heavy_task(name: str, inst: Instance, settings: PolicySettings) -> tuple[list[list[int]] | None, dict[str, Any]]:
+    """A MILP policy on one instance; ``(None, {"refused": message})`` if its solver refuses the instance (e.g. a
+    solver that does not model the instance's workloads), so that the other policies still run."""
+    try:
+        return run_policy(name, inst, settings)
+    except InputError as err:
+        return None, {"refused": str(err)}
 
 
 Results = dict[str, dict[str, tuple[SimulationResult, dict[str, Any]]]]
@@ -94,9 +106,14 @@ def run_all(instances: dict[str, Instance], policies: Sequence[str], settings: P
     heavy = [(p, d) for p in policies if p in HEAVY_POLICIES for d in instances]
     light = [(p, d) for p in policies if p not in HEAVY_POLICIES for d in instances]
 
-    def keep(p: str, d: str, schedule: list[list[int]], info: dict[str, Any]) -> None:
-        results[p][d] = (simulate(instances[d], schedule), info)
+    refused: dict[str, str] = {}
+
+    def keep(p: str, d: str, schedule: list[list[int]] | None, info: dict[str, Any]) -> None:
         bar.update()
+        if schedule is None:
+            refused.setdefault(p, info["refused"])
+            return
+        results[p][d] = (simulate(instances[d], schedule), info)
         if on_result is not None:
             on_result()
 
@@ -105,10 +122,12 @@ def run_all(instances: dict[str, Instance], policies: Sequence[str], settings: P
             with open_pool(backend) as pool:
                 shared = {d: pool.put(instances[d]) for d in dict.fromkeys(d for _, d in heavy)}
                 tasks = [(p, shared[d], settings) for p, d in heavy]
-                for (p, d), (schedule, info) in zip(heavy, pool.map(run_policy, tasks), strict=True):
+                for (p, d), (schedule, info) in zip(heavy, pool.map(_heavy_task, tasks), strict=True):
                     keep(p, d, schedule, info)
         for p, d in light:
             keep(p, d, *run_policy(p, instances[d], settings))
+    for p, message in refused.items():
+        print(f"{p}: refused ({message}); its row is left out", file=sys.stderr)
     return results
 
 
@@ -121,8 +140,8 @@ def summarise(results: Results) -> tuple[pd.DataFrame, dict]:
             row = {"policy": policy, "day": day, **day_row(result.metrics)}
             reference = oracle.get(day)
             row["cost_ratio_to_oracle"] = (
-                result.metrics.operating_cost_usd / reference[0].metrics.operating_cost_usd
-                if reference is not None and reference[0].metrics.operating_cost_usd > 0 else float("nan"))
+                result.metrics.objective_usd / reference[0].metrics.objective_usd
+                if reference is not None and reference[0].metrics.objective_usd > 0 else float("nan"))
             row.update({f"info_{k}": v for k, v in info.items() if isinstance(v, (int, float, str)) or v is None})
             rows.append(row)
     per_day = pd.DataFrame(rows)
@@ -133,7 +152,7 @@ def summarise(results: Results) -> tuple[pd.DataFrame, dict]:
             "mean": {k: _json_number(v) for k, v in numeric.mean().items()},
             "days": {row["day"]: {k: _json_number(row[k]) for k in numeric.columns} for _, row in group.iterrows()},
         }
-    costs = {p: {d: r.metrics.operating_cost_usd for d, (r, _) in by_day.items()}
+    costs = {p: {d: r.metrics.objective_usd for d, (r, _) in by_day.items()}
              for p, by_day in results.items() if by_day}
     compared = comparisons(costs)
     for policy, facts in compared["policies"].items():
@@ -145,7 +164,7 @@ def summarise(results: Results) -> tuple[pd.DataFrame, dict]:
 
 def comparisons(costs: dict[str, dict[str, float]]) -> dict[str, Any]:
     """Per policy, against ``hindsight`` (alias ``oracle``) and ``fixed`` (DESIGN §9, issue 12 §6), from
-    ``costs`` (policy → day → operating cost, $).
+    ``costs`` (policy → day → objective, $: the operating cost less any idle-GPU value).
 
     Each comparison is over the days both (or all three) policies finished, named in ``days_compared``:
     ``total_cost_usd``; ``cost_relative_to_hindsight`` = Σ policy / Σ hindsight; ``saving_captured`` =
@@ -273,7 +292,6 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     # 2. Instances (with --forecasts: the forecaster fitted on the training split only, days without forecasts left).
     instances = build_instances(case, days, profiles, **overrides)
-    require_day_model(next(iter(instances.values())), "evaluate.py")  # its table reports the day model's cost
     if args.forecasts is not None:
         from aidc_env.dayahead import dayahead_instances
         from aidc_env.forecasts import load_forecasts
@@ -330,14 +348,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         from experiments.plots import plot_cost_ratios, plot_dispatch, plot_mode_timeline
 
         first = days[0]
-        day_results = {p: results[p][first][0] for p in policies}
+        day_results = {p: results[p][first][0] for p in policies if first in results.get(p, {})}
         if horizon > 1 or instances[first].forecast is not None:
             from experiments.plots import plot_horizon
 
             plot_horizon(instances[first], day_results, out / f"horizon_{first}.png")
         plot_dispatch(instances[first], day_results, out / f"dispatch_{first}.png")
         plot_mode_timeline(instances[first], day_results, out / f"modes_{first}.png")
-        if "oracle" in policies:
+        if results.get("oracle"):
             plot_cost_ratios(per_day, out / "cost_ratio.png")
     print(f"wrote {out}/per_day.csv, {out}/summary.json" + ("" if args.no_plots else " and figures"))
     return 0

@@ -35,6 +35,7 @@ from agents.checkpoints import (
     stop_callback,
 )
 from agents.days import HOLDOUT_EVERY, split_days
+from agents.fleet_steps import ENVS
 from agents.ppo import CONFIG_FILE, PPOConfig, heldout_check, make_model, make_vec_env, save_run
 from aidc_env import limits
 from aidc_env.case import add_case_arguments, build_instances, case_overrides, load_case
@@ -101,6 +102,9 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
                     help="choose the joint action one job at a time (else one Discrete over joint actions)")
     hp.add_argument("--choice-features", action=argparse.BooleanOptionalAction, default=DEFAULTS.choice_features,
                     help="per-choice token features of the job choosing (with factored actions)")
+    hp.add_argument("--env", choices=ENVS, default=DEFAULTS.env,
+                    help="the per-job fleet env (fleet), the joint env (joint), or the fleet env for cases with "
+                    "fine-tuning, inference or an idle-GPU value (auto)")
     hp.add_argument("--reward-day-scaled", action=argparse.BooleanOptionalAction,
                     default=DEFAULTS.reward_day_scaled, help="divide each day's rewards by its price scale")
     early, _ = parser.parse_known_args(argv)
@@ -181,7 +185,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             case=args.case, profiles=args.profiles, forecasts=args.forecasts, overrides=case_overrides(args),
             env_kwargs={**DEFAULTS.env_kwargs, "lookahead": args.lookahead, "information": args.information},
             reward_scale_usd=args.reward_scale_usd, reward_day_scaled=args.reward_day_scaled,
-            factored_actions=args.factored_actions, choice_features=args.choice_features, seed=args.seed,
+            factored_actions=args.factored_actions, choice_features=args.choice_features, env=args.env,
+            seed=args.seed,
             total_timesteps=DEFAULTS.total_timesteps if args.timesteps is None else args.timesteps,
             n_envs=args.n_envs, vec_env=args.vec_env, learning_rate=args.learning_rate,
             lr_schedule=args.lr_schedule, n_steps=args.n_steps, batch_size=args.batch_size, n_epochs=args.n_epochs,
@@ -273,8 +278,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     write_json(config_path, {**read_json_file(config_path, "out"), "heldout_check": check})
     print(f"trained {model.num_timesteps:,} steps in {seconds / 60:.1f} min; saved {model_path} and {config_path}")
     if check:
-        print(f"held-out days ({check['days']}): mean operating cost ppo ${check['ppo']:,.2f}, fixed "
-              f"${check['fixed']:,.2f}, greedy ${check['greedy']:,.2f}; tranches met {check['tranches_met']:.0%}")
+        print(f"held-out days ({check['days']}): mean objective ppo ${check['ppo']:,.2f}, fixed "
+              f"${check['fixed']:,.2f}, greedy ${check['greedy']:,.2f}; tranches met {check['tranches_met']:.0%}, feasible {check['feasible']:.0%}")
     print(f"evaluate: python evaluate.py --case {case.name} --model {model_path}"
           + (f" --profiles {config.profiles}" if config.profiles else ""))
     return 0

@@ -22,8 +22,10 @@ import numpy as np
 
 from agents.checkpoints import save_model_atomically
 from agents.decision_steps import DecisionSteps, day_forecast_table, day_price_scale, wrap_env
+from agents.fleet_steps import fleet_env, uses_fleet_env, wrap_fleet
 from agents.ppo_config import ENV_KWARGS_KEYS, PPOConfig
 from aidc_env.env import CheckpointDispatchEnv
+from aidc_env.fleet_env import FleetDispatchEnv
 from aidc_env.errors import InputError, require
 from aidc_env.instance import Instance
 from aidc_env.io import read_json_file, write_json
@@ -51,11 +53,19 @@ def make_env(config: PPOConfig, instances: Sequence[Instance], rank: int = 0) ->
         from stable_baselines3.common.monitor import Monitor
 
         torch.set_num_threads(1)
-        env = CheckpointDispatchEnv(case=instances, days=[inst.day for inst in instances],
-                                    **config.behaviour_env_kwargs())
-        return Monitor(wrap_env(env, config))
+        return Monitor(agent_env(config, instances))
 
     return _init
+
+
+def agent_env(config: PPOConfig, instances: Sequence[Instance]) -> gym.Wrapper:
+    """The env the agent acts in on ``instances``, wrapped as the config says: the per-job fleet env
+    (:func:`agents.fleet_steps.uses_fleet_env`) or the joint env with :class:`DecisionSteps`."""
+    if uses_fleet_env(config, instances):
+        return wrap_fleet(fleet_env(config, instances), config)
+    env = CheckpointDispatchEnv(case=list(instances), days=[inst.day for inst in instances],
+                                **config.behaviour_env_kwargs())
+    return wrap_env(env, config)
 
 
 def make_vec_env(config: PPOConfig, instances: Sequence[Instance]):
@@ -183,28 +193,31 @@ def ppo_schedule(model, inst: Instance) -> list[list[int]]:
     was trained in, with the information it was trained with (``information="dayahead"``: ``inst`` must carry
     its forecasts)."""
     config = model_config(model)
-    env = wrap_env(CheckpointDispatchEnv(case=inst, **config.behaviour_env_kwargs()), config)
+    env = agent_env(config, [inst])
     expected = model.observation_space.shape
     if env.observation_space.shape != expected or env.action_space.n != model.action_space.n:
         raise ValueError(f"the model was trained on observations {expected} and {model.action_space.n} actions; "
                          f"the instance of {inst.day} gives {env.observation_space.shape} and "
                          f"{env.action_space.n} (a different case or overrides?)")
     obs, _ = env.reset(options={"day": inst.day})
-    terminated = env.dispatch.slot >= env.dispatch.n_slots
+    raw = env.unwrapped
+    terminated = raw.slot >= raw.n_slots
     while not terminated:
         action, _ = model.predict(obs, deterministic=True, action_masks=env.action_masks())
         obs, _, terminated, truncated, _ = env.step(int(action))
         terminated = terminated or truncated
-    return env.dispatch.schedule()
+    return raw.schedule()
 
 
 def rollout_schedule(inst: Instance, choose: Callable[[np.ndarray, np.ndarray], int],
                      **env_kwargs: Any) -> list[list[int]]:
-    """Generic masked rollout on one instance: ``choose(obs, mask) -> action`` at every slot of the env.
+    """Generic masked rollout on one instance: ``choose(obs, mask) -> action`` at every step of the env (the joint
+    env, or the per-job fleet env for an instance with fleet workloads).
 
     ``env_kwargs`` are the env's (e.g. ``information="dayahead"``: then ``choose`` sees forecasts only).
     """
-    env = CheckpointDispatchEnv(case=inst, **env_kwargs)
+    env_class = FleetDispatchEnv if inst.has_fleet_workloads else CheckpointDispatchEnv
+    env = env_class(case=inst, **env_kwargs)
     obs, _ = env.reset(options={"day": inst.day})
     terminated = truncated = False
     while not (terminated or truncated):
@@ -214,26 +227,28 @@ def rollout_schedule(inst: Instance, choose: Callable[[np.ndarray, np.ndarray], 
 
 
 def heldout_check(model, instances: Sequence[Instance]) -> dict[str, Any]:
-    """Mean operating cost of the model, fixed and greedy on the held-out instances (simulator-scored).
+    """Mean objective of the model, fixed and greedy on the held-out instances (simulator-scored: operating cost
+    − idle-GPU value, the operating cost itself without an idle value).
 
     The model runs with the information of its config (:func:`ppo_schedule`); costs are on the truth.
     """
     from aidc_env.baselines import fixed_schedule, greedy_schedule
 
     costs: dict[str, list[float]] = {"ppo": [], "fixed": [], "greedy": []}
-    met = []
+    met, feasible = [], []
     for inst in instances:
         result = simulate(inst, ppo_schedule(model, inst))
-        costs["ppo"].append(result.metrics.operating_cost_usd)
+        costs["ppo"].append(result.metrics.objective_usd)
         met.append(result.metrics.tranches_met)
-        costs["fixed"].append(simulate(inst, fixed_schedule(inst)).metrics.operating_cost_usd)
-        costs["greedy"].append(simulate(inst, greedy_schedule(inst)).metrics.operating_cost_usd)
+        feasible.append(result.metrics.feasible)
+        costs["fixed"].append(simulate(inst, fixed_schedule(inst)).metrics.objective_usd)
+        costs["greedy"].append(simulate(inst, greedy_schedule(inst)).metrics.objective_usd)
     return {"days": len(instances), **{k: float(np.mean(v)) for k, v in costs.items()},
-            "tranches_met": float(np.mean(met))}
+            "tranches_met": float(np.mean(met)), "feasible": float(np.mean(feasible))}
 
 
 __all__ = ["CONFIG_ATTRIBUTE", "CONFIG_FILE", "ENV_KWARGS_KEYS", "MODEL_FILE", "DecisionSteps", "PPOConfig",
-           "day_forecast_table", "day_price_scale", "heldout_check", "linear_schedule", "load_model", "make_env",
+           "agent_env", "day_forecast_table", "day_price_scale", "heldout_check", "linear_schedule", "load_model", "make_env",
            "make_model", "make_vec_env", "model_config", "ppo_schedule", "rollout_schedule", "save_run", "versions",
            "wrap_env"]
 

@@ -63,6 +63,11 @@ class PPOConfig:
     choice_features: bool = True
     """With factored actions: per-choice token features of the job choosing now (see :class:`DecisionSteps`)."""
 
+    env: str = "auto"
+    """Which env: ``"auto"`` (the per-job fleet env, :class:`aidc_env.fleet_env.FleetDispatchEnv`, for instances with
+    fine-tuning, inference or an idle-GPU value; the joint env otherwise), ``"fleet"`` or ``"joint"`` for every
+    case (the 2048 case on the per-job env compares the two action designs). Configs saved before it: auto."""
+
     # PPO.
     total_timesteps: int = 1_000_000
     """Agent steps (decisions, with ``decision_steps``)."""

@@ -4,7 +4,8 @@ The package holds the 3D mode generator (:mod:`aidc_env.modes`), cases (:mod:`ai
 instances built from them (:mod:`aidc_env.instance`; fine-tuning, inference and the idle-GPU value in
 :mod:`aidc_env.workloads`), CAISO profiles (:mod:`aidc_env.profiles`), the day simulator that computes
 every cost and metric (:mod:`aidc_env.simulator`) and the Gymnasium environment
-(:mod:`aidc_env.env`, registered as ``aidc_env/CheckpointDispatch-v0`` on import).
+(:mod:`aidc_env.env`, registered as ``aidc_env/CheckpointDispatch-v0`` on import; the fleet env with per-job
+actions, :mod:`aidc_env.fleet_env`, as ``aidc_env/FleetDispatch-v0``).
 
 Submodules are imported lazily, so that ``python -m aidc_env.<module>`` runs each CLI cleanly.
 """
@@ -45,7 +46,7 @@ def __getattr__(name: str) -> Any:
 
 
 def register_envs() -> None:
-    """Register ``aidc_env/CheckpointDispatch-v0`` with Gymnasium (idempotent).
+    """Register ``aidc_env/CheckpointDispatch-v0`` and ``aidc_env/FleetDispatch-v0`` with Gymnasium (idempotent).
 
     Only the entry point is registered: :mod:`aidc_env.env` is imported by ``gymnasium.make``, so that
     importing the package stays light and ``python -m aidc_env.<module>`` runs cleanly.
@@ -54,6 +55,8 @@ def register_envs() -> None:
 
     if "aidc_env/CheckpointDispatch-v0" not in gymnasium.registry:
         gymnasium.register(id="aidc_env/CheckpointDispatch-v0", entry_point="aidc_env.env:CheckpointDispatchEnv")
+    if "aidc_env/FleetDispatch-v0" not in gymnasium.registry:
+        gymnasium.register(id="aidc_env/FleetDispatch-v0", entry_point="aidc_env.fleet_env:FleetDispatchEnv")
 
 
 register_envs()

@@ -24,7 +24,7 @@ from gymnasium import spaces
 from aidc_env.case import Case, build_instances
 from aidc_env.errors import InputError, is_finite, require
 from aidc_env.information import INFORMATION
-from aidc_env.instance import PAUSE, SECONDS_PER_HOUR, Instance, require_day_model
+from aidc_env.instance import PAUSE, SECONDS_PER_HOUR, Instance
 from aidc_env.joint import joint_choices
 from aidc_env.observation import (
     DEFAULT_LOOKAHEAD,
@@ -209,16 +209,7 @@ class CheckpointDispatchEnv(gym.Env):
         render_mode: str | None = None,
     ):
         super().__init__()
-        require(isinstance(lookahead, (int, np.integer)) and not isinstance(lookahead, bool) and lookahead >= 0,
-                "lookahead", f"must be an integer >= 0, got {lookahead!r}")
-        require(is_finite(forecast_noise) and forecast_noise >= 0, "forecast_noise", "must be a number >= 0")
-        require(information in INFORMATION, "information", f"must be one of {', '.join(INFORMATION)}, got "
-                f"{information!r}")
-        require(information == "perfect" or forecast_noise == 0, "forecast_noise",
-                "is synthetic noise on the truth (information='perfect' only); 'dayahead' observes the forecasts")
-        require(is_finite(reward_scale) and reward_scale > 0, "reward_scale", "must be a number > 0")
-        require(is_finite(terminal_penalty_factor) and terminal_penalty_factor >= 0, "terminal_penalty_factor",
-                "must be a number >= 0")
+        check_env_arguments(lookahead, information, forecast_noise, reward_scale, terminal_penalty_factor)
         self.render_mode = render_mode
         self.lookahead = int(lookahead)
         self.information = str(information)
@@ -420,15 +411,7 @@ class CheckpointDispatchEnv(gym.Env):
             raise gym.error.ResetNeeded("the day is over: call reset()")
         mask = self._mask if self._mask is not None else self._compute_mask()
         fallback = self._fallback
-        keep = self._keep
-        try:
-            a = operator.index(action)
-        except TypeError:
-            arr = np.asarray(action)
-            a = int(arr.reshape(-1)[0]) if arr.size == 1 and np.issubdtype(arr.dtype, np.integer) else -1
-        invalid = not (0 <= a < self.n_actions) or not mask[a]
-        if invalid:
-            a = keep if mask[keep] else int(np.argmax(mask))
+        a, invalid = masked_action(action, mask, self._keep)
 
         cur = self._cur
         loc = self._loc_rows[a]
@@ -511,24 +494,8 @@ class CheckpointDispatchEnv(gym.Env):
     # ------------------------------------------------------------------ tranche bookkeeping
 
     def penalty_usd_per_token(self, inst: Instance | None = None) -> np.ndarray:
-        """Terminal penalty per missing token of each job ($/token).
-
-        ``terminal_penalty_factor`` × max(the day's highest price, $100/MWh) × the job's highest facility
-        energy per token over its modes (PUE·P/1000 / (r·3600), MWh/token) × T_seg / (T_seg − τ) (a restart
-        spends energy for no token). The most not making a token can save is its energy at the day's
-        highest price, so with a factor ≥ 1 missing a tranche never pays.
-        """
-        inst = inst or self.instance()
-        price = max(float(inst.price_usd_per_mwh.max()), PENALTY_PRICE_FLOOR_USD_PER_MWH)
-        out = np.zeros(self.n_jobs)
-        for j, job in enumerate(inst.jobs):
-            if job.n_modes == 0:
-                continue
-            rate = job.tokens_per_s_by_choice[:-1]
-            energy = inst.pue * job.it_power_kw_by_choice[:-1] / 1000.0 / (rate * SECONDS_PER_HOUR)
-            seg = inst.segment_hours(job)
-            out[j] = self.terminal_penalty_factor * price * float(energy.max()) * seg / (seg - job.restart_hours)
-        return out
+        """Terminal penalty per missing token of each job ($/token): :func:`penalty_usd_per_token`."""
+        return penalty_usd_per_token(inst or self.instance(), self.terminal_penalty_factor)
 
     def _close_day(self) -> None:
         """At midnight: record the tokens the day missed from its minimum, and start the next day's count."""
@@ -652,9 +619,63 @@ def _same_jobs(inst: Instance, reference: Instance) -> bool:
         job.to_dict() for job in reference.jobs]
 
 
+def masked_action(action: Any, mask: np.ndarray, keep: int) -> tuple[int, bool]:
+    """(the action taken, whether the one given was invalid): an action outside the mask (or not an integer) never
+    raises; ``keep`` is taken if valid, else the lowest valid action."""
+    try:
+        a = operator.index(action)
+    except TypeError:
+        arr = np.asarray(action)
+        a = int(arr.reshape(-1)[0]) if arr.size == 1 and np.issubdtype(arr.dtype, np.integer) else -1
+    invalid = not (0 <= a < mask.size) or not mask[a]
+    if invalid:
+        a = keep if mask[keep] else int(np.argmax(mask))
+    return a, invalid
+
+
+def check_env_arguments(lookahead: Any, information: Any, forecast_noise: Any, reward_scale: Any,
+                        terminal_penalty_factor: Any) -> None:
+    """The arguments both envs share (this one and :class:`aidc_env.fleet_env.FleetDispatchEnv`): InputError naming
+    the first bad one."""
+    require(isinstance(lookahead, (int, np.integer)) and not isinstance(lookahead, bool) and lookahead >= 0,
+            "lookahead", f"must be an integer >= 0, got {lookahead!r}")
+    require(is_finite(forecast_noise) and forecast_noise >= 0, "forecast_noise", "must be a number >= 0")
+    require(information in INFORMATION, "information", f"must be one of {', '.join(INFORMATION)}, got "
+            f"{information!r}")
+    require(information == "perfect" or forecast_noise == 0, "forecast_noise",
+            "is synthetic noise on the truth (information='perfect' only); 'dayahead' observes the forecasts")
+    require(is_finite(reward_scale) and reward_scale > 0, "reward_scale", "must be a number > 0")
+    require(is_finite(terminal_penalty_factor) and terminal_penalty_factor >= 0, "terminal_penalty_factor",
+            "must be a number >= 0")
+
+
+def penalty_usd_per_token(inst: Instance, factor: float) -> np.ndarray:
+    """Terminal penalty per missing token of each job ($/token).
+
+    ``factor`` (the envs' ``terminal_penalty_factor``) × max(the day's highest price, $100/MWh) × the job's
+    highest facility energy per token over its modes (PUE·P/1000 / (r·3600), MWh/token) × T_seg / (T_seg − τ)
+    (a restart spends energy for no token). The most not making a token can save is its energy at the day's
+    highest price, so with a factor ≥ 1 missing a tranche never pays.
+    """
+    price = max(float(inst.price_usd_per_mwh.max()), PENALTY_PRICE_FLOOR_USD_PER_MWH)
+    out = np.zeros(len(inst.jobs))
+    for j, job in enumerate(inst.jobs):
+        if job.n_modes == 0:
+            continue
+        rate = job.tokens_per_s_by_choice[:-1]
+        energy = inst.pue * job.it_power_kw_by_choice[:-1] / 1000.0 / (rate * SECONDS_PER_HOUR)
+        seg = inst.segment_hours(job)
+        out[j] = factor * price * float(energy.max()) * seg / (seg - job.restart_hours)
+    return out
+
+
 def instances_by_day(case: Any, overrides: Mapping[str, Any] | None = None,
-                     profiles: Any = None) -> dict[str, Instance]:
-    """The env's instances by day: the given instance(s), or a case's through :func:`build_instances` (once)."""
+                     profiles: Any = None, fleet: bool = False) -> dict[str, Instance]:
+    """The env's instances by day: the given instance(s), or a case's through :func:`build_instances` (once).
+
+    Without ``fleet`` (the joint env), instances with fleet workloads are refused with one line that points to
+    the fleet env (:class:`aidc_env.fleet_env.FleetDispatchEnv`).
+    """
     if isinstance(case, Instance) or (isinstance(case, Sequence) and not isinstance(case, str) and len(case) > 0
                                       and all(isinstance(c, Instance) for c in case)):
         require(not overrides, "overrides", "cannot be combined with instances")
@@ -670,7 +691,9 @@ def instances_by_day(case: Any, overrides: Mapping[str, Any] | None = None,
                 f"must be None, a CSV path or a ProfileSet, got {type(profiles).__name__}")
         instances = list(build_instances(case, profiles=profiles, **overrides).values())
     reference = instances[0]
-    require_day_model(reference, "the env")
+    require(fleet or not reference.has_fleet_workloads, "case",
+            f"{ENV_ID} (one joint action) does not handle fine-tuning jobs, inference or an idle-GPU value (case "
+            f"{reference.case_name!r}); use aidc_env/FleetDispatch-v0 (aidc_env.fleet_env.FleetDispatchEnv)")
     by_day: dict[str, Instance] = {}
     for inst in instances:
         require(inst.day not in by_day, "case", f"two instances for the day {inst.day}")
@@ -683,7 +706,7 @@ def instances_by_day(case: Any, overrides: Mapping[str, Any] | None = None,
 __all__ = [
     # The env and its constants.
     "DEFAULT_REWARD_SCALE_USD", "DEFAULT_TERMINAL_PENALTY_FACTOR", "ENV_ID", "PENALTY_PRICE_FLOOR_USD_PER_MWH",
-    "CheckpointDispatchEnv", "instances_by_day", "register_envs",
+    "CheckpointDispatchEnv", "check_env_arguments", "instances_by_day", "masked_action", "penalty_usd_per_token", "register_envs",
     # Re-exported from aidc_env.observation and aidc_env.safety (their home modules).
     "DEFAULT_LOOKAHEAD", "JOB_FEATURES", "PRICE_OBS_HIGH", "PRICE_OBS_LOW", "PRICE_SCALE_USD_PER_MWH",
     "PROGRESS_OBS_HIGH", "RATE_RATIO_OBS_HIGH", "SAFETY_TOLERANCE",

@@ -329,7 +329,7 @@ def test_fleet_clis(tmp_path, capsys):
 def test_env_refuses_the_fleet(fleet_instance):
     """The day-model env refuses the fleet (the oracle takes it: tests/test_fleet_oracle.py)."""
     from aidc_env.env import CheckpointDispatchEnv
-    with pytest.raises(InputError, match="the env does not handle fine-tuning"):
+    with pytest.raises(InputError, match="FleetDispatch-v0"):
         CheckpointDispatchEnv(case=fleet_instance)
 
 
