@@ -1,0 +1,175 @@
+"""The oracle's guard against slow days: the textbook MILP raced in a child process (issue 11).
+
+The label-setting search (:mod:`oracle.labeling`) proves most days far faster than the plain textbook MILP
+(``formulation="textbook"``), but when it stalls (its labels outgrow the budget, or it is still searching
+after :data:`RACE_AFTER_S`), the textbook build of the same instance -- HiGHS, the same MIP start (the best
+of fixed / greedy / holding the initial modes: the label search holds no complete schedule before it has
+the optimum) and the same gap -- starts in a child process. The oracle takes whichever path proves
+optimality first and stops the other (:meth:`oracle.model.OracleModel.solve` reports which one in
+``proof``): a stalled day then costs at most the textbook build's time plus :data:`RACE_AFTER_S` plus the
+child's start (an interpreter and the Pyomo import, about 1 s).
+
+A process, not a thread: HiGHS releases the GIL while it solves, but building the textbook model in Pyomo
+is Python and would compete with the label search for it.
+
+The child is ``python -m oracle.race``: it reads its task (pickled) from stdin and writes its answer
+(pickled) to stdout. It runs in its own session, so Ctrl-C in a terminal reaches only the parent, whose
+``with`` block stops it; and it exits by itself when its stdin closes (the parent finished, or died
+without cleaning up): no orphan outlives the solve.
+"""
+
+from __future__ import annotations
+
+import os
+import pickle
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+RACE_AFTER_S = 1.0
+"""Seconds after a solve starts at which the textbook race starts if the solve is still running. The label
+search proves 90 % of the K = 12 days of 2023 within 0.66 s and all within 3.9 s (quiet machine,
+docs/performance.md), so the race starts on a few days only; the textbook build takes 4.5 s or more on
+every K = 12 day measured, and its child starts in about 1 s, so a day on which the textbook path wins takes
+at most about (1 + 1 + T) / T ≤ 1.5× its textbook time T."""
+
+TERMINATE_WAIT_S = 5.0
+"""Seconds a stopped child gets to exit after SIGTERM before it is killed."""
+
+PROOF = "textbook"
+"""``OracleResult.proof`` when the raced textbook MILP proved the day (HiGHS's branch and bound, gap ≤ mip_gap)."""
+
+
+class TextbookRace:
+    """The textbook MILP of ``inst`` in a child process, started after ``after_s`` seconds or by :meth:`start`.
+
+    Use it as a context manager: leaving the block stops the child (and the timer). :meth:`poll` returns the
+    child's answer once it has ended: a dict with ``status``, ``schedule``, ``objective_usd``,
+    ``best_bound_usd``, ``seconds`` (the child's solve) and ``reason``.
+    """
+
+    def __init__(self, inst: Any, *, time_limit_s: float, mip_gap: float, allow_pause: bool, threads: int | None,
+                 after_s: float | None = RACE_AFTER_S) -> None:
+        self._task = {"inst": inst, "mip_gap": mip_gap, "allow_pause": allow_pause, "threads": threads}
+        self._tick = time.perf_counter()
+        self._deadline = self._tick + time_limit_s
+        self._after_s = after_s
+        self._lock = threading.Lock()
+        self._timer: threading.Timer | None = None
+        self._proc: subprocess.Popen | None = None
+        self._answer: dict[str, Any] | None = None
+        self._closed = False
+        self.started_s: float | None = None
+        """Seconds after the race was set up at which the child started (None: not started)."""
+
+    def __enter__(self) -> TextbookRace:
+        if self._after_s is not None:
+            self._timer = threading.Timer(max(0.0, self._after_s), self.start)
+            self._timer.daemon = True
+            self._timer.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    @property
+    def pid(self) -> int | None:
+        return self._proc.pid if self._proc is not None else None
+
+    def start(self) -> None:
+        """Start the child now (once; not after :meth:`close` or past the deadline)."""
+        with self._lock:
+            remaining = self._deadline - time.perf_counter()
+            if self._proc is not None or self._closed or remaining <= 0:
+                return
+            root = str(Path(__file__).resolve().parents[1])
+            env = {**os.environ, "PYTHONPATH": os.pathsep.join([root, os.environ.get("PYTHONPATH", "")])}
+            self._proc = subprocess.Popen([sys.executable, "-m", "oracle.race"], stdin=subprocess.PIPE,
+                                          stdout=subprocess.PIPE, env=env, start_new_session=True)
+            self.started_s = time.perf_counter() - self._tick
+            try:
+                self._proc.stdin.write(pickle.dumps({**self._task, "time_limit_s": remaining}))
+                self._proc.stdin.flush()
+            except BrokenPipeError:  # the child died at once: poll() reports it
+                pass
+
+    def poll(self) -> dict[str, Any] | None:
+        """The child's answer, once it has ended (None while it runs or if it never started)."""
+        proc = self._proc
+        if self._answer is None and proc is not None and proc.poll() is not None:
+            data = proc.stdout.read() if proc.returncode == 0 else b""
+            self._answer = pickle.loads(data) if data else {
+                "status": "error", "schedule": None, "objective_usd": None, "best_bound_usd": None, "seconds": None,
+                "reason": f"the textbook race's child exited with code {proc.returncode}"}
+        return self._answer
+
+    def proved(self) -> bool:
+        """Whether the child has ended with a proven optimum (cheap: one ``waitpid``)."""
+        answer = self.poll()
+        return answer is not None and answer["status"] == "optimal"
+
+    def wait(self) -> dict[str, Any] | None:
+        """Block until the child ends (at most until the deadline); its answer, or None."""
+        proc = self._proc
+        if proc is not None:
+            try:
+                proc.wait(timeout=max(0.0, self._deadline - time.perf_counter()) + TERMINATE_WAIT_S)
+            except subprocess.TimeoutExpired:
+                pass
+        return self.poll()
+
+    def close(self) -> None:
+        """Stop the timer and the child (if still running); idempotent."""
+        with self._lock:
+            self._closed = True
+        if self._timer is not None:
+            self._timer.cancel()
+            if self._timer is not threading.current_thread():
+                self._timer.join()
+        proc = self._proc
+        if proc is None:
+            return
+        if proc.poll() is None:
+            proc.terminate()
+            try:
+                proc.wait(timeout=TERMINATE_WAIT_S)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+        for stream in (proc.stdin, proc.stdout):
+            try:
+                stream.close()
+            except OSError:  # a broken pipe to a child that is gone
+                pass
+
+
+def _exit_when_closed(fd: int) -> None:
+    """The parent closed our stdin (it is done, or it died): stop at once."""
+    while os.read(fd, 1):
+        pass
+    os._exit(0)
+
+
+def _child() -> None:
+    """Solve the textbook MILP of the task on stdin; the answer goes to stdout (pickled)."""
+    answer = os.fdopen(os.dup(1), "wb")
+    os.dup2(2, 1)  # anything else printed (a solver's log) goes to stderr
+    task = pickle.load(sys.stdin.buffer)
+    threading.Thread(target=_exit_when_closed, args=(sys.stdin.fileno(),), daemon=True).start()
+    from oracle.model import OracleModel  # the heavy imports, after the task is read
+
+    tick = time.perf_counter()
+    result = OracleModel(task["inst"], formulation="textbook", reduce=False, allow_pause=task["allow_pause"]).solve(
+        time_limit_s=task["time_limit_s"], mip_gap=task["mip_gap"], threads=task["threads"])
+    answer.write(pickle.dumps({"status": result.status, "schedule": result.schedule,
+                               "objective_usd": result.objective_usd, "best_bound_usd": result.best_bound_usd,
+                               "seconds": time.perf_counter() - tick, "reason": result.reason}))
+    answer.flush()
+    os._exit(0)  # at once: the watcher thread still reads stdin, which a normal shutdown would wait for
+
+
+if __name__ == "__main__":
+    _child()
