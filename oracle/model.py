@@ -209,8 +209,8 @@ class OracleModel:
         self.max_labels = max_labels  # the label search's budget (labels alive after a block) before it gives up
         require(race_after_s is None or (isinstance(race_after_s, (int, float)) and race_after_s >= 0),
                 "race_after_s", "must be None or ≥ 0")
-        # the guard (fast + HiGHS + reduce): race the textbook MILP after this many seconds, or when the label
-        # search gives up (None: never race; see oracle.race)
+        # the guard (fast + HiGHS + reduce): race the textbook MILP after this many CPU seconds, or when the
+        # label search gives up (None: never race; see oracle.race)
         self.race_after_s = race_after_s
         self.formulation = formulation
         self.reduce = reduce  # fast + HiGHS: solve through the Lagrangian reduction (see _solve_reduced)
@@ -353,9 +353,9 @@ class OracleModel:
            ×4, θ never beyond the incumbent's cost (at which every better schedule is inside: last step).
 
         The guard (``race``, :mod:`oracle.race`): the textbook MILP runs in a child process from
-        :data:`~oracle.race.RACE_AFTER_S` into the solve, or from the moment the label search gives up; the
-        label search and branch and bound stop as soon as it proves the day, and its answer is returned
-        (proof ``textbook``). If the path here proves the day first, leaving the race's block stops the child.
+        :data:`~oracle.race.RACE_AFTER_S` CPU seconds into the solve, or from the moment the label search gives
+        up; the label search and branch and bound stop as soon as it proves the day, and its answer is
+        returned (proof ``textbook``). If the path here proves the day first, leaving the race's block stops the child.
         """
         runner = self._runner
         assert isinstance(runner, HighsRunner)
@@ -506,8 +506,9 @@ class OracleModel:
             self._restrict(np.zeros_like(through, dtype=bool), bounded)
             details["bnb"] = time.perf_counter() - bnb_tick
         settled = settled or (incumbent is not None and _closed(incumbent[1], proven, mip_gap))
-        if race is not None and race.started_s is not None and not settled and run.status != "infeasible":
-            race.wait()  # this path did not prove the day: the raced textbook MILP may still
+        if race is not None and race.started_s is not None and not settled and run.status == "time_limit":
+            race.wait()  # out of time here: the raced textbook MILP may still prove the day by the deadline
+            # (not after an error: a Ctrl-C stops HiGHS with one, and must not wait for the race)
         won = race_won(proven)
         if won is not None:
             return won

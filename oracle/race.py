@@ -2,9 +2,9 @@
 
 The label-setting search (:mod:`oracle.labeling`) proves most days far faster than the plain textbook MILP
 (``formulation="textbook"``), but when it stalls (its labels outgrow the budget, or it is still searching
-after :data:`RACE_AFTER_S`), the textbook build of the same instance -- HiGHS, the same MIP start (the best
-of fixed / greedy / holding the initial modes: the label search holds no complete schedule before it has
-the optimum) and the same gap -- starts in a child process. The oracle takes whichever path proves
+after :data:`RACE_AFTER_S` CPU seconds), the textbook build of the same instance -- HiGHS, the same MIP
+start (the best of fixed / greedy / holding the initial modes: the label search holds no complete schedule
+before it has the optimum) and the same gap -- starts in a child process. The oracle takes whichever path proves
 optimality first and stops the other (:meth:`oracle.model.OracleModel.solve` reports which one in
 ``proof``): a stalled day then costs at most the textbook build's time plus :data:`RACE_AFTER_S` plus the
 child's start (an interpreter and the Pyomo import, about 1 s).
@@ -30,11 +30,16 @@ from pathlib import Path
 from typing import Any
 
 RACE_AFTER_S = 1.0
-"""Seconds after a solve starts at which the textbook race starts if the solve is still running. The label
-search proves 90 % of the K = 12 days of 2023 within 0.66 s and all within 3.9 s (quiet machine,
+"""CPU seconds of the solving process after which the textbook race starts if the solve is still running.
+The label search proves 90 % of the K = 12 days of 2023 within 0.66 s and all within 3.9 s (quiet machine,
 docs/performance.md), so the race starts on a few days only; the textbook build takes 4.5 s or more on
 every K = 12 day measured, and its child starts in about 1 s, so a day on which the textbook path wins takes
-at most about (1 + 1 + T) / T ≤ 1.5× its textbook time T."""
+at most about (1 + 1 + T) / T ≤ 1.5× its textbook time T. CPU seconds, not wall-clock ones: on a machine
+shared with other jobs every path slows down alike, and a wall-clock threshold would start a race (and
+spend a core on it) on most days there."""
+
+POLL_S = 0.05
+"""How often the race's watcher reads the CPU clock (seconds)."""
 
 TERMINATE_WAIT_S = 5.0
 """Seconds a stopped child gets to exit after SIGTERM before it is killed."""
@@ -44,9 +49,10 @@ PROOF = "textbook"
 
 
 class TextbookRace:
-    """The textbook MILP of ``inst`` in a child process, started after ``after_s`` seconds or by :meth:`start`.
+    """The textbook MILP of ``inst`` in a child process, started after ``after_s`` CPU seconds of this process
+    (:func:`time.process_time`) or by :meth:`start`.
 
-    Use it as a context manager: leaving the block stops the child (and the timer). :meth:`poll` returns the
+    Use it as a context manager: leaving the block stops the child (and the watcher). :meth:`poll` returns the
     child's answer once it has ended: a dict with ``status``, ``schedule``, ``objective_usd``,
     ``best_bound_usd``, ``seconds`` (the child's solve) and ``reason``.
     """
@@ -57,8 +63,10 @@ class TextbookRace:
         self._tick = time.perf_counter()
         self._deadline = self._tick + time_limit_s
         self._after_s = after_s
+        self._cpu0 = time.process_time()
         self._lock = threading.Lock()
-        self._timer: threading.Timer | None = None
+        self._closing = threading.Event()
+        self._watcher: threading.Thread | None = None
         self._proc: subprocess.Popen | None = None
         self._answer: dict[str, Any] | None = None
         self._closed = False
@@ -67,10 +75,16 @@ class TextbookRace:
 
     def __enter__(self) -> TextbookRace:
         if self._after_s is not None:
-            self._timer = threading.Timer(max(0.0, self._after_s), self.start)
-            self._timer.daemon = True
-            self._timer.start()
+            self._watcher = threading.Thread(target=self._watch, name="textbook-race", daemon=True)
+            self._watcher.start()
         return self
+
+    def _watch(self) -> None:
+        """Start the child once this process has spent ``after_s`` CPU seconds (unless closed before)."""
+        while time.process_time() - self._cpu0 < self._after_s:
+            if self._closing.wait(POLL_S):
+                return
+        self.start()
 
     def __exit__(self, *exc: object) -> None:
         self.close()
@@ -122,13 +136,12 @@ class TextbookRace:
         return self.poll()
 
     def close(self) -> None:
-        """Stop the timer and the child (if still running); idempotent."""
+        """Stop the watcher and the child (if still running); idempotent."""
         with self._lock:
             self._closed = True
-        if self._timer is not None:
-            self._timer.cancel()
-            if self._timer is not threading.current_thread():
-                self._timer.join()
+        self._closing.set()
+        if self._watcher is not None and self._watcher is not threading.current_thread():
+            self._watcher.join()
         proc = self._proc
         if proc is None:
             return

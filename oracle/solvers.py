@@ -147,11 +147,17 @@ class HighsRunner:
         if interrupt is None:
             return self._solve(model, highs, load_seconds, time_limit_s, mip_gap, start, threads, tee, options)
 
-        fired = []
+        fired: list[str] = []
 
         def check(event: Any) -> None:
-            if interrupt():
-                fired.append(True)
+            # Ctrl-C arrives here while HiGHS runs; an exception must not escape into HiGHS (it would be lost):
+            # stop HiGHS and raise it once the solve has returned.
+            try:
+                if fired or interrupt():
+                    fired.append("interrupt")
+                    event.interrupt()
+            except KeyboardInterrupt:
+                fired.append("ctrl-c")
                 event.interrupt()
 
         # Pyomo 6.10 maps HiGHS's kInterrupt to "unknown" with a warning: quiet it, the status is set below.
@@ -164,6 +170,8 @@ class HighsRunner:
         finally:
             highs.cbMipInterrupt -= check
             log.setLevel(level)
+        if "ctrl-c" in fired:
+            raise KeyboardInterrupt
         if fired and run.status != "optimal":
             run.status, run.message = "interrupted", ""
         return run
