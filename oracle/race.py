@@ -12,7 +12,7 @@ child's start (an interpreter and the Pyomo import, about 1 s).
 A process, not a thread: HiGHS releases the GIL while it solves, but building the textbook model in Pyomo
 is Python and would compete with the label search for it.
 
-The child is ``python -m oracle.race``: it reads its task (pickled) from stdin and writes its answer
+The child is ``python -m oracle.race_child``: it reads its task (pickled) from stdin and writes its answer
 (pickled) to stdout. It runs in its own session, so Ctrl-C in a terminal reaches only the parent, whose
 ``with`` block stops it; and it exits by itself when its stdin closes (the parent finished, or died
 without cleaning up): no orphan outlives the solve.
@@ -43,6 +43,9 @@ POLL_S = 0.05
 
 TERMINATE_WAIT_S = 5.0
 """Seconds a stopped child gets to exit after SIGTERM before it is killed."""
+
+CHILD_MODULE = "oracle.race_child"
+"""The child's entry point (``python -m``)."""
 
 PROOF = "textbook"
 """``OracleResult.proof`` when the raced textbook MILP proved the day (HiGHS's branch and bound, gap ≤ mip_gap)."""
@@ -101,7 +104,7 @@ class TextbookRace:
                 return
             root = str(Path(__file__).resolve().parents[1])
             env = {**os.environ, "PYTHONPATH": os.pathsep.join([root, os.environ.get("PYTHONPATH", "")])}
-            self._proc = subprocess.Popen([sys.executable, "-m", "oracle.race"], stdin=subprocess.PIPE,
+            self._proc = subprocess.Popen([sys.executable, "-m", CHILD_MODULE], stdin=subprocess.PIPE,
                                           stdout=subprocess.PIPE, env=env, start_new_session=True)
             self.started_s = time.perf_counter() - self._tick
             try:
@@ -157,32 +160,3 @@ class TextbookRace:
                 stream.close()
             except OSError:  # a broken pipe to a child that is gone
                 pass
-
-
-def _exit_when_closed(fd: int) -> None:
-    """The parent closed our stdin (it is done, or it died): stop at once."""
-    while os.read(fd, 1):
-        pass
-    os._exit(0)
-
-
-def _child() -> None:
-    """Solve the textbook MILP of the task on stdin; the answer goes to stdout (pickled)."""
-    answer = os.fdopen(os.dup(1), "wb")
-    os.dup2(2, 1)  # anything else printed (a solver's log) goes to stderr
-    task = pickle.load(sys.stdin.buffer)
-    threading.Thread(target=_exit_when_closed, args=(sys.stdin.fileno(),), daemon=True).start()
-    from oracle.model import OracleModel  # the heavy imports, after the task is read
-
-    tick = time.perf_counter()
-    result = OracleModel(task["inst"], formulation="textbook", reduce=False, allow_pause=task["allow_pause"]).solve(
-        time_limit_s=task["time_limit_s"], mip_gap=task["mip_gap"], threads=task["threads"])
-    answer.write(pickle.dumps({"status": result.status, "schedule": result.schedule,
-                               "objective_usd": result.objective_usd, "best_bound_usd": result.best_bound_usd,
-                               "seconds": time.perf_counter() - tick, "reason": result.reason}))
-    answer.flush()
-    os._exit(0)  # at once: the watcher thread still reads stdin, which a normal shutdown would wait for
-
-
-if __name__ == "__main__":
-    _child()
