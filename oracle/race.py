@@ -32,9 +32,10 @@ from typing import Any
 RACE_AFTER_S = 1.0
 """CPU seconds of the solving process after which the textbook race starts if the solve is still running.
 The label search proves 90 % of the K = 12 days of 2023 within 0.66 s and all within 3.9 s (quiet machine,
-docs/performance.md), so the race starts on a few days only; the textbook build takes 4.5 s or more on
-every K = 12 day measured, and its child starts in about 1 s, so a day on which the textbook path wins takes
-at most about (1 + 1 + T) / T ≤ 1.5× its textbook time T. CPU seconds, not wall-clock ones: on a machine
+docs/performance.md), so the race starts on a few days only. A day that the raced textbook MILP proves
+takes about RACE_AFTER_S + its start (about 1 s quiet: an interpreter and the Pyomo import) + T, its
+textbook time T, which is ≤ 1.5 T when T ≥ 4 s: the quiet K = 12 days measured took T = 5.4-33 s (2.5 s on
+the bundled 2023-04-15, whose label search takes 0.6 s). CPU seconds, not wall-clock ones: on a machine
 shared with other jobs every path slows down alike, and a wall-clock threshold would start a race (and
 spend a core on it) on most days there."""
 
