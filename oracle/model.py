@@ -355,7 +355,7 @@ class OracleModel:
         The guard (``race``, :mod:`oracle.race`): the textbook MILP runs in a child process from
         :data:`~oracle.race.RACE_AFTER_S` CPU seconds into the solve, or from the moment the label search gives
         up; the label search and branch and bound stop as soon as it proves the day, and its answer is
-        returned (proof ``textbook``). If the path here proves the day first, leaving the race's block stops the child.
+        returned (proof ``textbook``). If this path proves the day first, the caller's ``with`` stops the child.
         """
         runner = self._runner
         assert isinstance(runner, HighsRunner)
@@ -506,12 +506,13 @@ class OracleModel:
             self._restrict(np.zeros_like(through, dtype=bool), bounded)
             details["bnb"] = time.perf_counter() - bnb_tick
         settled = settled or (incumbent is not None and _closed(incumbent[1], proven, mip_gap))
-        if race is not None and race.started_s is not None and not settled and run.status == "time_limit":
-            race.wait()  # out of time here: the raced textbook MILP may still prove the day by the deadline
-            # (not after an error: a Ctrl-C stops HiGHS with one, and must not wait for the race)
-        won = race_won(proven)
-        if won is not None:
-            return won
+        if race is not None and not settled:
+            if race.started_s is not None and run.status == "time_limit":
+                race.wait()  # out of time here: the raced textbook MILP may still prove the day by the deadline
+                # (not after an error: a Ctrl-C stops HiGHS with one, and must not wait for the race)
+            won = race_won(proven)
+            if won is not None:
+                return won
         seconds = elapsed() - load_seconds
         if incumbent is None:
             status = "infeasible" if run.status == "infeasible" else run.status

@@ -93,8 +93,8 @@ def test_textbook_and_fast_reach_the_same_optimum():
 @pytest.mark.parametrize("day", ["2023-04-15", "2023-01-18"])
 def test_label_setting_proof_agrees_with_branch_and_bound(day):
     inst = build_instance("2048", day=day)
-    labeled = solve(inst, time_limit_s=120, race_after_s=None)  # each path alone (no textbook race)
-    bnb = solve(inst, labeling=False, time_limit_s=120, race_after_s=None)
+    labeled = solve(inst, time_limit_s=120)
+    bnb = solve(inst, labeling=False, time_limit_s=120, race_after_s=None)  # alone: no textbook race
     assert labeled.status == bnb.status == "optimal"
     assert labeled.proof == "label-setting" and bnb.proof == "branch-and-bound"
     assert labeled.gap == 0.0  # an exact proof: no gap left
@@ -344,7 +344,7 @@ def test_previously_slow_days_are_proven_and_equal_the_textbook_build(day, segme
     """2023-01-14 at K = 12 made the old threshold steps creep below the optimum until the label budget ran
     out (66 s of branch and bound followed); 2023-11-15 was the slowest monthly day at K = 12."""
     inst = build_instance("2048", day=day, profiles=YEAR_CSV, segments=segments)
-    oracle = OracleModel(inst, race_after_s=None)  # the label search alone (no textbook race)
+    oracle = OracleModel(inst)
     fast = oracle.solve(time_limit_s=300)
     assert fast.status == "optimal" and fast.proof == "label-setting" and fast.gap == 0.0
     assert oracle._built is None  # proven without building the Pyomo model
