@@ -53,6 +53,7 @@ SPREAD_STRIDE = 16
 """``--order spread``: every 16th day first, then the next offset, ... (a partial run covers the whole year)."""
 VARIANTS = {
     "oracle": {"formulation": "fast"},
+    "oracle-noguard": {"formulation": "fast", "race_after_s": None},
     "oracle-lp": {"formulation": "fast", "prices": "lp"},
     "oracle-fallback": {"formulation": "fast", "max_labels": STALL_LABELS},
     "oracle-fallback-noguard": {"formulation": "fast", "max_labels": STALL_LABELS, "race_after_s": None},
@@ -246,7 +247,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--mip-gap", type=float, default=DEFAULT_MIP_GAP,
                         help=f"relative gap counted as proven optimal (default {DEFAULT_MIP_GAP:g})")
     parser.add_argument("--variants", default="oracle,textbook",
-                        help="comma-separated from oracle, oracle-lp (token prices from the LP relaxation through "
+                        help="comma-separated from oracle, oracle-noguard (never races the textbook MILP), "
+                             "oracle-lp (token prices from the LP relaxation through "
                              "Pyomo, as before issue 11's second round), oracle-fallback (a label budget of 50, so "
                              "that the search gives up at once: the guard's path, the textbook race against beam "
                              "incumbent + branch and bound), oracle-fallback-noguard (the same without the race), "
