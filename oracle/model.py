@@ -36,7 +36,7 @@ from oracle.dual import lagrangian_prices
 from oracle.feasibility import FeasibilityCheck, precheck
 from oracle.formulations import Built, build, tranche_tokens, usable_state_ids
 from oracle.race import PROOF as TEXTBOOK_PROOF
-from oracle.race import RACE_AFTER_S, TextbookRace
+from oracle.race import RACE_AFTER_S, TextbookRace, threshold_s
 from oracle.reduction import excluded, through_bounds
 from oracle.solvers import HighsRunner, PyomoRunner, RunOutcome, make_runner
 
@@ -209,8 +209,8 @@ class OracleModel:
         self.max_labels = max_labels  # the label search's budget (labels alive after a block) before it gives up
         require(race_after_s is None or (isinstance(race_after_s, (int, float)) and race_after_s >= 0),
                 "race_after_s", "must be None or ≥ 0")
-        # the guard (fast + HiGHS + reduce): race the textbook MILP after this many CPU seconds, or when the
-        # label search gives up (None: never race; see oracle.race)
+        # the guard (fast + HiGHS + reduce): race the textbook MILP after this many CPU seconds (scaled up for
+        # days of more than 12 blocks, oracle.race.threshold_s), or when the label search gives up (None: never)
         self.race_after_s = race_after_s
         self.formulation = formulation
         self.reduce = reduce  # fast + HiGHS: solve through the Lagrangian reduction (see _solve_reduced)
@@ -305,7 +305,7 @@ class OracleModel:
         if self.reduce and self.formulation == "fast" and isinstance(self._runner, HighsRunner):
             race = None if self.race_after_s is None else TextbookRace(
                 inst, time_limit_s=time_limit_s, mip_gap=mip_gap, allow_pause=self.allow_pause, threads=threads,
-                after_s=self.race_after_s)
+                after_s=threshold_s(self.race_after_s, self.data.n_blocks))
             with race or contextlib.nullcontext():
                 run, schedule, proof = self._solve_reduced(start, **settings, details=details, race=race)
             if race is not None and race.started_s is not None:
@@ -597,8 +597,8 @@ def solve(
     ``segments``, ``renewable_ratio``, any case field) through :func:`~aidc_env.case.build_instance`.
     ``allow_pause=False`` forbids pausing (every job runs some mode in every segment). ``reduce=False``
     solves the fast model in one piece, without the Lagrangian reduction (for comparison);
-    ``labeling=False`` skips the label-setting proof (branch and bound only). ``race_after_s``: when the
-    textbook MILP starts racing a solve still running (:mod:`oracle.race`; None: never).
+    ``labeling=False`` skips the label-setting proof (branch and bound only). ``race_after_s``: CPU seconds
+    after which the textbook MILP races a solve still running (:func:`oracle.race.threshold_s`; None: never).
     """
     if isinstance(case_or_instance, Instance):
         given = {k for k, v in overrides.items() if v is not None}

@@ -30,7 +30,8 @@ from pathlib import Path
 from typing import Any
 
 RACE_AFTER_S = 1.0
-"""CPU seconds of the solving process after which the textbook race starts if the solve is still running.
+"""CPU seconds of the solving process after which the textbook race starts if the solve is still running
+(days of up to 12 blocks; :func:`threshold_s` scales it for larger ones).
 The label search proves 90 % of the K = 12 days of 2023 within 0.66 s and all within 3.9 s (quiet machine,
 docs/performance.md), so the race starts on a few days only. A day that the raced textbook MILP proves
 takes about RACE_AFTER_S + its start (about 1 s quiet: an interpreter and the Pyomo import) + T, its
@@ -38,6 +39,16 @@ textbook time T, which is ≤ 1.5 T when T ≥ 4 s: the quiet K = 12 days measur
 the bundled 2023-04-15, whose label search takes 0.6 s). CPU seconds, not wall-clock ones: on a machine
 shared with other jobs every path slows down alike, and a wall-clock threshold would start a race (and
 spend a core on it) on most days there."""
+
+SIZE_BLOCKS = 12
+"""RACE_AFTER_S applies to days of up to this many blocks (K = 12); see :func:`threshold_s`."""
+
+SIZE_EXPONENT = 1.5
+"""Beyond SIZE_BLOCKS, the threshold grows as (blocks / SIZE_BLOCKS) ** this, as the textbook build's time does
+(reference day, quiet: 8.4, 23, 28-55 and > 121 s at K = 12, 24, 48 and 96; docs/performance.md): the race then
+starts at about the same share of it. At K = 96 (22.6 CPU s) the label search, 11-38 s there, is no longer
+raced from its first second: with 1 s, the child took a core from it and 2023-05-15 went from 33.6 to 68.6 s
+(load 2-3), while the textbook build proves no K = 96 day within 120 s."""
 
 POLL_S = 0.05
 """How often the race's watcher reads the CPU clock (seconds)."""
@@ -50,6 +61,12 @@ CHILD_MODULE = "oracle.race_child"
 
 PROOF = "textbook"
 """``OracleResult.proof`` when the raced textbook MILP proved the day (HiGHS's branch and bound, gap ≤ mip_gap)."""
+
+
+def threshold_s(race_after_s: float, n_blocks: int) -> float:
+    """CPU seconds after which a day of ``n_blocks`` blocks is raced: ``race_after_s`` up to SIZE_BLOCKS blocks,
+    × (n_blocks / SIZE_BLOCKS) ** SIZE_EXPONENT beyond (24 blocks: 2.8×, 48: 8×, 96: 22.6×)."""
+    return race_after_s * max(1.0, n_blocks / SIZE_BLOCKS) ** SIZE_EXPONENT
 
 
 class TextbookRace:
