@@ -17,7 +17,7 @@ import pytest
 from aidc_env.case import build_instance
 from oracle import OracleModel, labeling
 from oracle.labeling import LabelingOutcome
-from oracle.race import PROOF, TextbookRace
+from oracle.race import PROOF, RACE_AFTER_S, TextbookRace, threshold_s
 from oracle.solvers import HighsRunner
 
 GAP = 1e-4
@@ -129,3 +129,9 @@ def test_highs_stops_when_its_interrupt_check_says_so(day):
     again = HighsRunner().solve(oracle.built.model, time_limit_s=60, mip_gap=GAP, start=None, threads=None, tee=False,
                                 options={}, interrupt=lambda: False)
     assert again.status == "optimal"
+
+
+def test_the_race_threshold_grows_with_the_day_beyond_twelve_blocks():
+    assert threshold_s(RACE_AFTER_S, 4) == threshold_s(RACE_AFTER_S, 12) == RACE_AFTER_S
+    assert threshold_s(RACE_AFTER_S, 96) == pytest.approx(RACE_AFTER_S * 8 ** 1.5)
+    assert threshold_s(0.0, 96) == 0.0
