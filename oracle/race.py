@@ -2,7 +2,7 @@
 
 The label-setting search (:mod:`oracle.labeling`) proves most days far faster than the plain textbook MILP
 (``formulation="textbook"``), but when it stalls (its labels outgrow the budget, or it is still searching
-after :data:`RACE_AFTER_S` CPU seconds), the textbook build of the same instance -- HiGHS, the same MIP
+after :data:`RACE_AFTER_S` CPU seconds, more on larger days), the textbook build of the same instance -- HiGHS, the same MIP
 start (the best of fixed / greedy / holding the initial modes: the label search holds no complete schedule
 before it has the optimum) and the same gap -- starts in a child process. The oracle takes whichever path proves
 optimality first and stops the other (:meth:`oracle.model.OracleModel.solve` reports which one in
@@ -121,7 +121,8 @@ class TextbookRace:
             if self._proc is not None or self._closed or remaining <= 0:
                 return
             root = str(Path(__file__).resolve().parents[1])
-            env = {**os.environ, "PYTHONPATH": os.pathsep.join([root, os.environ.get("PYTHONPATH", "")])}
+            paths = [root, *(p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p)]
+            env = {**os.environ, "PYTHONPATH": os.pathsep.join(paths)}  # this checkout's oracle, as the parent's
             self._proc = subprocess.Popen([sys.executable, "-m", CHILD_MODULE], stdin=subprocess.PIPE,
                                           stdout=subprocess.PIPE, env=env, start_new_session=True)
             self.started_s = time.perf_counter() - self._tick
