@@ -2,10 +2,10 @@
 
 The label-setting search (:mod:`oracle.labeling`) proves most days far faster than the plain textbook MILP
 (``formulation="textbook"``), but when it stalls (its labels outgrow the budget, or it is still searching
-after :data:`RACE_AFTER_S` CPU seconds, more on larger days), the textbook build of the same instance -- HiGHS, the same MIP
-start (the best of fixed / greedy / holding the initial modes: the label search holds no complete schedule
-before it has the optimum) and the same gap -- starts in a child process. The oracle takes whichever path proves
-optimality first and stops the other (:meth:`oracle.model.OracleModel.solve` reports which one in
+after :data:`RACE_AFTER_S` CPU seconds, more on larger days), the textbook build of the same instance --
+HiGHS, the same MIP start (the best of fixed / greedy / holding the initial modes: the label search holds no
+complete schedule before it has the optimum) and the same gap -- starts in a child process. The oracle
+takes whichever path proves optimality first and stops the other (:meth:`oracle.model.OracleModel.solve` reports which one in
 ``proof``): a stalled day then costs at most the textbook build's time plus :data:`RACE_AFTER_S` plus the
 child's start (an interpreter and the Pyomo import, about 1 s).
 
