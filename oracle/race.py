@@ -5,9 +5,9 @@ The label-setting search (:mod:`oracle.labeling`) proves most days far faster th
 after :data:`RACE_AFTER_S` CPU seconds, more on larger days), the textbook build of the same instance --
 HiGHS, the same MIP start (the best of fixed / greedy / holding the initial modes: the label search holds no
 complete schedule before it has the optimum) and the same gap -- starts in a child process. The oracle
-takes whichever path proves optimality first and stops the other (:meth:`oracle.model.OracleModel.solve` reports which one in
-``proof``): a stalled day then costs at most the textbook build's time plus :data:`RACE_AFTER_S` plus the
-child's start (an interpreter and the Pyomo import, about 1 s).
+takes whichever path proves optimality first and stops the other (:meth:`oracle.model.OracleModel.solve`
+reports which one in ``proof``): a stalled day then costs at most the textbook build's time plus the
+threshold plus the child's start (an interpreter and the Pyomo import, about 1 s).
 
 A process, not a thread: HiGHS releases the GIL while it solves, but building the textbook model in Pyomo
 is Python and would compete with the label search for it.
