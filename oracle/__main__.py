@@ -24,7 +24,8 @@ def build_parser() -> CliParser:
         description="Exact MILP oracle of one day (Pyomo + HiGHS): the cheapest schedule of checkpoint "
         "segments (a 3D mode or a pause per job and segment) that trains every daily tranche within the GPU pool. "
         "Optimality is proved exactly by a label-setting search of the model's joint-state network when it fits, "
-        "else by the solver's branch and bound (the JSON's 'proof'). "
+        "else by the solver's branch and bound; when the label search stalls, the textbook MILP races it in a "
+        "child process and the first proof wins (the JSON's 'proof': label-setting, branch-and-bound or textbook). "
         "An instance with fleet workloads (fine-tuning, inference, an idle-GPU value; e.g. --case fleet) or more than "
         "two jobs goes to the fleet oracle: column generation with a proven Lagrangian bound, the objective being "
         "the operating cost less the idle-GPU value (the JSON's formulation is 'fleet'; --formulation, --no-reduce, "
@@ -52,6 +53,9 @@ def build_parser() -> CliParser:
     parser.add_argument("--no-labeling", action="store_true",
                         help="fast formulation: skip the exact label-setting proof and close the gap by the solver's "
                              "branch and bound only")
+    parser.add_argument("--no-race", action="store_true",
+                        help="fast formulation: never race the textbook MILP in a child process when the label "
+                             "search stalls (the guard against slow days, oracle/race.py)")
     parser.add_argument("--no-warm-start", action="store_true",
                         help="do not hand the best of fixed / greedy as a MIP start")
     parser.add_argument("--threads", type=int, help="solver threads (default: the solver's own)")
@@ -71,9 +75,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         check_output_file(args.mps, "mps")
     inst = load_instance(args.instance) if args.instance else instance_from_args(args)
     from oracle.model import OracleModel  # Pyomo loads only once the input is known to be good
+    from oracle.race import RACE_AFTER_S
 
     oracle = OracleModel(inst, formulation=args.formulation, solver=args.solver, allow_pause=not args.no_pause,
-                         reduce=not args.no_reduce, labeling=not args.no_labeling)
+                         reduce=not args.no_reduce, labeling=not args.no_labeling,
+                         race_after_s=None if args.no_race else RACE_AFTER_S)
     if args.mps:
         with atomic_path(args.mps) as temp:
             oracle.write(str(temp), format="mps")

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import time
 from bisect import bisect_left
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -221,16 +222,18 @@ class LabelSearch:
         return float(self.cost.max(axis=1).sum() + self.constant)
 
     def run(self, threshold_usd: float, *, deadline: float = np.inf, max_labels: int = MAX_LABELS,
-            beam: int | None = None) -> LabelingOutcome:
+            beam: int | None = None, stop: Callable[[], bool] | None = None) -> LabelingOutcome:
         """The cheapest schedule costing ≤ threshold, or the proof that there is none (exact).
 
         ``beam``: keep only the ``beam`` labels of each state with the lowest bound after every block (a
-        heuristic: the status is then ``found`` or ``above``, and neither proves anything)."""
-        outcome = self._run(threshold_usd, deadline, max_labels, beam)
+        heuristic: the status is then ``found`` or ``above``, and neither proves anything). ``stop``: asked
+        with the deadline; when it answers True the search gives up (another path proved the day)."""
+        outcome = self._run(threshold_usd, deadline, max_labels, beam, stop)
         self.log.append((threshold_usd, outcome.status, outcome.max_labels, outcome.seconds))
         return outcome
 
-    def _run(self, threshold_usd: float, deadline: float, max_labels: int, beam: int | None) -> LabelingOutcome:
+    def _run(self, threshold_usd: float, deadline: float, max_labels: int, beam: int | None,
+             stop: Callable[[], bool] | None) -> LabelingOutcome:
         tick = time.perf_counter()
         tolerance = BOUND_RTOL * max(1.0, abs(threshold_usd))
         limit = threshold_usd + tolerance
@@ -268,7 +271,7 @@ class LabelSearch:
             chunk = max(1, CHUNK_EXTENSIONS // max(cols.size, 1))
             parts = []
             for first in range(0, state.size, chunk):  # extend the labels a chunk at a time (bounded memory)
-                if time.perf_counter() > deadline:
+                if time.perf_counter() > deadline or (stop is not None and stop()):
                     return give_up(most)
                 rows = slice(first, first + chunk)
                 parent, k = np.nonzero(self.allowed[b][np.ix_(state[rows], cols)])
@@ -352,7 +355,8 @@ def _pareto(state: np.ndarray, cost: np.ndarray, tokens: np.ndarray) -> np.ndarr
 
 
 def prove(search: LabelSearch, lower_bound_usd: float, incumbent_usd: float | None = None, *,
-          deadline: float = np.inf, max_labels: int = MAX_LABELS) -> tuple[LabelingOutcome, float]:
+          deadline: float = np.inf, max_labels: int = MAX_LABELS,
+          stop: Callable[[], bool] | None = None) -> tuple[LabelingOutcome, float]:
     """Raise a threshold θ from the lower bound until the exact search finds the optimum.
 
     Each search that finds nothing proves that the optimum costs more than its θ; the first that finds a
@@ -360,7 +364,7 @@ def prove(search: LabelSearch, lower_bound_usd: float, incumbent_usd: float | No
     next step is the one whose predicted search keeps :data:`TARGET_LABELS` labels, or :data:`LABEL_GROWTH`
     × the last search's once beyond it (0.25-4× the last step); before that the step starts at :data:`THRESHOLD_STEP0` of the bound and doubles. A search over
     budget halves the step from the last proof. θ never exceeds the incumbent's cost. Returns the last
-    outcome and the best proven lower bound.
+    outcome and the best proven lower bound. ``stop`` (see :meth:`LabelSearch.run`) ends the searches early.
     """
     scale = max(1.0, abs(lower_bound_usd))
     proven = lower_bound_usd
@@ -371,8 +375,8 @@ def prove(search: LabelSearch, lower_bound_usd: float, incumbent_usd: float | No
         if incumbent_usd is not None:
             threshold = min(threshold, incumbent_usd)
         threshold = min(threshold, search.most_cost_usd)
-        outcome = search.run(threshold, deadline=deadline, max_labels=max_labels)
-        if outcome.status == "optimal" or time.perf_counter() > deadline:
+        outcome = search.run(threshold, deadline=deadline, max_labels=max_labels, stop=stop)
+        if outcome.status == "optimal" or time.perf_counter() > deadline or (stop is not None and stop()):
             return outcome, proven
         if outcome.status == "budget":  # too far at once: retry a smaller step from the last proof
             step /= 2.0

@@ -13,6 +13,8 @@ Every result is checked against the simulator: the objective the solver reports 
 
 from __future__ import annotations
 
+import contextlib
+import math
 import time
 from collections.abc import Mapping
 from pathlib import Path
@@ -33,6 +35,8 @@ from oracle.dual import lagrangian_prices
 from oracle.feasibility import FeasibilityCheck, precheck
 from oracle.fleet import FleetOracle
 from oracle.formulations import Built, build, tranche_tokens, usable_state_ids
+from oracle.race import PROOF as TEXTBOOK_PROOF
+from oracle.race import RACE_AFTER_S, TextbookRace, threshold_s
 from oracle.reduction import excluded, through_bounds
 from oracle.result import OBJECTIVE_ATOL_USD, OBJECTIVE_RTOL, OracleResult, closed, modes_used, relative_gap
 from oracle.solvers import HighsRunner, PyomoRunner, RunOutcome, make_runner
@@ -99,13 +103,18 @@ class OracleModel:
 
     def __init__(self, inst: Instance, *, formulation: str = "fast", solver: str = DEFAULT_SOLVER,
                  allow_pause: bool = True, reduce: bool = True, labeling: bool = True, prices: str = "dual",
-                 max_labels: int = labeling.MAX_LABELS) -> None:
+                 max_labels: int = labeling.MAX_LABELS, race_after_s: float | None = RACE_AFTER_S) -> None:
         require(formulation in FORMULATIONS, "formulation", f"must be one of {', '.join(FORMULATIONS)}")
         require(prices in PRICES, "prices", f"must be one of {', '.join(PRICES)}")
         self.prices = prices  # token prices of the reduction: the Lagrangian dual, or the LP relaxation's duals
         require(isinstance(max_labels, int) and max_labels > 0, "max_labels", "must be a positive integer")
         self.max_labels = max_labels  # the label search's budget (labels alive after a block) before it gives up
         self.requested = formulation  # the formulation asked for (a fleet instance goes to the fleet oracle)
+        require(race_after_s is None or (isinstance(race_after_s, (int, float)) and race_after_s >= 0),
+                "race_after_s", "must be None or ≥ 0")
+        # the guard (fast + HiGHS + reduce): race the textbook MILP after this many CPU seconds (scaled up for
+        # days of more than 12 blocks, oracle.race.threshold_s), or when the label search gives up (None: never)
+        self.race_after_s = race_after_s
         self.formulation = formulation
         self.reduce = reduce  # fast + HiGHS: solve through the Lagrangian reduction (see _solve_reduced)
         self.labeling = labeling  # with reduce: try the exact label-setting proof first (oracle.labeling)
@@ -214,7 +223,13 @@ class OracleModel:
         proof = "branch-and-bound"
         details: dict[str, float] = {}
         if self.reduce and self.formulation == "fast" and isinstance(self._runner, HighsRunner):
-            run, schedule, proof = self._solve_reduced(start, **settings, details=details)
+            race = None if self.race_after_s is None else TextbookRace(
+                inst, time_limit_s=time_limit_s, mip_gap=mip_gap, allow_pause=self.allow_pause, threads=threads,
+                after_s=threshold_s(self.race_after_s, self.data.n_blocks))
+            with race or contextlib.nullcontext():
+                run, schedule, proof = self._solve_reduced(start, **settings, details=details, race=race)
+            if race is not None and race.started_s is not None:
+                details["race_start"] = race.started_s
         else:
             run = self._runner.solve(self.built.model, start=self.built.start_values(start[0]) if start else None,
                                      **settings)
@@ -242,8 +257,8 @@ class OracleModel:
                             proof=proof if status == "optimal" else "", details=details, **base)
 
     def _solve_reduced(self, start: tuple[list[list[int]], float] | None, *, time_limit_s: float, mip_gap: float,
-                       threads: int | None, tee: bool, options: dict[str, Any],
-                       details: dict[str, float]) -> tuple[RunOutcome, list | None, str]:
+                       threads: int | None, tee: bool, options: dict[str, Any], details: dict[str, float],
+                       race: TextbookRace | None = None) -> tuple[RunOutcome, list | None, str]:
         """Solve the fast model through the Lagrangian reduction (see :mod:`oracle.reduction`).
 
         1. token prices μ and a lower bound LB: the Lagrangian dual by cutting planes (:mod:`oracle.dual`,
@@ -256,6 +271,11 @@ class OracleModel:
         4. solve with every (b, S) above θ = LB + δ bounded to zero; schedules left out cost more than θ,
            so min(restricted bound, θ) bounds the whole model. Stop when the gap closes; otherwise δ grows
            ×4, θ never beyond the incumbent's cost (at which every better schedule is inside: last step).
+
+        The guard (``race``, :mod:`oracle.race`): the textbook MILP runs in a child process from
+        :data:`~oracle.race.RACE_AFTER_S` CPU seconds into the solve, or from the moment the label search gives
+        up; the label search and branch and bound stop as soon as it proves the day, and its answer is
+        returned (proof ``textbook``). If this path proves the day first, the caller's ``with`` stops the child.
         """
         runner = self._runner
         assert isinstance(runner, HighsRunner)
@@ -266,6 +286,20 @@ class OracleModel:
         def elapsed() -> float:
             """Seconds of this solve so far, less the Pyomo build (counted as build seconds)."""
             return time.perf_counter() - tick - details.get("pyomo", 0.0)
+
+        stop = race.proved if race is not None else None
+
+        def race_won(proven: float) -> tuple[RunOutcome, list | None, str] | None:
+            """The raced textbook MILP's proven optimum, if it has one (its bound raised by ours)."""
+            answer = race.poll() if race is not None else None
+            if answer is not None and answer["seconds"] is not None:
+                details["textbook"] = answer["seconds"]
+            if answer is None or answer["status"] != "optimal":
+                return None
+            objective = answer["objective_usd"]
+            bound = answer["best_bound_usd"] if answer["best_bound_usd"] is not None else -math.inf
+            bound = min(objective, max(bound, proven))
+            return RunOutcome("optimal", True, objective, bound, 0.0, elapsed()), answer["schedule"], TEXTBOOK_PROOF
 
         state_ids = usable_state_ids(data, self.allow_pause)
         states, cost = data.joint_states[state_ids], data.block_cost_usd[:, state_ids]
@@ -295,7 +329,10 @@ class OracleModel:
             if status != "optimal":  # out of time (or trouble) in the LP: solve the whole model with what is left
                 run = runner.solve(m, time_limit_s=max(deadline - time.perf_counter(), MIN_SOLVE_SECONDS),
                                    mip_gap=mip_gap, start=built.start_values(start[0]) if start else None,
-                                   threads=threads, tee=tee, options=options)
+                                   threads=threads, tee=tee, options=options, interrupt=stop)
+                won = race_won(run.bound if run.bound is not None else -math.inf)
+                if won is not None:
+                    return won
                 run.solve_seconds = elapsed() - run.load_seconds
                 return run, built.read_schedule() if run.has_solution else None, "branch-and-bound"
             mu = np.abs(np.asarray(duals, dtype=float)) * np.asarray(built.tranche_scales, dtype=float)
@@ -315,7 +352,7 @@ class OracleModel:
             label_tick = time.perf_counter()
             budget = min(deadline, tick + LABELING_TIME_SHARE * time_limit_s)
             found, proven = labeling.prove(search, lower, start[1] if start else None, deadline=budget,
-                                           max_labels=self.max_labels)
+                                           max_labels=self.max_labels, stop=stop)
             details["searches"] = len(search.log)
             details["max_labels"] = max((entry[2] for entry in search.log), default=0)
             proven = max(proven, lower)
@@ -324,11 +361,17 @@ class OracleModel:
                 objective = joint_objective_usd(data, found.schedule)
                 return RunOutcome("optimal", True, objective, objective, 0.0, elapsed()), \
                     found.schedule, "label-setting"
+            won = race_won(max(proven, lower))
+            if won is not None:
+                details["labels"] = time.perf_counter() - label_tick
+                return won
+            if race is not None and found.status == "budget":
+                race.start()  # the label search gave up: race the textbook MILP now (if not yet)
             if found.status == "budget" and time.perf_counter() < deadline:
                 # Gave up: a beam search (a heuristic, seconds) gives a schedule close to the optimum. As the
                 # incumbent it caps the reduction's threshold, so branch and bound runs on a far smaller
-                # model, warm-started, from the bound the searches proved (the guard against slow days).
-                beam = search.run(search.most_cost_usd, deadline=deadline, beam=labeling.BEAM_WIDTH)
+                # model, warm-started, from the bound the searches proved.
+                beam = search.run(search.most_cost_usd, deadline=deadline, beam=labeling.BEAM_WIDTH, stop=stop)
                 if beam.schedule is not None and (incumbent is None or beam.objective_usd < incumbent[1]):
                     incumbent = (beam.schedule, joint_objective_usd(data, beam.schedule))
                     details["beam_usd"] = incumbent[1]
@@ -358,8 +401,10 @@ class OracleModel:
                     break
                 run = runner.solve(m, time_limit_s=remaining, mip_gap=mip_gap,
                                    start=built.start_values(incumbent[0]) if inside else None,
-                                   threads=threads, tee=tee, options=options)
+                                   threads=threads, tee=tee, options=options, interrupt=stop)
                 load_seconds += run.load_seconds
+                if race is not None and race.proved():
+                    break
                 if run.has_solution and (incumbent is None or run.objective < incumbent[1]):
                     incumbent = (built.read_schedule(), run.objective)
                 # Every schedule left out costs more than the threshold.
@@ -380,6 +425,14 @@ class OracleModel:
         finally:
             self._restrict(np.zeros_like(through, dtype=bool), bounded)
             details["bnb"] = time.perf_counter() - bnb_tick
+        settled = settled or (incumbent is not None and closed(incumbent[1], proven, mip_gap))
+        if race is not None and not settled:
+            if race.started_s is not None and run.status == "time_limit":
+                race.wait()  # out of time here: the raced textbook MILP may still prove the day by the deadline
+                # (not after an error: a Ctrl-C stops HiGHS with one, and must not wait for the race)
+            won = race_won(proven)
+            if won is not None:
+                return won
         seconds = elapsed() - load_seconds
         if incumbent is None:
             status = "infeasible" if run.status == "infeasible" else run.status
@@ -452,6 +505,7 @@ def solve(
     allow_pause: bool = True,
     reduce: bool = True,
     labeling: bool = True,
+    race_after_s: float | None = RACE_AFTER_S,
     threads: int | None = None,
     tee: bool = False,
     **overrides: Any,
@@ -464,7 +518,8 @@ def solve(
     ``segments``, ``renewable_ratio``, any case field) through :func:`~aidc_env.case.build_instance`.
     ``allow_pause=False`` forbids pausing (every job runs some mode in every segment). ``reduce=False``
     solves the fast model in one piece, without the Lagrangian reduction (for comparison);
-    ``labeling=False`` skips the label-setting proof (branch and bound only).
+    ``labeling=False`` skips the label-setting proof (branch and bound only). ``race_after_s``: CPU seconds
+    after which the textbook MILP races a solve still running (:func:`oracle.race.threshold_s`; None: never).
     """
     if isinstance(case_or_instance, Instance):
         given = {k for k, v in overrides.items() if v is not None}
@@ -474,7 +529,7 @@ def solve(
     else:
         inst = build_instance(case_or_instance, day=day, profiles=profiles, **overrides)
     model = OracleModel(inst, formulation=formulation, solver=solver, allow_pause=allow_pause, reduce=reduce,
-                        labeling=labeling)
+                        labeling=labeling, race_after_s=race_after_s)
     return model.solve(time_limit_s=time_limit_s, mip_gap=mip_gap, warm_start=warm_start, threads=threads, tee=tee)
 
 

@@ -52,13 +52,16 @@ class OracleResult:
     """Operating cost of the MIP start handed to the solver (None: no start)."""
     proof: str = ""
     """How optimality was proved: ``label-setting`` (:mod:`oracle.labeling`), ``branch-and-bound`` (the
-    solver), or empty when not optimal."""
+    solver on the fast model), ``textbook`` (the textbook MILP raced as the guard, :mod:`oracle.race`),
+    ``column-generation`` or ``enumeration`` (the fleet oracle), or empty when not optimal."""
     details: dict[str, float] = field(default_factory=dict)
     """Where the time went and how big the search grew (for benchmarks; not part of ``to_dict``): seconds of
     ``dual`` (Lagrangian prices), ``lp`` (LP relaxation), ``tables`` (network and completion tables),
     ``labels`` (label searches), ``pyomo`` (building the Pyomo model, when it was needed), ``bnb`` (branch
     and bound, the model's hand-over included); ``dual_cuts``; ``searches`` and ``max_labels`` of the label
-    search; ``beam_usd``, the beam search's schedule when the label search gave up."""
+    search; ``beam_usd``, the beam search's schedule when the label search gave up; ``race_start`` (seconds
+    into the solve at which the textbook race started) and ``textbook`` (its child's solve seconds, when it
+    ended, whichever path won)."""
 
     @property
     def optimal(self) -> bool:

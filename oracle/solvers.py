@@ -16,7 +16,7 @@ from __future__ import annotations
 import logging
 import math
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -47,6 +47,9 @@ RELAXATION_LP_METHOD = "ipm"
 """HiGHS method of the LP relaxation: interior point (with crossover) is ~3× faster than simplex on the
 96-segment day; any dual solution gives valid token prices."""
 
+PYOMO_HIGHS_LOGGER = "pyomo.contrib.solver.solvers.highs"
+"""Logger of Pyomo's HiGHS interface."""
+
 _AUTO_UPDATE_FLAGS = (
     "check_for_new_or_removed_constraints", "check_for_new_or_removed_vars", "check_for_new_or_removed_params",
     "check_for_new_objective", "update_constraints", "update_vars", "update_parameters",
@@ -59,7 +62,7 @@ class RunOutcome:
     """What a solver run returned (the solution, if any, is loaded into the model's variables)."""
 
     status: str
-    """``optimal``, ``infeasible``, ``time_limit`` or ``error``."""
+    """``optimal``, ``infeasible``, ``time_limit``, ``error`` or ``interrupted`` (by the caller's check)."""
     has_solution: bool
     objective: float | None
     bound: float | None
@@ -134,10 +137,47 @@ class HighsRunner:
         return results
 
     def solve(self, model: pyo.ConcreteModel, *, time_limit_s: float, mip_gap: float, start: StartValues | None,
-              threads: int | None, tee: bool, options: dict[str, Any]) -> RunOutcome:
+              threads: int | None, tee: bool, options: dict[str, Any],
+              interrupt: Callable[[], bool] | None = None) -> RunOutcome:
+        """Solve the MILP; ``interrupt`` is asked at HiGHS's MIP interrupt checks and stops the solve when it
+        answers True (status ``interrupted``: another path proved the day)."""
         load_seconds = self.load(model)
         opt = self._opt
         highs = opt._solver_model  # the highspy.Highs object; the interface exposes no MIP start
+        if interrupt is None:
+            return self._solve(model, highs, load_seconds, time_limit_s, mip_gap, start, threads, tee, options)
+
+        fired: list[str] = []
+
+        def check(event: Any) -> None:
+            # Ctrl-C arrives here while HiGHS runs; an exception must not escape into HiGHS (it would be lost):
+            # stop HiGHS and raise it once the solve has returned.
+            try:
+                if fired or interrupt():
+                    fired.append("interrupt")
+                    event.interrupt()
+            except KeyboardInterrupt:
+                fired.append("ctrl-c")
+                event.interrupt()
+
+        # Pyomo 6.10 maps HiGHS's kInterrupt to "unknown" with a warning: quiet it, the status is set below.
+        log = logging.getLogger(PYOMO_HIGHS_LOGGER)
+        level = log.level
+        log.setLevel(logging.ERROR)
+        highs.cbMipInterrupt += check
+        try:
+            run = self._solve(model, highs, load_seconds, time_limit_s, mip_gap, start, threads, tee, options)
+        finally:
+            highs.cbMipInterrupt -= check
+            log.setLevel(level)
+        if "ctrl-c" in fired:
+            raise KeyboardInterrupt
+        if fired and run.status != "optimal":
+            run.status, run.message = "interrupted", ""
+        return run
+
+    def _solve(self, model, highs, load_seconds, time_limit_s, mip_gap, start, threads, tee, options) -> RunOutcome:
+        opt = self._opt
         start_accepted = None
         if start is not None:
             columns = opt._pyomo_var_to_solver_var_map

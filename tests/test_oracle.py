@@ -94,7 +94,7 @@ def test_textbook_and_fast_reach_the_same_optimum():
 def test_label_setting_proof_agrees_with_branch_and_bound(day):
     inst = build_instance("2048", day=day)
     labeled = solve(inst, time_limit_s=120)
-    bnb = solve(inst, labeling=False, time_limit_s=120)
+    bnb = solve(inst, labeling=False, time_limit_s=120, race_after_s=None)  # alone: no textbook race
     assert labeled.status == bnb.status == "optimal"
     assert labeled.proof == "label-setting" and bnb.proof == "branch-and-bound"
     assert labeled.gap == 0.0  # an exact proof: no gap left
@@ -421,7 +421,7 @@ def test_lagrangian_prices_bound_the_lp_and_the_optimum():
 def test_when_the_label_search_gives_up_branch_and_bound_closes_from_a_beam_incumbent(reference_result):
     """The guard's path: a label budget too small for the day makes the search give up; a beam search then
     gives the incumbent that caps the reduction, and branch and bound proves it (gap ≤ 1e-4)."""
-    oracle = OracleModel(build_instance("2048"), max_labels=20)
+    oracle = OracleModel(build_instance("2048"), max_labels=20, race_after_s=None)  # without the textbook race
     r = oracle.solve(time_limit_s=120)
     assert r.status == "optimal" and r.gap <= GAP, r.reason
     assert r.details["max_labels"] > 20 and r.details["beam_usd"] >= reference_result.objective_usd * (1 - 1e-9)
