@@ -48,12 +48,6 @@ PRICES = ("dual", "lp")
 duals of the LP relaxation (through the Pyomo model and HiGHS)."""
 REDUCTION_DELTA0 = 1e-3
 """First threshold of the Lagrangian reduction: LB·(1 + this) (see :meth:`OracleModel._solve_reduced`)."""
-HORIZON_BNB_SLICE = 0.4
-"""On a horizon, the share of the time left that branch and bound's first run gets before its incumbent is
-handed to the tolerance stop's label search (on the week from 2023-06-03 it finds a schedule within 1e-4 of the
-optimum that the label search's own steps and the beam did not)."""
-TOLERANCE_SEARCH_SHARE = 0.5
-"""Share of the time left that label search may use."""
 TARGET_MARGIN = 1e-9
 """The tolerance stop aims its last search this much (relative to the gap) above incumbent·(1 − mip_gap), so
 that float rounding cannot leave the proven gap a hair above mip_gap."""
@@ -439,10 +433,6 @@ class OracleModel:
         bounded: set = set()
         run = RunOutcome("time_limit", False, None, None, 0.0, 0.0)
         settled = False
-        closer = "branch-and-bound"
-        # On a horizon, branch and bound's first run gets a slice of the time: its incumbent (far better than the
-        # start) then aims one label search at incumbent·(1 − mip_gap), the tolerance stop (labeling.prove).
-        sliced = search is not None and self.inst.horizon_days > 1
         try:
             while True:
                 threshold = lower + delta
@@ -455,8 +445,7 @@ class OracleModel:
                 if remaining <= 0:
                     run = RunOutcome("time_limit", False, None, None, 0.0, 0.0)
                     break
-                before = incumbent[1] if incumbent is not None else math.inf
-                run = runner.solve(m, time_limit_s=remaining * (HORIZON_BNB_SLICE if sliced else 1.0), mip_gap=mip_gap,
+                run = runner.solve(m, time_limit_s=remaining, mip_gap=mip_gap,
                                    start=built.start_values(incumbent[0]) if inside else None,
                                    threads=threads, tee=tee, options=options)
                 load_seconds += run.load_seconds
@@ -469,15 +458,6 @@ class OracleModel:
                     proven = max(proven, min(run.bound, threshold))
                 if incumbent is not None and _closed(incumbent[1], proven, mip_gap):
                     break
-                if sliced and run.status == "time_limit" and incumbent is not None:
-                    sliced = False
-                    if incumbent[1] < before:
-                        incumbent, proven = self._tolerance_search(search, incumbent, proven, mip_gap, deadline,
-                                                                   details)
-                        if _closed(incumbent[1], proven, mip_gap):
-                            closer = "label-setting"
-                            break
-                    continue  # the same restricted model again, with the rest of the time
                 if run.status in ("time_limit", "error"):
                     break
                 if incumbent is not None and threshold >= incumbent[1]:
@@ -496,23 +476,7 @@ class OracleModel:
         status = "optimal" if settled or _closed(incumbent[1], proven, mip_gap) else (
             "error" if run.status == "error" else "time_limit")
         return RunOutcome(status, True, incumbent[1], proven, load_seconds, seconds, run.message), incumbent[0], \
-            closer
-
-    def _tolerance_search(self, search: labeling.LabelSearch, incumbent: tuple[list[list[int]], float], proven: float,
-                          mip_gap: float, deadline: float, details: dict[str, float]) -> tuple[tuple, float]:
-        """Label searches from the proven bound up to incumbent·(1 − mip_gap) (for at most
-        :data:`TOLERANCE_SEARCH_SHARE` of the time left): the better incumbent and bound they prove."""
-        tick = time.perf_counter()
-        target = incumbent[1] - mip_gap * abs(incumbent[1]) * (1.0 - TARGET_MARGIN)
-        budget = tick + TOLERANCE_SEARCH_SHARE * max(deadline - tick, 0.0)
-        found, bound = labeling.prove(search, proven, incumbent[1], deadline=budget, max_labels=self.max_labels,
-                                      target_usd=target)
-        details["tolerance_search"] = time.perf_counter() - tick
-        details["searches"] = len(search.log)
-        if found.status == "optimal" and found.schedule is not None:  # θ reached the optimum: exact
-            objective = joint_objective_usd(self.data, found.schedule)
-            return (found.schedule, objective), objective
-        return incumbent, max(proven, bound)
+            "branch-and-bound"
 
     def _pyomo(self, details: dict[str, float]) -> Built:
         """The Pyomo model, built now if not yet; the seconds spent go to ``details["pyomo"]``."""

@@ -452,23 +452,16 @@ def test_prove_stops_at_a_target_below_the_optimum():
     assert outcome.status == "optimal" and outcome.objective_usd == pytest.approx(optimum, rel=1e-9)
 
 
-@pytest.fixture(scope="module")
-def two_days():
-    """A 2-day horizon of the 2048 case on synthetic profiles, and its exact optimum."""
+def test_a_horizon_stops_at_the_stated_tolerance_honestly():
+    """On a horizon the label search aims at incumbent·(1 − mip_gap): when that search finds nothing, the
+    start is proven within the gap. The status is optimal with the true gap (> 0), the objective is the
+    simulator's replay, and the exact optimum lies between the bound and the objective."""
     from tests.test_horizon import SYNTHETIC_FIRST_DAY, _synthetic_profiles
 
     inst = build_instance("2048", day=SYNTHETIC_FIRST_DAY.isoformat(), profiles=_synthetic_profiles(),
                           horizon_days=2)
     exact = OracleModel(inst).solve(mip_gap=1e-9)
     assert exact.status == "optimal" and exact.proof == "label-setting" and exact.gap == 0.0
-    return inst, exact
-
-
-def test_a_horizon_stops_at_the_stated_tolerance_honestly(two_days):
-    """On a horizon the label search aims at incumbent·(1 − mip_gap): when that search finds nothing, the
-    start is proven within the gap. The status is optimal with the true gap (> 0), the objective is the
-    simulator's replay, and the exact optimum lies between the bound and the objective."""
-    inst, exact = two_days
     start = exact.start_objective_usd
     gap = 1.02 * (start - exact.objective_usd) / start  # the target falls just below the optimum
     assert gap < 0.5
@@ -478,26 +471,3 @@ def test_a_horizon_stops_at_the_stated_tolerance_honestly(two_days):
     assert r.best_bound_usd <= exact.objective_usd <= r.objective_usd
     assert r.metrics.operating_cost_usd == pytest.approx(r.objective_usd, rel=REPLAY_RTOL)
     assert r.metrics.tranches_met
-
-
-def test_branch_and_bound_incumbent_goes_to_the_tolerance_search(two_days):
-    """The horizon's hand-over from branch and bound's first slice: a label search from the proven bound to
-    incumbent·(1 − mip_gap) proves that bound (target below the optimum) or returns the optimum (gap 0)."""
-    inst, exact = two_days
-    oracle = OracleModel(inst)
-    search, _ = label_search(oracle)
-    start = exact.start_objective_usd
-    incumbent = (fixed_like(inst, start), start)
-    gap = 1.02 * (start - exact.objective_usd) / start
-    kept, bound = oracle._tolerance_search(search, incumbent, search.lower_bound_usd, gap, np.inf, {})
-    assert kept is incumbent and exact.objective_usd > bound >= start * (1 - gap)
-    best, bound = oracle._tolerance_search(search, incumbent, search.lower_bound_usd, 0.0, np.inf, {})
-    assert best[1] == bound == pytest.approx(exact.objective_usd, rel=1e-9)
-    assert simulate(inst, best[0]).metrics.operating_cost_usd == pytest.approx(best[1], rel=REPLAY_RTOL)
-
-
-def fixed_like(inst, cost):
-    """The start candidate of ``inst`` that costs ``cost``."""
-    from oracle.model import start_candidates
-
-    return next(s for s in start_candidates(inst) if simulate(inst, s).metrics.operating_cost_usd == cost)
