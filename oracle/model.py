@@ -55,8 +55,9 @@ MIN_SOLVE_SECONDS = 0.01
 """Time given to a last solve when the time limit is already spent (it returns the MIP start, if any)."""
 REDUCTION_DELTA0_HORIZON = 2.5e-4
 """The same on a horizon of several days, whose gap between the Lagrangian bound and the optimum is smaller
-relative to the cost (0.04 % on the week from 2023-06-03): a restricted model at the optimum + 0.1 % keeps far
-more (block, state) pairs than branch and bound can search in time."""
+relative to the cost (0.04 % on the week from 2023-06-03): there the first restricted model at 1e-3 (θ at the
+optimum + 0.09 %) left branch and bound at a gap of 2.57e-4 after 300 s, and at 2.5e-4 at 1.15e-4 (a better
+schedule, $4,124.61 against $4,125.20; docs/performance.md, "Weeks")."""
 REDUCTION_DELTA_GROWTH = 4.0
 """Growth of δ when the restricted model holds no schedule."""
 LABELING_TIME_SHARE = 0.5
