@@ -356,24 +356,30 @@ def _pareto(state: np.ndarray, cost: np.ndarray, tokens: np.ndarray) -> np.ndarr
 
 def prove(search: LabelSearch, lower_bound_usd: float, incumbent_usd: float | None = None, *,
           deadline: float = np.inf, max_labels: int = MAX_LABELS,
-          stop: Callable[[], bool] | None = None) -> tuple[LabelingOutcome, float]:
+          stop: Callable[[], bool] | None = None,
+          target_usd: float | None = None) -> tuple[LabelingOutcome, float]:
     """Raise a threshold θ from the lower bound until the exact search finds the optimum.
 
     Each search that finds nothing proves that the optimum costs more than its θ; the first that finds a
     schedule returns the optimum. The labels grow about exponentially with θ, so after two searches the
     next step is the one whose predicted search keeps :data:`TARGET_LABELS` labels, or :data:`LABEL_GROWTH`
     × the last search's once beyond it (0.25-4× the last step); before that the step starts at :data:`THRESHOLD_STEP0` of the bound and doubles. A search over
-    budget halves the step from the last proof. θ never exceeds the incumbent's cost. Returns the last
-    outcome and the best proven lower bound. ``stop`` (see :meth:`LabelSearch.run`) ends the searches early.
+    budget halves the step from the last proof. θ never exceeds the incumbent's cost, nor ``target_usd`` when
+    given: a search at the target that finds nothing proves that no schedule costs ≤ target, so a caller
+    whose incumbent is within its relative gap of the target stops there (the tolerance stop; the returned
+    bound is then the target and the outcome ``above``). Returns the last outcome and the best proven lower
+    bound. ``stop`` (see :meth:`LabelSearch.run`) ends the searches early.
     """
+    cap = incumbent_usd if target_usd is None else (
+        target_usd if incumbent_usd is None else min(target_usd, incumbent_usd))
     scale = max(1.0, abs(lower_bound_usd))
     proven = lower_bound_usd
     step = THRESHOLD_STEP0 * scale
     seen: list[tuple[float, int]] = []  # (θ, labels) of the searches that found nothing
     while True:
         threshold = proven + step
-        if incumbent_usd is not None:
-            threshold = min(threshold, incumbent_usd)
+        if cap is not None:
+            threshold = min(threshold, cap)
         threshold = min(threshold, search.most_cost_usd)
         outcome = search.run(threshold, deadline=deadline, max_labels=max_labels, stop=stop)
         if outcome.status == "optimal" or time.perf_counter() > deadline or (stop is not None and stop()):
@@ -386,8 +392,8 @@ def prove(search: LabelSearch, lower_bound_usd: float, incumbent_usd: float | No
         proven = max(proven, threshold)
         if threshold >= search.most_cost_usd:
             return outcome, proven  # no schedule meets the tranches (branch and bound will say why)
-        if incumbent_usd is not None and threshold >= incumbent_usd:
-            return outcome, proven  # the incumbent itself is not inside: only float noise gets here
+        if cap is not None and threshold >= cap:
+            return outcome, proven  # the target is proven (or the incumbent is not inside: float noise)
         seen.append((threshold, max(outcome.max_labels, 1)))
         step = _next_step(seen, step)
 

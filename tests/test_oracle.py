@@ -481,3 +481,39 @@ def test_completion_bounds_stay_below_the_optimum_along_the_optimal_path():
         assert bound <= optimum.objective_usd * (1 + 1e-9), b
         previous = state
     assert search.lower_bound_usd <= optimum.objective_usd * (1 + 1e-9)
+
+
+def test_prove_stops_at_a_target_below_the_optimum():
+    """The tolerance stop: a search at the target that finds nothing proves the target as a bound (exact)."""
+    from oracle.labeling import prove
+
+    oracle = OracleModel(build_instance("2048", segments=4))
+    optimum = oracle.solve(mip_gap=1e-9).objective_usd
+    search, _ = label_search(oracle)
+    lower = search.lower_bound_usd
+    target = optimum - 0.25 * (optimum - lower)
+    outcome, proven = prove(search, lower, optimum + 100.0, target_usd=target)
+    assert outcome.status == "above" and proven == target and search.log[-1][0] == target
+    outcome, proven = prove(search, lower, optimum + 100.0, target_usd=optimum + 1.0)  # above the optimum: exact
+    assert outcome.status == "optimal" and outcome.objective_usd == pytest.approx(optimum, rel=1e-9)
+
+
+def test_a_horizon_stops_at_the_stated_tolerance_honestly():
+    """On a horizon the label search aims at incumbent·(1 − mip_gap): when that search finds nothing, the
+    start is proven within the gap. The status is optimal with the true gap (> 0), the objective is the
+    simulator's replay, and the exact optimum lies between the bound and the objective."""
+    from tests.test_horizon import SYNTHETIC_FIRST_DAY, _synthetic_profiles
+
+    inst = build_instance("2048", day=SYNTHETIC_FIRST_DAY.isoformat(), profiles=_synthetic_profiles(),
+                          horizon_days=2)
+    exact = OracleModel(inst).solve(mip_gap=1e-9)
+    assert exact.status == "optimal" and exact.proof == "label-setting" and exact.gap == 0.0
+    start = exact.start_objective_usd
+    gap = 1.02 * (start - exact.objective_usd) / start  # the target falls just below the optimum
+    assert gap < 0.5
+    r = OracleModel(inst).solve(mip_gap=gap)
+    assert r.status == "optimal" and r.proof == "label-setting", r.reason
+    assert r.objective_usd == pytest.approx(start, rel=1e-12) and 0 < r.gap <= gap
+    assert r.best_bound_usd <= exact.objective_usd <= r.objective_usd
+    assert r.metrics.operating_cost_usd == pytest.approx(r.objective_usd, rel=REPLAY_RTOL)
+    assert r.metrics.tranches_met
