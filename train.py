@@ -34,7 +34,7 @@ from agents.checkpoints import (
     stop_callback,
 )
 from agents.days import HOLDOUT_EVERY, split_days
-from agents.ppo import CONFIG_FILE, PPOConfig, heldout_check, make_model, make_vec_env, save_run
+from agents.ppo import CONFIG_FILE, PPOConfig, heldout_check, make_model, make_vec_env, observes_plan, save_run
 from aidc_env import limits
 from aidc_env.case import add_case_arguments, build_instances, case_overrides, load_case
 from aidc_env.dayahead import dayahead_instances
@@ -97,6 +97,9 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
                     help="choose the joint action one job at a time (else one Discrete over joint actions)")
     hp.add_argument("--choice-features", action=argparse.BooleanOptionalAction, default=DEFAULTS.choice_features,
                     help="per-choice token features of the job choosing (with factored actions)")
+    hp.add_argument("--forecast-plan", action=argparse.BooleanOptionalAction, default=DEFAULTS.forecast_plan,
+                    help="with --information dayahead: observe the forecast plan (the oracle's schedule on the "
+                    "day-ahead point forecast, solved once per day before training) and the realised forecast error")
     hp.add_argument("--reward-day-scaled", action=argparse.BooleanOptionalAction,
                     default=DEFAULTS.reward_day_scaled, help="divide each day's rewards by its price scale")
     args = parser.parse_args(argv)
@@ -169,7 +172,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             case=args.case, profiles=args.profiles, forecasts=args.forecasts, overrides=case_overrides(args),
             env_kwargs={**DEFAULTS.env_kwargs, "lookahead": args.lookahead, "information": args.information},
             reward_scale_usd=args.reward_scale_usd, reward_day_scaled=args.reward_day_scaled,
-            factored_actions=args.factored_actions, choice_features=args.choice_features, seed=args.seed,
+            factored_actions=args.factored_actions, choice_features=args.choice_features,
+            forecast_plan=args.forecast_plan, seed=args.seed,
             total_timesteps=DEFAULTS.total_timesteps if args.timesteps is None else args.timesteps,
             n_envs=args.n_envs, vec_env=args.vec_env, learning_rate=args.learning_rate,
             lr_schedule=args.lr_schedule, n_steps=args.n_steps, batch_size=args.batch_size, n_epochs=args.n_epochs,
@@ -202,8 +206,11 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     torch.set_num_threads(config.torch_threads)
 
-    # 3. Envs.
+    # 3. Envs (with the forecast plan observed, every training day's plan is solved here, once).
+    tick = time.perf_counter()
     vec_env = make_vec_env(config, [instances[day] for day in config.train_days])
+    if observes_plan(config):
+        print(f"forecast plans of {len(config.train_days)} training days solved in {time.perf_counter() - tick:.0f} s")
 
     # 4. Model (fresh, or the newest checkpoint with its step count).
     tb = str(out / "tb")

@@ -56,6 +56,10 @@ class PPOConfig:
     """Choose the joint action one job at a time (see :class:`DecisionSteps`)."""
     choice_features: bool = True
     """With factored actions: per-choice token features of the job choosing now (see :class:`DecisionSteps`)."""
+    forecast_plan: bool = True
+    """With ``information="dayahead"``: observe the forecast plan (the oracle's schedule on the day-ahead point
+    forecast) and the realised forecast error so far (:mod:`agents.plan_features`); no effect with "perfect".
+    Configs saved before it existed mean False."""
 
     # PPO.
     total_timesteps: int = 1_000_000
@@ -90,7 +94,7 @@ class PPOConfig:
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> PPOConfig:
         known = {f.name for f in dataclasses.fields(cls)}
-        return cls(**{k: v for k, v in data.items() if k in known})
+        return cls(**{"forecast_plan": False, **{k: v for k, v in data.items() if k in known}})
 
     @property
     def information(self) -> str:
