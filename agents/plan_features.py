@@ -59,6 +59,7 @@ class ForecastPlans:
     def __init__(self, oracle: Any = None, plans: dict[str, list[list[int]]] | None = None):
         self._oracle = oracle
         self.plans: dict[str, list[list[int]]] = dict(plans or {})
+        """Plans by :func:`plan_key`."""
 
     def __getstate__(self) -> dict[str, Any]:
         return {**self.__dict__, "_oracle": None}
@@ -71,10 +72,11 @@ class ForecastPlans:
         return self._oracle
 
     def plan(self, inst: Instance) -> list[list[int]]:
-        """The instance's forecast plan (solved on first request; keyed by day)."""
-        found = self.plans.get(inst.day)
+        """The instance's forecast plan (solved on first request; keyed by the day and the forecast)."""
+        key = plan_key(inst)
+        found = self.plans.get(key)
         if found is None:
-            found = self.plans[inst.day] = forecast_plan_schedule(inst, self.oracle(), "dayahead")
+            found = self.plans[key] = forecast_plan_schedule(inst, self.oracle(), "dayahead")
         return found
 
     def fill(self, instances: Iterable[Instance]) -> ForecastPlans:
@@ -82,6 +84,16 @@ class ForecastPlans:
         for inst in instances:
             self.plan(inst)
         return self
+
+
+def plan_key(inst: Instance) -> str:
+    """The cache key of an instance's plan: its first day, horizon and a digest of its point forecast."""
+    import hashlib
+
+    forecast = inst.forecast
+    assert forecast is not None  # the env refuses day-ahead instances without forecasts
+    digest = hashlib.sha1(forecast.price_usd_per_mwh.tobytes() + forecast.renewable_shape.tobytes()).hexdigest()
+    return f"{inst.day}/{inst.horizon_days}/{digest[:16]}"
 
 
 def planned_tokens_before(inst: Instance, plan: Sequence[Sequence[int]]) -> np.ndarray:
@@ -165,5 +177,5 @@ def plan_bounds(inst: Instance, n_choices: int) -> tuple[np.ndarray, np.ndarray]
 
 
 __all__ = ["ERROR_CLIP", "PLAN_JOB_FEATURES", "PLAN_MIP_GAP", "PLAN_TIME_LIMIT_S", "PROGRESS_GAP_CLIP",
-           "REALISED_ERROR_FEATURES", "ForecastPlans", "plan_bounds", "plan_table", "planned_tokens_before",
+           "REALISED_ERROR_FEATURES", "ForecastPlans", "plan_bounds", "plan_key", "plan_table", "planned_tokens_before",
            "realised_error_table"]
