@@ -60,6 +60,9 @@ class PPOConfig:
     """With ``information="dayahead"``: observe the forecast plan (the oracle's schedule on the day-ahead point
     forecast) and the realised forecast error so far (:mod:`agents.plan_features`); no effect with "perfect".
     Configs saved before it existed mean False."""
+    imitation_epochs: int = 50
+    """With the forecast plan observed: epochs of behaviour cloning of the plan on the training days before PPO
+    (a warm start, :mod:`agents.imitation`; 0 = none)."""
 
     # PPO.
     total_timesteps: int = 1_000_000
