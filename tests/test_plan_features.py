@@ -159,3 +159,29 @@ def test_plans_pickle_without_their_oracle(plans):
     plans.plan(inst)
     copy = pickle.loads(pickle.dumps(plans))
     assert copy.plans == plans.plans and copy._oracle is None
+
+
+def test_warm_start_on_the_plan_follows_it(plans):
+    """Behaviour cloning of the plan: the demonstrations are the plan, and the fitted policy then follows it."""
+    from agents.imitation import plan_demonstrations, pretrain
+    from agents.ppo import make_model, make_vec_env, ppo_schedule
+
+    instances = [dataclasses.replace(dayahead_instance(seed), day=f"2023-04-{10 + seed}") for seed in range(3)]
+    config = dataclasses.replace(DAYAHEAD, n_envs=1, n_steps=16, batch_size=16, net_arch=[32, 32], seed=1)
+    vec = make_vec_env(config, instances, plans)
+    model = make_model(config, vec)
+    vec.close()
+    demos = plan_demonstrations(config, instances, plans)
+    assert len(demos.actions) == len(demos.observations) == len(demos.returns) > 0
+    assert demos.masks[np.arange(len(demos.actions)), demos.actions].all()
+    fit = pretrain(model, demos, epochs=200, seed=1)
+    assert fit["matches_plan"] == 1.0 and fit["decisions"] == len(demos.actions)
+    for inst in instances:
+        assert ppo_schedule(model, inst, plans) == plans.plan(inst)
+
+
+def test_train_imitation_epochs_flag():
+    import train
+
+    assert train.parse_args([]).imitation_epochs == PPOConfig().imitation_epochs
+    assert train.parse_args(["--imitation-epochs", "0"]).imitation_epochs == 0
