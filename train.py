@@ -36,7 +36,9 @@ from agents.checkpoints import (
 )
 from agents.days import HOLDOUT_EVERY, split_days
 from agents.fleet_steps import ENVS
-from agents.ppo import CONFIG_FILE, PPOConfig, heldout_check, make_model, make_vec_env, save_run
+from agents.imitation import plan_demonstrations, pretrain
+from agents.plan_features import ForecastPlans
+from agents.ppo import CONFIG_FILE, PPOConfig, heldout_check, make_model, make_vec_env, observes_plan, save_run
 from aidc_env import limits
 from aidc_env.case import add_case_arguments, build_instances, case_overrides, load_case
 from aidc_env.dayahead import dayahead_instances
@@ -105,6 +107,12 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     hp.add_argument("--env", choices=ENVS, default=DEFAULTS.env,
                     help="the per-job fleet env (fleet), the joint env (joint), or the fleet env for cases with "
                     "fine-tuning, inference or an idle-GPU value (auto)")
+    hp.add_argument("--forecast-plan", action=argparse.BooleanOptionalAction, default=DEFAULTS.forecast_plan,
+                    help="with --information dayahead: observe the forecast plan (the oracle's schedule on the "
+                    "day-ahead point forecast, solved once per day before training) and the realised forecast error")
+    hp.add_argument("--imitation-epochs", type=int, default=DEFAULTS.imitation_epochs,
+                    help="with the forecast plan observed: epochs of behaviour cloning of the plan on the training "
+                    "days before PPO starts (0: none)")
     hp.add_argument("--reward-day-scaled", action=argparse.BooleanOptionalAction,
                     default=DEFAULTS.reward_day_scaled, help="divide each day's rewards by its price scale")
     early, _ = parser.parse_known_args(argv)
@@ -137,6 +145,7 @@ def validate_args(args: argparse.Namespace) -> None:
     require_number(args.ent_coef, "ent-coef", 0.0, limits.MAX_COEF)
     require_number(args.clip_range, "clip-range", 0.0, limits.MAX_COEF, low_open=True)
     require_number(args.reward_scale_usd, "reward-scale-usd", 0.0, limits.MAX_REWARD_SCALE_USD, low_open=True)
+    require_number(args.imitation_epochs, "imitation-epochs", 0, limits.MAX_N_EPOCHS, integer=True)
     require_number(args.lookahead, "lookahead", 0, limits.MAX_LOOKAHEAD_SLOTS, integer=True)
     args.net_arch = parse_net_arch(args.net_arch)
     require(args.lr_schedule in ("linear", "constant"), "lr-schedule", f"must be linear or constant, got "
@@ -186,7 +195,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             env_kwargs={**DEFAULTS.env_kwargs, "lookahead": args.lookahead, "information": args.information},
             reward_scale_usd=args.reward_scale_usd, reward_day_scaled=args.reward_day_scaled,
             factored_actions=args.factored_actions, choice_features=args.choice_features, env=args.env,
-            seed=args.seed,
+            forecast_plan=args.forecast_plan, imitation_epochs=args.imitation_epochs, seed=args.seed,
             total_timesteps=DEFAULTS.total_timesteps if args.timesteps is None else args.timesteps,
             n_envs=args.n_envs, vec_env=args.vec_env, learning_rate=args.learning_rate,
             lr_schedule=args.lr_schedule, n_steps=args.n_steps, batch_size=args.batch_size, n_epochs=args.n_epochs,
@@ -219,8 +228,12 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     torch.set_num_threads(config.torch_threads)
 
-    # 3. Envs.
-    vec_env = make_vec_env(config, [instances[day] for day in config.train_days])
+    # 3. Envs (with the forecast plan observed, every training day's plan is solved here, once).
+    tick = time.perf_counter()
+    plans = ForecastPlans()
+    vec_env = make_vec_env(config, [instances[day] for day in config.train_days], plans)
+    if observes_plan(config):
+        print(f"forecast plans of {len(config.train_days)} training days solved in {time.perf_counter() - tick:.0f} s")
 
     # 4. Model (fresh, or the newest checkpoint with its step count).
     tb = str(out / "tb")
@@ -232,6 +245,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"resuming from {newest} at step {model.num_timesteps:,}")
     else:
         model = make_model(config, vec_env, tensorboard_log=tb)
+        if observes_plan(config) and config.imitation_epochs > 0:  # warm start on the plan (agents/imitation.py)
+            tick = time.perf_counter()
+            train_instances = [instances[day] for day in config.train_days]
+            fit = pretrain(model, plan_demonstrations(config, train_instances, plans), config.imitation_epochs,
+                           seed=config.seed, vf_coef=config.vf_coef)
+            print(f"warm start on the forecast plan: {fit['decisions']:.0f} decisions, {config.imitation_epochs} "
+                  f"epochs, {fit['matches_plan']:.1%} matched, in {time.perf_counter() - tick:.0f} s")
         write_json(out / CONFIG_FILE, {"config": config.to_dict(), "status": "training"})
 
     # 5. Callbacks: checkpoints every checkpoint_freq agent steps (at the next rollout boundary), written

@@ -28,6 +28,12 @@ What the agent sees and optimises (all of it in :class:`DecisionSteps`, a wrappe
   case) is made as one sub-step per job over that job's own choices, each masked so that some valid joint
   action completes it. With ``choice_features`` the job choosing sees, per choice, the tokens that choice
   makes in this segment and the share of its missing tokens it would cover if held for the rest of the day.
+- **The forecast plan** (``forecast_plan``, with ``information="dayahead"`` only). The oracle's schedule solved
+  once on the day-ahead point forecast (the ``forecast-plan`` rule; on a day, what ``mpc`` applies), and how the
+  realised truth departs from the forecast so far: see :mod:`agents.plan_features`. The plans come from
+  :attr:`DecisionSteps.plans` (a :class:`~agents.plan_features.ForecastPlans`, solved on first use of a day;
+  training fills one shared cache before building its envs). With ``"perfect"`` nothing is added (the plan on
+  the truth would be the hindsight oracle's schedule).
 """
 
 from __future__ import annotations
@@ -38,6 +44,7 @@ import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
 
+from agents.plan_features import PROGRESS_GAP_CLIP, ForecastPlans, plan_bounds, plan_table, realised_error_table
 from agents.ppo_config import PPOConfig
 from aidc_env.env import CheckpointDispatchEnv
 from aidc_env.information import outlook
@@ -78,7 +85,8 @@ class DecisionSteps(gym.Wrapper):
                  reward_scale_usd: float = _DEFAULTS.reward_scale_usd,
                  reward_day_scaled: bool = _DEFAULTS.reward_day_scaled,
                  factored_actions: bool = _DEFAULTS.factored_actions,
-                 choice_features: bool = _DEFAULTS.choice_features):
+                 choice_features: bool = _DEFAULTS.choice_features,
+                 forecast_plan: bool = _DEFAULTS.forecast_plan):
         super().__init__(env)
         if reward_baseline not in ("fixed", "none"):
             raise ValueError(f"reward_baseline must be 'fixed' or 'none', got {reward_baseline!r}")
@@ -114,9 +122,17 @@ class DecisionSteps(gym.Wrapper):
                 low.append(np.zeros(2 * max(self._sizes)))
                 high.append(np.full(2 * max(self._sizes), CHOICE_FEATURE_CLIP))
             self.action_space = spaces.Discrete(max(self._sizes))
+        self.forecast_plan = bool(forecast_plan) and dispatch.information == "dayahead"
+        self.plans = ForecastPlans()
+        """Where the forecast plans come from (replace it to share one cache between envs)."""
+        if self.forecast_plan:
+            plan_low, plan_high = plan_bounds(template, max(self._sizes) if self.factored_actions else 0)
+            low.append(plan_low)
+            high.append(plan_high)
         self.observation_space = spaces.Box(low=np.concatenate(low).astype(np.float32),
                                             high=np.concatenate(high).astype(np.float32), dtype=np.float32)
-        self._days: dict[str, tuple[list[bool], np.ndarray, np.ndarray | None, float]] = {}
+        self._days: dict[str, tuple[list[bool], np.ndarray, np.ndarray | None, float, tuple | None]] = {}
+        self._plan: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None = None
         self._boundary: list[bool] = []
         self._baseline_cost = np.zeros(0)
         self._extra: np.ndarray | None = None
@@ -269,12 +285,40 @@ class DecisionSteps(gym.Wrapper):
             information = self.dispatch.information
             extra = day_forecast_table(inst, information) if self.hourly_forecast else None
             div = self.reward_scale_usd
+            scale = day_price_scale(inst, information)
             if self.reward_day_scaled:
-                div *= day_price_scale(inst, information) / REWARD_REFERENCE_PRICE_USD_PER_MWH
-            cached = self._days[inst.day] = (boundary.tolist(), baseline, extra, div)
-        self._boundary, self._baseline_cost, self._extra, self._reward_div = cached
+                div *= scale / REWARD_REFERENCE_PRICE_USD_PER_MWH
+            plan = self._plan_tables(inst, scale) if self.forecast_plan else None
+            cached = self._days[inst.day] = (boundary.tolist(), baseline, extra, div, plan)
+        self._boundary, self._baseline_cost, self._extra, self._reward_div, self._plan = cached
         self._partial = []
         self._joint_mask = None
+
+    def _plan_tables(self, inst: Instance, scale: float) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """(plan table, realised error table, planned progress (J, T + 1), the plan's local choice (J, T + 1))."""
+        plan = self.plans.plan(inst)
+        table, progress = plan_table(inst, plan)
+        local = np.zeros((len(inst.jobs), inst.slots + 1), dtype=np.int64)
+        for j, (job, row) in enumerate(zip(inst.jobs, plan, strict=True)):
+            local[j, : inst.slots] = np.repeat(np.asarray(row, dtype=np.int64) + 1, inst.slots_per_segment(job))
+        return table, realised_error_table(inst, scale), progress, local
+
+    def _plan_observation(self, k: int) -> list[np.ndarray]:
+        """The forecast plan's part of the observation at the current slot (``k``: the job choosing)."""
+        assert self._plan is not None
+        table, errors, progress, local = self._plan
+        env = self.dispatch
+        t = min(env.slot, table.shape[0] - 1)
+        tranche = np.array([job.tranche_tokens for job in self._template.jobs])
+        actual = np.where(tranche > 0, env.tokens() / np.where(tranche > 0, tranche, 1.0), 1.0)
+        gap = np.clip(actual - progress[:, t], -PROGRESS_GAP_CLIP, PROGRESS_GAP_CLIP)
+        parts = [table[t], errors[t], gap]
+        if self.factored_actions:
+            onehot = np.zeros(max(self._sizes), dtype=np.float32)
+            if k < len(self._sizes) and env.slot < env.n_slots:
+                onehot[local[k, env.slot]] = 1.0
+            parts.append(onehot)
+        return parts
 
     def _choice_features(self, j: int) -> np.ndarray:
         """For the job choosing now, per local choice c: (tokens c makes in this segment, restart paid) /
@@ -318,6 +362,8 @@ class DecisionSteps(gym.Wrapper):
             parts.append(sub.ravel())
             if self.choice_features:
                 parts.append(self._choice_features(k))
+        if self.forecast_plan:
+            parts += self._plan_observation(len(self._partial))
         return np.concatenate(parts).astype(np.float32)
 
 
@@ -359,12 +405,15 @@ def day_forecast_table(inst: Instance, information: str = "perfect") -> np.ndarr
     return table
 
 
-def wrap_env(env: gym.Env, config: PPOConfig) -> DecisionSteps:
-    """The wrapper of a training or evaluation env, as the config says."""
-    return DecisionSteps(env, decision_steps=config.decision_steps, hourly_forecast=config.hourly_forecast,
-                         reward_baseline=config.reward_baseline, reward_scale_usd=config.reward_scale_usd,
-                         reward_day_scaled=config.reward_day_scaled, factored_actions=config.factored_actions,
-                         choice_features=config.choice_features)
+def wrap_env(env: gym.Env, config: PPOConfig, plans: ForecastPlans | None = None) -> DecisionSteps:
+    """The wrapper of a training or evaluation env, as the config says (``plans``: a shared plan cache)."""
+    wrapper = DecisionSteps(env, decision_steps=config.decision_steps, hourly_forecast=config.hourly_forecast,
+                            reward_baseline=config.reward_baseline, reward_scale_usd=config.reward_scale_usd,
+                            reward_day_scaled=config.reward_day_scaled, factored_actions=config.factored_actions,
+                            choice_features=config.choice_features, forecast_plan=config.forecast_plan)
+    if plans is not None:
+        wrapper.plans = plans
+    return wrapper
 
 
 __all__ = ["DecisionSteps", "day_forecast_table", "day_price_scale", "wrap_env"]

@@ -117,7 +117,9 @@ def _schedule(name: str, inst: Instance, settings: PolicySettings) -> tuple[list
         rng = np.random.default_rng(settings.seed)
         return rollout_schedule(inst, lambda obs, mask: int(rng.choice(np.flatnonzero(mask)))), {}
     if name == "ppo":
+        from agents.plan_features import ForecastPlans
         from agents.ppo import ppo_schedule
 
-        return ppo_schedule(settings.ppo_model(), inst), {}
+        # A model observing the forecast plan solves it with the settings' oracle (the forecast-plan row's).
+        return ppo_schedule(settings.ppo_model(), inst, ForecastPlans(settings.oracle())), {}
     raise ValueError(f"unknown policy {name!r}; known: {', '.join(POLICY_NAMES)}")

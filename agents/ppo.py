@@ -23,6 +23,7 @@ import numpy as np
 from agents.checkpoints import save_model_atomically
 from agents.decision_steps import DecisionSteps, day_forecast_table, day_price_scale, wrap_env
 from agents.fleet_steps import fleet_env, uses_fleet_env, wrap_fleet
+from agents.plan_features import ForecastPlans
 from agents.ppo_config import ENV_KWARGS_KEYS, PPOConfig
 from aidc_env.env import CheckpointDispatchEnv
 from aidc_env.fleet_env import FleetDispatchEnv
@@ -40,11 +41,12 @@ CONFIG_ATTRIBUTE = "aidc_config"
 # ---------------------------------------------------------------------------------------------- envs
 
 
-def make_env(config: PPOConfig, instances: Sequence[Instance], rank: int = 0) -> Callable[[], gym.Env]:
+def make_env(config: PPOConfig, instances: Sequence[Instance], rank: int = 0,
+             plans: ForecastPlans | None = None) -> Callable[[], gym.Env]:
     """A picklable thunk building one training env on ``instances`` (for DummyVecEnv / SubprocVecEnv).
 
     Episodes are drawn from the instances' days, in the order given. ``rank`` names the env (its seed is set by
-    :func:`make_vec_env`).
+    :func:`make_vec_env`). ``plans``: the forecast plans' cache shared by the envs (``config.forecast_plan``).
     """
     instances = list(instances)
 
@@ -53,31 +55,35 @@ def make_env(config: PPOConfig, instances: Sequence[Instance], rank: int = 0) ->
         from stable_baselines3.common.monitor import Monitor
 
         torch.set_num_threads(1)
-        return Monitor(agent_env(config, instances))
+        return Monitor(agent_env(config, instances, plans))
 
     return _init
 
 
-def agent_env(config: PPOConfig, instances: Sequence[Instance]) -> gym.Wrapper:
+def agent_env(config: PPOConfig, instances: Sequence[Instance], plans: ForecastPlans | None = None) -> gym.Wrapper:
     """The env the agent acts in on ``instances``, wrapped as the config says: the per-job fleet env
-    (:func:`agents.fleet_steps.uses_fleet_env`) or the joint env with :class:`DecisionSteps`."""
+    (:func:`agents.fleet_steps.uses_fleet_env`) or the joint env with :class:`DecisionSteps` (``plans``: the
+    forecast plans' cache, for a config that observes them)."""
     if uses_fleet_env(config, instances):
         return wrap_fleet(fleet_env(config, instances), config)
     env = CheckpointDispatchEnv(case=list(instances), days=[inst.day for inst in instances],
                                 **config.behaviour_env_kwargs())
-    return wrap_env(env, config)
+    return wrap_env(env, config, plans)
 
 
-def make_vec_env(config: PPOConfig, instances: Sequence[Instance]):
+def make_vec_env(config: PPOConfig, instances: Sequence[Instance], plans: ForecastPlans | None = None):
     """``n_envs`` training envs on the same instances, seeded from the config's seed (env i resets with seed + i).
 
     The instances are built once by the caller (:func:`aidc_env.case.build_instances`); subprocess envs receive
-    them through fork.
+    them through fork. With the forecast plan observed (:func:`observes_plan`), every instance's plan is solved
+    here, once, into ``plans`` (a new cache if None) shared by the envs.
     """
     from stable_baselines3.common.vec_env import DummyVecEnv, SubprocVecEnv
 
     require(len(instances) > 0, "days", "no training day")
-    thunks = [make_env(config, instances, i) for i in range(config.n_envs)]
+    if observes_plan(config):
+        plans = (plans or ForecastPlans()).fill(instances)
+    thunks = [make_env(config, instances, i, plans) for i in range(config.n_envs)]
     if config.vec_env == "subproc" and config.n_envs > 1:
         vec = SubprocVecEnv(thunks, start_method="fork")
     else:
@@ -188,12 +194,18 @@ def model_config(model) -> PPOConfig:
 # ---------------------------------------------------------------------------------------------- rollouts
 
 
-def ppo_schedule(model, inst: Instance) -> list[list[int]]:
+def observes_plan(config: PPOConfig) -> bool:
+    """Whether the config's agent observes the forecast plan (``forecast_plan`` with day-ahead information)."""
+    return config.forecast_plan and config.information == "dayahead"
+
+
+def ppo_schedule(model, inst: Instance, plans: ForecastPlans | None = None) -> list[list[int]]:
     """The schedule of a trained model on one instance (a day or a horizon): deterministic, masked, in the env it
     was trained in, with the information it was trained with (``information="dayahead"``: ``inst`` must carry
-    its forecasts)."""
+    its forecasts). A model that observes the forecast plan rebuilds it (``plans``: a cache to reuse, e.g. one
+    holding an oracle already built)."""
     config = model_config(model)
-    env = agent_env(config, [inst])
+    env = agent_env(config, [inst], plans)
     expected = model.observation_space.shape
     if env.observation_space.shape != expected or env.action_space.n != model.action_space.n:
         raise ValueError(f"the model was trained on observations {expected} and {model.action_space.n} actions; "
@@ -236,8 +248,9 @@ def heldout_check(model, instances: Sequence[Instance]) -> dict[str, Any]:
 
     costs: dict[str, list[float]] = {"ppo": [], "fixed": [], "greedy": []}
     met, feasible = [], []
+    plans = ForecastPlans()  # one oracle for every day's plan
     for inst in instances:
-        result = simulate(inst, ppo_schedule(model, inst))
+        result = simulate(inst, ppo_schedule(model, inst, plans))
         costs["ppo"].append(result.metrics.objective_usd)
         met.append(result.metrics.tranches_met)
         feasible.append(result.metrics.feasible)
@@ -248,7 +261,7 @@ def heldout_check(model, instances: Sequence[Instance]) -> dict[str, Any]:
 
 
 __all__ = ["CONFIG_ATTRIBUTE", "CONFIG_FILE", "ENV_KWARGS_KEYS", "MODEL_FILE", "DecisionSteps", "PPOConfig",
-           "agent_env", "day_forecast_table", "day_price_scale", "heldout_check", "linear_schedule", "load_model", "make_env",
-           "make_model", "make_vec_env", "model_config", "ppo_schedule", "rollout_schedule", "save_run", "versions",
-           "wrap_env"]
+           "agent_env", "day_forecast_table", "day_price_scale", "heldout_check", "linear_schedule", "load_model",
+           "make_env", "make_model", "make_vec_env", "model_config", "observes_plan", "ppo_schedule",
+           "rollout_schedule", "save_run", "versions", "wrap_env"]
 

@@ -62,6 +62,13 @@ class PPOConfig:
     """Choose the joint action one job at a time (see :class:`DecisionSteps`)."""
     choice_features: bool = True
     """With factored actions: per-choice token features of the job choosing now (see :class:`DecisionSteps`)."""
+    forecast_plan: bool = True
+    """With ``information="dayahead"``: observe the forecast plan (the oracle's schedule on the day-ahead point
+    forecast) and the realised forecast error so far (:mod:`agents.plan_features`); no effect with "perfect".
+    Configs saved before it existed mean False."""
+    imitation_epochs: int = 50
+    """With the forecast plan observed: epochs of behaviour cloning of the plan on the training days before PPO
+    (a warm start, :mod:`agents.imitation`; 0 = none)."""
 
     env: str = "auto"
     """Which env: ``"auto"`` (the per-job fleet env, :class:`aidc_env.fleet_env.FleetDispatchEnv`, for instances with
@@ -101,7 +108,7 @@ class PPOConfig:
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> PPOConfig:
         known = {f.name for f in dataclasses.fields(cls)}
-        return cls(**{k: v for k, v in data.items() if k in known})
+        return cls(**{"forecast_plan": False, **{k: v for k, v in data.items() if k in known}})
 
     @property
     def information(self) -> str:

@@ -326,6 +326,7 @@ def corpus(f: dict[str, str]) -> list[tuple[str, list[str], str]]:
         (["--net-arch", "a,b"], "net-arch"), (["--net-arch", ""], "net-arch"), (["--net-arch", "0"], "net-arch"),
         (["--net-arch", ",".join(["8"] * 17)], "net-arch"), (["--batch-size", "0"], "batch-size"),
         (["--n-steps", "0"], "n-steps"), (["--n-epochs", "0"], "n-epochs"), (["--gamma", "1.5"], "gamma"),
+        (["--imitation-epochs", "-1"], "imitation-epochs"),
         (["--gae-lambda", "-0.1"], "gae-lambda"), (["--ent-coef", "-1"], "ent-coef"),
         (["--clip-range", "0"], "clip-range"), (["--reward-scale-usd", "0"], "reward-scale-usd"),
         (["--lookahead", "-1"], "lookahead"), (["--timesteps", "0"], "timesteps"), (["--timesteps", "1e3"], "--timesteps"),

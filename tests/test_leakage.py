@@ -3,7 +3,8 @@
 For random t, the truth (price and renewable shape) of slots t..T−1 of a day-ahead instance is replaced by
 other values; the observations, masks and decisions of slots 0..t must not move. Checked for the env (a fixed
 action sequence and a seeded masked-random policy), for the PPO wrapper (observations and masks) and for an
-untrained MaskablePPO model's deterministic decisions (``ppo_schedule`` / ``rollout_schedule``), and for every
+untrained MaskablePPO model's deterministic decisions (``ppo_schedule`` / ``rollout_schedule``), both with the
+forecast plan and the realised forecast error in the observation (``PPOConfig.forecast_plan``), and for every
 decision rule through ``run_policy`` (mpc, smpc, dayahead-plan, forecast-plan, greedy, fixed, ppo).
 """
 
@@ -122,6 +123,7 @@ def test_ppo_wrapper_observations_and_masks_up_to_t_ignore_the_truth_from_t(t, s
     for case in (inst, moved):
         env = wrap_env(CheckpointDispatchEnv(case=case, information="dayahead", **{
             k: v for k, v in config.behaviour_env_kwargs().items() if k != "information"}), config)
+        assert env.forecast_plan  # the forecast plan and the realised forecast error are observed (default)
         rng = np.random.default_rng(seed)
         obs, _ = env.reset(options={"day": case.day})
         seen, masks = [obs], []

@@ -223,6 +223,7 @@ def test_train_defaults_come_from_ppoconfig():
                         ("lr_schedule", "lr_schedule"), ("activation", "activation"),
                         ("reward_scale_usd", "reward_scale_usd"), ("factored_actions", "factored_actions"),
                         ("choice_features", "choice_features"), ("reward_day_scaled", "reward_day_scaled"),
+                        ("forecast_plan", "forecast_plan"),
                         ("case", "case")):
         assert getattr(args, flag) == getattr(defaults, field), flag
     assert args.net_arch == defaults.net_arch

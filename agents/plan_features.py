@@ -1,0 +1,181 @@
+"""The forecast plan as an observation of the PPO agent (``PPOConfig.forecast_plan``, ``information="dayahead"``).
+
+The *forecast plan* of an instance is the oracle's schedule solved once on the day-ahead point forecast, at the
+first day's issue time (:func:`agents.open_loop.forecast_plan_schedule`: what the ``forecast-plan`` rule applies
+open loop, and on a one-day instance what ``mpc`` applies). It is known before the instance starts, so a policy
+may read it at every slot. The agent sees it next to what it alone can see, the realised truth so far, so that it
+can follow the plan and correct it when the realised prices or renewables depart from the forecast.
+
+Features (:class:`PlanTables`, built once per instance and cached):
+
+- per job, per slot t (``plan_table``): the plan's choice for the segment holding slot t and for the next
+  segment (local choice / M_j: 0 = pause, 1 = the last Pareto mode), and the plan's progress at slot t (tokens the
+  plan has made before slot t / W_j);
+- per slot t (``realised_error_table``), from slots before t only: the realised price minus its day-ahead point
+  forecast (divided by the episode's price scale) in the last slot, over the last hour and since the start; the
+  realised renewable share of rated power minus its forecast in the last slot and since the start (0 at t = 0);
+- in the wrapper (live, :class:`agents.decision_steps.DecisionSteps`): per job, actual minus planned progress,
+  and for the job choosing now a one-hot of the plan's choice over the local choices.
+
+Nothing here reads the truth of slots ≥ t at slot t: the plan reads the forecast only, the error table row t the
+slots before t (checked by ``tests/test_leakage.py``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+import numpy as np
+
+from agents.open_loop import forecast_plan_schedule
+from aidc_env.information import slots_per_hour
+from aidc_env.instance import PAUSE, SECONDS_PER_HOUR, Instance
+from aidc_env.observation import PROGRESS_OBS_HIGH
+from aidc_env.simulator import slot_productive_hours
+
+PLAN_TIME_LIMIT_S = 120.0
+"""Time limit of each plan's oracle solve: evaluate.py's default ``--time-limit`` (so the plan is the
+``forecast-plan`` row's)."""
+PLAN_MIP_GAP = 1e-4
+"""Relative gap of each plan's solve: evaluate.py's default ``--mip-gap`` (``oracle.constants.DEFAULT_MIP_GAP``)."""
+PLAN_JOB_FEATURES = 3
+"""Per job in :func:`plan_table`: planned choice now, planned choice of the next segment, planned progress."""
+REALISED_ERROR_FEATURES = 5
+"""Columns of :func:`realised_error_table`."""
+ERROR_CLIP = 10.0
+"""Price errors (in units of the episode's price scale) are clipped to [-10, 10]."""
+PROGRESS_GAP_CLIP = 1.0
+"""Actual minus planned progress is clipped to [-1, 1]."""
+
+
+class ForecastPlans:
+    """The forecast plan of each instance, solved once (by day) with one reused oracle.
+
+    ``oracle``: a :class:`oracle.rolling.RollingOracle` (default: one built on first use, with
+    :data:`PLAN_TIME_LIMIT_S` and :data:`PLAN_MIP_GAP`). Pickles without the oracle (subprocess envs).
+    """
+
+    def __init__(self, oracle: Any = None, plans: dict[str, list[list[int]]] | None = None):
+        self._oracle = oracle
+        self.plans: dict[str, list[list[int]]] = dict(plans or {})
+        """Plans by :func:`plan_key`."""
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {**self.__dict__, "_oracle": None}
+
+    def oracle(self) -> Any:
+        if self._oracle is None:
+            from oracle.rolling import RollingOracle
+
+            self._oracle = RollingOracle(time_limit_s=PLAN_TIME_LIMIT_S, mip_gap=PLAN_MIP_GAP)
+        return self._oracle
+
+    def plan(self, inst: Instance) -> list[list[int]]:
+        """The instance's forecast plan (solved on first request; keyed by the day and the forecast)."""
+        key = plan_key(inst)
+        found = self.plans.get(key)
+        if found is None:
+            found = self.plans[key] = forecast_plan_schedule(inst, self.oracle(), "dayahead")
+        return found
+
+    def fill(self, instances: Iterable[Instance]) -> ForecastPlans:
+        """Solve every instance's plan now (before envs are forked)."""
+        for inst in instances:
+            self.plan(inst)
+        return self
+
+
+def plan_key(inst: Instance) -> str:
+    """The cache key of an instance's plan: its first day, horizon and a digest of its point forecast."""
+    import hashlib
+
+    forecast = inst.forecast
+    assert forecast is not None  # the env refuses day-ahead instances without forecasts
+    digest = hashlib.sha1(forecast.price_usd_per_mwh.tobytes() + forecast.renewable_shape.tobytes()).hexdigest()
+    return f"{inst.day}/{inst.horizon_days}/{digest[:16]}"
+
+
+def planned_tokens_before(inst: Instance, plan: Sequence[Sequence[int]]) -> np.ndarray:
+    """(J, T + 1): tokens each job's plan has made before slot t (the env's token arithmetic)."""
+    T = inst.slots
+    out = np.zeros((len(inst.jobs), T + 1))
+    for j, (job, row) in enumerate(zip(inst.jobs, plan, strict=True)):
+        sps = inst.slots_per_segment(job)
+        previous = job.initial_mode
+        made = np.zeros(T)
+        for k, choice in enumerate(row):
+            if choice == PAUSE:
+                previous = PAUSE
+                continue
+            rate = job.modes[choice].tokens_per_s * SECONDS_PER_HOUR
+            restarted = choice != previous
+            for offset in range(sps):
+                made[k * sps + offset] = rate * slot_productive_hours(inst, job, offset, restarted)
+            previous = choice
+        out[j, 1:] = np.cumsum(made)
+    return out
+
+
+def plan_table(inst: Instance, plan: Sequence[Sequence[int]]) -> tuple[np.ndarray, np.ndarray]:
+    """(table, planned progress): table (T + 1, J · 3) float32 per slot t, per job: the plan's choice for the
+    segment holding t and for the next segment (local choice / M_j, 0 past the end), the plan's progress before
+    t (/ W_j, clipped like the env's progress); planned progress (J, T + 1) unclipped."""
+    T = inst.slots
+    J = len(inst.jobs)
+    tokens = planned_tokens_before(inst, plan)
+    progress = np.zeros((J, T + 1))
+    table = np.zeros((T + 1, J * PLAN_JOB_FEATURES), dtype=np.float32)
+    for j, (job, row) in enumerate(zip(inst.jobs, plan, strict=True)):
+        sps = inst.slots_per_segment(job)
+        local = np.append(np.asarray(row, dtype=float) + 1, [0.0, 0.0]) / max(job.n_modes, 1)
+        segment = np.arange(T + 1) // sps
+        W = job.tranche_tokens
+        progress[j] = tokens[j] / W if W > 0 else 1.0
+        table[:, PLAN_JOB_FEATURES * j] = local[segment]
+        table[:, PLAN_JOB_FEATURES * j + 1] = local[segment + 1]
+        table[:, PLAN_JOB_FEATURES * j + 2] = np.minimum(progress[j], PROGRESS_OBS_HIGH)
+    return table, progress
+
+
+def realised_error_table(inst: Instance, price_scale_usd_per_mwh: float) -> np.ndarray:
+    """(T + 1, 5) float32: per slot t, from the slots before t only: realised − forecast price / scale in slot
+    t − 1, over the last hour and since the start; realised − forecast renewable share of the rated facility
+    power in slot t − 1 and since the start. Row 0 is 0 (nothing realised yet)."""
+    T = inst.slots
+    forecast = inst.forecast
+    assert forecast is not None  # the env refuses day-ahead instances without forecasts
+    price_error = np.clip((inst.price_usd_per_mwh - forecast.price_usd_per_mwh) / price_scale_usd_per_mwh,
+                          -ERROR_CLIP, ERROR_CLIP)
+    share = inst.renewable_ratio  # renewable MW / rated facility MW = ratio × shape
+    renewable_error = share * (inst.renewable_shape - forecast.renewable_shape)
+    hour = slots_per_hour(inst)
+    table = np.zeros((T + 1, REALISED_ERROR_FEATURES), dtype=np.float32)
+    cum_price = np.concatenate([[0.0], np.cumsum(price_error)])
+    cum_ren = np.concatenate([[0.0], np.cumsum(renewable_error)])
+    t = np.arange(1, T + 1)
+    first_of_hour = np.maximum(t - hour, 0)
+    table[1:, 0] = price_error[t - 1]
+    table[1:, 1] = (cum_price[t] - cum_price[first_of_hour]) / (t - first_of_hour)
+    table[1:, 2] = cum_price[t] / t
+    table[1:, 3] = renewable_error[t - 1]
+    table[1:, 4] = cum_ren[t] / t
+    return table
+
+
+def plan_bounds(inst: Instance, n_choices: int) -> tuple[np.ndarray, np.ndarray]:
+    """Observation bounds of everything the wrapper appends with the forecast plan (in its order)."""
+    J = len(inst.jobs)
+    ren = inst.renewable_ratio
+    per_job_low = np.tile([0.0, 0.0, 0.0], J)
+    per_job_high = np.tile([1.0, 1.0, PROGRESS_OBS_HIGH], J)
+    error_low = np.array([-ERROR_CLIP] * 3 + [-ren] * 2)
+    error_high = np.array([ERROR_CLIP] * 3 + [ren] * 2)
+    low = np.concatenate([per_job_low, error_low, np.full(J, -PROGRESS_GAP_CLIP), np.zeros(n_choices)])
+    high = np.concatenate([per_job_high, error_high, np.full(J, PROGRESS_GAP_CLIP), np.ones(n_choices)])
+    return low, high
+
+
+__all__ = ["ERROR_CLIP", "PLAN_JOB_FEATURES", "PLAN_MIP_GAP", "PLAN_TIME_LIMIT_S", "PROGRESS_GAP_CLIP",
+           "REALISED_ERROR_FEATURES", "ForecastPlans", "plan_bounds", "plan_key", "plan_table", "planned_tokens_before",
+           "realised_error_table"]
