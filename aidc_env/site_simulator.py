@@ -23,7 +23,9 @@ from typing import Any
 
 import numpy as np
 
-from aidc_env.instance import PAUSE, Instance, Job
+from aidc_env.errors import CliParser, require
+from aidc_env.instance import PAUSE, Instance, Job, load_instance
+from aidc_env.io import dumps_json, read_json_file
 from aidc_env.simulator import (
     DayMetrics,
     EnergyMetrics,
@@ -35,11 +37,14 @@ from aidc_env.simulator import (
     energy_accounting,
     energy_totals,
     facility_load_mw,
+    format_metrics,
+    read_schedule,
     segment_productive_hours,
     slot_choices,
     switches,
     validate_schedule,
 )
+from aidc_env.simulator import main as simulator_main
 from aidc_env.sites import SiteNetwork, moves, validate_sites
 
 _ADDITIVE = ("operating_cost_usd", "grid_cost_usd", "renewable_cost_usd", "curtailment_penalty_usd",
@@ -209,3 +214,41 @@ def format_sites(result: SitesResult) -> str:
         lines.append(f"  {mv.name}: {mv.moves} moves, {mv.transfer_hours_lost:.3f} h transferring; sites "
                      f"{' '.join(mv.sites)}")
     return "\n".join(lines)
+
+
+def read_sites(path: str, inst: Instance) -> Any:
+    """The ``sites`` entry of a schedule JSON (an oracle output or ``{"schedule": ..., "sites": ...}``); None if
+    absent (every job at its home site)."""
+    data = read_json_file(path, "schedule")
+    if not isinstance(data, Mapping) or "sites" not in data:
+        return None
+    sites = data["sites"]
+    require(isinstance(sites, (list, Mapping)), "sites", "must be a list per job or an object job name -> list")
+    require(inst.has_sites or sites is None, "sites", "the instance has one site: give no sites entry")
+    return sites
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``python -m aidc_env.simulate``: the one-site simulator's command line, and the sites one for an instance with
+    several sites (the schedule file then may hold ``"sites"``: per job, a site index or name per segment)."""
+    parser = CliParser(prog="python -m aidc_env.simulate", description="Score any schedule of an instance with the "
+                       "simulator. The schedule gives, per job and per checkpoint segment, a mode index or -1 for "
+                       "pause; for an instance with several sites, the file's 'sites' gives each segment's site.")
+    parser.add_argument("--instance", required=True, help="instance JSON (python -m aidc_env.case --json)")
+    parser.add_argument("--schedule", required=True, help='schedule JSON: [[...], ...], {"LLM-A": [...], ...}, or an '
+                        'oracle output; {"schedule": ..., "sites": ...} for sites')
+    parser.add_argument("--json", action="store_true", help="print the metrics as JSON")
+    parser.add_argument("--flows", action="store_true", help="with --json, include the per-slot flows")
+    args = parser.parse_args(argv)
+    inst = load_instance(args.instance)
+    if not inst.has_sites:
+        return simulator_main(argv)
+    result = simulate_sites(inst, read_schedule(args.schedule, inst), read_sites(args.schedule, inst))
+    if args.json:
+        out = result.to_dict()
+        if args.flows:
+            out["flows"] = {"load_mw": result.load_mw.tolist(), "gpus_used": result.gpus_used.tolist()}
+        print(dumps_json(out, indent=1))
+    else:
+        print(format_metrics(result.metrics) + "\n" + format_sites(result))
+    return 0
