@@ -24,7 +24,7 @@ from gymnasium import spaces
 from aidc_env.case import Case, build_instances
 from aidc_env.errors import InputError, is_finite, require
 from aidc_env.information import INFORMATION
-from aidc_env.instance import PAUSE, SECONDS_PER_HOUR, Instance, require_day_model
+from aidc_env.instance import PAUSE, SECONDS_PER_HOUR, Instance, require_day_model, require_one_site
 from aidc_env.joint import joint_choices
 from aidc_env.observation import (
     DEFAULT_LOOKAHEAD,
@@ -671,6 +671,7 @@ def instances_by_day(case: Any, overrides: Mapping[str, Any] | None = None,
         instances = list(build_instances(case, profiles=profiles, **overrides).values())
     reference = instances[0]
     require_day_model(reference, "the env")
+    require_one_site(reference, "the env")
     by_day: dict[str, Instance] = {}
     for inst in instances:
         require(inst.day not in by_day, "case", f"two instances for the day {inst.day}")

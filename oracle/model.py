@@ -25,7 +25,7 @@ import numpy as np
 from aidc_env.baselines import fixed_schedule, greedy_schedule
 from aidc_env.case import Case, build_instance
 from aidc_env.errors import InputError, require
-from aidc_env.instance import PAUSE, Instance, require_day_model
+from aidc_env.instance import PAUSE, Instance, require_day_model, require_one_site
 from aidc_env.profiles import ProfileSet
 from aidc_env.simulator import Metrics, simulate
 from oracle import labeling
@@ -215,6 +215,7 @@ class OracleModel:
         """Precompute the data; the Pyomo model is built on first use (:attr:`built`): the label search and
         the Lagrangian prices need only the data, and most days are proven without branch and bound."""
         require_day_model(inst, "the oracle")
+        require_one_site(inst, "the day oracle (OracleModel; oracle.sites solves sites)")
         tick = time.perf_counter()
         self.inst = inst
         self.data: OracleData = oracle_data(inst, joint=self.formulation == "fast")
