@@ -18,12 +18,14 @@ one-site view (``Instance.site_views``); :func:`solve_sites` checks that the sol
 :func:`aidc_env.site_simulator.simulate_sites`'s replay of its schedule. With one site and no migration the model
 is the textbook model of :mod:`oracle.formulations`.
 
-``fixed_sites=True`` keeps every job at its home site (no migration); ``assignment`` fixes each job to one site
-for the whole horizon (the study's "coordinated without migration" enumerates them, docs/sites.md).
+``fixed_sites=True`` keeps every job at its home site (no migration); ``assignment`` fixes each job to one given
+site; ``stay=True`` lets the model choose each job's one site for the whole horizon, its checkpoint already there
+at t = 0 (no transfer): the study's "coordinated without migration" (docs/sites.md).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import time
 from collections.abc import Iterator, Sequence
@@ -103,7 +105,7 @@ class SitesModel:
     """The sites MILP of one instance (see the module docstring)."""
 
     def __init__(self, inst: Instance, *, fixed_sites: bool = False, assignment: Sequence[int] | None = None,
-                 allow_pause: bool = True) -> None:
+                 stay: bool = False, allow_pause: bool = True) -> None:
         require(not inst.has_fleet_workloads, "case", "the sites oracle runs pre-training jobs only")
         tick = time.perf_counter()
         self.inst = inst
@@ -111,6 +113,7 @@ class SitesModel:
         if fixed_sites:
             assignment = net.home
         self.assignment = None if assignment is None else tuple(int(a) for a in assignment)
+        self.stay = stay
         views = inst.site_views
         n_sites, T = len(net.sites), inst.slots
         coefs = [job_coefficients(inst, job) for job in inst.jobs]
@@ -148,13 +151,21 @@ class SitesModel:
 
         m.run_at_site = pyo.Constraint(jks, rule=run_rule)
 
+        if stay:  # one site per job for the whole horizon, chosen freely: its checkpoint is already there at t = 0
+            m.stay = pyo.Constraint([(j, k, s) for (j, k, s) in jks if k > 0],
+                                    rule=lambda m, j, k, s: m.y[j, k, s] == m.y[j, 0, s])
+
         def previous_x(j: int, k: int, s: int, c: int) -> Any:
+            if k == 0 and stay:
+                return m.y[j, 0, s] if c == inst.jobs[j].initial_mode else 0.0
             if k == 0:
                 return 1.0 if (s == net.home[j] and c == inst.jobs[j].initial_mode) else 0.0
             return m.x[j, k - 1, s, c] if (j, k - 1, s, c) in m.x else 0.0
 
         def previous_y(j: int, k: int, s: int) -> Any:
-            return (1.0 if s == net.home[j] else 0.0) if k == 0 else m.y[j, k - 1, s]
+            if k == 0:
+                return m.y[j, 0, s] if stay else (1.0 if s == net.home[j] else 0.0)
+            return m.y[j, k - 1, s]
 
         m.restart = pyo.Constraint(jksm, rule=lambda m, j, k, s, c: m.z[j, k, s, c] >= m.x[j, k, s, c]
                                    - previous_x(j, k, s, c))
@@ -265,6 +276,8 @@ class SitesModel:
             prev_c = inst.jobs[j].initial_mode if k == 0 else schedule[j][k - 1]
             prev_s = net.home[j] if k == 0 else sites[j][k - 1]
             yield m.x[j, k, s, c], float(run)
+            if self.stay and k == 0:
+                prev_s = s
             yield m.z[j, k, s, c], float(run and (prev_c != c or prev_s != s))
             yield m.w[j, k, s, c], float(run and prev_s != s)
         loads = self.loads(schedule, sites)
@@ -325,7 +338,10 @@ class SitesModel:
                                      objective_usd=None, best_bound_usd=outcome.bound, gap=None, schedule=None,
                                      sites=None, result=None, **common)
         schedule, sites = self.read()
-        result = simulate_sites(self.inst, schedule, sites)
+        replay_inst = self.inst
+        if self.stay and self.inst.network is not None:  # each job's checkpoint starts at its chosen site
+            replay_inst = with_home(self.inst, [row[0] for row in sites])
+        result = simulate_sites(replay_inst, schedule, sites)
         replay = result.metrics.operating_cost_usd
         tolerance = OBJECTIVE_RTOL * max(abs(replay), 1.0)
         own = self.objective_of(schedule, sites)
@@ -342,11 +358,17 @@ class SitesModel:
                                  schedule=schedule, sites=sites, result=result, **common)
 
 
+def with_home(inst: Instance, home: Sequence[int]) -> Instance:
+    """The instance with each job's checkpoint at ``home`` (site indices) before t = 0."""
+    assert inst.network is not None
+    return dataclasses.replace(inst, network=dataclasses.replace(inst.network, home=tuple(int(h) for h in home)))
+
+
 def solve_sites(inst: Instance, *, time_limit_s: float = 120.0, mip_gap: float = DEFAULT_MIP_GAP,
-                fixed_sites: bool = False, assignment: Sequence[int] | None = None, threads: int | None = None,
-                tee: bool = False, warm_start: bool = True) -> SitesOracleResult:
+                fixed_sites: bool = False, assignment: Sequence[int] | None = None, stay: bool = False,
+                threads: int | None = None, tee: bool = False, warm_start: bool = True) -> SitesOracleResult:
     """Solve a sites instance (or a one-site one) with the sites MILP; see :class:`SitesModel`."""
-    model = SitesModel(inst, fixed_sites=fixed_sites, assignment=assignment)
+    model = SitesModel(inst, fixed_sites=fixed_sites, assignment=assignment, stay=stay)
     return model.solve(time_limit_s=time_limit_s, mip_gap=mip_gap, threads=threads, tee=tee, warm_start=warm_start)
 
 
