@@ -663,6 +663,10 @@ def main(argv: Sequence[str] | None = None) -> int:
               f"rho {inst.renewable_ratio:g}")
         print(f"price ${inst.price_usd_per_mwh.min():.1f}..{inst.price_usd_per_mwh.max():.1f}/MWh, "
               f"renewable {inst.renewable_mw.sum() * inst.slot_hours:.3f} MWh available")
+        for site, view in zip(inst.sites if inst.has_sites else (), inst.site_views, strict=False):
+            print(f"  site {site.name}: {site.n_gpus} GPUs, {site.price_node} price "
+                  f"${site.price_usd_per_mwh.min():.1f}..{site.price_usd_per_mwh.max():.1f}/MWh, {site.plant} plant "
+                  f"{site.plant_mw:.3f} MW ({view.renewable_mw.sum() * inst.slot_hours:.3f} MWh available)")
         for job in inst.jobs:
             base = job.modes[job.baseline_mode].label if job.baseline_mode != PAUSE else "none"
             print(f"  {job.name} ({job.model}): {job.n_modes} Pareto modes, K = {job.segments}, "

@@ -20,7 +20,8 @@ is the textbook model of :mod:`oracle.formulations`.
 
 ``fixed_sites=True`` keeps every job at its home site (no migration); ``assignment`` fixes each job to one given
 site; ``stay=True`` lets the model choose each job's one site for the whole horizon, its checkpoint already there
-at t = 0 (no transfer): the study's "coordinated without migration" (docs/sites.md).
+at t = 0 (no transfer): the study's "coordinated without migration" (docs/sites.md); ``free_start=True`` chooses
+the sites at t = 0 the same way but lets jobs move later (paying their transfers): the study's "with migration".
 """
 
 from __future__ import annotations
@@ -105,7 +106,7 @@ class SitesModel:
     """The sites MILP of one instance (see the module docstring)."""
 
     def __init__(self, inst: Instance, *, fixed_sites: bool = False, assignment: Sequence[int] | None = None,
-                 stay: bool = False, allow_pause: bool = True) -> None:
+                 stay: bool = False, free_start: bool = False, allow_pause: bool = True) -> None:
         require(not inst.has_fleet_workloads, "case", "the sites oracle runs pre-training jobs only")
         tick = time.perf_counter()
         self.inst = inst
@@ -114,6 +115,7 @@ class SitesModel:
             assignment = net.home
         self.assignment = None if assignment is None else tuple(int(a) for a in assignment)
         self.stay = stay
+        self.free_start = free_start = free_start or stay
         views = inst.site_views
         n_sites, T = len(net.sites), inst.slots
         coefs = [job_coefficients(inst, job) for job in inst.jobs]
@@ -156,7 +158,7 @@ class SitesModel:
                                     rule=lambda m, j, k, s: m.y[j, k, s] == m.y[j, 0, s])
 
         def previous_x(j: int, k: int, s: int, c: int) -> Any:
-            if k == 0 and stay:
+            if k == 0 and free_start:
                 return m.y[j, 0, s] if c == inst.jobs[j].initial_mode else 0.0
             if k == 0:
                 return 1.0 if (s == net.home[j] and c == inst.jobs[j].initial_mode) else 0.0
@@ -164,7 +166,7 @@ class SitesModel:
 
         def previous_y(j: int, k: int, s: int) -> Any:
             if k == 0:
-                return m.y[j, 0, s] if stay else (1.0 if s == net.home[j] else 0.0)
+                return m.y[j, 0, s] if free_start else (1.0 if s == net.home[j] else 0.0)
             return m.y[j, k - 1, s]
 
         m.restart = pyo.Constraint(jksm, rule=lambda m, j, k, s, c: m.z[j, k, s, c] >= m.x[j, k, s, c]
@@ -276,7 +278,7 @@ class SitesModel:
             prev_c = inst.jobs[j].initial_mode if k == 0 else schedule[j][k - 1]
             prev_s = net.home[j] if k == 0 else sites[j][k - 1]
             yield m.x[j, k, s, c], float(run)
-            if self.stay and k == 0:
+            if self.free_start and k == 0:
                 prev_s = s
             yield m.z[j, k, s, c], float(run and (prev_c != c or prev_s != s))
             yield m.w[j, k, s, c], float(run and prev_s != s)
@@ -321,10 +323,13 @@ class SitesModel:
     # ------------------------------------------------------------------ solving
 
     def solve(self, *, time_limit_s: float = 120.0, mip_gap: float = DEFAULT_MIP_GAP, threads: int | None = None,
-              tee: bool = False, warm_start: bool = True) -> SitesOracleResult:
+              tee: bool = False, warm_start: bool = True,
+              start: tuple[Sequence[Sequence[int]], Sequence[Sequence[int]]] | None = None) -> SitesOracleResult:
+        """Solve; ``start``: a (schedule, sites) MIP start (default: every job's baseline at its home site)."""
         runner = make_runner(DEFAULT_SOLVER)
-        start = self._start() if warm_start else None
-        start_usd = simulate_sites(self.inst, *start).metrics.operating_cost_usd if start else None
+        if start is None and warm_start:
+            start = self._start()
+        start_usd = self.objective_of(*start) if start else None
         tick = time.perf_counter()
         outcome = runner.solve(self.m, time_limit_s=time_limit_s, mip_gap=mip_gap,
                                start=self.start_values(*start) if start else None, threads=threads, tee=tee,
@@ -339,7 +344,7 @@ class SitesModel:
                                      sites=None, result=None, **common)
         schedule, sites = self.read()
         replay_inst = self.inst
-        if self.stay and self.inst.network is not None:  # each job's checkpoint starts at its chosen site
+        if self.free_start and self.inst.network is not None:  # each job's checkpoint starts at its chosen site
             replay_inst = with_home(self.inst, [row[0] for row in sites])
         result = simulate_sites(replay_inst, schedule, sites)
         replay = result.metrics.operating_cost_usd
@@ -366,10 +371,12 @@ def with_home(inst: Instance, home: Sequence[int]) -> Instance:
 
 def solve_sites(inst: Instance, *, time_limit_s: float = 120.0, mip_gap: float = DEFAULT_MIP_GAP,
                 fixed_sites: bool = False, assignment: Sequence[int] | None = None, stay: bool = False,
-                threads: int | None = None, tee: bool = False, warm_start: bool = True) -> SitesOracleResult:
+                free_start: bool = False, threads: int | None = None, tee: bool = False, warm_start: bool = True,
+                start: tuple[Sequence[Sequence[int]], Sequence[Sequence[int]]] | None = None) -> SitesOracleResult:
     """Solve a sites instance (or a one-site one) with the sites MILP; see :class:`SitesModel`."""
-    model = SitesModel(inst, fixed_sites=fixed_sites, assignment=assignment, stay=stay)
-    return model.solve(time_limit_s=time_limit_s, mip_gap=mip_gap, threads=threads, tee=tee, warm_start=warm_start)
+    model = SitesModel(inst, fixed_sites=fixed_sites, assignment=assignment, stay=stay, free_start=free_start)
+    return model.solve(time_limit_s=time_limit_s, mip_gap=mip_gap, threads=threads, tee=tee, warm_start=warm_start,
+                       start=start)
 
 
 def tokens_check(inst: Instance, schedule: Sequence[Sequence[int]], sites: Sequence[Sequence[int]]) -> list[float]:
