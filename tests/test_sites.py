@@ -231,3 +231,14 @@ def test_train_and_evaluate_refuse_sites_with_one_line(capsys, main, argv):
 def test_oracle_cli_refuses_day_options_for_sites(capsys):
     assert run_cli(oracle_cli.main, ["--case", "sites3", "--formulation", "textbook"]) == EXIT_BAD_INPUT
     assert len(capsys.readouterr().err.strip().splitlines()) == 1
+
+
+def test_study_price_spread_scales_deviations_from_the_nodes_mean():
+    from experiments.sites_study import with_link, with_spread
+
+    inst = build_instance("sites3")
+    prices = np.array([s.price_usd_per_mwh for s in inst.sites])
+    assert np.allclose([s.price_usd_per_mwh for s in with_spread(inst, 1.0).sites], prices)
+    flat = np.array([s.price_usd_per_mwh for s in with_spread(inst, 0.0).sites])
+    assert np.allclose(flat, prices.mean(axis=0)[None, :])
+    assert with_link(inst, 2.0).network.transfer_hours[0] == pytest.approx(5 * inst.network.transfer_hours[0])
