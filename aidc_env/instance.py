@@ -237,15 +237,16 @@ class Instance:
     """GPUs of every inference service per slot (int, zeros without inference)."""
     inference_it_kw: np.ndarray = field(init=False, repr=False)
     """IT power of every inference service per slot (kW, zeros without inference)."""
-    site_views: tuple[Instance, ...] = field(init=False, repr=False)
-    """Per site, the one-site instance of its pool, facility, plant and price (same jobs and slots): what the
-    simulator's per-site physics reads. Without a network: ``(self,)``."""
+    @property
+    def site_views(self) -> tuple[Instance, ...]:
+        """Per site, the one-site instance of its pool, facility, plant and price (same jobs and slots): what the
+        simulator's per-site physics reads. Without a network: ``(self,)``."""
+        return self._site_views if self.network is not None else (self,)
 
     def _check_network(self, slots: int) -> None:
         """A network's sites span the instance's slots; every job has a home and a transfer time that fits a segment."""
         network = self.network
         if network is None:
-            object.__setattr__(self, "site_views", (self,))
             return
         require(isinstance(network, SiteNetwork), "network", "must be a SiteNetwork")
         require(len(network.home) == len(self.jobs), "network.home", f"one home site per job ({len(self.jobs)})")
@@ -265,7 +266,7 @@ class Instance:
             ppa_usd_per_mwh=site.ppa_usd_per_mwh, curtailment_penalty_usd_per_mwh=site.curtailment_penalty_usd_per_mwh,
             price_usd_per_mwh=site.price_usd_per_mwh, renewable_shape=site.renewable_shape, forecast=None,
             network=None) for site in network.sites)
-        object.__setattr__(self, "site_views", views)
+        object.__setattr__(self, "_site_views", views)  # not a field: derived, and compared through the network
 
     @property
     def sites(self) -> tuple[Site, ...]:
