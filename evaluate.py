@@ -32,7 +32,7 @@ from agents.days import split_days, spread as spread_days
 from agents.mpc import ForecastNoise
 from agents.policies import HEAVY_POLICIES, POLICY_NAMES, PolicySettings, run_policy
 from aidc_env import limits
-from aidc_env.case import add_case_arguments, build_instances, case_overrides, load_case
+from aidc_env.case import add_case_arguments, build_instances, case_overrides, load_case, require_one_site_case
 from aidc_env.dayahead import DEFAULT_SCENARIOS
 from aidc_env.information import INFORMATION
 from aidc_env.errors import EXIT_INTERRUPTED, CliParser, InputError, require, require_number, run_cli
@@ -283,6 +283,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     # 1. Days (first days of the instances).
     case = load_case(args.case)
+    require_one_site_case(case, "evaluate.py")
     overrides = case_overrides(args)
     horizon = int(overrides.get("horizon_days") or case.horizon_days)
     profiles = load_profiles(args.profiles, renewable_capacity_mw=case.renewable_capacity_mw)

@@ -40,7 +40,7 @@ from agents.imitation import plan_demonstrations, pretrain
 from agents.plan_features import ForecastPlans
 from agents.ppo import CONFIG_FILE, PPOConfig, heldout_check, make_model, make_vec_env, observes_plan, save_run
 from aidc_env import limits
-from aidc_env.case import add_case_arguments, build_instances, case_overrides, load_case
+from aidc_env.case import add_case_arguments, build_instances, case_overrides, load_case, require_one_site_case
 from aidc_env.dayahead import dayahead_instances
 from aidc_env.forecasts import load_forecasts
 from aidc_env.information import INFORMATION
@@ -175,6 +175,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     # 1. Config (with --resume: the run's own config.json, so that a resumed run is the same run).
     case = load_case(args.case)
+    require_one_site_case(case, "train.py")
     out = Path(args.out or Path("runs") / f"ppo-{case.name}")
     check_output_folder(out, "out")
     checkpoints = out / "checkpoints"
@@ -206,6 +207,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     # 2. Days: the train split of the profile source, one instance per day (built once, here).
     case = load_case(config.case)
+    require_one_site_case(case, "train.py")
     profiles = load_profiles(config.profiles, renewable_capacity_mw=case.renewable_capacity_mw)
     instances = build_instances(case, profiles=profiles, **config.overrides)
     config.train_days, config.heldout_days = split_days(profiles.dates())

@@ -39,6 +39,8 @@ from aidc_env.instance import (
 from aidc_env.io import atomic_write_text, check_output_file, read_input_text
 from aidc_env.modes import Mode, ModeParams, generate_modes
 from aidc_env.profiles import HOURS_PER_DAY, ProfileSet, hourly_to_slots, load_profiles
+from aidc_env.site_profiles import SiteProfileSet, load_site_profiles
+from aidc_env.sites import DEFAULT_LINK_GBPS, SITE_KEYS, Site, SiteNetwork, SiteSpec, transfer_hours
 from aidc_env.workloads import FINETUNING, FINETUNING_MAX_GPUS, JOB_KINDS, PRETRAINING, InferenceSpec
 
 
@@ -70,6 +72,8 @@ class JobSpec:
     baseline_hours: float | None = None
     """Default target = the baseline mode's tokens in this many productive hours (default: 24 for pre-training;
     required for fine-tuning unless ``tranche_tokens`` is given)."""
+    site: str | None = None
+    """Sites case: the site holding the job's checkpoint before t = 0 (default: the first site)."""
 
 
 @dataclass(frozen=True)
@@ -105,6 +109,10 @@ class Case:
     """Inference services (``[[inference]]``): GPUs per slot from a demand profile, taken from the pool first."""
     idle_value_usd_per_gpu_hour: float = 0.0
     """Value of an idle GPU-hour ($), credited in the objective (``Metrics.objective_usd``)."""
+    sites: tuple[SiteSpec, ...] = ()
+    """Several data centers (``[[sites]]``, :mod:`aidc_env.sites`); empty: one site, the case's own fields."""
+    link_gbps: float = DEFAULT_LINK_GBPS
+    """``[migration] link_gbps``: the inter-site bandwidth that sets each job's checkpoint transfer time."""
 
     @property
     def slot_hours(self) -> float:
@@ -196,6 +204,25 @@ class Case:
             service.validate(f"inference[{i}]", self.n_gpus, limits.MAX_KW_PER_GPU)
         require_number(self.idle_value_usd_per_gpu_hour, "idle_value_usd_per_gpu_hour", 0.0,
                        limits.MAX_IDLE_VALUE_USD_PER_GPU_HOUR)
+        self._check_sites()
+
+    def _check_sites(self) -> None:
+        """Sites, their names, the jobs' home sites and the link (only a sites case has them)."""
+        for j, job in enumerate(self.jobs):
+            require(job.site is None or job.site in {s.name for s in self.sites}, f"jobs[{j}].site",
+                    f"must be the name of a site of the case, got {job.site!r}")
+        if not self.sites:
+            return
+        for i, site in enumerate(self.sites):
+            site.validate(f"sites[{i}]", self.n_gpus, limits.MAX_RENEWABLE_RATIO)
+        names = [s.name for s in self.sites]
+        require(len(set(names)) == len(names), "sites", f"site names must be unique, got {names}")
+        require(max(s.gpus for s in self.sites) == self.n_gpus, "gpus",
+                "in a sites case, gpus is the largest site's pool (the jobs' modes are those that fit it)")
+        require_number(self.link_gbps, "migration.link_gbps", 0.0, limits.MAX_LINK_GBPS, low_open=True)
+        require(not self.inference and self.idle_value_usd_per_gpu_hour == 0
+                and all(job.kind == PRETRAINING for job in self.jobs), "sites",
+                "sites run pre-training jobs only for now (no inference, fine-tuning or idle-GPU value)")
 
     def _check_workload(self, job: JobSpec, where: str, segment_hours: float) -> None:
         """Kind, window, GPU cap and target of one job (:mod:`aidc_env.workloads`)."""
@@ -277,7 +304,8 @@ def load_case(name_or_path: str | Path | Case) -> Case:
 _FACILITY_KEYS = ("pue", "idle_kw_per_gpu", "rated_kw_per_gpu")
 _ENERGY_KEYS = ("renewable_ratio", "ppa_usd_per_mwh", "curtailment_penalty_usd_per_mwh", "renewable_capacity_mw")
 _TOP_KEYS = {"name", "description", "gpus", "slots", "day", "horizon_days", "min_daily_share", "mode_pool_gpus",
-             "facility", "energy", "jobs", "modes", "inference", "idle_value_usd_per_gpu_hour"}
+             "facility", "energy", "jobs", "modes", "inference", "idle_value_usd_per_gpu_hour", "sites", "migration"}
+_MIGRATION_KEYS = ("link_gbps",)
 _JOB_KEYS = {f.name for f in dataclasses.fields(JobSpec)}
 _INFERENCE_KEYS = {f.name for f in dataclasses.fields(InferenceSpec)}
 
@@ -308,6 +336,17 @@ def case_from_dict(data: Mapping[str, Any], source: str = "") -> Case:
         require({"name", "peak_gpus", "it_kw_per_gpu"} <= set(service), f"inference[{i}]",
                 "needs name, peak_gpus and it_kw_per_gpu")
         services.append(InferenceSpec(**service))
+    sites = []
+    for i, site in enumerate(data.get("sites", [])):
+        require(isinstance(site, Mapping), f"sites[{i}]", "must be a table")
+        bad = set(site) - SITE_KEYS
+        require(not bad, f"sites[{i}].{','.join(sorted(bad))}", f"unknown key (known: {', '.join(sorted(SITE_KEYS))})")
+        require({"name", "gpus", "price_node", "plant"} <= set(site), f"sites[{i}]",
+                "needs name, gpus, price_node and plant")
+        sites.append(SiteSpec(**site))
+    migration = dict(data.get("migration", {}))
+    bad = set(migration) - set(_MIGRATION_KEYS)
+    require(not bad, f"migration.{','.join(sorted(bad))}", f"unknown key (known: {', '.join(_MIGRATION_KEYS)})")
     require("gpus" in data, "gpus", "missing")
     require("day" in data, "day", "missing (the reference day, YYYY-MM-DD)")
     numeric = {**facility, **energy}
@@ -327,10 +366,18 @@ def case_from_dict(data: Mapping[str, Any], source: str = "") -> Case:
         source=source,
         inference=tuple(services),
         idle_value_usd_per_gpu_hour=data.get("idle_value_usd_per_gpu_hour", 0.0),
+        sites=tuple(sites),
+        link_gbps=migration.get("link_gbps", DEFAULT_LINK_GBPS),
         **{k: float(v) for k, v in numeric.items()},
     )
     case.validate()
     return case
+
+
+def require_one_site_case(case: Case, who: str) -> None:
+    """Refuse, with one :class:`InputError` line, a sites case in a command that models one site (``who``)."""
+    require(not case.sites, "case", f"{who} does not handle several sites yet (case {case.name!r}: the sites env is "
+            "issue 14's next step); solve it with python -m oracle and score schedules with python -m aidc_env.simulate")
 
 
 def _pick_baseline(job: JobSpec, modes: Sequence[Mode], where: str) -> int:
@@ -412,8 +459,7 @@ def build_instance(
     ``overrides``: ``gpus``, ``segments``, ``renewable_ratio`` or any :class:`Case` field.
     """
     case = _resolved_case(case, day=day, horizon_days=horizon_days, min_daily_share=min_daily_share, **overrides)
-    if not isinstance(profiles, ProfileSet):
-        profiles = load_profiles(profiles, renewable_capacity_mw=case.renewable_capacity_mw)
+    profiles = _profiles_for(case, profiles)
     return _instance_on_days(case, case.day, profiles, horizon_jobs(resolve_jobs(case), case.horizon_days))
 
 
@@ -432,8 +478,7 @@ def build_instances(
     ``horizon_days`` consecutive complete days; with D = 1, every day). Horizons may overlap.
     """
     case = _resolved_case(case, horizon_days=horizon_days, min_daily_share=min_daily_share, **overrides)
-    if not isinstance(profiles, ProfileSet):
-        profiles = load_profiles(profiles, renewable_capacity_mw=case.renewable_capacity_mw)
+    profiles = _profiles_for(case, profiles)
     jobs = horizon_jobs(resolve_jobs(case), case.horizon_days)
     starts = days or profiles.horizon_starts(case.horizon_days)
     return {day: _instance_on_days(case, day, profiles, jobs) for day in starts}
@@ -456,7 +501,60 @@ def horizon_jobs(jobs: tuple[Job, ...], horizon_days: int) -> tuple[Job, ...]:
                  for job in jobs)
 
 
-def _instance_on_days(case: Case, first_day: str, profiles: ProfileSet, jobs: tuple[Job, ...]) -> Instance:
+def _profiles_for(case: Case, profiles: ProfileSet | SiteProfileSet | str | Path | None) -> ProfileSet | SiteProfileSet:
+    """The profile source of a case: a :class:`SiteProfileSet` (three price nodes, solar and wind apart) for a
+    sites case, else a :class:`ProfileSet`; a loaded set of the wrong kind is refused (one line)."""
+    if case.sites:
+        if isinstance(profiles, SiteProfileSet):
+            return profiles
+        require(not isinstance(profiles, ProfileSet), "profiles", "a sites case needs the three price nodes and solar "
+                "and wind apart: pass the CSV path (or nothing for the bundled days), not a loaded ProfileSet")
+        return load_site_profiles(profiles)
+    if isinstance(profiles, ProfileSet):
+        return profiles
+    require(not isinstance(profiles, SiteProfileSet), "profiles", "a one-site case reads a ProfileSet, not sites'")
+    return load_profiles(profiles, renewable_capacity_mw=case.renewable_capacity_mw)
+
+
+def _site_network(case: Case, jobs: tuple[Job, ...], days: Sequence[Any], profiles: SiteProfileSet) -> SiteNetwork:
+    """The case's sites resolved on the days: each site's price node and plant shape per slot."""
+    sites = []
+    for spec in case.sites:
+        def default(name: str, spec: SiteSpec = spec) -> float:
+            value = getattr(spec, name)
+            return float(getattr(case, name) if value is None else value)
+
+        sites.append(Site(
+            name=spec.name, n_gpus=spec.gpus, pue=default("pue"), idle_kw_per_gpu=default("idle_kw_per_gpu"),
+            rated_kw_per_gpu=default("rated_kw_per_gpu"), plant=spec.plant, renewable_ratio=float(spec.renewable_ratio),
+            ppa_usd_per_mwh=default("ppa_usd_per_mwh"),
+            curtailment_penalty_usd_per_mwh=default("curtailment_penalty_usd_per_mwh"), price_node=spec.price_node,
+            price_usd_per_mwh=np.concatenate([hourly_to_slots(d.price(spec.price_node), case.slots) for d in days]),
+            renewable_shape=np.concatenate([hourly_to_slots(profiles.shape(d, spec.plant), case.slots) for d in days])))
+    index = {spec.name: i for i, spec in enumerate(case.sites)}
+    home = tuple(index[spec.site] if spec.site is not None else 0 for spec in case.jobs)
+    return SiteNetwork(sites=tuple(sites), home=home, link_gbps=float(case.link_gbps),
+                       transfer_hours=tuple(transfer_hours(job.model, case.link_gbps) for job in jobs))
+
+
+def _sites_instance_on_days(case: Case, first_day: str, profiles: SiteProfileSet, jobs: tuple[Job, ...]) -> Instance:
+    """A sites instance: the network, and the first site's fields at the top level (see ``Instance.network``)."""
+    days = profiles.consecutive_days(first_day, case.horizon_days)
+    network = _site_network(case, jobs, days, profiles)
+    first = network.sites[0]
+    return Instance(
+        case_name=case.name, day=first_day, n_gpus=first.n_gpus, slot_hours=case.slot_hours, pue=first.pue,
+        idle_kw_per_gpu=first.idle_kw_per_gpu, rated_kw_per_gpu=first.rated_kw_per_gpu,
+        renewable_ratio=first.renewable_ratio, ppa_usd_per_mwh=first.ppa_usd_per_mwh,
+        curtailment_penalty_usd_per_mwh=first.curtailment_penalty_usd_per_mwh, renewable_capacity_mw=None,
+        jobs=jobs, price_usd_per_mwh=first.price_usd_per_mwh, renewable_shape=first.renewable_shape,
+        horizon_days=len(days), min_daily_share=case.min_daily_share, network=network)
+
+
+def _instance_on_days(case: Case, first_day: str, profiles: ProfileSet | SiteProfileSet,
+                      jobs: tuple[Job, ...]) -> Instance:
+    if isinstance(profiles, SiteProfileSet):
+        return _sites_instance_on_days(case, first_day, profiles, jobs)
     capacity = case.renewable_capacity_mw or profiles.renewable_capacity_mw
     day_profiles = profiles.consecutive_days(first_day, case.horizon_days)
     return Instance(
@@ -565,6 +663,10 @@ def main(argv: Sequence[str] | None = None) -> int:
               f"rho {inst.renewable_ratio:g}")
         print(f"price ${inst.price_usd_per_mwh.min():.1f}..{inst.price_usd_per_mwh.max():.1f}/MWh, "
               f"renewable {inst.renewable_mw.sum() * inst.slot_hours:.3f} MWh available")
+        for site, view in zip(inst.sites if inst.has_sites else (), inst.site_views, strict=False):
+            print(f"  site {site.name}: {site.n_gpus} GPUs, {site.price_node} price "
+                  f"${site.price_usd_per_mwh.min():.1f}..{site.price_usd_per_mwh.max():.1f}/MWh, {site.plant} plant "
+                  f"{site.plant_mw:.3f} MW ({view.renewable_mw.sum() * inst.slot_hours:.3f} MWh available)")
         for job in inst.jobs:
             base = job.modes[job.baseline_mode].label if job.baseline_mode != PAUSE else "none"
             print(f"  {job.name} ({job.model}): {job.n_modes} Pareto modes, K = {job.segments}, "

@@ -24,7 +24,7 @@ from gymnasium import spaces
 from aidc_env.case import Case, build_instances
 from aidc_env.errors import InputError, is_finite, require
 from aidc_env.information import INFORMATION
-from aidc_env.instance import PAUSE, SECONDS_PER_HOUR, Instance
+from aidc_env.instance import PAUSE, SECONDS_PER_HOUR, Instance, require_one_site
 from aidc_env.joint import joint_choices
 from aidc_env.observation import (
     DEFAULT_LOOKAHEAD,
@@ -694,6 +694,7 @@ def instances_by_day(case: Any, overrides: Mapping[str, Any] | None = None,
     require(fleet or not reference.has_fleet_workloads, "case",
             f"{ENV_ID} (one joint action) does not handle fine-tuning jobs, inference or an idle-GPU value (case "
             f"{reference.case_name!r}); use aidc_env/FleetDispatch-v0 (aidc_env.fleet_env.FleetDispatchEnv)")
+    require_one_site(reference, "the env")
     by_day: dict[str, Instance] = {}
     for inst in instances:
         require(inst.day not in by_day, "case", f"two instances for the day {inst.day}")

@@ -208,6 +208,28 @@ class HourlyDaySet(Generic[DayT]):
         """Why the valid date ``date`` has no day (skipped, with the reason, or not in the data)."""
         raise NotImplementedError
 
+    def consecutive_days(self, first: str, count: int) -> list[DayT]:
+        """The ``count`` consecutive days from ``first`` (a horizon).
+
+        InputError("day", ...) if ``first`` is not in the data; InputError("horizon_days", ...) naming the
+        first later day that is not (past the data, or skipped for a gap).
+        """
+        days = [self.day(first)]
+        for offset in range(1, count):
+            date = (dt.date.fromisoformat(first) + dt.timedelta(days=offset)).isoformat()
+            if date not in self.days:
+                why = f"skipped ({self.skipped[date]})" if date in self.skipped else (
+                    f"past the data, which ends on {self.dates()[-1]}" if date > self.dates()[-1] else "not in the data")
+                raise InputError("horizon_days", f"a horizon of {count} days from {first} needs {date}: {why}")
+            days.append(self.days[date])
+        return days
+
+    def horizon_starts(self, count: int) -> list[str]:
+        """The days that start ``count`` consecutive complete days of this source, sorted."""
+        dates = set(self.days)
+        return [d for d in self.dates()
+                if all((dt.date.fromisoformat(d) + dt.timedelta(days=k)).isoformat() in dates for k in range(count))]
+
 
 # --------------------------------------------------------------------------------------------------
 # Reading

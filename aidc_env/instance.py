@@ -31,6 +31,7 @@ time in hours unless the name says otherwise.
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import math
 from collections.abc import Mapping
@@ -45,6 +46,8 @@ from aidc_env.errors import InputError, is_finite, is_integer, require, require_
 from aidc_env.information import Forecast
 from aidc_env.io import dumps_json, read_json_file
 from aidc_env.modes import Mode
+from aidc_env.site_profiles import SOLAR_WIND
+from aidc_env.sites import Site, SiteNetwork
 from aidc_env.workloads import FINETUNING, JOB_KINDS, PRETRAINING, Inference
 
 SECONDS_PER_HOUR = 3600.0
@@ -194,6 +197,11 @@ class Instance:
     """Inference services (:class:`~aidc_env.workloads.Inference`): GPUs per slot taken from the pool first."""
     idle_value_usd_per_gpu_hour: float = 0.0
     """Value of a GPU-hour left idle ($, e.g. lent to other work): credited in ``Metrics.objective_usd``."""
+    network: SiteNetwork | None = None
+    """Several sites (:mod:`aidc_env.sites`): their pools, plants and price nodes, each job's home site and
+    transfer time. None: one site, the instance's own fields (the day model). With a network, the top-level
+    facility, energy, price and renewable fields are those of the first site, for readers that know no sites
+    (they refuse a sites instance: :func:`require_one_site`)."""
 
     def __post_init__(self) -> None:
         price = np.array(self.price_usd_per_mwh, dtype=float)
@@ -215,6 +223,7 @@ class Instance:
                     "must be shorter than a checkpoint segment")
         self._check_horizon(price.size)
         self._check_workloads(price.size)
+        self._check_network(price.size)
         require(self.forecast is None or (isinstance(self.forecast, Forecast) and self.forecast.slots == price.size),
                 "forecast", f"must be a Forecast of {price.size} slots")
         renewable = self.renewable_ratio * self.rated_facility_mw * shape
@@ -228,6 +237,52 @@ class Instance:
     """GPUs of every inference service per slot (int, zeros without inference)."""
     inference_it_kw: np.ndarray = field(init=False, repr=False)
     """IT power of every inference service per slot (kW, zeros without inference)."""
+    @property
+    def site_views(self) -> tuple[Instance, ...]:
+        """Per site, the one-site instance of its pool, facility, plant and price (same jobs and slots): what the
+        simulator's per-site physics reads. Without a network: ``(self,)``."""
+        return self._site_views if self.network is not None else (self,)
+
+    def _check_network(self, slots: int) -> None:
+        """A network's sites span the instance's slots; every job has a home and a transfer time that fits a segment."""
+        network = self.network
+        if network is None:
+            return
+        require(isinstance(network, SiteNetwork), "network", "must be a SiteNetwork")
+        require(len(network.home) == len(self.jobs), "network.home", f"one home site per job ({len(self.jobs)})")
+        require(not self.inference and not any(job.is_finetuning for job in self.jobs)
+                and self.idle_value_usd_per_gpu_hour == 0, "network",
+                "sites run pre-training jobs only for now (no inference, fine-tuning or idle-GPU value)")
+        for i, site in enumerate(network.sites):
+            require(site.price_usd_per_mwh.size == slots, f"network.sites[{i}]", f"must have {slots} slots")
+        for j, job in enumerate(self.jobs):
+            hours = network.transfer_hours[j] + job.restart_hours
+            require(hours < self.segment_hours(job), f"jobs[{j}].transfer_hours",
+                    f"transfer {network.transfer_hours[j]:.4g} h + restart {job.restart_hours:.4g} h must be shorter "
+                    f"than a checkpoint segment ({self.segment_hours(job):g} h)")
+        views = tuple(dataclasses.replace(
+            self, n_gpus=site.n_gpus, pue=site.pue, idle_kw_per_gpu=site.idle_kw_per_gpu,
+            rated_kw_per_gpu=site.rated_kw_per_gpu, renewable_ratio=site.renewable_ratio,
+            ppa_usd_per_mwh=site.ppa_usd_per_mwh, curtailment_penalty_usd_per_mwh=site.curtailment_penalty_usd_per_mwh,
+            price_usd_per_mwh=site.price_usd_per_mwh, renewable_shape=site.renewable_shape, forecast=None,
+            network=None) for site in network.sites)
+        object.__setattr__(self, "_site_views", views)  # not a field: derived, and compared through the network
+
+    @property
+    def sites(self) -> tuple[Site, ...]:
+        """The instance's sites: the network's, or the one implicit site of the instance's own fields."""
+        if self.network is not None:
+            return self.network.sites
+        return (Site(name=self.case_name or "site", n_gpus=self.n_gpus, pue=self.pue,
+                     idle_kw_per_gpu=self.idle_kw_per_gpu, rated_kw_per_gpu=self.rated_kw_per_gpu, plant=SOLAR_WIND,
+                     renewable_ratio=self.renewable_ratio, ppa_usd_per_mwh=self.ppa_usd_per_mwh,
+                     curtailment_penalty_usd_per_mwh=self.curtailment_penalty_usd_per_mwh, price_node="SCE",
+                     price_usd_per_mwh=self.price_usd_per_mwh, renewable_shape=self.renewable_shape),)
+
+    @property
+    def has_sites(self) -> bool:
+        """Several sites (a :class:`SiteNetwork`), which the day-model oracle, env and agents do not model."""
+        return self.network is not None
 
     def _check_workloads(self, slots: int) -> None:
         """Job windows on checkpoint boundaries within the horizon; inference profiles of the instance's length."""
@@ -353,6 +408,7 @@ class Instance:
             "idle_value_usd_per_gpu_hour": self.idle_value_usd_per_gpu_hour,
             "inference": [service.to_dict() for service in self.inference],
             **({"forecast": self.forecast.to_dict()} if self.forecast is not None else {}),
+            **({"network": self.network.to_dict()} if self.network is not None else {}),
         }
 
     @classmethod
@@ -387,6 +443,7 @@ class Instance:
                 inference=_as_inference(data.get("inference", [])),
                 idle_value_usd_per_gpu_hour=_as_float(data.get("idle_value_usd_per_gpu_hour", 0.0),
                                                       "idle_value_usd_per_gpu_hour"),
+                network=SiteNetwork.from_dict(data["network"]) if data.get("network") is not None else None,
             )
         except KeyError as err:
             raise InputError(str(err.args[0]), "missing from the instance") from None
@@ -414,6 +471,13 @@ def require_day_model(inst: Instance, who: str) -> None:
     require(not inst.has_fleet_workloads, "case",
             f"{who} does not handle fine-tuning jobs, inference or an idle-GPU value yet (case {inst.case_name!r}); "
             "score fleet schedules with python -m aidc_env.simulate (issue 13: the fleet oracle and env)")
+
+
+def require_one_site(inst: Instance, who: str) -> None:
+    """Refuse, with one :class:`InputError` line, a sites instance in a consumer that models one site (``who``)."""
+    require(not inst.has_sites, "case",
+            f"{who} does not handle several sites yet (case {inst.case_name!r}); solve it with python -m oracle "
+            "(the sites MILP) and score schedules with python -m aidc_env.simulate (issue 14: the sites env)")
 
 
 def load_instance(path: str | Path) -> Instance:

@@ -44,6 +44,8 @@ MAX_PRICE_USD_PER_MWH = 100_000.0
 $5,000/MWh; 20x the highest cap."""
 MAX_RENEWABLE_CAPACITY_MW = 1_000_000.0
 """Capacity that normalises solar + wind (MW): CAISO's whole solar + wind fleet is ~30,000 MW."""
+MAX_LINK_GBPS = 1e6
+"""Inter-site bandwidth for a checkpoint copy (Gbit/s): a petabit per second, 1000x the largest wide-area links."""
 
 # --------------------------------------------------------------------------------------- runs
 

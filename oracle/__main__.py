@@ -4,14 +4,15 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from aidc_env import limits
 from aidc_env.case import add_case_arguments, instance_from_args
 from aidc_env.errors import CliParser, require, require_number, run_cli
-from aidc_env.instance import load_instance
+from aidc_env.instance import Instance, load_instance
 from aidc_env.io import atomic_path, check_output_file, dumps_json
 from aidc_env.simulator import format_metrics
+from aidc_env.site_simulator import format_sites
 from oracle.constants import DEFAULT_MIP_GAP, DEFAULT_SOLVER, DEFAULT_TIME_LIMIT_S, FORMULATIONS
 
 if TYPE_CHECKING:
@@ -74,6 +75,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.mps:
         check_output_file(args.mps, "mps")
     inst = load_instance(args.instance) if args.instance else instance_from_args(args)
+    if inst.has_sites:
+        return _solve_sites(inst, args)
     from oracle.model import OracleModel  # Pyomo loads only once the input is known to be good
     from oracle.race import RACE_AFTER_S
 
@@ -95,6 +98,34 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(dumps_json(result.to_dict(), indent=1))
     else:
         print(summary(result))
+    return 0
+
+
+def _solve_sites(inst: Instance, args: Any) -> int:
+    """A sites instance: the sites MILP (:mod:`oracle.sites`); the day oracle's other options do not apply."""
+    require(args.formulation == "fast" and not args.no_pause and not args.mps, "formulation",
+            "a sites instance is solved by the sites MILP (oracle/sites.py): --formulation, --no-pause and --mps "
+            "do not apply")
+    from oracle.sites import solve_sites  # Pyomo loads only once the input is known to be good
+
+    stdout = sys.stdout
+    if args.log:
+        sys.stdout = sys.stderr
+    try:
+        result = solve_sites(inst, time_limit_s=args.time_limit, mip_gap=args.mip_gap, threads=args.threads,
+                             tee=args.log, warm_start=not args.no_warm_start)
+    finally:
+        sys.stdout = stdout
+    if args.json:
+        print(dumps_json(result.to_dict(), indent=1))
+        return 0
+    print(f"{result.case} on {result.day}: {result.status}")
+    if result.objective_usd is not None:
+        print(f"operating cost ${result.objective_usd:,.4f} (best bound ${result.best_bound_usd:,.4f}, gap "
+              f"{result.gap:.2e}), build {result.build_seconds:.2f} s, solve {result.solve_seconds:.2f} s "
+              "[sites MILP, highs]")
+    if result.result is not None:
+        print(format_metrics(result.result.metrics) + "\n" + format_sites(result.result))
     return 0
 
 

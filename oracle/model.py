@@ -25,7 +25,7 @@ import numpy as np
 from aidc_env.baselines import fixed_schedule, greedy_schedule
 from aidc_env.case import Case, build_instance
 from aidc_env.errors import InputError, require
-from aidc_env.instance import PAUSE, Instance
+from aidc_env.instance import PAUSE, Instance, require_one_site
 from aidc_env.profiles import ProfileSet
 from aidc_env.simulator import Metrics, simulate
 from oracle import labeling
@@ -136,6 +136,7 @@ class OracleModel:
     def _build(self, inst: Instance) -> None:
         """Precompute the data; the Pyomo model is built on first use (:attr:`built`): the label search and
         the Lagrangian prices need only the data, and most days are proven without branch and bound."""
+        require_one_site(inst, "the day oracle (OracleModel; oracle.sites solves sites)")
         tick = time.perf_counter()
         self.inst = inst
         self.fleet: FleetOracle | None = None

@@ -1,0 +1,120 @@
+"""Hourly profiles of the sites case: three CAISO load-zone prices, and solar and wind apart (DESIGN §9, "Sites").
+
+The sites case (``aidc_env/cases/sites3.toml``) needs what the day model's profile source merges or leaves out:
+the real-time LMP at each of the three load zones (SCE, PG&E, SDG&E) and the solar and wind outputs as two
+separate plants' shapes. A *site profile source* is a CSV of the same canonical form as
+:mod:`aidc_env.profiles` (local days, DST rules, skipped incomplete days: the same :mod:`aidc_env.hourly`
+reader) with the columns :data:`SITE_COLUMNS` (``../shared/data/caiso/caiso_2023_hourly.csv`` has them all).
+
+A plant's shape is its column clipped at 0 and divided by the column's peak over the source (for the bundled
+table, the full year's peaks from its sidecar JSON, so that bundled and full-year runs normalise alike);
+``solar+wind`` is the day model's combined shape normalised by the sum's peak.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+from types import MappingProxyType
+
+import numpy as np
+
+from aidc_env.errors import InputError, require
+from aidc_env.hourly import COL_LOCAL_START, COL_TIMESTAMP_UTC, HOURS_PER_DAY, HourlyDay, HourlyDaySet, \
+    parse_hourly_days, read_hourly_csv, require_positive
+from aidc_env.limits import MAX_PRICE_USD_PER_MWH, MAX_RENEWABLE_CAPACITY_MW
+from aidc_env.profiles import BUNDLED_DIR, COL_PRICE, COL_SOLAR, COL_WIND, PACKAGE
+
+COL_PRICE_PGE = "price_pge_usd_per_mwh"
+COL_PRICE_SDGE = "price_sdge_usd_per_mwh"
+PRICE_NODES: Mapping[str, str] = MappingProxyType({"SCE": COL_PRICE, "PGE": COL_PRICE_PGE, "SDGE": COL_PRICE_SDGE})
+"""Price node of a site -> its column: the CAISO real-time LMP at DLAP SCE, PG&E and SDG&E (see the data README)."""
+SITE_VALUE_COLUMNS = (COL_PRICE, COL_PRICE_PGE, COL_PRICE_SDGE, COL_SOLAR, COL_WIND)
+SITE_COLUMNS = (COL_TIMESTAMP_UTC, COL_LOCAL_START, *SITE_VALUE_COLUMNS)
+SOLAR, WIND, SOLAR_WIND, NO_PLANT = "solar", "wind", "solar+wind", "none"
+PLANTS = (SOLAR, WIND, SOLAR_WIND, NO_PLANT)
+"""A site's renewable plant: its shape is the CAISO solar, wind or solar + wind output, or no plant."""
+
+BUNDLED_SITE_CSV = "caiso_2023_site_days.csv"
+BUNDLED_SITE_META = "caiso_2023_site_days.json"
+BUNDLED_SITE_SOURCE = "bundled-sites"
+_BOUNDS = {COL_PRICE: MAX_PRICE_USD_PER_MWH, COL_PRICE_PGE: MAX_PRICE_USD_PER_MWH,
+           COL_PRICE_SDGE: MAX_PRICE_USD_PER_MWH, COL_SOLAR: MAX_RENEWABLE_CAPACITY_MW,
+           COL_WIND: MAX_RENEWABLE_CAPACITY_MW}
+
+
+@dataclass(frozen=True, eq=False)
+class SiteDay(HourlyDay):
+    """One local day of the three nodes' prices and the solar and wind outputs (hourly, by clock hour)."""
+
+    value_columns = SITE_VALUE_COLUMNS
+
+    date: str
+    price_usd_per_mwh: np.ndarray
+    price_pge_usd_per_mwh: np.ndarray
+    price_sdge_usd_per_mwh: np.ndarray
+    solar_mw: np.ndarray
+    wind_mw: np.ndarray
+    hours_in_day: int = HOURS_PER_DAY
+
+    def price(self, node: str) -> np.ndarray:
+        """The hourly LMP of a price node (:data:`PRICE_NODES`)."""
+        require(node in PRICE_NODES, "price_node", f"must be one of {', '.join(PRICE_NODES)}, got {node!r}")
+        return getattr(self, PRICE_NODES[node])
+
+
+@dataclass(frozen=True, eq=False)
+class SiteProfileSet(HourlyDaySet[SiteDay]):
+    """The complete days of a site profile source and the peaks that normalise the plants' shapes."""
+
+    day_type = SiteDay
+    day_field = "day"
+
+    solar_peak_mw: float
+    wind_peak_mw: float
+    source: str
+
+    def _absent(self, date: str) -> str:
+        if date in self.skipped:
+            return f"{date} is not in the data: skipped ({self.skipped[date]}); {self._extent('has')}"
+        return f"{date} is not in the data ({self._extent('has')})"
+
+    def shape(self, day: SiteDay, plant: str) -> np.ndarray:
+        """Hourly capacity factor in [0, 1] of a plant on a day (zeros for no plant)."""
+        require(plant in PLANTS, "plant", f"must be one of {', '.join(PLANTS)}, got {plant!r}")
+        solar, wind = np.maximum(day.solar_mw, 0.0), np.maximum(day.wind_mw, 0.0)
+        if plant == SOLAR:
+            return np.clip(solar / self.solar_peak_mw, 0.0, 1.0)
+        if plant == WIND:
+            return np.clip(wind / self.wind_peak_mw, 0.0, 1.0)
+        if plant == SOLAR_WIND:
+            return np.clip((solar + wind) / (self.solar_peak_mw + self.wind_peak_mw), 0.0, 1.0)
+        return np.zeros(HOURS_PER_DAY)
+
+
+def load_site_profiles(path: str | os.PathLike[str] | None = None) -> SiteProfileSet:
+    """A site profile CSV (see the module docstring), or the bundled days if ``path`` is None."""
+    if path is None:
+        meta_file = resources.files(PACKAGE).joinpath(BUNDLED_DIR, BUNDLED_SITE_META)
+        meta = json.loads(meta_file.read_text(encoding="utf-8"))
+        with resources.files(PACKAGE).joinpath(BUNDLED_DIR, BUNDLED_SITE_CSV).open("r", encoding="utf-8") as handle:
+            frame = read_hourly_csv(handle, BUNDLED_SITE_SOURCE, SITE_COLUMNS, "profiles")
+        days, skipped, _ = parse_hourly_days(frame, BUNDLED_SITE_SOURCE, "profiles", SiteDay, _BOUNDS)
+        return SiteProfileSet(days=days, skipped=skipped, solar_peak_mw=float(meta["solar_peak_mw"]),
+                              wind_peak_mw=float(meta["wind_peak_mw"]), source=BUNDLED_SITE_SOURCE)
+    file = Path(path)
+    require(file.is_file(), "profiles", f"no profile file {file}")
+    frame = read_hourly_csv(file, str(file), SITE_COLUMNS, "profiles")
+    days, skipped, _ = parse_hourly_days(frame, str(file), "profiles", SiteDay, _BOUNDS)
+    peaks = []
+    for column in (COL_SOLAR, COL_WIND):
+        values = np.concatenate([getattr(d, column) for d in days.values()])
+        peak = float(np.max(np.maximum(values, 0.0)))
+        if peak <= 0:
+            raise InputError("profiles", f"{file}: {column} has no positive value to normalise a plant by")
+        peaks.append(require_positive(peak, column))
+    return SiteProfileSet(days=days, skipped=skipped, solar_peak_mw=peaks[0], wind_peak_mw=peaks[1], source=str(file))

@@ -1,0 +1,279 @@
+"""Several data centers (DESIGN §9, "Sites"): each site's pool, plant and price node, and moving a job between them.
+
+A :class:`Site` is one data center resolved on the instance's slots: its GPU pool, PUE, idle power, rated power
+per GPU, renewable plant (``solar``, ``wind``, ``solar+wind`` or ``none``; rated ``plant_mw``, its capacity
+factor per slot ``renewable_shape``), take-or-pay PPA price and price node (``SCE``, ``PGE`` or ``SDGE``: the
+CAISO load zone whose LMP it pays, ``price_usd_per_mwh`` per slot). A :class:`SiteNetwork` holds the sites of an
+instance, each job's *home* site (where its checkpoint is before t = 0) and each job's transfer time.
+
+**Where a job is.** A sites schedule gives, per job and per checkpoint segment, a mode (or pause) *and* a site:
+the site holding the job's checkpoint during that segment, where it runs if it runs. A job is at one site per
+segment by construction of the format, and it can change site only between two segments, i.e. at a checkpoint.
+
+**Migration.** A job whose site differs from the previous segment's (the home site before segment 0) *moves*:
+its checkpoint is copied over the inter-site link during the first ``transfer_hours`` of the segment. If the
+segment runs, the job makes no token while the checkpoint travels, then pays its restart τ_j (a new process at
+the destination): productive hours = H − τ_j − transfer. If the segment is paused, the copy happens during the
+pause and costs nothing (the later resume pays τ_j as usual). Transfer time = checkpoint bytes / link bandwidth,
+with checkpoint bytes = parameters × :data:`CHECKPOINT_BYTES_PER_PARAMETER`.
+
+**Power during a transfer** (a documented simplification): the destination holds the job's GPUs for the whole
+segment and they draw the mode's power, exactly as during the restart τ_j of the day model (docs/model.md:
+"during the restart the mode draws its full power and makes no token"); the source releases its GPUs at the
+boundary (they are idle there from then on). The energy of the copy itself (network and storage) is left out:
+~1 TB over a 10 Gbit/s path is a few kWh against the sites' ~1 MWh per hour.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from aidc_env.errors import InputError, is_finite, is_integer, require
+from aidc_env.modes import LLAMA_MODELS
+from aidc_env.site_profiles import PLANTS, PRICE_NODES
+
+SECONDS_PER_HOUR = 3600.0
+BITS_PER_BYTE = 8.0
+BITS_PER_GIGABIT = 1e9
+
+CHECKPOINT_BYTES_PER_PARAMETER = 14.0
+"""Bytes a training checkpoint holds per parameter with mixed-precision Adam: bf16 weights (2) + fp32 master
+weights (4) + Adam's two fp32 moments (8). Source: Rajbhandari et al. 2020, "ZeRO: Memory Optimizations Toward
+Training Trillion Parameter Models", §3.1 (mixed-precision Adam keeps 2Ψ + 2Ψ + 12Ψ bytes; the 2Ψ of fp16
+gradients are not checkpointed); the same split as ``ModeParams.bytes_per_param`` (18, whose gradients are fp32)."""
+
+DEFAULT_LINK_GBPS = 10.0
+"""Default effective inter-site bandwidth for a checkpoint copy (Gbit/s): one 10 GbE path of a leased wide-area
+link, a conservative figure (a dedicated 100G wavelength moves the same checkpoint ten times faster). The
+sites case states its own; the coordination study sweeps it (docs/sites.md)."""
+
+
+def checkpoint_bytes(model: str) -> float:
+    """Checkpoint size of a model (bytes): its parameters (counted from the architecture) × 14."""
+    key = model.strip().lower()
+    require(key in LLAMA_MODELS, "model", f"unknown model {model!r}; known: {', '.join(LLAMA_MODELS)}")
+    return LLAMA_MODELS[key].params * CHECKPOINT_BYTES_PER_PARAMETER
+
+
+def transfer_hours(model: str, link_gbps: float) -> float:
+    """Hours to copy a model's checkpoint over a link of ``link_gbps`` Gbit/s."""
+    require(is_finite(link_gbps) and link_gbps > 0, "migration.link_gbps", f"must be a number > 0, got {link_gbps!r}")
+    return checkpoint_bytes(model) * BITS_PER_BYTE / (link_gbps * BITS_PER_GIGABIT) / SECONDS_PER_HOUR
+
+
+@dataclass(frozen=True, eq=False)
+class Site:
+    """One data center resolved on an instance's slots (see the module docstring). Units as in the instance."""
+
+    name: str
+    n_gpus: int
+    pue: float
+    idle_kw_per_gpu: float
+    rated_kw_per_gpu: float
+    plant: str
+    """``solar``, ``wind``, ``solar+wind`` or ``none`` (:data:`aidc_env.site_profiles.PLANTS`)."""
+    renewable_ratio: float
+    """Plant size relative to the site's rated facility power (ρ, as in the day model; 0 without a plant)."""
+    ppa_usd_per_mwh: float
+    curtailment_penalty_usd_per_mwh: float
+    price_node: str
+    """``SCE``, ``PGE`` or ``SDGE`` (:data:`aidc_env.site_profiles.PRICE_NODES`)."""
+    price_usd_per_mwh: np.ndarray
+    renewable_shape: np.ndarray
+    """The plant's capacity factor per slot in [0, 1]."""
+
+    def __post_init__(self) -> None:
+        where = f"sites.{self.name}"
+        require(isinstance(self.name, str) and self.name != "", "sites.name", "must be a non-empty string")
+        require(is_integer(self.n_gpus) and self.n_gpus > 0, f"{where}.gpus", f"must be a positive integer, got "
+                f"{self.n_gpus!r}")
+        require(is_finite(self.pue) and self.pue >= 1, f"{where}.pue", "must be a number >= 1")
+        for name in ("idle_kw_per_gpu", "rated_kw_per_gpu", "renewable_ratio", "ppa_usd_per_mwh",
+                     "curtailment_penalty_usd_per_mwh"):
+            value = getattr(self, name)
+            require(is_finite(value) and value >= 0, f"{where}.{name}", f"must be a finite number >= 0, got {value!r}")
+        require(self.plant in PLANTS, f"{where}.plant", f"must be one of {', '.join(PLANTS)}, got {self.plant!r}")
+        require(self.price_node in PRICE_NODES, f"{where}.price_node",
+                f"must be one of {', '.join(PRICE_NODES)}, got {self.price_node!r}")
+        price = np.array(self.price_usd_per_mwh, dtype=float)
+        shape = np.array(self.renewable_shape, dtype=float)
+        require(price.ndim == 1 and bool(np.all(np.isfinite(price))), f"{where}.price_usd_per_mwh",
+                "must be a list of finite numbers")
+        require(shape.shape == price.shape and bool(np.all((shape >= 0) & (shape <= 1))), f"{where}.renewable_shape",
+                f"must be {price.size} numbers within [0, 1]")
+        for name, arr in (("price_usd_per_mwh", price), ("renewable_shape", shape)):
+            arr.setflags(write=False)
+            object.__setattr__(self, name, arr)
+
+    @property
+    def rated_facility_mw(self) -> float:
+        return self.pue * self.n_gpus * self.rated_kw_per_gpu / 1000.0
+
+    @property
+    def plant_mw(self) -> float:
+        """Rated power of the site's renewable plant (MW)."""
+        return self.renewable_ratio * self.rated_facility_mw
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"name": self.name, "gpus": self.n_gpus, "pue": self.pue, "idle_kw_per_gpu": self.idle_kw_per_gpu,
+                "rated_kw_per_gpu": self.rated_kw_per_gpu, "plant": self.plant,
+                "renewable_ratio": self.renewable_ratio, "plant_mw": self.plant_mw,
+                "ppa_usd_per_mwh": self.ppa_usd_per_mwh,
+                "curtailment_penalty_usd_per_mwh": self.curtailment_penalty_usd_per_mwh,
+                "price_node": self.price_node, "price_usd_per_mwh": self.price_usd_per_mwh.tolist(),
+                "renewable_shape": self.renewable_shape.tolist()}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any], where: str) -> Site:
+        require(isinstance(data, Mapping), where, "must be an object")
+        try:
+            return cls(name=str(data["name"]), n_gpus=data["gpus"], pue=data["pue"],
+                       idle_kw_per_gpu=data["idle_kw_per_gpu"], rated_kw_per_gpu=data["rated_kw_per_gpu"],
+                       plant=data["plant"], renewable_ratio=data["renewable_ratio"],
+                       ppa_usd_per_mwh=data["ppa_usd_per_mwh"],
+                       curtailment_penalty_usd_per_mwh=data.get("curtailment_penalty_usd_per_mwh", 0.0),
+                       price_node=data["price_node"], price_usd_per_mwh=_numbers(data["price_usd_per_mwh"], where),
+                       renewable_shape=_numbers(data["renewable_shape"], where))
+        except KeyError as err:
+            raise InputError(f"{where}.{err.args[0]}", "missing") from None
+
+
+@dataclass(frozen=True, eq=False)
+class SiteNetwork:
+    """The sites of an instance, each job's home site and transfer time, and the link that gives the latter."""
+
+    sites: tuple[Site, ...]
+    home: tuple[int, ...]
+    """Per job (instance order): the index of the site holding its checkpoint before t = 0."""
+    transfer_hours: tuple[float, ...]
+    """Per job: hours to copy its checkpoint to another site (no tokens meanwhile, see the module docstring)."""
+    link_gbps: float = DEFAULT_LINK_GBPS
+    """The inter-site bandwidth the transfer times were computed from (for the record)."""
+    index: Mapping[str, int] = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        require(len(self.sites) >= 1, "sites", "at least one site is needed")
+        names = [s.name for s in self.sites]
+        require(len(set(names)) == len(names), "sites", f"site names must be unique, got {names}")
+        require(len(self.home) == len(self.transfer_hours), "sites.home", "one home site and transfer time per job")
+        for j, h in enumerate(self.home):
+            require(is_integer(h) and 0 <= h < len(self.sites), f"jobs[{j}].site",
+                    f"must be a site index 0..{len(self.sites) - 1}, got {h!r}")
+        for j, hours in enumerate(self.transfer_hours):
+            require(is_finite(hours) and hours >= 0, f"jobs[{j}].transfer_hours", "must be a number >= 0")
+        object.__setattr__(self, "home", tuple(int(h) for h in self.home))
+        object.__setattr__(self, "transfer_hours", tuple(float(h) for h in self.transfer_hours))
+        object.__setattr__(self, "index", {name: i for i, name in enumerate(names)})
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        return tuple(s.name for s in self.sites)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"sites": [s.to_dict() for s in self.sites], "home": list(self.home),
+                "transfer_hours": list(self.transfer_hours), "link_gbps": self.link_gbps}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> SiteNetwork:
+        require(isinstance(data, Mapping), "network", "must be an object with sites, home and transfer_hours")
+        sites = data.get("sites")
+        require(isinstance(sites, list) and sites, "network.sites", "must be a non-empty list of sites")
+        for key in ("home", "transfer_hours"):
+            require(isinstance(data.get(key), list), f"network.{key}", "must be a list (one value per job)")
+        link = data.get("link_gbps", DEFAULT_LINK_GBPS)
+        require(is_finite(link) and link > 0, "network.link_gbps", "must be a number > 0")
+        return cls(sites=tuple(Site.from_dict(s, f"network.sites[{i}]") for i, s in enumerate(sites)),
+                   home=tuple(data["home"]), transfer_hours=tuple(data["transfer_hours"]), link_gbps=float(link))
+
+
+def validate_sites(network: SiteNetwork, job_names: Sequence[str], segments: Sequence[int],
+                   sites: Sequence[Sequence[int | str]] | Mapping[str, Sequence[int | str]] | None) -> tuple[
+        np.ndarray, ...]:
+    """Per job an int array of its K_j site indices (one per segment); None: every job stays at its home.
+
+    Accepts a list (job order) or a mapping from job name to its list; entries are site indices or names. A job
+    at two sites in one segment, or a move within a segment, cannot be written in this format; any other shape
+    (e.g. one site per slot) is refused with an InputError naming the job.
+    """
+    if sites is None:
+        return tuple(np.full(k, h, dtype=np.int64) for k, h in zip(segments, network.home, strict=True))
+    if isinstance(sites, Mapping):
+        missing = [name for name in job_names if name not in sites]
+        require(not missing, "sites", f"no site entry for job(s) {', '.join(missing)}")
+        unknown = sorted(set(sites) - set(job_names))
+        require(not unknown, "sites", f"unknown job(s) {', '.join(unknown)}")
+        sites = [sites[name] for name in job_names]
+    require(len(sites) == len(job_names), "sites", f"expected {len(job_names)} jobs, got {len(sites)}")
+    out = []
+    for name, k, row in zip(job_names, segments, sites, strict=True):
+        require(isinstance(row, (list, tuple, np.ndarray)), f"sites.{name}", "must be a list of one site per segment")
+        values = []
+        for entry in row:
+            if isinstance(entry, str):
+                require(entry in network.index, f"sites.{name}",
+                        f"unknown site {entry!r}; the sites: {', '.join(network.names)}")
+                values.append(network.index[entry])
+            else:
+                require(is_integer(entry) and 0 <= int(entry) < len(network.sites), f"sites.{name}",
+                        f"site entries must be site names or indices 0..{len(network.sites) - 1}, got {entry!r}")
+                values.append(int(entry))
+        require(len(values) == k, f"sites.{name}", f"expected one site per checkpoint segment ({k}), got "
+                f"{len(values)} (a job is at one site per segment and moves only at a checkpoint)")
+        out.append(np.array(values, dtype=np.int64))
+    return tuple(out)
+
+
+def moves(home: int, sites: np.ndarray) -> np.ndarray:
+    """Bool per segment: the job's site differs from the previous segment's (the home site before segment 0)."""
+    previous = np.concatenate(([home], sites[:-1]))
+    return sites != previous
+
+
+def _numbers(value: Any, where: str) -> np.ndarray:
+    require(isinstance(value, list) and all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in value),
+            where, "per-slot values must be a list of numbers")
+    return np.asarray(value, dtype=float)
+
+
+# --------------------------------------------------------------------------------------------- case files
+
+
+@dataclass(frozen=True)
+class SiteSpec:
+    """One ``[[sites]]`` table of a case file; facility and energy fields default to the case's."""
+
+    name: str
+    gpus: int
+    price_node: str
+    plant: str
+    renewable_ratio: float = 0.0
+    pue: float | None = None
+    idle_kw_per_gpu: float | None = None
+    rated_kw_per_gpu: float | None = None
+    ppa_usd_per_mwh: float | None = None
+    curtailment_penalty_usd_per_mwh: float | None = None
+
+    def validate(self, where: str, max_gpus: int, max_ratio: float) -> None:
+        require(isinstance(self.name, str) and self.name != "", f"{where}.name", "must be a non-empty string")
+        require(is_integer(self.gpus) and 0 < self.gpus <= max_gpus, f"{where}.gpus",
+                f"must be an integer in 1..{max_gpus} (the case's gpus: the largest site), got {self.gpus!r}")
+        require(self.price_node in PRICE_NODES, f"{where}.price_node",
+                f"must be one of {', '.join(PRICE_NODES)}, got {self.price_node!r}")
+        require(self.plant in PLANTS, f"{where}.plant", f"must be one of {', '.join(PLANTS)}, got {self.plant!r}")
+        for name in ("renewable_ratio", "pue", "idle_kw_per_gpu", "rated_kw_per_gpu", "ppa_usd_per_mwh",
+                     "curtailment_penalty_usd_per_mwh"):
+            value = getattr(self, name)
+            require(value is None or (isinstance(value, (int, float)) and not isinstance(value, bool)
+                                      and is_finite(value) and value >= 0), f"{where}.{name}",
+                    f"must be a finite number >= 0, got {value!r}")
+        require(self.renewable_ratio <= max_ratio, f"{where}.renewable_ratio", f"must be <= {max_ratio:g}")
+        require(self.pue is None or self.pue >= 1, f"{where}.pue", "must be >= 1")
+        require(self.plant != "none" or self.renewable_ratio == 0, f"{where}.renewable_ratio",
+                "a site without a plant has renewable_ratio 0")
+
+
+SITE_KEYS = frozenset(f.name for f in SiteSpec.__dataclass_fields__.values())

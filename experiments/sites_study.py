@@ -1,0 +1,163 @@
+"""The coordination study of several sites (issue 14, docs/sites.md).
+
+    python -m experiments.sites_study [--profiles CSV] [--days N] [--segments K] [--time-limit S] [--out docs]
+
+On held-out days (``agents/days.py`` split of the profile source) the sites case is solved three ways by the
+sites MILP (:mod:`oracle.sites`):
+
+(a) **on its own**: every job stays at its home site (each site dispatches its own jobs; no migration);
+(b) **coordinated, no migration**: each job's one site for the day chosen jointly (the best fixed assignment);
+(c) **coordinated with migration**: the sites at t = 0 chosen as in (b), then jobs may move at checkpoints,
+    paying their transfer time,
+
+as the price spread between the nodes is scaled (each node's price = the nodes' mean + α × its deviation from
+the mean, α = 1 the real CAISO prices) and the link (transfer time) varies. (a)'s schedule starts (b) and (b)'s
+starts (c), so (a) ≥ (b) ≥ (c) whatever the time limit. The table (Markdown, written
+atomically) and a figure land in ``--out``; every cost is the simulator's replay of the solver's schedule, and
+each solve's status and gap are in the table.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+
+from agents.days import split_days
+from aidc_env.case import build_instance, load_case
+from aidc_env.errors import CliParser, run_cli
+from aidc_env.instance import Instance
+from aidc_env.io import atomic_path, atomic_write_text, dumps_json
+from aidc_env.site_profiles import load_site_profiles
+from aidc_env.sites import transfer_hours
+from oracle.sites import solve_sites
+
+DEFAULT_PROFILES = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "caiso" / "caiso_2023_hourly.csv"
+SPREADS = (1.0, 3.0)
+"""α: the real node prices (1) and their deviations from the nodes' mean tripled (3)."""
+LINKS_GBPS = (10.0, 1.0)
+"""The case's 10 Gbit/s (transfers of 1.3-12 min) and 1 Gbit/s (13 min-2 h: migration costly; with K = 6)."""
+
+
+def with_spread(inst: Instance, alpha: float) -> Instance:
+    """The instance with every node's price = the nodes' mean + α × (its price − the mean), slot by slot."""
+    net = inst.network
+    assert net is not None
+    mean = np.mean([s.price_usd_per_mwh for s in net.sites], axis=0)
+    sites = tuple(dataclasses.replace(s, price_usd_per_mwh=mean + alpha * (s.price_usd_per_mwh - mean))
+                  for s in net.sites)
+    return dataclasses.replace(inst, price_usd_per_mwh=sites[0].price_usd_per_mwh,
+                               network=dataclasses.replace(net, sites=sites))
+
+
+def with_link(inst: Instance, link_gbps: float) -> Instance:
+    net = inst.network
+    assert net is not None
+    hours = tuple(transfer_hours(job.model, link_gbps) for job in inst.jobs)
+    return dataclasses.replace(inst, network=dataclasses.replace(net, transfer_hours=hours, link_gbps=link_gbps))
+
+
+def run(days: Sequence[str], profiles: str, segments: int | None, time_limit_s: float, mip_gap: float) -> list[dict]:
+    site_profiles = load_site_profiles(profiles)
+    rows = []
+    for day in days:
+        base = build_instance("sites3", day=day, profiles=site_profiles,
+                              **({"segments": segments} if segments else {}))
+        for alpha in SPREADS:
+            inst = with_spread(base, alpha)
+            row = {"day": day, "alpha": alpha}
+            start = None
+            for name, kwargs, variant in (("own", {"fixed_sites": True}, inst),
+                                          ("fixed", {"stay": True}, inst),
+                                          *((f"migrate_{link:g}", {"free_start": True}, with_link(inst, link))
+                                            for link in LINKS_GBPS)):
+                tick = time.perf_counter()
+                result = solve_sites(variant, time_limit_s=time_limit_s, mip_gap=mip_gap, start=start, **kwargs)
+                if name in ("own", "fixed") and result.schedule is not None:  # (a) starts (b), (b) starts (c)
+                    start = (result.schedule, result.sites)
+                row[name] = result.objective_usd
+                row[f"{name}_gap"] = result.gap
+                row[f"{name}_status"] = result.status
+                row[f"{name}_seconds"] = time.perf_counter() - tick
+                row[f"{name}_moves"] = (sum(m.moves for m in result.result.moves)
+                                        if result.result is not None and name.startswith("migrate") else 0)
+            rows.append(row)
+            print(dumps_json(row, indent=None), flush=True)
+    return rows
+
+
+def table(rows: list[dict]) -> str:
+    links = [f"migrate_{link:g}" for link in LINKS_GBPS]
+    head = ("| day | α | (a) own $ | (b) fixed $ | " + " | ".join(f"(c) link {link:g} Gb/s $ (moves)" for link in
+            LINKS_GBPS) + " | (b)/(a) | (c)/(b) best | max gap |")
+    lines = [head, "|---|---:|---:|---:|" + "---:|" * len(LINKS_GBPS) + "---:|---:|---:|"]
+    for r in rows:
+        gaps = [r[f"{n}_gap"] for n in ("own", "fixed", *links) if r[f"{n}_gap"] is not None]
+        best = min(r[n] for n in links)
+        lines.append(f"| {r['day']} | {r['alpha']:g} | {r['own']:,.2f} | {r['fixed']:,.2f} | "
+                     + " | ".join(f"{r[n]:,.2f} ({r[n + '_moves']})" for n in links)
+                     + f" | {r['fixed'] / r['own']:.4f} | {best / r['fixed']:.4f} | {max(gaps):.2%} |")
+    for alpha in SPREADS:
+        sub = [r for r in rows if r["alpha"] == alpha]
+        if sub:
+            own = sum(r["own"] for r in sub)
+            fixed = sum(r["fixed"] for r in sub)
+            mig = {n: sum(r[n] for r in sub) for n in links}
+            lines.append(f"| **total** | {alpha:g} | {own:,.2f} | {fixed:,.2f} | "
+                         + " | ".join(f"{mig[n]:,.2f}" for n in links)
+                         + f" | {fixed / own:.4f} | {min(mig.values()) / fixed:.4f} | |")
+    return "\n".join(lines)
+
+
+def plot(rows: list[dict], path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(7, 3.6))
+    names = ["own", "fixed", *(f"migrate_{link:g}" for link in LINKS_GBPS)]
+    labels = ["(a) own sites", "(b) coordinated, fixed", *(f"(c) migration, {link:g} Gb/s" for link in LINKS_GBPS)]
+    width = 0.8 / len(names)
+    for i, (name, label) in enumerate(zip(names, labels, strict=True)):
+        values = [sum(r[name] for r in rows if r["alpha"] == a) / sum(r["own"] for r in rows if r["alpha"] == a)
+                  for a in SPREADS]
+        ax.bar(np.arange(len(SPREADS)) + i * width, values, width, label=label)
+    ax.set_xticks(np.arange(len(SPREADS)) + 0.4 - width / 2, [f"price spread α = {a:g}" for a in SPREADS])
+    ax.set_ylabel("cost / (a), summed over days")
+    ax.set_ylim(0.8, 1.02)
+    ax.legend(fontsize=8, loc="lower left")
+    ax.set_title("sites3: value of coordination and migration (held-out days)")
+    fig.tight_layout()
+    with atomic_path(path) as temp:
+        fig.savefig(temp, format="png", dpi=120)
+    plt.close(fig)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = CliParser(prog="python -m experiments.sites_study", description=__doc__.splitlines()[0])
+    parser.add_argument("--profiles", default=str(DEFAULT_PROFILES), help="site profile CSV (default: the full year)")
+    parser.add_argument("--days", type=int, default=3, help="first N held-out days, spread over the year")
+    parser.add_argument("--segments", type=int, default=None, help="override K of every job (default: the case's)")
+    parser.add_argument("--time-limit", type=float, default=60.0, help="seconds per solve")
+    parser.add_argument("--mip-gap", type=float, default=1e-3)
+    parser.add_argument("--out", default="docs", help="folder of sites_table.md, sites_study.json and the figure")
+    args = parser.parse_args(argv)
+    load_case("sites3")
+    held_out = split_days(load_site_profiles(args.profiles).dates())[1]
+    step = max(1, len(held_out) // args.days)
+    days = held_out[::step][: args.days]
+    rows = run(days, args.profiles, args.segments, args.time_limit, args.mip_gap)
+    out = Path(args.out)
+    atomic_write_text(out / "sites_table.md", table(rows) + "\n")
+    atomic_write_text(out / "sites_study.json", dumps_json(rows, indent=1))
+    plot(rows, out / "figures" / "sites_study.png")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(run_cli(main))
