@@ -179,7 +179,7 @@ def _random_choice(seed: int):
 # ------------------------------------------------------------------------- properties
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(derandomize=True, max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(small_fleet(), st.integers(0, 2**16))
 def test_random_masked_episodes_keep_every_rule(inst, seed):
     env = FleetDispatchEnv(case=inst, lookahead=2)
@@ -200,7 +200,7 @@ def test_random_masked_episodes_keep_every_rule(inst, seed):
             assert job.tranche_met
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(derandomize=True, max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(small_fleet(), st.integers(0, 2**16))
 def test_mask_is_exactly_its_definition(inst, seed):
     env = FleetDispatchEnv(case=inst)
@@ -211,7 +211,7 @@ def test_mask_is_exactly_its_definition(inst, seed):
     _episode(env, _random_choice(seed), check=check)
 
 
-@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(derandomize=True, max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(small_fleet(), st.integers(0, 2**16), st.integers(0, 40))
 def test_every_unmasked_action_keeps_the_episode_completable(inst, seed, at):
     env = FleetDispatchEnv(case=inst)
@@ -233,7 +233,7 @@ def test_every_unmasked_action_keeps_the_episode_completable(inst, seed, at):
         assert simulate(inst, branch.schedule()).metrics.feasible
 
 
-@settings(max_examples=20, deadline=None)
+@settings(derandomize=True, max_examples=20, deadline=None)
 @given(st.integers(0, 47), st.integers(0, 10_000), st.sampled_from([0, 3]))
 def test_observations_up_to_t_ignore_the_truth_after_t(t, seed, lookahead):
     """Day-ahead information: nothing observed at slots <= t moves when the truth of slots >= t does; with
