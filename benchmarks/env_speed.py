@@ -34,7 +34,6 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-import aidc_env  # noqa: E402,F401  (registers the env)
 from aidc_env.case import add_case_arguments, build_instances, case_overrides  # noqa: E402
 from aidc_env.information import INFORMATION, Forecast  # noqa: E402
 from aidc_env.env import ENV_ID  # noqa: E402
