@@ -140,3 +140,139 @@ class CompletionBound:
             own = np.maximum(values[flat] - below, values[flat + 1] - above)
             best = np.maximum(best, own + priced - self.mu[j] * short[:, j])
         return best
+
+
+HORIZON_GRID_FACTOR = 4
+"""On a horizon of several days the tables of :class:`RestrictedCompletionBound` have this × the day's grid
+points per job (day rule: max(:data:`GRID_POINTS`, :data:`GRID_POINTS_PER_SEGMENT` × K)). A week at K = 12 has
+84 segment steps, and each can lose up to κ·μ_j × one grid step to interpolation: about $2 with the day's 2,100
+points on the week from 2023-06-03, as much as the whole gap between its Lagrangian bound and its optimum."""
+
+RESTRICT_MARGIN = 1e-3
+"""The first restricted tables keep the (block, state) pairs whose Lagrangian through-bound is within this
+(relative) of the Lagrangian bound: 17 % of the pairs on the week from 2023-06-03, whose optimum lies 3.6e-4
+above it. A search at a threshold beyond it rebuilds the tables (:meth:`RestrictedCompletionBound.covers`)."""
+
+
+class RestrictedCompletionBound(CompletionBound):
+    """The tables H_j restricted to completions that stay inside the (block, state) pairs whose Lagrangian
+    through-bound is at most ``ceiling`` (θ_max), on a grid :data:`HORIZON_GRID_FACTOR` × finer.
+
+    Every schedule costing ≤ θ passes only through pairs whose through-bound is ≤ θ, so for a search at
+    θ ≤ θ_max the restricted minimum is a valid pruning bound (and a larger one: fewer completions qualify).
+    A completion leaving the pairs is +inf; a state outside them is +inf. H_j restricted is still
+    non-decreasing and P_j-Lipschitz in d (a minimum of such functions over a set that does not depend on d),
+    so the interpolation rule of :class:`CompletionBound` stays valid. Only the kept pairs are tabulated
+    (memory and time ∝ their number), which is what lets the grid be finer. As a lower bound on the optimum
+    (not a pruning bound) a value v of it gives min(v, θ_max).
+    """
+
+    def __init__(self, search: Any, kept: np.ndarray, restarted: np.ndarray, ceiling: float, *,
+                 penalty_factor: float = PENALTY_FACTOR, grid_points: int = GRID_POINTS,
+                 grid_factor: int = HORIZON_GRID_FACTOR) -> None:
+        states = search.states
+        n_blocks, n_states = search.n_blocks, search.n_states
+        n_jobs = states.shape[1]
+        self.ceiling = float(ceiling)
+        self.mu = search.mu
+        self.need = search.tranche
+        self.inside = [np.flatnonzero(search.through[b] <= self.ceiling) for b in range(n_blocks)]
+        self.row = np.full((n_blocks, n_states), -1, dtype=np.int64)  # (block, state) -> row of its table, or -1
+        for b, members in enumerate(self.inside):
+            self.row[b, members] = np.arange(members.size)
+        pairs = sum(members.size for members in self.inside)
+        wanted = grid_factor * max(grid_points, GRID_POINTS_PER_SEGMENT * max(job.segments for job in search.data.inst.jobs))
+        per_job = max(8, min(wanted, MAX_TABLE_ENTRIES // max(1, pairs * n_jobs)))
+        self.tracked = [j for j in range(n_jobs) if self.need[j] > 0 and self.mu[j] > 0]
+        self.grid = {j: np.linspace(0.0, self.need[j], per_job + 1) for j in self.tracked}
+        self.step = {j: self.need[j] / per_job for j in self.tracked}
+        self.penalty = {j: penalty_factor * self.mu[j] for j in self.tracked}
+        self._choices = states
+        self.tables = {}
+        for j in self.tracked:
+            table: list[np.ndarray] = [np.empty((0, per_job + 1))] * n_blocks
+            last = self.inside[n_blocks - 1]
+            table[n_blocks - 1] = np.broadcast_to(self.penalty[j] * self.grid[j], (last.size, per_job + 1)).copy()
+            for b in range(n_blocks - 1, 0, -1):
+                table[b - 1] = self._restricted_back(j, b, search.cost[b], table[b], search.segment_start[b],
+                                                     kept, restarted)
+            self.tables[j] = table
+
+    def covers(self, threshold_usd: float) -> bool:
+        """Whether the tables are a valid pruning bound for a search at this threshold."""
+        return threshold_usd <= self.ceiling
+
+    def _restricted_back(self, j: int, b: int, cost: np.ndarray, after: np.ndarray, opens: np.ndarray,
+                         kept: np.ndarray, restarted: np.ndarray) -> np.ndarray:
+        """Rows of block b − 1's inside states, from ``after`` (rows of block b's inside states).
+
+        The grid is uniform, so a shift by g tokens of job j (c = ⌊g/step⌋ whole steps and a fraction f·step)
+        maps grid point i to the cell [i − c − 1, i − c], whose interpolated value is
+        max(H[i − c − 1], H[i − c] − P_j·f·step) (the rule of :meth:`CompletionBound._where`, a row at a time);
+        a need at or below 0 takes H[0]."""
+        into, out = self.inside[b], self.inside[b - 1]
+        width = self.grid[j].size
+        n_jobs = kept.shape[1]
+        best = np.full((out.size, width), np.inf)
+        if into.size == 0 or out.size == 0:
+            return best
+        step, penalty = self.step[j], self.penalty[j]
+        position = self.row[b - 1]  # state -> row of `best`, or -1
+        choices = self._choices
+        for changed in range(1 << n_jobs):  # bit i set: job i changes its choice when entering the block
+            if any((changed >> i) & 1 and not opens[i] for i in range(n_jobs)):
+                continue  # a job inside a segment keeps its choice
+            gain = np.zeros((into.size, n_jobs))
+            for i in np.flatnonzero(opens):
+                gain[:, i] = (restarted if (changed >> i) & 1 else kept)[into, i]
+            others = sum((self.mu[i] * gain[:, i] for i in range(n_jobs) if i != j), np.zeros(into.size))
+            offset = cost[into] - others
+            whole = np.floor(gain[:, j] / step).astype(np.int64)
+            part = penalty * np.maximum(gain[:, j] - whole * step, 0.0)
+            value = np.empty((into.size, width))
+            for r in range(into.size):
+                row, c = after[r], int(whole[r])
+                if c + 1 >= width:
+                    value[r] = row[0]
+                else:
+                    value[r, :c + 1] = row[0]
+                    np.maximum(row[:width - c - 1], row[1:width - c] - part[r], out=value[r, c + 1:])
+                value[r] += offset[r]
+            if changed == 0:  # S' = S
+                rows = np.flatnonzero(position[into] >= 0)
+                target = position[into[rows]]
+                best[target] = np.minimum(best[target], value[rows])
+                continue
+            # min over S' by group: a changed variant is never below the kept one of the same S' (fewer
+            # tokens), so a group may include S' = S, or any S' sharing the kept job's choice.
+            kept_jobs = [i for i in range(n_jobs) if not (changed >> i) & 1]
+            if not kept_jobs:
+                np.minimum(best, value.min(axis=0)[None, :], out=best)
+                continue
+            k = kept_jobs[0]  # two jobs at most: one kept job
+            mine, theirs = choices[into, k], choices[out, k]
+            for c in np.unique(mine):
+                target = np.flatnonzero(theirs == c)
+                if target.size:
+                    best[target] = np.minimum(best[target], value[mine == c].min(axis=0)[None, :])
+        return best
+
+    def bound(self, block: int, state: np.ndarray, tokens: np.ndarray) -> np.ndarray:
+        """As :meth:`CompletionBound.bound`; +inf for a state outside the kept pairs."""
+        short = np.maximum(self.need[None, :] - tokens, 0.0)
+        priced = short @ self.mu
+        best = np.full(state.size, -np.inf)
+        rows = self.row[block, state]
+        outside = rows < 0
+        rows = np.where(outside, 0, rows)
+        for j in self.tracked:
+            table = self.tables[j][block]
+            if table.shape[0] == 0:
+                return np.full(state.size, np.inf)
+            values = table.ravel()
+            low, below, above = self._where(j, short[:, j])
+            flat = low + rows * self.grid[j].size
+            own = np.maximum(values[flat] - below, values[flat + 1] - above)
+            best = np.maximum(best, own + priced - self.mu[j] * short[:, j])
+        best[outside] = np.inf
+        return best

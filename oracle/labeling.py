@@ -34,7 +34,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from oracle.completion import CompletionBound
+from oracle.completion import RESTRICT_MARGIN, CompletionBound, RestrictedCompletionBound
 from oracle.data import OracleData, daily_rows
 from oracle.reduction import joint_tokens
 
@@ -112,7 +112,8 @@ class LabelSearch:
     """Precomputed network of one instance's joint states (for a given token price vector μ)."""
 
     def __init__(self, data: OracleData, states: np.ndarray, block_cost_usd: np.ndarray,
-                 mu_per_token: np.ndarray | None, tranche_tokens: np.ndarray, *, completion: bool = True):
+                 mu_per_token: np.ndarray | None, tranche_tokens: np.ndarray, *, completion: bool = True,
+                 restricted: bool | None = None):
         inst = data.inst
         self.data, self.states = data, states
         self.n_blocks, self.n_states = block_cost_usd.shape
@@ -148,8 +149,12 @@ class LabelSearch:
             self.reachable[b] = np.max(np.where(self.allowed[b + 1][:, :, None], more, -np.inf), axis=1)
         self._tokens = (kept, kept - lost)
         self.log: list[tuple[float, str, int, float]] = []
+        self.table_log: list[tuple[float, float]] = []
+        """(ceiling, seconds) of every build of the restricted completion tables."""
         """(θ, status, labels, seconds) of every search :meth:`run` made."""
         self._use_completion = completion
+        self._restricted = data.inst.horizon_days > 1 if restricted is None else restricted
+        """Completion tables restricted to the pairs near the bound, on a finer grid (horizons: several days)."""
         if mu_per_token is not None:
             self.price(mu_per_token)
 
@@ -159,7 +164,18 @@ class LabelSearch:
         self.backward = self._backward(self.mu)
         self.through = self._forward(self.mu) + self.backward + float(self.mu @ self.tranche) + self.constant
         """Lower bound on the cost of every tranche-meeting schedule in S during block b."""
-        self.completion = CompletionBound(self, *self._tokens) if self._use_completion else None
+        self.completion = None
+        if self._use_completion and self._restricted:
+            lagrangian = float(self.through.min())
+            self._restrict_to(lagrangian + RESTRICT_MARGIN * max(1.0, abs(lagrangian)))
+        elif self._use_completion:
+            self.completion = CompletionBound(self, *self._tokens)
+
+    def _restrict_to(self, ceiling_usd: float) -> None:
+        """(Re)build the restricted completion tables for searches at thresholds up to ``ceiling_usd``."""
+        tick = time.perf_counter()
+        self.completion = RestrictedCompletionBound(self, *self._tokens, ceiling_usd)
+        self.table_log.append((ceiling_usd, time.perf_counter() - tick))
 
     def lagrangian(self, mu_per_token: np.ndarray) -> tuple[float, float, np.ndarray]:
         """The Lagrangian bound at μ (a lower bound on every tranche-meeting schedule for any μ ≥ 0), and the
@@ -213,8 +229,10 @@ class LabelSearch:
             return lagrangian
         state = np.arange(self.n_states)
         tokens = np.minimum(self.gain[0][0], self.tranche)
-        strong = self.cost[0] + self.constant + self.completion.bound(0, state, tokens)
-        return max(lagrangian, float(strong.min()))
+        strong = float((self.cost[0] + self.constant + self.completion.bound(0, state, tokens)).min())
+        if isinstance(self.completion, RestrictedCompletionBound):  # it bounds only schedules up to its ceiling
+            strong = min(strong, self.completion.ceiling)
+        return max(lagrangian, strong)
 
     @property
     def most_cost_usd(self) -> float:
@@ -227,7 +245,13 @@ class LabelSearch:
 
         ``beam``: keep only the ``beam`` labels of each state with the lowest bound after every block (a
         heuristic: the status is then ``found`` or ``above``, and neither proves anything). ``stop``: asked
-        with the deadline; when it answers True the search gives up (another path proved the day)."""
+        with the deadline; when it answers True the search gives up (another path proved the day).
+        Restricted completion tables that do not cover the threshold are rebuilt first (twice as far above the
+        Lagrangian bound), except for a beam (a heuristic: they then only narrow it)."""
+        completion = self.completion
+        if isinstance(completion, RestrictedCompletionBound) and beam is None and not completion.covers(threshold_usd):
+            lagrangian = float(self.through.min())
+            self._restrict_to(min(threshold_usd + max(threshold_usd - lagrangian, 0.0), self.most_cost_usd))
         outcome = self._run(threshold_usd, deadline, max_labels, beam, stop)
         self.log.append((threshold_usd, outcome.status, outcome.max_labels, outcome.seconds))
         return outcome
