@@ -230,14 +230,18 @@ class RestrictedCompletionBound(CompletionBound):
             whole = np.floor(gain[:, j] / step).astype(np.int64)
             part = penalty * np.maximum(gain[:, j] - whole * step, 0.0)
             value = np.empty((into.size, width))
-            for r in range(into.size):
-                row, c = after[r], int(whole[r])
+            for c in np.unique(whole).tolist():  # rows shifted by the same whole steps at once
+                rows = np.flatnonzero(whole == c)
+                block = after[rows]
                 if c + 1 >= width:
-                    value[r] = row[0]
+                    value[rows] = block[:, :1]
                 else:
-                    value[r, :c + 1] = row[0]
-                    np.maximum(row[:width - c - 1], row[1:width - c] - part[r], out=value[r, c + 1:])
-                value[r] += offset[r]
+                    shifted = np.empty_like(block)
+                    shifted[:, :c + 1] = block[:, :1]
+                    np.maximum(block[:, :width - c - 1], block[:, 1:width - c] - part[rows, None],
+                               out=shifted[:, c + 1:])
+                    value[rows] = shifted
+            value += offset[:, None]
             if changed == 0:  # S' = S
                 rows = np.flatnonzero(position[into] >= 0)
                 target = position[into[rows]]
