@@ -3,7 +3,9 @@
 Each week (D = 7 days from its first day, K = 12 a day, two jobs) is solved by the oracle as the CLI does
 (``python -m oracle --case 2048 --profiles CSV --day DAY --horizon-days 7``), one after another in this
 process, with the load average read before and after each. Prints strict JSON: per week its status, proof,
-objective, bound, gap and seconds (build + solve), and the median, p90 and max of the seconds.
+objective, bound, gap, seconds (build + solve; and CPU seconds of this process, which
+the load of other processes changes less) and the oracle's ``details`` (seconds of the tables, the dual,
+the label searches), and the median, p90 and max of the seconds.
 
     python benchmarks/week_oracle.py --profiles ../shared/data/caiso/caiso_2023_hourly.csv [--days D1 D2 ...]
 """
@@ -53,13 +55,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     for day in args.days:
         inst = build_instance(args.case, day=day, profiles=profiles, horizon_days=HORIZON_DAYS)
         load_before = os.getloadavg()[0]
-        tick = time.perf_counter()
+        tick, cpu = time.perf_counter(), time.process_time()
         result = OracleModel(inst).solve(time_limit_s=args.time_limit)
-        seconds = time.perf_counter() - tick
-        weeks.append({"day": day, "status": result.status, "proof": result.proof, "seconds": seconds,
+        seconds, cpu = time.perf_counter() - tick, time.process_time() - cpu
+        weeks.append({"day": day, "status": result.status, "proof": result.proof, "seconds": seconds, "cpu_seconds": cpu,
                       "objective_usd": result.objective_usd, "bound_usd": result.best_bound_usd, "gap": result.gap,
-                      "load_before": load_before, "load_after": os.getloadavg()[0]})
-        print(f"{day}: {result.status} {result.proof} {seconds:.1f} s, gap {result.gap}, load "
+                      "load_before": load_before, "load_after": os.getloadavg()[0],
+                      "details": dict(result.details or {})})
+        print(f"{day}: {result.status} {result.proof} {seconds:.1f} s ({cpu:.1f} CPU s), gap {result.gap}, load "
               f"{load_before:.1f}-{weeks[-1]['load_after']:.1f}", file=sys.stderr)
     times = np.array([w["seconds"] for w in weeks])
     summary = {"weeks": weeks, "median_s": float(np.median(times)), "p90_s": float(np.percentile(times, 90)),

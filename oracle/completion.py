@@ -142,7 +142,7 @@ class CompletionBound:
         return best
 
 
-HORIZON_GRID_FACTOR = 16
+HORIZON_GRID_FACTOR = 8
 """On a horizon of several days the tables of :class:`RestrictedCompletionBound` have up to this × the day's grid
 points per job (day rule: max(:data:`GRID_POINTS`, :data:`GRID_POINTS_PER_SEGMENT` × K); fewer when
 :data:`MAX_TABLE_ENTRIES` caps them). A week at K = 12 has 84 segment steps, and each can lose up to κ·μ_j × one
@@ -183,44 +183,82 @@ class RestrictedCompletionBound(CompletionBound):
         self.row = np.full((n_blocks, n_states), -1, dtype=np.int64)  # (block, state) -> row of its table, or -1
         for b, members in enumerate(self.inside):
             self.row[b, members] = np.arange(members.size)
+        self.tracked = [j for j in range(n_jobs) if self.need[j] > 0 and self.mu[j] > 0]
+        # Each block's window of needs (share of the tranche): from the tranche less the most tokens made by the
+        # end of the block (inside the kept pairs) to the most still reachable after it.
+        spans = {j: self._spans(search, j) for j in self.tracked}
+        cells = sum(members.size * (hi - lo) for j in self.tracked for members, (lo, hi) in zip(self.inside, spans[j]))
         pairs = sum(members.size for members in self.inside)
         grid_factor = HORIZON_GRID_FACTOR if grid_factor is None else grid_factor
         wanted = grid_factor * max(grid_points, GRID_POINTS_PER_SEGMENT * max(job.segments for job in search.data.inst.jobs))
-        per_job = max(8, min(wanted, MAX_TABLE_ENTRIES // max(1, pairs * n_jobs)))
-        self.tracked = [j for j in range(n_jobs) if self.need[j] > 0 and self.mu[j] > 0]
+        room = MAX_TABLE_ENTRIES - 2 * pairs * len(self.tracked)  # each row holds its window's points + 2 at most
+        per_job = max(8, min(wanted, int(room // max(cells, 1e-9)) if room > 0 else 8))
         self.grid = {j: np.linspace(0.0, self.need[j], per_job + 1) for j in self.tracked}
         self.step = {j: self.need[j] / per_job for j in self.tracked}
         self.penalty = {j: penalty_factor * self.mu[j] for j in self.tracked}
         self._choices = states
+        self.first: dict[int, np.ndarray] = {}
+        """Per job and block: the grid index of the window's first point (its table's column 0)."""
         self.tables = {}
         for j in self.tracked:
-            table: list[np.ndarray] = [np.empty((0, per_job + 1))] * n_blocks
-            last = self.inside[n_blocks - 1]
-            table[n_blocks - 1] = np.broadcast_to(self.penalty[j] * self.grid[j], (last.size, per_job + 1)).copy()
+            first = np.array([min(int(np.floor(lo * per_job)), per_job - 1) for lo, _ in spans[j]], dtype=np.int64)
+            last = np.array([min(max(int(np.ceil(hi * per_job)), k + 1), per_job)
+                             for k, (_, hi) in zip(first, spans[j], strict=True)], dtype=np.int64)
+            self.first[j] = first
+            table: list[np.ndarray] = [np.empty((0, 2))] * n_blocks
+            end = self.grid[j][first[-1]:last[-1] + 1]
+            table[n_blocks - 1] = np.broadcast_to(self.penalty[j] * end, (self.inside[-1].size, end.size)).copy()
             for b in range(n_blocks - 1, 0, -1):
                 table[b - 1] = self._restricted_back(j, b, search.cost[b], table[b], search.segment_start[b],
-                                                     kept, restarted)
+                                                     kept, restarted, int(first[b - 1]), int(last[b - 1]))
             self.tables[j] = table
+
+    def _spans(self, search: Any, j: int) -> list[tuple[float, float]]:
+        """Per block, the needs of job j (shares of its tranche) that a label inside the kept pairs can have
+        after it: from 1 − (most tokens made by then) to the most tokens still reachable (capped to [0, 1])."""
+        need = self.need[j]
+        made = np.full(search.n_states, -np.inf)
+        made[self.inside[0]] = np.minimum(search.gain[0][0, self.inside[0], j], need)
+        spans = []
+        for b in range(search.n_blocks):
+            if b > 0:
+                more = np.where(search.allowed[b], made[:, None] + search.gain[b][:, :, j], -np.inf).max(axis=0)
+                made = np.full(search.n_states, -np.inf)
+                made[self.inside[b]] = np.minimum(more[self.inside[b]], need)
+            members = self.inside[b]
+            if members.size == 0:
+                spans.append((0.0, 0.0))
+                continue
+            low = max(0.0, need - float(made[members].max())) / need
+            high = min(need, float(search.reachable[b, members, j].max())) / need
+            spans.append((min(low, 1.0), max(min(high, 1.0), 0.0)))
+        return spans
 
     def covers(self, threshold_usd: float) -> bool:
         """Whether the tables are a valid pruning bound for a search at this threshold."""
         return threshold_usd <= self.ceiling
 
     def _restricted_back(self, j: int, b: int, cost: np.ndarray, after: np.ndarray, opens: np.ndarray,
-                         kept: np.ndarray, restarted: np.ndarray) -> np.ndarray:
-        """Rows of block b − 1's inside states, from ``after`` (rows of block b's inside states).
+                         kept: np.ndarray, restarted: np.ndarray, first: int, last: int) -> np.ndarray:
+        """Rows of block b − 1's inside states on grid points first..last, from ``after`` (rows of block b's
+        inside states on its window).
 
         The grid is uniform, so a shift by g tokens of job j (c = ⌊g/step⌋ whole steps and a fraction f·step)
         maps grid point i to the cell [i − c − 1, i − c], whose interpolated value is
-        max(H[i − c − 1], H[i − c] − P_j·f·step) (the rule of :meth:`CompletionBound._where`, a row at a time);
-        a need at or below 0 takes H[0]."""
+        max(H[i − c − 1], H[i − c] − P_j·f·step) (the rule of :meth:`CompletionBound._where`, rows of the same c
+        at once). A need below block b's window is bounded from its first two points (H is P_j-Lipschitz; a
+        need ≤ 0 is 0); one beyond it, past every token still reachable, is exactly its last point's value +
+        P_j × the distance (every completion falls short by the difference)."""
         into, out = self.inside[b], self.inside[b - 1]
-        width = self.grid[j].size
+        width = last - first + 1
         n_jobs = kept.shape[1]
         best = np.full((out.size, width), np.inf)
         if into.size == 0 or out.size == 0:
             return best
-        step, penalty = self.step[j], self.penalty[j]
+        step, penalty, grid = self.step[j], self.penalty[j], self.grid[j]
+        start = int(self.first[j][b])  # block b's window starts at grid point `start`
+        span = after.shape[1]  # ... and has this many points
+        points = grid[first:last + 1]
         position = self.row[b - 1]  # state -> row of `best`, or -1
         choices = self._choices
         for changed in range(1 << n_jobs):  # bit i set: job i changes its choice when entering the block
@@ -236,15 +274,25 @@ class RestrictedCompletionBound(CompletionBound):
             value = np.empty((into.size, width))
             for c in np.unique(whole).tolist():  # rows shifted by the same whole steps at once
                 rows = np.flatnonzero(whole == c)
-                block = after[rows]
-                if c + 1 >= width:
-                    value[rows] = block[:, :1]
-                else:
-                    shifted = np.empty_like(block)
-                    shifted[:, :c + 1] = block[:, :1]
-                    np.maximum(block[:, :width - c - 1], block[:, 1:width - c] - part[rows, None],
-                               out=shifted[:, c + 1:])
-                    value[rows] = shifted
+                table = after[rows]
+                shift = c + 1 + start - first  # output column u reads block b's columns u − shift, u − shift + 1
+                mid_lo, mid_hi = max(0, shift), min(width - 1, span - 2 + shift)
+                shifted = np.empty((rows.size, width))
+                if mid_lo <= mid_hi:
+                    np.maximum(table[:, mid_lo - shift:mid_hi - shift + 1],
+                               table[:, mid_lo - shift + 1:mid_hi - shift + 2] - part[rows, None],
+                               out=shifted[:, mid_lo:mid_hi + 1])
+                below = min(max(0, shift), width)  # columns whose need falls below block b's window
+                if below:
+                    x = np.maximum(points[None, :below] - gain[rows, j][:, None], 0.0)
+                    shifted[:, :below] = np.maximum(
+                        table[:, :1] - penalty * np.maximum(grid[start] - x, 0.0),
+                        table[:, 1:2] - penalty * (grid[start + 1] - x))
+                beyond = max(mid_hi + 1, below)  # columns whose need lies past block b's window
+                if beyond < width:
+                    x = points[None, beyond:] - gain[rows, j][:, None]
+                    shifted[:, beyond:] = table[:, -1:] + penalty * (x - grid[start + span - 1])
+                value[rows] = shifted
             value += offset[:, None]
             if changed == 0:  # S' = S
                 rows = np.flatnonzero(position[into] >= 0)
@@ -266,7 +314,8 @@ class RestrictedCompletionBound(CompletionBound):
         return best
 
     def bound(self, block: int, state: np.ndarray, tokens: np.ndarray) -> np.ndarray:
-        """As :meth:`CompletionBound.bound`; +inf for a state outside the kept pairs."""
+        """As :meth:`CompletionBound.bound`, on each block's window (a need outside it as in
+        :meth:`_restricted_back`); +inf for a state outside the kept pairs."""
         short = np.maximum(self.need[None, :] - tokens, 0.0)
         priced = short @ self.mu
         best = np.full(state.size, -np.inf)
@@ -277,9 +326,13 @@ class RestrictedCompletionBound(CompletionBound):
             table = self.tables[j][block]
             if table.shape[0] == 0:
                 return np.full(state.size, np.inf)
+            grid, step, penalty, start = self.grid[j], self.step[j], self.penalty[j], int(self.first[j][block])
+            x = np.clip(short[:, j], 0.0, grid[-1])
+            low = np.clip(np.floor(x / step).astype(np.int64) - start, 0, table.shape[1] - 2)
+            below = penalty * np.maximum(grid[start + low] - x, 0.0)
+            above = penalty * (grid[start + low + 1] - x)  # < 0 past the window: the exact extension
             values = table.ravel()
-            low, below, above = self._where(j, short[:, j])
-            flat = low + rows * self.grid[j].size
+            flat = low + rows * table.shape[1]
             own = np.maximum(values[flat] - below, values[flat + 1] - above)
             best = np.maximum(best, own + priced - self.mu[j] * short[:, j])
         best[outside] = np.inf
