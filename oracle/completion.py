@@ -26,6 +26,9 @@ restarted segment), so the minimum over S' splits into four groups (both kept: S
 S' with the same choice of that job; both changed: any S'), and a block costs O(states × grid) instead of
 O(states² × grid). Measured on 2023-01-14 (K = 12), the hardest day of the old search: the search at the
 optimum's cost keeps 136 labels instead of 197,774 (κ = 3, 400 grid points).
+
+On a horizon of several days (a week: 84 blocks) :class:`RestrictedCompletionBound` tabulates the same bound
+only over the (block, state) pairs near the Lagrangian bound, on a finer grid (docs/performance.md, "Weeks").
 """
 
 from __future__ import annotations
@@ -145,11 +148,13 @@ class CompletionBound:
 HORIZON_GRID_FACTOR = 8
 """On a horizon of several days the tables of :class:`RestrictedCompletionBound` have up to this × the day's grid
 points per job (day rule: max(:data:`GRID_POINTS`, :data:`GRID_POINTS_PER_SEGMENT` × K); fewer when
-:data:`MAX_TABLE_ENTRIES` caps them). A week at K = 12 has 84 segment steps, and each can lose up to κ·μ_j × one
-grid step to interpolation: about $2 with the day's 2,100 points on the week from 2023-06-03, as much as the
-whole gap between its Lagrangian bound and its optimum. Measured there (load 12-13): × 4 (8,400 points), tables
-6.5 s and searches 34 s, the last one 74,415 labels; × 16 (capped at 16,100 points), tables 14 s and searches
-5.4 s, the last one 14,894 labels."""
+:data:`MAX_TABLE_ENTRIES` caps them), each block's table on its window of needs. A week at K = 12 has 84
+segment steps, and each can lose up to κ·μ_j × one grid step to interpolation: about $2 with the day's 2,100
+points on the week from 2023-06-03, as much as the whole gap between its Lagrangian bound and its optimum.
+Measured there (load 12-16): × 4 on the full range, tables 6.5 s and searches 34 s (wall), the last search
+74,415 labels; × 16 on the full range (capped at 16,145 points, 100M entries), tables 3.9 CPU s and searches
+1.1 CPU s, the last search 14,894 labels; × 8 on windows (16,801 points, 65M entries), 3.3 and 0.7 CPU s,
+7,950 labels (docs/performance.md, "Weeks")."""
 
 RESTRICT_MARGIN = 1e-3
 """The first restricted tables keep the (block, state) pairs whose Lagrangian through-bound is within this
@@ -166,8 +171,9 @@ class RestrictedCompletionBound(CompletionBound):
     A completion leaving the pairs is +inf; a state outside them is +inf. H_j restricted is still
     non-decreasing and P_j-Lipschitz in d (a minimum of such functions over a set that does not depend on d),
     so the interpolation rule of :class:`CompletionBound` stays valid. Only the kept pairs are tabulated
-    (memory and time ∝ their number), which is what lets the grid be finer. As a lower bound on the optimum
-    (not a pruning bound) a value v of it gives min(v, θ_max).
+    (memory and time ∝ their number), which is what lets the grid be finer; and each block's table holds only
+    the window of needs a label can have there (:meth:`_spans`; outside it, see :meth:`_restricted_back`).
+    As a lower bound on the optimum (not a pruning bound) a value v of it gives min(v, θ_max).
     """
 
     def __init__(self, search: Any, kept: np.ndarray, restarted: np.ndarray, ceiling: float, *,
