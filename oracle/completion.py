@@ -26,6 +26,9 @@ restarted segment), so the minimum over S' splits into four groups (both kept: S
 S' with the same choice of that job; both changed: any S'), and a block costs O(states × grid) instead of
 O(states² × grid). Measured on 2023-01-14 (K = 12), the hardest day of the old search: the search at the
 optimum's cost keeps 136 labels instead of 197,774 (κ = 3, 400 grid points).
+
+On a horizon of several days (a week: 84 blocks) :class:`RestrictedCompletionBound` tabulates the same bound
+only over the (block, state) pairs near the Lagrangian bound, on a finer grid (docs/performance.md, "Weeks").
 """
 
 from __future__ import annotations
@@ -139,4 +142,204 @@ class CompletionBound:
             flat = low + state * self.grid[j].size
             own = np.maximum(values[flat] - below, values[flat + 1] - above)
             best = np.maximum(best, own + priced - self.mu[j] * short[:, j])
+        return best
+
+
+HORIZON_GRID_FACTOR = 8
+"""On a horizon of several days the tables of :class:`RestrictedCompletionBound` have up to this × the day's grid
+points per job (day rule: max(:data:`GRID_POINTS`, :data:`GRID_POINTS_PER_SEGMENT` × K); fewer when
+:data:`MAX_TABLE_ENTRIES` caps them), each block's table on its window of needs. A week at K = 12 has 84
+segment steps, and each can lose up to κ·μ_j × one grid step to interpolation: about $2 with the day's 2,100
+points on the week from 2023-06-03, as much as the whole gap between its Lagrangian bound and its optimum.
+Measured there (load 12-16): × 4 on the full range, tables 6.5 s and searches 34 s (wall), the last search
+74,415 labels; × 16 on the full range (capped at 16,145 points, 100M entries), tables 3.9 CPU s and searches
+1.1 CPU s, the last search 14,894 labels; × 8 on windows (16,801 points, 65M entries), 3.3 and 0.7 CPU s,
+7,950 labels (docs/performance.md, "Weeks")."""
+
+RESTRICT_MARGIN = 1e-3
+"""The first restricted tables keep the (block, state) pairs whose Lagrangian through-bound is within this
+(relative) of the Lagrangian bound: 17 % of the pairs on the week from 2023-06-03, whose optimum lies 3.6e-4
+above it. A search at a threshold beyond it rebuilds the tables (:meth:`RestrictedCompletionBound.covers`)."""
+
+
+class RestrictedCompletionBound(CompletionBound):
+    """The tables H_j restricted to completions that stay inside the (block, state) pairs whose Lagrangian
+    through-bound is at most ``ceiling`` (θ_max), on a grid :data:`HORIZON_GRID_FACTOR` × finer.
+
+    Every schedule costing ≤ θ passes only through pairs whose through-bound is ≤ θ, so for a search at
+    θ ≤ θ_max the restricted minimum is a valid pruning bound (and a larger one: fewer completions qualify).
+    A completion leaving the pairs is +inf; a state outside them is +inf. H_j restricted is still
+    non-decreasing and P_j-Lipschitz in d (a minimum of such functions over a set that does not depend on d),
+    so the interpolation rule of :class:`CompletionBound` stays valid. Only the kept pairs are tabulated
+    (memory and time ∝ their number), which is what lets the grid be finer; and each block's table holds only
+    the window of needs a label can have there (:meth:`_spans`; outside it, see :meth:`_restricted_back`).
+    As a lower bound on the optimum (not a pruning bound) a value v of it gives min(v, θ_max).
+    """
+
+    def __init__(self, search: Any, kept: np.ndarray, restarted: np.ndarray, ceiling: float, *,
+                 penalty_factor: float = PENALTY_FACTOR, grid_points: int = GRID_POINTS,
+                 grid_factor: int | None = None) -> None:
+        states = search.states
+        n_blocks, n_states = search.n_blocks, search.n_states
+        n_jobs = states.shape[1]
+        self.ceiling = float(ceiling)
+        self.mu = search.mu
+        self.need = search.tranche
+        self.inside = [np.flatnonzero(search.through[b] <= self.ceiling) for b in range(n_blocks)]
+        self.row = np.full((n_blocks, n_states), -1, dtype=np.int64)  # (block, state) -> row of its table, or -1
+        for b, members in enumerate(self.inside):
+            self.row[b, members] = np.arange(members.size)
+        self.tracked = [j for j in range(n_jobs) if self.need[j] > 0 and self.mu[j] > 0]
+        # Each block's window of needs (share of the tranche): from the tranche less the most tokens made by the
+        # end of the block (inside the kept pairs) to the most still reachable after it.
+        spans = {j: self._spans(search, j) for j in self.tracked}
+        cells = sum(members.size * (hi - lo) for j in self.tracked for members, (lo, hi) in zip(self.inside, spans[j]))
+        pairs = sum(members.size for members in self.inside)
+        grid_factor = HORIZON_GRID_FACTOR if grid_factor is None else grid_factor
+        wanted = grid_factor * max(grid_points, GRID_POINTS_PER_SEGMENT * max(job.segments for job in search.data.inst.jobs))
+        room = MAX_TABLE_ENTRIES - 2 * pairs * len(self.tracked)  # each row holds its window's points + 2 at most
+        per_job = max(8, min(wanted, int(room // max(cells, 1e-9)) if room > 0 else 8))
+        self.grid = {j: np.linspace(0.0, self.need[j], per_job + 1) for j in self.tracked}
+        self.step = {j: self.need[j] / per_job for j in self.tracked}
+        self.penalty = {j: penalty_factor * self.mu[j] for j in self.tracked}
+        self._choices = states
+        self.first: dict[int, np.ndarray] = {}
+        """Per job and block: the grid index of the window's first point (its table's column 0)."""
+        self.tables = {}
+        for j in self.tracked:
+            first = np.array([min(int(np.floor(lo * per_job)), per_job - 1) for lo, _ in spans[j]], dtype=np.int64)
+            last = np.array([min(max(int(np.ceil(hi * per_job)), k + 1), per_job)
+                             for k, (_, hi) in zip(first, spans[j], strict=True)], dtype=np.int64)
+            self.first[j] = first
+            table: list[np.ndarray] = [np.empty((0, 2))] * n_blocks
+            end = self.grid[j][first[-1]:last[-1] + 1]
+            table[n_blocks - 1] = np.broadcast_to(self.penalty[j] * end, (self.inside[-1].size, end.size)).copy()
+            for b in range(n_blocks - 1, 0, -1):
+                table[b - 1] = self._restricted_back(j, b, search.cost[b], table[b], search.segment_start[b],
+                                                     kept, restarted, int(first[b - 1]), int(last[b - 1]))
+            self.tables[j] = table
+
+    def _spans(self, search: Any, j: int) -> list[tuple[float, float]]:
+        """Per block, the needs of job j (shares of its tranche) that a label inside the kept pairs can have
+        after it: from 1 − (most tokens made by then) to the most tokens still reachable (capped to [0, 1])."""
+        need = self.need[j]
+        made = np.full(search.n_states, -np.inf)
+        made[self.inside[0]] = np.minimum(search.gain[0][0, self.inside[0], j], need)
+        spans = []
+        for b in range(search.n_blocks):
+            if b > 0:
+                more = np.where(search.allowed[b], made[:, None] + search.gain[b][:, :, j], -np.inf).max(axis=0)
+                made = np.full(search.n_states, -np.inf)
+                made[self.inside[b]] = np.minimum(more[self.inside[b]], need)
+            members = self.inside[b]
+            if members.size == 0:
+                spans.append((0.0, 0.0))
+                continue
+            low = max(0.0, need - float(made[members].max())) / need
+            high = min(need, float(search.reachable[b, members, j].max())) / need
+            spans.append((min(low, 1.0), max(min(high, 1.0), 0.0)))
+        return spans
+
+    def covers(self, threshold_usd: float) -> bool:
+        """Whether the tables are a valid pruning bound for a search at this threshold."""
+        return threshold_usd <= self.ceiling
+
+    def _restricted_back(self, j: int, b: int, cost: np.ndarray, after: np.ndarray, opens: np.ndarray,
+                         kept: np.ndarray, restarted: np.ndarray, first: int, last: int) -> np.ndarray:
+        """Rows of block b − 1's inside states on grid points first..last, from ``after`` (rows of block b's
+        inside states on its window).
+
+        The grid is uniform, so a shift by g tokens of job j (c = ⌊g/step⌋ whole steps and a fraction f·step)
+        maps grid point i to the cell [i − c − 1, i − c], whose interpolated value is
+        max(H[i − c − 1], H[i − c] − P_j·f·step) (the rule of :meth:`CompletionBound._where`, rows of the same c
+        at once). A need below block b's window is bounded from its first two points (H is P_j-Lipschitz; a
+        need ≤ 0 is 0); one beyond it, past every token still reachable, is exactly its last point's value +
+        P_j × the distance (every completion falls short by the difference)."""
+        into, out = self.inside[b], self.inside[b - 1]
+        width = last - first + 1
+        n_jobs = kept.shape[1]
+        best = np.full((out.size, width), np.inf)
+        if into.size == 0 or out.size == 0:
+            return best
+        step, penalty, grid = self.step[j], self.penalty[j], self.grid[j]
+        start = int(self.first[j][b])  # block b's window starts at grid point `start`
+        span = after.shape[1]  # ... and has this many points
+        points = grid[first:last + 1]
+        position = self.row[b - 1]  # state -> row of `best`, or -1
+        choices = self._choices
+        for changed in range(1 << n_jobs):  # bit i set: job i changes its choice when entering the block
+            if any((changed >> i) & 1 and not opens[i] for i in range(n_jobs)):
+                continue  # a job inside a segment keeps its choice
+            gain = np.zeros((into.size, n_jobs))
+            for i in np.flatnonzero(opens):
+                gain[:, i] = (restarted if (changed >> i) & 1 else kept)[into, i]
+            others = sum((self.mu[i] * gain[:, i] for i in range(n_jobs) if i != j), np.zeros(into.size))
+            offset = cost[into] - others
+            whole = np.floor(gain[:, j] / step).astype(np.int64)
+            part = penalty * np.maximum(gain[:, j] - whole * step, 0.0)
+            value = np.empty((into.size, width))
+            for c in np.unique(whole).tolist():  # rows shifted by the same whole steps at once
+                rows = np.flatnonzero(whole == c)
+                table = after[rows]
+                shift = c + 1 + start - first  # output column u reads block b's columns u − shift, u − shift + 1
+                mid_lo, mid_hi = max(0, shift), min(width - 1, span - 2 + shift)
+                shifted = np.empty((rows.size, width))
+                if mid_lo <= mid_hi:
+                    np.maximum(table[:, mid_lo - shift:mid_hi - shift + 1],
+                               table[:, mid_lo - shift + 1:mid_hi - shift + 2] - part[rows, None],
+                               out=shifted[:, mid_lo:mid_hi + 1])
+                below = min(max(0, shift), width)  # columns whose need falls below block b's window
+                if below:
+                    x = np.maximum(points[None, :below] - gain[rows, j][:, None], 0.0)
+                    shifted[:, :below] = np.maximum(
+                        table[:, :1] - penalty * np.maximum(grid[start] - x, 0.0),
+                        table[:, 1:2] - penalty * (grid[start + 1] - x))
+                beyond = max(mid_hi + 1, below)  # columns whose need lies past block b's window
+                if beyond < width:
+                    x = points[None, beyond:] - gain[rows, j][:, None]
+                    shifted[:, beyond:] = table[:, -1:] + penalty * (x - grid[start + span - 1])
+                value[rows] = shifted
+            value += offset[:, None]
+            if changed == 0:  # S' = S
+                rows = np.flatnonzero(position[into] >= 0)
+                target = position[into[rows]]
+                best[target] = np.minimum(best[target], value[rows])
+                continue
+            # min over S' by group: a changed variant is never below the kept one of the same S' (fewer
+            # tokens), so a group may include S' = S, or any S' sharing the kept job's choice.
+            kept_jobs = [i for i in range(n_jobs) if not (changed >> i) & 1]
+            if not kept_jobs:
+                np.minimum(best, value.min(axis=0)[None, :], out=best)
+                continue
+            k = kept_jobs[0]  # two jobs at most: one kept job
+            mine, theirs = choices[into, k], choices[out, k]
+            for c in np.unique(mine):
+                target = np.flatnonzero(theirs == c)
+                if target.size:
+                    best[target] = np.minimum(best[target], value[mine == c].min(axis=0)[None, :])
+        return best
+
+    def bound(self, block: int, state: np.ndarray, tokens: np.ndarray) -> np.ndarray:
+        """As :meth:`CompletionBound.bound`, on each block's window (a need outside it as in
+        :meth:`_restricted_back`); +inf for a state outside the kept pairs."""
+        short = np.maximum(self.need[None, :] - tokens, 0.0)
+        priced = short @ self.mu
+        best = np.full(state.size, -np.inf)
+        rows = self.row[block, state]
+        outside = rows < 0
+        rows = np.where(outside, 0, rows)
+        for j in self.tracked:
+            table = self.tables[j][block]
+            if table.shape[0] == 0:
+                return np.full(state.size, np.inf)
+            grid, step, penalty, start = self.grid[j], self.step[j], self.penalty[j], int(self.first[j][block])
+            x = np.clip(short[:, j], 0.0, grid[-1])
+            low = np.clip(np.floor(x / step).astype(np.int64) - start, 0, table.shape[1] - 2)
+            below = penalty * np.maximum(grid[start + low] - x, 0.0)
+            above = penalty * (grid[start + low + 1] - x)  # < 0 past the window: the exact extension
+            values = table.ravel()
+            flat = low + rows * table.shape[1]
+            own = np.maximum(values[flat] - below, values[flat + 1] - above)
+            best = np.maximum(best, own + priced - self.mu[j] * short[:, j])
+        best[outside] = np.inf
         return best

@@ -364,7 +364,8 @@ class OracleModel:
             if start is not None and self.inst.horizon_days > 1:  # the tolerance stop (labeling.prove)
                 target = start[1] - mip_gap * abs(start[1]) * (1.0 - TARGET_MARGIN)
             found, proven = labeling.prove(search, lower, start[1] if start else None, deadline=budget,
-                                           max_labels=self.max_labels, stop=stop, target_usd=target)
+                                           max_labels=self.max_labels, stop=stop, target_usd=target,
+                                           horizon_days=self.inst.horizon_days)
             details["searches"] = len(search.log)
             details["max_labels"] = max((entry[2] for entry in search.log), default=0)
             proven = max(proven, lower)

@@ -61,7 +61,7 @@ def test_a_stalled_label_search_is_overtaken_by_the_textbook_milp(day, monkeypat
     inst, exact = day
     asked = []
 
-    def stalled(search, lower, incumbent=None, *, deadline, max_labels, stop, target_usd=None):
+    def stalled(search, lower, incumbent=None, *, deadline, max_labels, stop, target_usd=None, horizon_days=1):
         while not stop():
             asked.append(True)
             time.sleep(0.01)
