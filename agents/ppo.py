@@ -110,9 +110,7 @@ def make_model(config: PPOConfig, vec_env, tensorboard_log: str | None = None):
     from sb3_contrib import MaskablePPO
 
     activation = {"tanh": torch.nn.Tanh, "relu": torch.nn.ReLU}[config.activation]
-    rate, ent_coef = config.learning_rate, config.ent_coef
-    if finetunes(config):  # after the warm start: a slower, entropy-free PPO (PPOConfig.finetune)
-        rate, ent_coef = rate * config.finetune_lr_factor, config.finetune_ent_coef
+    rate, ent_coef = rate_and_entropy(config)
     lr: float | Callable[[float], float] = linear_schedule(rate) if config.lr_schedule == "linear" else rate
     model = MaskablePPO(
         "MlpPolicy",
@@ -211,6 +209,14 @@ def finetunes(config: PPOConfig) -> bool:
     return warm_starts(config) and config.finetune
 
 
+def rate_and_entropy(config: PPOConfig) -> tuple[float, float]:
+    """PPO's initial learning rate and entropy coefficient: the config's, or after the warm start with
+    ``finetune`` a slower, entropy-free PPO (``finetune_lr_factor`` × the rate, ``finetune_ent_coef``)."""
+    if finetunes(config):
+        return config.learning_rate * config.finetune_lr_factor, config.finetune_ent_coef
+    return config.learning_rate, config.ent_coef
+
+
 def ppo_schedule(model, inst: Instance, plans: ForecastPlans | None = None) -> list[list[int]]:
     """The schedule of a trained model on one instance (a day or a horizon): deterministic, masked, in the env it
     was trained in, with the information it was trained with (``information="dayahead"``: ``inst`` must carry
@@ -275,5 +281,5 @@ def heldout_check(model, instances: Sequence[Instance]) -> dict[str, Any]:
 __all__ = ["CONFIG_ATTRIBUTE", "CONFIG_FILE", "ENV_KWARGS_KEYS", "MODEL_FILE", "DecisionSteps", "PPOConfig",
            "agent_env", "day_forecast_table", "day_price_scale", "heldout_check", "linear_schedule", "load_model",
            "finetunes", "make_env", "make_model", "make_vec_env", "model_config", "observes_plan",
-           "ppo_schedule", "rollout_schedule", "save_run", "versions", "warm_starts", "wrap_env"]
+           "ppo_schedule", "rate_and_entropy", "rollout_schedule", "save_run", "versions", "warm_starts", "wrap_env"]
 
