@@ -28,17 +28,38 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from agents.checkpoints import (
+    CHECKPOINT_PATTERN,
     checkpoint_callback,
+    checkpoints_newest_first,
     load_newest_good,
     newest_checkpoint,
     save_checkpoint,
+    save_model_atomically,
     stop_callback,
 )
 from agents.days import HOLDOUT_EVERY, split_days
 from agents.fleet_steps import ENVS
 from agents.imitation import plan_demonstrations, pretrain
 from agents.plan_features import ForecastPlans
-from agents.ppo import CONFIG_FILE, PPOConfig, heldout_check, make_model, make_vec_env, observes_plan, save_run
+from agents.ppo import (
+    CONFIG_FILE,
+    PPOConfig,
+    heldout_check,
+    load_model,
+    make_model,
+    make_vec_env,
+    observes_plan,
+    save_run,
+    warm_starts,
+)
+from agents.selection import (
+    WARM_START_FILE,
+    Candidate,
+    select_best,
+    split_validation,
+    validation_cost,
+    write_selection,
+)
 from aidc_env import limits
 from aidc_env.case import add_case_arguments, build_instances, case_overrides, load_case, require_one_site_case
 from aidc_env.dayahead import dayahead_instances
@@ -59,8 +80,8 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         "and the env's safety mask guarantees that every tranche completes. Trains on the train split of the "
         f"profile days (every {HOLDOUT_EVERY}th complete day is held out for evaluate.py). Shows a progress "
         "bar, logs to TensorBoard (OUT/tb), checkpoints to OUT/checkpoints, and saves OUT/model.zip and "
-        f"OUT/config.json. Defaults (docs/training.md): {DEFAULTS.total_timesteps:,} steps, measured 27.4 minutes "
-        "on a 2-core machine.",
+        f"OUT/config.json. Defaults (docs/training.md): {DEFAULTS.total_timesteps:,} steps (wall times measured on "
+        "a 2-core machine: docs/training.md).",
         formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     add_case_arguments(parser, day=False, default_case=DEFAULTS.case)
     parser.add_argument("--forecasts", help="day-ahead forecast CSV (load, solar, wind; e.g. ../shared/data/caiso/"
@@ -113,6 +134,16 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     hp.add_argument("--imitation-epochs", type=int, default=DEFAULTS.imitation_epochs,
                     help="with the forecast plan observed: epochs of behaviour cloning of the plan on the training "
                     "days before PPO starts (0: none)")
+    hp.add_argument("--finetune", action=argparse.BooleanOptionalAction, default=DEFAULTS.finetune,
+                    help="after the warm start on the plan: PPO at --finetune-lr-factor x the learning rate with "
+                    "entropy coefficient 0 (else the full rate and --ent-coef)")
+    hp.add_argument("--finetune-lr-factor", type=float, default=DEFAULTS.finetune_lr_factor,
+                    help="with --finetune: the learning rate of PPO after the warm start, as a factor of "
+                    "--learning-rate")
+    hp.add_argument("--validation-every", type=int, default=DEFAULTS.validation_every,
+                    help="with --information dayahead: every Nth training day (by date) is a validation day, not "
+                    "trained on; the warm start and every checkpoint are evaluated on them and the cheapest is "
+                    "saved as OUT/model.zip (OUT/selection.json; 0: off, the last model is saved)")
     hp.add_argument("--reward-day-scaled", action=argparse.BooleanOptionalAction,
                     default=DEFAULTS.reward_day_scaled, help="divide each day's rewards by its price scale")
     early, _ = parser.parse_known_args(argv)
@@ -146,6 +177,11 @@ def validate_args(args: argparse.Namespace) -> None:
     require_number(args.clip_range, "clip-range", 0.0, limits.MAX_COEF, low_open=True)
     require_number(args.reward_scale_usd, "reward-scale-usd", 0.0, limits.MAX_REWARD_SCALE_USD, low_open=True)
     require_number(args.imitation_epochs, "imitation-epochs", 0, limits.MAX_N_EPOCHS, integer=True)
+    require_number(args.finetune_lr_factor, "finetune-lr-factor", 0.0, 1.0, low_open=True)
+    require_number(args.validation_every, "validation-every", 0, limits.MAX_VALIDATION_EVERY, integer=True)
+    require(args.validation_every != 1, "validation-every", "must be 0 (off) or at least 2 (1 would leave no "
+            "training day)")
+    require(isinstance(args.finetune, bool), "finetune", "must be true or false")
     require_number(args.lookahead, "lookahead", 0, limits.MAX_LOOKAHEAD_SLOTS, integer=True)
     args.net_arch = parse_net_arch(args.net_arch)
     require(args.lr_schedule in ("linear", "constant"), "lr-schedule", f"must be linear or constant, got "
@@ -196,7 +232,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             env_kwargs={**DEFAULTS.env_kwargs, "lookahead": args.lookahead, "information": args.information},
             reward_scale_usd=args.reward_scale_usd, reward_day_scaled=args.reward_day_scaled,
             factored_actions=args.factored_actions, choice_features=args.choice_features, env=args.env,
-            forecast_plan=args.forecast_plan, imitation_epochs=args.imitation_epochs, seed=args.seed,
+            forecast_plan=args.forecast_plan, imitation_epochs=args.imitation_epochs, finetune=args.finetune,
+            finetune_lr_factor=args.finetune_lr_factor, validation_every=args.validation_every, seed=args.seed,
             total_timesteps=DEFAULTS.total_timesteps if args.timesteps is None else args.timesteps,
             n_envs=args.n_envs, vec_env=args.vec_env, learning_rate=args.learning_rate,
             lr_schedule=args.lr_schedule, n_steps=args.n_steps, batch_size=args.batch_size, n_epochs=args.n_epochs,
@@ -219,11 +256,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         config.train_days = [day for day in config.train_days if day in instances]
         config.heldout_days = [day for day in config.heldout_days if day in instances]
         require(len(config.train_days) > 0, "forecasts", "no training day inside the forecast period")
+        # validation days for model selection (agents/selection.py): training days of the split, never held-out
+        config.train_days, config.validation_days = split_validation(config.train_days, config.validation_every)
     else:
         config.train_days = [day for day in config.train_days if day in instances]  # horizons past the data leave
         config.heldout_days = [day for day in config.heldout_days if day in instances]
     print(f"case {case.name}: training on {len(config.train_days)} days of {profiles.source} "
-          f"({len(config.heldout_days)} held out), {config.total_timesteps:,} steps, seed {config.seed}, "
+          f"({len(config.heldout_days)} held out, {len(config.validation_days)} validation), {config.total_timesteps:,} steps, seed {config.seed}, "
           f"{config.n_envs} {config.vec_env} envs -> {out}")
 
     import torch
@@ -247,13 +286,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"resuming from {newest} at step {model.num_timesteps:,}")
     else:
         model = make_model(config, vec_env, tensorboard_log=tb)
-        if observes_plan(config) and config.imitation_epochs > 0:  # warm start on the plan (agents/imitation.py)
+        if warm_starts(config):  # warm start on the plan (agents/imitation.py)
             tick = time.perf_counter()
             train_instances = [instances[day] for day in config.train_days]
             fit = pretrain(model, plan_demonstrations(config, train_instances, plans), config.imitation_epochs,
                            seed=config.seed, vf_coef=config.vf_coef)
             print(f"warm start on the forecast plan: {fit['decisions']:.0f} decisions, {config.imitation_epochs} "
                   f"epochs, {fit['matches_plan']:.1%} matched, in {time.perf_counter() - tick:.0f} s")
+            if config.validation_days:  # the first candidate of the selection
+                save_model_atomically(model, out / WARM_START_FILE)
         write_json(out / CONFIG_FILE, {"config": config.to_dict(), "status": "training"})
 
     # 5. Callbacks: checkpoints every checkpoint_freq agent steps (at the next rollout boundary), written
@@ -295,16 +336,48 @@ def main(argv: Sequence[str] | None = None) -> int:
     wall = previous_train_seconds(out) + seconds if newest is not None else seconds
     facts = {"status": "done", "num_timesteps": int(model.num_timesteps), "train_seconds": wall,
              "steps_per_second": (remaining / seconds) if remaining > 0 and seconds > 0 else None}
+    if config.validation_days:  # keep the candidate cheapest on the validation days (agents/selection.py)
+        tick = time.perf_counter()
+        model, kept = select_model(model, config, out, [instances[day] for day in config.validation_days], plans)
+        facts["selection"] = {**kept, "seconds": time.perf_counter() - tick}
     model_path, config_path = save_run(model, config, out, extra=facts)  # saved before the check can be interrupted
     check = heldout_check(model, [instances[day] for day in config.heldout_days]) if config.heldout_days else {}
     write_json(config_path, {**read_json_file(config_path, "out"), "heldout_check": check})
-    print(f"trained {model.num_timesteps:,} steps in {seconds / 60:.1f} min; saved {model_path} and {config_path}")
+    print(f"trained {facts['num_timesteps']:,} steps in {seconds / 60:.1f} min; saved {model_path} and {config_path}")
     if check:
         print(f"held-out days ({check['days']}): mean objective ppo ${check['ppo']:,.2f}, fixed "
               f"${check['fixed']:,.2f}, greedy ${check['greedy']:,.2f}; tranches met {check['tranches_met']:.0%}, feasible {check['feasible']:.0%}")
     print(f"evaluate: python evaluate.py --case {case.name} --model {model_path}"
-          + (f" --profiles {config.profiles}" if config.profiles else ""))
+          + (f" --profiles {config.profiles}" if config.profiles else "")
+          + (f" --forecasts {config.forecasts} --information dayahead" if config.information == "dayahead" else ""))
     return 0
+
+
+def select_model(model, config: PPOConfig, out: Path, validation: list, plans: ForecastPlans):
+    """The warm start (if saved) and every checkpoint of the run, evaluated on the validation days; returns the
+    cheapest model (the earlier on a tie) and the facts of the choice (the history: OUT/selection.json)."""
+    paths = [out / WARM_START_FILE] if (out / WARM_START_FILE).is_file() else []
+    paths += checkpoints_newest_first(out / "checkpoints")[::-1]
+    candidates, models = [], []
+    for path in paths:
+        match = CHECKPOINT_PATTERN.fullmatch(path.name)
+        steps = int(match.group(1)) if match else 0
+        loaded = load_model(path)
+        cost, met = validation_cost(loaded, validation, plans)
+        candidates.append(Candidate(label="warm start" if not match else path.name, steps=steps, path=str(path),
+                                    cost_usd=cost, tranches_met=met))
+        models.append(loaded)
+        print(f"validation ({len(validation)} days): {candidates[-1].label} ${cost:,.2f}, tranches met {met}")
+    if not candidates:  # no checkpoint written (an interrupted start): the model as it is
+        cost, met = validation_cost(model, validation, plans)
+        candidates.append(Candidate("final", int(model.num_timesteps), "", cost, met))
+        models.append(model)
+    kept = select_best(candidates)
+    write_selection(out, config.validation_days, candidates, kept)
+    print(f"selected {candidates[kept].label} (validation ${candidates[kept].cost_usd:,.2f}); history in "
+          f"{out / 'selection.json'}")
+    return models[kept], {"kept": candidates[kept].label, "kept_steps": candidates[kept].steps,
+                          "validation_cost_usd": candidates[kept].cost_usd}
 
 
 def previous_train_seconds(out: Path) -> float:

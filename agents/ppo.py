@@ -110,8 +110,8 @@ def make_model(config: PPOConfig, vec_env, tensorboard_log: str | None = None):
     from sb3_contrib import MaskablePPO
 
     activation = {"tanh": torch.nn.Tanh, "relu": torch.nn.ReLU}[config.activation]
-    lr: float | Callable[[float], float] = (linear_schedule(config.learning_rate) if config.lr_schedule == "linear"
-                                            else config.learning_rate)
+    rate, ent_coef = rate_and_entropy(config)
+    lr: float | Callable[[float], float] = linear_schedule(rate) if config.lr_schedule == "linear" else rate
     model = MaskablePPO(
         "MlpPolicy",
         vec_env,
@@ -122,7 +122,7 @@ def make_model(config: PPOConfig, vec_env, tensorboard_log: str | None = None):
         gamma=config.gamma,
         gae_lambda=config.gae_lambda,
         clip_range=config.clip_range,
-        ent_coef=config.ent_coef,
+        ent_coef=ent_coef,
         vf_coef=config.vf_coef,
         max_grad_norm=config.max_grad_norm,
         target_kl=config.target_kl,
@@ -199,6 +199,24 @@ def observes_plan(config: PPOConfig) -> bool:
     return config.forecast_plan and config.information == "dayahead"
 
 
+def warm_starts(config: PPOConfig) -> bool:
+    """Whether training starts with behaviour cloning of the forecast plan (:mod:`agents.imitation`)."""
+    return observes_plan(config) and config.imitation_epochs > 0
+
+
+def finetunes(config: PPOConfig) -> bool:
+    """Whether PPO after the warm start runs at the fine-tuning rate and entropy (``PPOConfig.finetune``)."""
+    return warm_starts(config) and config.finetune
+
+
+def rate_and_entropy(config: PPOConfig) -> tuple[float, float]:
+    """PPO's initial learning rate and entropy coefficient: the config's, or after the warm start with
+    ``finetune`` a slower, entropy-free PPO (``finetune_lr_factor`` × the rate, ``finetune_ent_coef``)."""
+    if finetunes(config):
+        return config.learning_rate * config.finetune_lr_factor, config.finetune_ent_coef
+    return config.learning_rate, config.ent_coef
+
+
 def ppo_schedule(model, inst: Instance, plans: ForecastPlans | None = None) -> list[list[int]]:
     """The schedule of a trained model on one instance (a day or a horizon): deterministic, masked, in the env it
     was trained in, with the information it was trained with (``information="dayahead"``: ``inst`` must carry
@@ -262,6 +280,6 @@ def heldout_check(model, instances: Sequence[Instance]) -> dict[str, Any]:
 
 __all__ = ["CONFIG_ATTRIBUTE", "CONFIG_FILE", "ENV_KWARGS_KEYS", "MODEL_FILE", "DecisionSteps", "PPOConfig",
            "agent_env", "day_forecast_table", "day_price_scale", "heldout_check", "linear_schedule", "load_model",
-           "make_env", "make_model", "make_vec_env", "model_config", "observes_plan", "ppo_schedule",
-           "rollout_schedule", "save_run", "versions", "wrap_env"]
+           "finetunes", "make_env", "make_model", "make_vec_env", "model_config", "observes_plan",
+           "ppo_schedule", "rate_and_entropy", "rollout_schedule", "save_run", "versions", "warm_starts", "wrap_env"]
 

@@ -41,6 +41,8 @@ class PPOConfig:
     overrides: dict[str, Any] = field(default_factory=dict)
     train_days: list[str] = field(default_factory=list)
     heldout_days: list[str] = field(default_factory=list)
+    validation_days: list[str] = field(default_factory=list)
+    """Training days of the split kept out of training to select the saved model (:mod:`agents.selection`)."""
 
     # Env (CheckpointDispatchEnv kwargs) and the wrapper. ``env_kwargs["information"]``: "perfect" (the truth)
     # or "dayahead" (forecasts only; the instances must carry them); a model is evaluated with the information
@@ -69,6 +71,20 @@ class PPOConfig:
     imitation_epochs: int = 50
     """With the forecast plan observed: epochs of behaviour cloning of the plan on the training days before PPO
     (a warm start, :mod:`agents.imitation`; 0 = none)."""
+
+    finetune: bool = True
+    """With the warm start: PPO then fine-tunes at ``finetune_lr_factor`` × ``learning_rate`` with entropy
+    coefficient ``finetune_ent_coef`` (PPO at full rate with the entropy bonus drifts away from the cloned plan).
+    Configs saved before it existed mean False."""
+    finetune_lr_factor: float = 0.1
+    """Learning rate of the fine-tuning, as a factor of ``learning_rate``."""
+    finetune_ent_coef: float = 0.0
+    """Entropy coefficient of the fine-tuning (none: the warm start is already the policy to keep)."""
+    validation_every: int = 7
+    """With ``information="dayahead"``: every ``validation_every``-th training day of the split (by date) is a
+    validation day, not trained on; the warm start and the checkpoints are evaluated on them and the cheapest is
+    saved as the model (:mod:`agents.selection`; 0 = no selection, the last model is saved). Configs saved before
+    it existed mean 0."""
 
     env: str = "auto"
     """Which env: ``"auto"`` (the per-job fleet env, :class:`aidc_env.fleet_env.FleetDispatchEnv`, for instances with
@@ -108,7 +124,7 @@ class PPOConfig:
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> PPOConfig:
         known = {f.name for f in dataclasses.fields(cls)}
-        return cls(**{"forecast_plan": False, **{k: v for k, v in data.items() if k in known}})
+        return cls(**{"forecast_plan": False, "finetune": False, "validation_every": 0, **{k: v for k, v in data.items() if k in known}})
 
     @property
     def information(self) -> str:

@@ -72,6 +72,8 @@ MAX_N_STEPS = 1_000_000
 """Rollout steps per env per update (the default is 128; a day has 12 decisions in the 2048 case)."""
 MAX_N_EPOCHS = 1000
 """Epochs per PPO update (SB3's default is 10)."""
+MAX_VALIDATION_EVERY = MAX_DAYS
+"""train.py --validation-every: one validation day in every N training days; past the days there are, none."""
 MAX_LEARNING_RATE = 1.0
 """Adam steps beyond 1 diverge on any network."""
 MAX_COEF = 100.0
