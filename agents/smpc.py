@@ -49,11 +49,12 @@ from aidc_env.simulator import TRANCHE_TOLERANCE, simulate
 
 MAX_EXHAUSTIVE_DECISIONS = 4096
 """Most joint first decisions ``exhaustive=True`` enumerates."""
-DEFAULT_THRESHOLD_USD = 0.50
+DEFAULT_THRESHOLD_USD = 2.0
 """Expected saving ($, per re-planning point, over the scenarios) a candidate must show over MPC's first
 decision before smpc departs from MPC's plan. Source: tuned on 12 validation days of the training period
-(the forecaster refitted without them) by ``python -m experiments.smpc_threshold``, grid
-:data:`experiments.smpc_threshold.THRESHOLDS_USD`; see docs/uncertainty.md."""
+(2023-03-13..2023-11-14, the forecaster refitted on the 289 other training days, S = 3) by ``python -m
+experiments.smpc_threshold --thresholds 0,0.5,1,2`` (/work/runs/smpc/tune.json): VSS -125.62, -56.82,
+-57.52, -45.26 $ for 0, 0.5, 1, 2; the largest VSS, still negative (docs/uncertainty.md)."""
 
 Decision = tuple[tuple[int, ...], ...]
 """A first decision: per job, its choices of the segments in ``start:stop``."""

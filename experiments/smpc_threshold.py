@@ -31,7 +31,7 @@ from aidc_env.io import check_output_file, write_json
 from aidc_env.profiles import load_profiles
 from aidc_env.simulator import simulate
 
-THRESHOLDS_USD = (0.0, 0.25, 0.5, 1.0, 2.0)
+THRESHOLDS_USD = (0.0, 0.5, 1.0, 2.0)
 """Thresholds tried by default ($ per re-planning point); inf (MPC itself) is the reference row."""
 VALIDATION_DAYS = 12
 """Validation days by default (each costs one smpc run per threshold)."""
