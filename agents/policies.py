@@ -52,6 +52,8 @@ class PolicySettings:
     smpc_threshold_usd: float = DEFAULT_THRESHOLD_USD
     """``smpc`` departs from MPC's plan only for an expected saving above this ($ per re-planning point; inf:
     never, i.e. MPC)."""
+    smpc_stages: str = "points"
+    """What ``smpc``'s first decision spans (:data:`agents.smpc.SMPC_STAGES`)."""
     smpc_centre: bool = True
     """``smpc`` re-centres its scenarios on the point forecast (:func:`agents.smpc.centre_scenarios`)."""
     seed: int = 0
@@ -110,7 +112,7 @@ def _schedule(name: str, inst: Instance, settings: PolicySettings) -> tuple[list
             log: list[dict] = []
             schedule = smpc_schedule(inst, settings.information, oracle=oracle, method=settings.smpc_method,
                                      n_scenarios=settings.smpc_scenarios, threshold_usd=settings.smpc_threshold_usd,
-                                     centre=settings.smpc_centre, log=log)
+                                     centre=settings.smpc_centre, stages=settings.smpc_stages, log=log)
             info = {"replanning_points": len(log), "departures": sum(e["departed"] for e in log),
                     "expected_saving_usd": float(sum(e["mpc_expected_usd"] - e["best_expected_usd"] for e in log
                                                      if e["departed"]))}

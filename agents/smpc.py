@@ -44,7 +44,7 @@ from agents.mpc import (commit, current_choices, plan_tail, replanning_slots, re
                         sub_instance, tokens_made)
 from aidc_env.instance import PAUSE, Instance
 from aidc_env.errors import require
-from aidc_env.information import outlook
+from aidc_env.information import issue_slot, outlook
 from aidc_env.simulator import TRANCHE_TOLERANCE, simulate
 
 MAX_EXHAUSTIVE_DECISIONS = 4096
@@ -203,6 +203,9 @@ def scenario_subs(inst: Instance, start: int, current: list[int], made: list[flo
     return [rest_of_horizon(inst, start, current, made, p, r) for p, r in views]
 
 
+SMPC_STAGES = ("points", "issues")
+"""What one first decision spans (:func:`smpc_schedule`)."""
+
 SMPC_METHODS = ("candidates", "extensive")
 """How each two-stage choice is solved: exact evaluation of candidate first decisions (:func:`stochastic_step`),
 or the extensive form (:func:`oracle.stochastic.solve_two_stage`, exact over every first decision)."""
@@ -211,7 +214,7 @@ or the extensive form (:func:`oracle.stochastic.solve_two_stage`, exact over eve
 def smpc_schedule(inst: Instance, information: str = "dayahead", *, oracle=None, method: str = "candidates",
                   n_scenarios: int | None = None, exhaustive: bool = False,
                   threshold_usd: float = DEFAULT_THRESHOLD_USD, centre: bool = True,
-                  log: list[dict] | None = None) -> list[list[int]]:
+                  stages: str = "points", log: list[dict] | None = None) -> list[list[int]]:
     """Stochastic MPC over the forecast's scenarios; returns the committed schedule (scored on the truth).
 
     MPC's plan (the point forecast's, re-solved only when something new is known, as in
@@ -219,7 +222,10 @@ def smpc_schedule(inst: Instance, information: str = "dayahead", *, oracle=None,
     ``threshold_usd`` at this re-planning point (module docstring); ``threshold_usd=inf`` never computes the
     two-stage choice. ``centre``: scenarios re-centred on the point forecast. ``log``: receives one dict per
     re-planning point (slot, expected costs of MPC's first decision and of the best candidate, whether smpc
-    departed). ``method="extensive"`` (threshold and log not applied) falls back to the candidates when the
+    departed). ``stages``: the first decision spans the segments up to the next re-planning point
+    (``"points"``), or up to the first re-planning point at or after the next forecast issue (``"issues"``:
+    the recourse starts when new information does; on a one-day instance the whole day is one decision,
+    chosen among MPC's plan and the scenarios' optima by expected cost, without recourse). ``method="extensive"`` (threshold and log not applied) falls back to the candidates when the
     extensive form finds no schedule in time.
     """
     from oracle.rolling import RollingOracle
@@ -227,12 +233,21 @@ def smpc_schedule(inst: Instance, information: str = "dayahead", *, oracle=None,
 
     require(method in SMPC_METHODS, "method", f"must be one of {', '.join(SMPC_METHODS)}")
     require(threshold_usd >= 0, "smpc-threshold", f"must be >= 0, got {threshold_usd!r}")
+    require(stages in SMPC_STAGES, "stages", f"must be one of {', '.join(SMPC_STAGES)}")
     oracle = oracle if oracle is not None else RollingOracle()
     schedule = [[PAUSE] * job.segments for job in inst.jobs]
     points = replanning_slots(inst) + [inst.slots]
     plan: list[list[int]] | None = None  # MPC's plan of the rest, made on ``known``
+    committed_to = 0
     known: tuple[np.ndarray, np.ndarray] | None = None
+    issues = [issue_slot(inst, d) for d in range(inst.horizon_days)]
     for start, stop in zip(points[:-1], points[1:], strict=True):
+        if stages == "issues" and start < committed_to:
+            continue  # inside a stage already decided
+        if stages == "issues":
+            issue = min([i for i in issues if i > start] + [inst.slots])
+            stop = min(p for p in points if p >= issue)
+        committed_to = stop
         current, made = current_choices(inst, schedule, start), tokens_made(inst, schedule, start)
         if method == "extensive":
             subs = scenario_subs(inst, start, current, made, information, n_scenarios, centre)

@@ -21,6 +21,7 @@ from concurrent.futures import ProcessPoolExecutor
 
 from agents.days import split_days, spread
 from agents.policies import PolicySettings, run_policy
+from agents.smpc import SMPC_STAGES
 from aidc_env import limits
 from aidc_env.case import build_instances, load_case, require_one_site_case
 from aidc_env.dayahead import dayahead_instances
@@ -48,11 +49,12 @@ def validation_split(dates: Sequence[str], forecast_dates: Sequence[str], count:
     return [d for d in train if d not in set(validation)], validation
 
 
-def _run_day(inst: Instance, thresholds: tuple[float, ...], scenarios: int, time_limit_s: float) -> dict:
+def _run_day(inst: Instance, thresholds: tuple[float, ...], scenarios: int, time_limit_s: float,
+             stages: str = "points") -> dict:
     costs, facts = {}, {}
     for name, threshold in [("mpc", math.inf), *[(f"smpc@{t:g}", t) for t in thresholds]]:
         settings = PolicySettings(information="dayahead", time_limit_s=time_limit_s, smpc_scenarios=scenarios,
-                                  smpc_threshold_usd=threshold)
+                                  smpc_threshold_usd=threshold, smpc_stages=stages)
         tick = time.perf_counter()
         schedule, info = run_policy("mpc" if name == "mpc" else "smpc", inst, settings)
         metrics = simulate(inst, schedule).metrics
@@ -73,6 +75,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--thresholds", default=",".join(f"{t:g}" for t in THRESHOLDS_USD),
                         help="comma-separated $ per re-planning point")
     parser.add_argument("--smpc-scenarios", type=int, default=SCENARIOS)
+    parser.add_argument("--smpc-stages", choices=SMPC_STAGES, default="points")
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--time-limit", type=float, default=120.0)
     parser.add_argument("--seed", type=int, default=0)
@@ -101,7 +104,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     tick = time.perf_counter()
     with ProcessPoolExecutor(args.workers) as pool:
         runs = dict(zip(days, pool.map(_run_day, [instances[d] for d in days], [thresholds] * len(days),
-                                       [args.smpc_scenarios] * len(days), [args.time_limit] * len(days)),
+                                       [args.smpc_scenarios] * len(days), [args.time_limit] * len(days),
+                                       [args.smpc_stages] * len(days)),
                         strict=True))
     rows = {}
     for t in thresholds:
@@ -115,7 +119,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     best = max(rows.values(), key=lambda r: (round(r["vss_usd"], 6), r["threshold_usd"]))
     print(f"chosen threshold: {best['threshold_usd']:g} $ (VSS {best['vss_usd']:+.2f} $ on {len(days)} days)")
     write_json(args.json, {"case": case.name, "validation_days": days, "fit_days": len(fit),
-                           "smpc_scenarios": args.smpc_scenarios, "seed": args.seed,
+                           "smpc_scenarios": args.smpc_scenarios, "smpc_stages": args.smpc_stages, "seed": args.seed,
                            "mpc_total_usd": sum(runs[d]["costs"]["mpc"] for d in days), "thresholds": rows,
                            "chosen_threshold_usd": best["threshold_usd"], "runs": runs,
                            "wall_seconds": time.perf_counter() - tick})

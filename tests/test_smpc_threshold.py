@@ -106,3 +106,28 @@ def test_validation_days_are_training_days_and_left_out_of_the_fit():
     assert len(validation) == 12 and set(validation) <= set(train) & set(forecast_dates)
     assert not set(validation) & set(fit) and not set(held) & (set(fit) | set(validation))
     assert set(fit) | set(validation) == set(train)
+
+
+@pytest.mark.parametrize("t", [7, 30])
+def test_smpc_deciding_per_issue_meets_the_targets_and_does_not_read_the_truth_from_t(t):
+    """``stages="issues"``: one first decision up to the next forecast issue (slot 10 of day 1 here)."""
+    inst = horizon_instance(days=2, segments_per_day=4, seed=6, scenarios=3)
+    log: list[dict] = []
+    schedule = smpc_schedule(inst, oracle=DAYAHEAD.oracle(), threshold_usd=0.0, stages="issues", log=log)
+    assert [e["slot"] for e in log] == [0, 12]  # issues at slots -14 and 10: stages 0..12 and 12..48
+    assert simulate_met(inst, schedule)
+    rng = np.random.default_rng(t)
+    price = inst.price_usd_per_mwh.copy()
+    price[t:] = rng.uniform(-100, 900, inst.slots - t)
+    moved = dataclasses.replace(inst, price_usd_per_mwh=price)
+    after = smpc_schedule(moved, oracle=DAYAHEAD.oracle(), threshold_usd=0.0, stages="issues")
+    started = -(-t // inst.slots_per_segment(inst.jobs[0]))
+    assert schedule[0][:started] == after[0][:started]
+    assert (smpc_schedule(inst, oracle=DAYAHEAD.oracle(), threshold_usd=math.inf, stages="issues")
+            == mpc_schedule(inst, oracle=DAYAHEAD.oracle()))
+
+
+def simulate_met(inst, schedule) -> bool:
+    from aidc_env.simulator import simulate
+
+    return simulate(inst, schedule).metrics.tranches_met
