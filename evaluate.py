@@ -32,7 +32,7 @@ from tqdm import tqdm
 from agents.days import split_days, spread as spread_days
 from agents.mpc import ForecastNoise
 from agents.policies import HEAVY_POLICIES, POLICY_NAMES, PolicySettings, run_policy
-from agents.smpc import DEFAULT_THRESHOLD_USD, SMPC_STAGES
+from agents.smpc import DEFAULT_STAGES, DEFAULT_THRESHOLD_USD, SMPC_STAGES
 from aidc_env import limits
 from aidc_env.case import add_case_arguments, build_instances, case_overrides, load_case, require_one_site_case
 from aidc_env.dayahead import DEFAULT_SCENARIOS
@@ -239,12 +239,12 @@ def main(argv: Sequence[str] | None = None) -> int:
                         help="scenarios of the stochastic MPC (the forecast's first S of "
                         f"{DEFAULT_SCENARIOS}; default {DEFAULT_SMPC_SCENARIOS})")
     parser.add_argument("--smpc-threshold", type=float, default=DEFAULT_THRESHOLD_USD,
-                        help="expected saving ($ per re-planning point) the stochastic MPC needs before it departs "
+                        help="expected saving ($ per first decision) the stochastic MPC needs before it departs "
                         f"from MPC's plan (inf: never; default {DEFAULT_THRESHOLD_USD}, tuned on validation days of "
                         "the training period)")
-    parser.add_argument("--smpc-stages", choices=SMPC_STAGES, default="points",
-                        help="what the stochastic MPC's first decision spans: up to the next re-planning point "
-                        "(points, default) or up to the next forecast issue (issues)")
+    parser.add_argument("--smpc-stages", choices=SMPC_STAGES, default=DEFAULT_STAGES,
+                        help="what the stochastic MPC's first decision spans: up to the next forecast issue "
+                        f"(issues) or up to the next re-planning point (points); default {DEFAULT_STAGES}")
     parser.add_argument("--days", nargs="+", default=["heldout"],
                         help="dates YYYY-MM-DD (first days), or one of: heldout (default), all, reference; with "
                         "--horizon-days D the instances start on these days and need D consecutive days (held-out "

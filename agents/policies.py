@@ -24,7 +24,7 @@ import numpy as np
 
 from agents.mpc import ForecastNoise, mpc_schedule
 from agents.open_loop import dayahead_plan_schedule, forecast_plan_schedule, greedy_view_schedule, oracle_schedule
-from agents.smpc import DEFAULT_THRESHOLD_USD, smpc_schedule
+from agents.smpc import DEFAULT_STAGES, DEFAULT_THRESHOLD_USD, smpc_schedule
 from aidc_env.baselines import fixed_schedule
 from aidc_env.instance import Instance
 from aidc_env.information import INFORMATION
@@ -52,7 +52,7 @@ class PolicySettings:
     smpc_threshold_usd: float = DEFAULT_THRESHOLD_USD
     """``smpc`` departs from MPC's plan only for an expected saving above this ($ per re-planning point; inf:
     never, i.e. MPC)."""
-    smpc_stages: str = "points"
+    smpc_stages: str = DEFAULT_STAGES
     """What ``smpc``'s first decision spans (:data:`agents.smpc.SMPC_STAGES`)."""
     smpc_centre: bool = True
     """``smpc`` re-centres its scenarios on the point forecast (:func:`agents.smpc.centre_scenarios`)."""

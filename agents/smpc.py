@@ -26,9 +26,12 @@ them has a mean residual that is not zero, and with a cost linear in the price a
 them optimises that biased mean. So (``centre=True``) the S scenarios used are re-centred on the point
 forecast slot by slot (:func:`centre_scenarios`: their mean *equals* the point forecast, prices and
 renewables), and (``threshold_usd``) the controller keeps MPC's plan -- the point forecast's, made and
-re-used exactly as :func:`agents.mpc.mpc_schedule` does -- and departs from it at a re-planning point only
-when the best candidate's expected cost is more than ``threshold_usd`` below that of MPC's first decision
-(both over the same scenarios, each with its optimal recourse). ``threshold_usd=inf`` is MPC decision for
+re-used exactly as :func:`agents.mpc.mpc_schedule` does -- and departs from it only when the best
+candidate's expected cost is more than ``threshold_usd`` below that of MPC's first decision (both over the
+same scenarios, each with its optimal recourse). By default (``stages="issues"``) a first decision spans
+the segments up to the next forecast issue, when new information arrives (on a one-day instance: the
+whole day, chosen among MPC's plan and the scenarios' optima by expected cost); ``stages="points"`` takes
+one per re-planning point, with a recourse that assumes its scenario known from the next point on. ``threshold_usd=inf`` is MPC decision for
 decision; :data:`DEFAULT_THRESHOLD_USD` was tuned on validation days of the training period
 (``python -m experiments.smpc_threshold``), never on held-out days.
 """
@@ -49,12 +52,17 @@ from aidc_env.simulator import TRANCHE_TOLERANCE, simulate
 
 MAX_EXHAUSTIVE_DECISIONS = 4096
 """Most joint first decisions ``exhaustive=True`` enumerates."""
-DEFAULT_THRESHOLD_USD = 2.0
-"""Expected saving ($, per re-planning point, over the scenarios) a candidate must show over MPC's first
-decision before smpc departs from MPC's plan. Source: tuned on 12 validation days of the training period
-(2023-03-13..2023-11-14, the forecaster refitted on the 289 other training days, S = 3) by ``python -m
-experiments.smpc_threshold --thresholds 0,0.5,1,2`` (/work/runs/smpc/tune.json): VSS -125.62, -56.82,
--57.52, -45.26 $ for 0, 0.5, 1, 2; the largest VSS, still negative (docs/uncertainty.md)."""
+DEFAULT_STAGES = "issues"
+"""What one first decision spans by default (:data:`SMPC_STAGES`): up to the next forecast issue, the only
+time new information arrives under day-ahead information (docs/uncertainty.md: the per-point two-stage
+choice lost on validation and held-out days)."""
+DEFAULT_THRESHOLD_USD = 1.0
+"""Expected saving ($, per first decision, over the scenarios) a candidate must show over MPC's before smpc
+departs from MPC's plan. Source: tuned on 12 validation days of the training period (2023-03-13..2023-11-14,
+the forecaster refitted on the 289 other training days, S = 3) by ``python -m experiments.smpc_threshold
+--thresholds 0,0.5,1,2 --smpc-stages issues`` (/work/runs/smpc/tune_issues.json): VSS +4.43 $ at 0, 0.5 and 1
+(one departure, on one day), 0 at 2; the largest VSS, ties to the larger threshold. With ``stages="points"``
+the same tuning gave VSS -125.62, -56.82, -57.52, -45.26 $ (best: 2; /work/runs/smpc/tune.json)."""
 
 Decision = tuple[tuple[int, ...], ...]
 """A first decision: per job, its choices of the segments in ``start:stop``."""
@@ -203,7 +211,7 @@ def scenario_subs(inst: Instance, start: int, current: list[int], made: list[flo
     return [rest_of_horizon(inst, start, current, made, p, r) for p, r in views]
 
 
-SMPC_STAGES = ("points", "issues")
+SMPC_STAGES = ("issues", "points")
 """What one first decision spans (:func:`smpc_schedule`)."""
 
 SMPC_METHODS = ("candidates", "extensive")
@@ -214,7 +222,7 @@ or the extensive form (:func:`oracle.stochastic.solve_two_stage`, exact over eve
 def smpc_schedule(inst: Instance, information: str = "dayahead", *, oracle=None, method: str = "candidates",
                   n_scenarios: int | None = None, exhaustive: bool = False,
                   threshold_usd: float = DEFAULT_THRESHOLD_USD, centre: bool = True,
-                  stages: str = "points", log: list[dict] | None = None) -> list[list[int]]:
+                  stages: str = DEFAULT_STAGES, log: list[dict] | None = None) -> list[list[int]]:
     """Stochastic MPC over the forecast's scenarios; returns the committed schedule (scored on the truth).
 
     MPC's plan (the point forecast's, re-solved only when something new is known, as in

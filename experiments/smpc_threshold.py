@@ -21,7 +21,7 @@ from concurrent.futures import ProcessPoolExecutor
 
 from agents.days import split_days, spread
 from agents.policies import PolicySettings, run_policy
-from agents.smpc import SMPC_STAGES
+from agents.smpc import DEFAULT_STAGES, SMPC_STAGES
 from aidc_env import limits
 from aidc_env.case import build_instances, load_case, require_one_site_case
 from aidc_env.dayahead import dayahead_instances
@@ -50,7 +50,7 @@ def validation_split(dates: Sequence[str], forecast_dates: Sequence[str], count:
 
 
 def _run_day(inst: Instance, thresholds: tuple[float, ...], scenarios: int, time_limit_s: float,
-             stages: str = "points") -> dict:
+             stages: str = DEFAULT_STAGES) -> dict:
     costs, facts = {}, {}
     for name, threshold in [("mpc", math.inf), *[(f"smpc@{t:g}", t) for t in thresholds]]:
         settings = PolicySettings(information="dayahead", time_limit_s=time_limit_s, smpc_scenarios=scenarios,
@@ -75,7 +75,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--thresholds", default=",".join(f"{t:g}" for t in THRESHOLDS_USD),
                         help="comma-separated $ per re-planning point")
     parser.add_argument("--smpc-scenarios", type=int, default=SCENARIOS)
-    parser.add_argument("--smpc-stages", choices=SMPC_STAGES, default="points")
+    parser.add_argument("--smpc-stages", choices=SMPC_STAGES, default=DEFAULT_STAGES)
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--time-limit", type=float, default=120.0)
     parser.add_argument("--seed", type=int, default=0)

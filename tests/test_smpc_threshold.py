@@ -44,17 +44,18 @@ def test_smpc_scenarios_are_centred_on_the_point_forecast_known_at_the_slot(star
     assert not np.allclose(np.mean([sub.price_usd_per_mwh for sub in raw], axis=0), price)  # it did something
 
 
-@pytest.mark.parametrize("seed", [0, 1, 2])
-def test_with_an_infinite_threshold_smpc_is_mpc_decision_for_decision(seed):
+@pytest.mark.parametrize(("seed", "stages"), [(0, "points"), (1, "points"), (2, "issues"), (0, "issues")])
+def test_with_an_infinite_threshold_smpc_is_mpc_decision_for_decision(seed, stages):
     inst = horizon_instance(days=2, segments_per_day=4, seed=seed)
     oracle = DAYAHEAD.oracle()
     log: list[dict] = []
-    assert smpc_schedule(inst, oracle=oracle, threshold_usd=math.inf, log=log) == mpc_schedule(inst, oracle=oracle)
+    assert (smpc_schedule(inst, oracle=oracle, threshold_usd=math.inf, stages=stages, log=log)
+            == mpc_schedule(inst, oracle=oracle))
     assert log == []  # no two-stage choice computed at all
 
 
-@pytest.mark.parametrize("seed", [0, 3])
-def test_with_one_scenario_equal_to_the_point_forecast_smpc_is_mpc(seed):
+@pytest.mark.parametrize(("seed", "stages"), [(0, "points"), (3, "issues")])
+def test_with_one_scenario_equal_to_the_point_forecast_smpc_is_mpc(seed, stages):
     inst = horizon_instance(days=2, segments_per_day=4, seed=seed)
     f = inst.forecast
     one = dataclasses.replace(inst, forecast=Forecast(f.price_usd_per_mwh, f.renewable_shape,
@@ -62,20 +63,20 @@ def test_with_one_scenario_equal_to_the_point_forecast_smpc_is_mpc(seed):
                                                       persistence_price_usd_per_mwh=f.persistence_price_usd_per_mwh))
     oracle = DAYAHEAD.oracle()
     log: list[dict] = []
-    assert smpc_schedule(one, oracle=oracle, log=log) == mpc_schedule(one, oracle=oracle)
+    assert smpc_schedule(one, oracle=oracle, stages=stages, log=log) == mpc_schedule(one, oracle=oracle)
     assert log and not any(e["departed"] for e in log)
     # centred, any single scenario collapses onto the point forecast: smpc is mpc again
     first = dataclasses.replace(inst, forecast=dataclasses.replace(
         f, price_scenarios_usd_per_mwh=f.price_scenarios_usd_per_mwh[:1],
         renewable_shape_scenarios=f.renewable_shape_scenarios[:1]))
-    assert smpc_schedule(first, oracle=oracle) == mpc_schedule(first, oracle=oracle)
+    assert smpc_schedule(first, oracle=oracle, stages=stages) == mpc_schedule(first, oracle=oracle)
 
 
 def test_smpc_departs_only_for_an_expected_saving_above_the_threshold():
     inst = horizon_instance(days=2, segments_per_day=4, seed=2)
-    settings_ = PolicySettings(information="dayahead", smpc_threshold_usd=0.0)
+    settings_ = PolicySettings(information="dayahead", smpc_threshold_usd=0.0, smpc_stages="points")
     log: list[dict] = []
-    smpc_schedule(inst, oracle=DAYAHEAD.oracle(), threshold_usd=0.0, log=log)
+    smpc_schedule(inst, oracle=DAYAHEAD.oracle(), threshold_usd=0.0, stages="points", log=log)
     for e in log:
         assert e["departed"] == (e["best_expected_usd"] < e["mpc_expected_usd"])
         assert e["best_expected_usd"] <= e["mpc_expected_usd"] + 1e-6
@@ -83,8 +84,8 @@ def test_smpc_departs_only_for_an_expected_saving_above_the_threshold():
     assert info["replanning_points"] == len(log) and info["departures"] == sum(e["departed"] for e in log)
 
 
-@pytest.mark.parametrize("t", [7, 30])
-def test_smpc_with_a_zero_threshold_does_not_read_the_truth_from_slot_t_on(t):
+@pytest.mark.parametrize(("t", "stages"), [(7, "points"), (30, "points"), (7, "issues")])
+def test_smpc_with_a_zero_threshold_does_not_read_the_truth_from_slot_t_on(t, stages):
     """The departing path (threshold 0) is causal too (the default settings are checked in test_leakage.py)."""
     inst = horizon_instance(days=2, segments_per_day=2, seed=5)
     rng = np.random.default_rng(t)
@@ -92,7 +93,7 @@ def test_smpc_with_a_zero_threshold_does_not_read_the_truth_from_slot_t_on(t):
     price[t:] = rng.uniform(-100, 900, inst.slots - t)
     shape[t:] = rng.uniform(0, 1, inst.slots - t)
     moved = dataclasses.replace(inst, price_usd_per_mwh=price, renewable_shape=shape)
-    settings_ = PolicySettings(information="dayahead", smpc_threshold_usd=0.0)
+    settings_ = PolicySettings(information="dayahead", smpc_threshold_usd=0.0, smpc_stages=stages)
     before, after = run_policy("smpc", inst, settings_)[0], run_policy("smpc", moved, settings_)[0]
     started = -(-t // inst.slots_per_segment(inst.jobs[0]))
     assert before[0][:started] == after[0][:started]
