@@ -19,6 +19,7 @@ instead (see ``experiments/studies.py`` and docs/results.md).
 
 from __future__ import annotations
 
+import math
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -31,6 +32,7 @@ from tqdm import tqdm
 from agents.days import split_days, spread as spread_days
 from agents.mpc import ForecastNoise
 from agents.policies import HEAVY_POLICIES, POLICY_NAMES, PolicySettings, run_policy
+from agents.smpc import DEFAULT_STAGES, DEFAULT_THRESHOLD_USD, SMPC_STAGES
 from aidc_env import limits
 from aidc_env.case import add_case_arguments, build_instances, case_overrides, load_case, require_one_site_case
 from aidc_env.dayahead import DEFAULT_SCENARIOS
@@ -236,6 +238,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--smpc-scenarios", type=int, default=DEFAULT_SMPC_SCENARIOS,
                         help="scenarios of the stochastic MPC (the forecast's first S of "
                         f"{DEFAULT_SCENARIOS}; default {DEFAULT_SMPC_SCENARIOS})")
+    parser.add_argument("--smpc-threshold", type=float, default=DEFAULT_THRESHOLD_USD,
+                        help="expected saving ($ per first decision) the stochastic MPC needs before it departs "
+                        f"from MPC's plan (inf: never; default {DEFAULT_THRESHOLD_USD}, tuned on validation days of "
+                        "the training period)")
+    parser.add_argument("--smpc-stages", choices=SMPC_STAGES, default=DEFAULT_STAGES,
+                        help="what the stochastic MPC's first decision spans: up to the next forecast issue "
+                        f"(issues) or up to the next re-planning point (points); default {DEFAULT_STAGES}")
     parser.add_argument("--days", nargs="+", default=["heldout"],
                         help="dates YYYY-MM-DD (first days), or one of: heldout (default), all, reference; with "
                         "--horizon-days D the instances start on these days and need D consecutive days (held-out "
@@ -318,12 +327,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         check_model(model_path, args, instances[days[0]])
     settings = PolicySettings(time_limit_s=args.time_limit, seed=args.seed, model_path=model_path,
                               information=args.information, smpc_scenarios=args.smpc_scenarios,
+                              smpc_threshold_usd=args.smpc_threshold, smpc_stages=args.smpc_stages,
                               mpc_noise=ForecastNoise(args.mpc_noise, args.mpc_noise))
     print(f"{len(policies)} policies x {len(days)} {horizon}-day instances of case {case.name} ({profiles.source}, "
           f"information {args.information})")
     facts = {"case": case.name, "days": days, "horizon_days": horizon, "profiles": profiles.source,
              "overrides": overrides, "information": args.information, "forecasts": args.forecasts,
-             "smpc_scenarios": args.smpc_scenarios if "smpc" in policies else None, "time_limit_s": args.time_limit}
+             "smpc_scenarios": args.smpc_scenarios if "smpc" in policies else None,
+             "smpc_stages": args.smpc_stages if "smpc" in policies else None,
+             "smpc_threshold_usd": (None if "smpc" not in policies else args.smpc_threshold
+                                    if math.isfinite(args.smpc_threshold) else "inf"), "time_limit_s": args.time_limit}
     results: Results = {}
     rows = RowsOnDisk(out / "per_day.csv", rows=lambda: summarise(results)[0])
     try:
@@ -371,6 +384,8 @@ def validate_args(args) -> None:
     if args.max_days is not None:
         require_number(args.max_days, "max-days", 1, limits.MAX_DAYS, integer=True)
     require_number(args.smpc_scenarios, "smpc-scenarios", 1, DEFAULT_SCENARIOS, integer=True)
+    require(not math.isnan(args.smpc_threshold) and args.smpc_threshold >= 0, "smpc-threshold",
+            f"must be >= 0 (inf: never depart from MPC), got {args.smpc_threshold}")
 
 
 def resolve_model_path(model: str | None, case_name: str) -> str:

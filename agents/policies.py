@@ -24,7 +24,7 @@ import numpy as np
 
 from agents.mpc import ForecastNoise, mpc_schedule
 from agents.open_loop import dayahead_plan_schedule, forecast_plan_schedule, greedy_view_schedule, oracle_schedule
-from agents.smpc import smpc_schedule
+from agents.smpc import DEFAULT_STAGES, DEFAULT_THRESHOLD_USD, smpc_schedule
 from aidc_env.baselines import fixed_schedule
 from aidc_env.instance import Instance
 from aidc_env.information import INFORMATION
@@ -49,6 +49,13 @@ class PolicySettings:
     """How ``smpc`` solves each two-stage choice (:data:`agents.smpc.SMPC_METHODS`)."""
     smpc_scenarios: int | None = None
     """``smpc`` uses the forecast's first S scenarios (None: all)."""
+    smpc_threshold_usd: float = DEFAULT_THRESHOLD_USD
+    """``smpc`` departs from MPC's plan only for an expected saving above this ($ per re-planning point; inf:
+    never, i.e. MPC)."""
+    smpc_stages: str = DEFAULT_STAGES
+    """What ``smpc``'s first decision spans (:data:`agents.smpc.SMPC_STAGES`)."""
+    smpc_centre: bool = True
+    """``smpc`` re-centres its scenarios on the point forecast (:func:`agents.smpc.centre_scenarios`)."""
     seed: int = 0
     model_path: str | None = None
     _model: Any = field(default=None, repr=False)
@@ -102,8 +109,13 @@ def _schedule(name: str, inst: Instance, settings: PolicySettings) -> tuple[list
             schedule = mpc_schedule(inst, settings.information, oracle=oracle, noise=settings.mpc_noise,
                                     seed=settings.seed)
         elif name == "smpc":
+            log: list[dict] = []
             schedule = smpc_schedule(inst, settings.information, oracle=oracle, method=settings.smpc_method,
-                                     n_scenarios=settings.smpc_scenarios)
+                                     n_scenarios=settings.smpc_scenarios, threshold_usd=settings.smpc_threshold_usd,
+                                     centre=settings.smpc_centre, stages=settings.smpc_stages, log=log)
+            info = {"replanning_points": len(log), "departures": sum(e["departed"] for e in log),
+                    "expected_saving_usd": float(sum(e["mpc_expected_usd"] - e["best_expected_usd"] for e in log
+                                                     if e["departed"]))}
         elif name == "dayahead-plan":
             schedule = dayahead_plan_schedule(inst, oracle, settings.information)
         else:

@@ -19,6 +19,21 @@ against the simulator). Deterministic: no randomness beyond the forecast's scena
 ``method="extensive"`` solves each choice exactly over every first decision instead, with the two-stage
 extensive form (:mod:`oracle.stochastic`); measured far slower on the 2048 case (see there), so the
 candidates are the default.
+
+**Centred scenarios and a significance threshold** (the defaults; docs/uncertainty.md). The forecast's
+scenarios are the point forecast plus bootstrapped residual days of the training period; a small sample of
+them has a mean residual that is not zero, and with a cost linear in the price an expected-cost choice over
+them optimises that biased mean. So (``centre=True``) the S scenarios used are re-centred on the point
+forecast slot by slot (:func:`centre_scenarios`: their mean *equals* the point forecast, prices and
+renewables), and (``threshold_usd``) the controller keeps MPC's plan -- the point forecast's, made and
+re-used exactly as :func:`agents.mpc.mpc_schedule` does -- and departs from it only when the best
+candidate's expected cost is more than ``threshold_usd`` below that of MPC's first decision (both over the
+same scenarios, each with its optimal recourse). By default (``stages="issues"``) a first decision spans
+the segments up to the next forecast issue, when new information arrives (on a one-day instance: the
+whole day, chosen among MPC's plan and the scenarios' optima by expected cost); ``stages="points"`` takes
+one per re-planning point, with a recourse that assumes its scenario known from the next point on. ``threshold_usd=inf`` is MPC decision for
+decision; :data:`DEFAULT_THRESHOLD_USD` was tuned on validation days of the training period
+(``python -m experiments.smpc_threshold``), never on held-out days.
 """
 
 from __future__ import annotations
@@ -28,14 +43,26 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from agents.mpc import commit, current_choices, replanning_slots, rest_of_horizon, sub_instance, tokens_made
+from agents.mpc import (commit, current_choices, plan_tail, replanning_slots, rest_of_horizon, solved_plan,
+                        sub_instance, tokens_made)
 from aidc_env.instance import PAUSE, Instance
 from aidc_env.errors import require
-from aidc_env.information import outlook
+from aidc_env.information import issue_slot, outlook
 from aidc_env.simulator import TRANCHE_TOLERANCE, simulate
 
 MAX_EXHAUSTIVE_DECISIONS = 4096
 """Most joint first decisions ``exhaustive=True`` enumerates."""
+DEFAULT_STAGES = "issues"
+"""What one first decision spans by default (:data:`SMPC_STAGES`): up to the next forecast issue, the only
+time new information arrives under day-ahead information (docs/uncertainty.md: the per-point two-stage
+choice lost on validation and held-out days)."""
+DEFAULT_THRESHOLD_USD = 1.0
+"""Expected saving ($, per first decision, over the scenarios) a candidate must show over MPC's before smpc
+departs from MPC's plan. Source: tuned on 12 validation days of the training period (2023-03-13..2023-11-14,
+the forecaster refitted on the 289 other training days, S = 3) by ``python -m experiments.smpc_threshold
+--thresholds 0,0.5,1,2 --smpc-stages issues`` (/work/runs/smpc/tune_issues.json): VSS +4.43 $ at 0, 0.5 and 1
+(one departure, on one day), 0 at 2; the largest VSS, ties to the larger threshold. With ``stages="points"``
+the same tuning gave VSS -125.62, -56.82, -57.52, -45.26 $ (best: 2; /work/runs/smpc/tune.json)."""
 
 Decision = tuple[tuple[int, ...], ...]
 """A first decision: per job, its choices of the segments in ``start:stop``."""
@@ -141,20 +168,51 @@ def stochastic_step(subs: list[Instance], span: int, oracle, *, point_plan: list
                           candidates=candidates, candidate_costs_usd=expected)
 
 
+def centre_scenarios(point: np.ndarray, scenarios: np.ndarray, low: float = -np.inf,
+                     high: float = np.inf) -> np.ndarray:
+    """``scenarios`` (S, n) moved so that their mean over S equals ``point`` (n,) in every slot, within bounds.
+
+    Each slot's deviations from the scenarios' mean are added to the point forecast; where that would leave
+    ``[low, high]`` the slot's deviations are shrunk by one factor (largest in [0, 1] that fits), which keeps
+    the mean equal to the point forecast. A point outside the bounds is returned as is (no spread).
+    """
+    scenarios = np.asarray(scenarios, dtype=float)
+    point = np.asarray(point, dtype=float)
+    dev = scenarios - scenarios.mean(axis=0)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        up = np.where(dev > 0, (high - point) / dev, np.inf)
+        down = np.where(dev < 0, (low - point) / dev, np.inf)
+    factor = np.clip(np.minimum(up.min(axis=0), down.min(axis=0)), 0.0, 1.0)
+    factor[(point < low) | (point > high)] = 0.0
+    inside = (point >= low) & (point <= high)  # rounding of point + factor * dev may step out by an ulp
+    return np.where(inside, np.clip(point + factor * dev, low, high), point + factor * dev)
+
+
 def scenario_subs(inst: Instance, start: int, current: list[int], made: list[float],
-                  information: str = "dayahead", n_scenarios: int | None = None) -> list[Instance]:
+                  information: str = "dayahead", n_scenarios: int | None = None,
+                  centre: bool = False) -> list[Instance]:
     """The rest of the horizon from ``start`` under each scenario of the forecast (as known at ``start``).
 
     With ``information="perfect"`` the one scenario is the truth. ``n_scenarios``: the first S only (all: None).
+    ``centre``: the S scenarios re-centred on the point forecast (:func:`centre_scenarios`; renewables
+    within [0, 1]): their mean is the point forecast's outlook.
     """
     if information == "perfect":
         return [rest_of_horizon(inst, start, current, made, *outlook(inst, start, "perfect"))]
     require(inst.forecast is not None and inst.forecast.n_scenarios > 0, "forecasts",
             "stochastic MPC needs forecasts with scenarios")
     count = inst.forecast.n_scenarios if n_scenarios is None else min(n_scenarios, inst.forecast.n_scenarios)
-    return [rest_of_horizon(inst, start, current, made, *outlook(inst, start, "dayahead", scenario=s))
-            for s in range(count)]
+    views = [outlook(inst, start, "dayahead", scenario=s) for s in range(count)]
+    if centre:
+        price, shape = outlook(inst, start, "dayahead")
+        prices = centre_scenarios(price, np.stack([v[0] for v in views]))
+        shapes = centre_scenarios(shape, np.stack([v[1] for v in views]), 0.0, 1.0)
+        views = list(zip(prices, shapes, strict=True))
+    return [rest_of_horizon(inst, start, current, made, p, r) for p, r in views]
 
+
+SMPC_STAGES = ("issues", "points")
+"""What one first decision spans (:func:`smpc_schedule`)."""
 
 SMPC_METHODS = ("candidates", "extensive")
 """How each two-stage choice is solved: exact evaluation of candidate first decisions (:func:`stochastic_step`),
@@ -162,29 +220,72 @@ or the extensive form (:func:`oracle.stochastic.solve_two_stage`, exact over eve
 
 
 def smpc_schedule(inst: Instance, information: str = "dayahead", *, oracle=None, method: str = "candidates",
-                  n_scenarios: int | None = None, exhaustive: bool = False) -> list[list[int]]:
+                  n_scenarios: int | None = None, exhaustive: bool = False,
+                  threshold_usd: float = DEFAULT_THRESHOLD_USD, centre: bool = True,
+                  stages: str = DEFAULT_STAGES, log: list[dict] | None = None) -> list[list[int]]:
     """Stochastic MPC over the forecast's scenarios; returns the committed schedule (scored on the truth).
 
-    ``method="extensive"`` falls back to the candidates when the extensive form finds no schedule in time.
+    MPC's plan (the point forecast's, re-solved only when something new is known, as in
+    :func:`agents.mpc.mpc_schedule`) is applied unless the two-stage choice expects to save more than
+    ``threshold_usd`` at this re-planning point (module docstring); ``threshold_usd=inf`` never computes the
+    two-stage choice. ``centre``: scenarios re-centred on the point forecast. ``log``: receives one dict per
+    re-planning point (slot, expected costs of MPC's first decision and of the best candidate, whether smpc
+    departed). ``stages``: the first decision spans the segments up to the next re-planning point
+    (``"points"``), or up to the first re-planning point at or after the next forecast issue (``"issues"``:
+    the recourse starts when new information does; on a one-day instance the whole day is one decision,
+    chosen among MPC's plan and the scenarios' optima by expected cost, without recourse). ``method="extensive"`` (threshold and log not applied) falls back to the candidates when the
+    extensive form finds no schedule in time.
     """
     from oracle.rolling import RollingOracle
     from oracle.stochastic import solve_two_stage
 
     require(method in SMPC_METHODS, "method", f"must be one of {', '.join(SMPC_METHODS)}")
+    require(threshold_usd >= 0, "smpc-threshold", f"must be >= 0, got {threshold_usd!r}")
+    require(stages in SMPC_STAGES, "stages", f"must be one of {', '.join(SMPC_STAGES)}")
     oracle = oracle if oracle is not None else RollingOracle()
     schedule = [[PAUSE] * job.segments for job in inst.jobs]
     points = replanning_slots(inst) + [inst.slots]
+    plan: list[list[int]] | None = None  # MPC's plan of the rest, made on ``known``
+    committed_to = 0
+    known: tuple[np.ndarray, np.ndarray] | None = None
+    issues = [issue_slot(inst, d) for d in range(inst.horizon_days)]
     for start, stop in zip(points[:-1], points[1:], strict=True):
+        if stages == "issues" and start < committed_to:
+            continue  # inside a stage already decided
+        if stages == "issues":
+            issue = min([i for i in issues if i > start] + [inst.slots])
+            stop = min(p for p in points if p >= issue)
+        committed_to = stop
         current, made = current_choices(inst, schedule, start), tokens_made(inst, schedule, start)
-        subs = scenario_subs(inst, start, current, made, information, n_scenarios)
         if method == "extensive":
+            subs = scenario_subs(inst, start, current, made, information, n_scenarios, centre)
             result = solve_two_stage(subs, stop - start, time_limit_s=oracle.time_limit_s, mip_gap=oracle.mip_gap)
             if result.decision is not None:
                 commit(inst, schedule, [list(row) for row in result.decision], start, stop)
+                plan = None
                 continue
-        point = rest_of_horizon(inst, start, current, made, *outlook(inst, start, information))
-        point_result = oracle.solve(point)
-        step = stochastic_step(subs, stop - start, oracle,
-                               point_plan=point_result.schedule, exhaustive=exhaustive)
-        commit(inst, schedule, [list(row) for row in step.decision], start, stop)
+        price, shape = outlook(inst, start, information)
+        unchanged = (plan is not None and known is not None and np.array_equal(known[0][-price.size:], price)
+                     and np.array_equal(known[1][-shape.size:], shape))
+        if not unchanged:  # as MPC: re-solve on the point forecast only when something new is known
+            point = rest_of_horizon(inst, start, current, made, price, shape)
+            plan = solved_plan(oracle.solve(point), point, plan)
+            known = (price, shape)
+        assert plan is not None
+        decision: list[list[int]] = plan
+        if method == "extensive" or np.isfinite(threshold_usd):
+            subs = scenario_subs(inst, start, current, made, information, n_scenarios, centre)
+            step = stochastic_step(subs, stop - start, oracle, point_plan=plan, exhaustive=exhaustive)
+            mpc_expected = float(step.candidate_costs_usd[0])
+            depart = step.expected_cost_usd < mpc_expected - threshold_usd
+            if log is not None:
+                log.append({"slot": start, "mpc_expected_usd": mpc_expected,
+                            "best_expected_usd": step.expected_cost_usd, "departed": bool(depart)})
+            if depart:
+                decision = [list(row) for row in step.decision]
+        commit(inst, schedule, decision, start, stop)
+        if decision is plan:
+            plan = plan_tail(inst, plan, start, stop)
+        else:
+            plan = None  # the state left MPC's plan: MPC re-plans from it at the next point
     return schedule

@@ -42,6 +42,8 @@ def test_comparisons_without_a_saving_to_capture_are_null_not_nan():
     (["--information", "dayahead"], "forecasts"),
     (["--information", "dayahead", "--forecasts", "f.csv", "--smpc-scenarios", "0"], "smpc-scenarios"),
     (["--smpc-scenarios", "11"], "smpc-scenarios"),
+    (["--smpc-threshold", "-1"], "smpc-threshold"),
+    (["--smpc-threshold", "nan"], "smpc-threshold"),
     (["--information", "hindsight"], "information"),
 ])
 def test_bad_flags_exit_2_with_one_line(argv, field, tmp_path, capsys):

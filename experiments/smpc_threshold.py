@@ -1,0 +1,130 @@
+"""Tune smpc's significance threshold on validation days of the training period (never on held-out days).
+
+The validation days are ``--validation-days`` training days of the split (:func:`agents.days.split_days`)
+inside the forecast period, evenly spread; the price forecaster (and so the scenarios' residual days) is
+refitted on the *other* training days, so that the validation days' forecasts are out of sample as the
+held-out days' are. On every validation day it runs ``mpc`` and ``smpc`` with each threshold of
+``--thresholds`` and reports, per threshold, the value of the stochastic solution (VSS = mpc − smpc, $,
+total and per day). The chosen threshold is the one with the largest VSS total (ties: the larger threshold,
+the one closer to MPC).
+
+    python -m experiments.smpc_threshold --case 2048 --profiles P --forecasts F --json /work/runs/smpc/tune.json
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+import time
+from collections.abc import Sequence
+from concurrent.futures import ProcessPoolExecutor
+
+from agents.days import split_days, spread
+from agents.policies import PolicySettings, run_policy
+from agents.smpc import DEFAULT_STAGES, SMPC_STAGES
+from aidc_env import limits
+from aidc_env.case import build_instances, load_case, require_one_site_case
+from aidc_env.dayahead import dayahead_instances
+from aidc_env.errors import CliParser, require, require_number, run_cli
+from aidc_env.forecasts import common_dates, load_forecasts
+from aidc_env.instance import Instance
+from aidc_env.io import check_output_file, write_json
+from aidc_env.profiles import load_profiles
+from aidc_env.simulator import simulate
+
+THRESHOLDS_USD = (0.0, 0.5, 1.0, 2.0)
+"""Thresholds tried by default ($ per re-planning point); inf (MPC itself) is the reference row."""
+VALIDATION_DAYS = 12
+"""Validation days by default (each costs one smpc run per threshold)."""
+SCENARIOS = 3
+"""smpc's scenarios, as evaluate.py's default ``--smpc-scenarios``."""
+
+
+def validation_split(dates: Sequence[str], forecast_dates: Sequence[str], count: int) -> tuple[list[str], list[str]]:
+    """(fit days, validation days): ``count`` training days inside the forecast period, evenly spread, and the
+    other training days. Held-out days are in neither."""
+    train = split_days(dates)[0]
+    inside = sorted(set(train) & set(forecast_dates))
+    validation = spread(inside, count)
+    return [d for d in train if d not in set(validation)], validation
+
+
+def _run_day(inst: Instance, thresholds: tuple[float, ...], scenarios: int, time_limit_s: float,
+             stages: str = DEFAULT_STAGES) -> dict:
+    costs, facts = {}, {}
+    for name, threshold in [("mpc", math.inf), *[(f"smpc@{t:g}", t) for t in thresholds]]:
+        settings = PolicySettings(information="dayahead", time_limit_s=time_limit_s, smpc_scenarios=scenarios,
+                                  smpc_threshold_usd=threshold, smpc_stages=stages)
+        tick = time.perf_counter()
+        schedule, info = run_policy("mpc" if name == "mpc" else "smpc", inst, settings)
+        metrics = simulate(inst, schedule).metrics
+        require(metrics.tranches_met, "tranche", f"{name} missed a tranche on {inst.days[0]}")
+        costs[name] = metrics.operating_cost_usd
+        facts[name] = {"wall_seconds": time.perf_counter() - tick, "departures": info.get("departures")}
+    print(f"{inst.days[0]}: " + ", ".join(f"{k} {v:.2f} ({facts[k]['wall_seconds']:.0f} s)" for k, v in costs.items()),
+          file=sys.stderr, flush=True)
+    return {"costs": costs, "facts": facts}
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = CliParser(prog="python -m experiments.smpc_threshold", description=__doc__.splitlines()[0])
+    parser.add_argument("--case", default="2048")
+    parser.add_argument("--profiles", required=True)
+    parser.add_argument("--forecasts", required=True)
+    parser.add_argument("--validation-days", type=int, default=VALIDATION_DAYS)
+    parser.add_argument("--thresholds", default=",".join(f"{t:g}" for t in THRESHOLDS_USD),
+                        help="comma-separated $ per re-planning point")
+    parser.add_argument("--smpc-scenarios", type=int, default=SCENARIOS)
+    parser.add_argument("--smpc-stages", choices=SMPC_STAGES, default=DEFAULT_STAGES)
+    parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--time-limit", type=float, default=120.0)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--json", required=True)
+    args = parser.parse_args(argv)
+    require_number(args.validation_days, "validation-days", 1, limits.MAX_DAYS, integer=True)
+    require_number(args.workers, "workers", 1, limits.MAX_WORKERS, integer=True)
+    try:
+        thresholds = tuple(float(t) for t in args.thresholds.split(",") if t.strip())
+    except ValueError:
+        require(False, "thresholds", f"must be comma-separated numbers, got {args.thresholds!r}")
+    require(bool(thresholds) and all(math.isfinite(t) and t >= 0 for t in thresholds), "thresholds",
+            "must be finite numbers >= 0")
+    check_output_file(args.json, "json")
+
+    case = load_case(args.case)
+    require_one_site_case(case, "experiments.smpc_threshold")
+    profiles = load_profiles(args.profiles, renewable_capacity_mw=case.renewable_capacity_mw)
+    forecasts = load_forecasts(args.forecasts)
+    fit, validation = validation_split(profiles.dates(), common_dates(forecasts, profiles), args.validation_days)
+    instances = dayahead_instances(build_instances(case, validation, profiles), profiles, forecasts, fit,
+                                   seed=args.seed)
+    days = [d for d in validation if d in instances]
+    print(f"{len(days)} validation days {days[0]}..{days[-1]}; forecaster fitted on {len(fit)} other training days",
+          file=sys.stderr)
+    tick = time.perf_counter()
+    with ProcessPoolExecutor(args.workers) as pool:
+        runs = dict(zip(days, pool.map(_run_day, [instances[d] for d in days], [thresholds] * len(days),
+                                       [args.smpc_scenarios] * len(days), [args.time_limit] * len(days),
+                                       [args.smpc_stages] * len(days)),
+                        strict=True))
+    rows = {}
+    for t in thresholds:
+        per_day = {d: runs[d]["costs"]["mpc"] - runs[d]["costs"][f"smpc@{t:g}"] for d in days}
+        rows[f"{t:g}"] = {"threshold_usd": t, "vss_usd": sum(per_day.values()),
+                          "cheaper": sum(v > 1e-6 for v in per_day.values()),
+                          "equal": sum(abs(v) <= 1e-6 for v in per_day.values()),
+                          "dearer": sum(v < -1e-6 for v in per_day.values()), "vss_days_usd": per_day}
+        print(f"threshold {t:g}: VSS {rows[f'{t:g}']['vss_usd']:+.2f} $ (smpc cheaper on "
+              f"{rows[f'{t:g}']['cheaper']}, equal {rows[f'{t:g}']['equal']}, dearer {rows[f'{t:g}']['dearer']})")
+    best = max(rows.values(), key=lambda r: (round(r["vss_usd"], 6), r["threshold_usd"]))
+    print(f"chosen threshold: {best['threshold_usd']:g} $ (VSS {best['vss_usd']:+.2f} $ on {len(days)} days)")
+    write_json(args.json, {"case": case.name, "validation_days": days, "fit_days": len(fit),
+                           "smpc_scenarios": args.smpc_scenarios, "smpc_stages": args.smpc_stages, "seed": args.seed,
+                           "mpc_total_usd": sum(runs[d]["costs"]["mpc"] for d in days), "thresholds": rows,
+                           "chosen_threshold_usd": best["threshold_usd"], "runs": runs,
+                           "wall_seconds": time.perf_counter() - tick})
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(run_cli(main))
