@@ -132,14 +132,25 @@ def make_sites_vec_env(config: PPOConfig, instances: Sequence[Instance]):
 
 def oracle_actions(env: SitesDispatchEnv, schedule: Sequence[Sequence[int]], sites: Sequence[Sequence[int]]
                    ) -> tuple[int, bool]:
-    """The action of the job deciding now that follows (schedule, sites), and whether the mask allows it (if
-    not: the valid action at the same site with the nearest GPUs, else the lowest valid)."""
+    """The action of the job deciding now that follows (schedule, sites), and whether the mask allows it.
+
+    A paused segment's site only says where the checkpoint waits, and a move into a pause is free: a pause is
+    played at the site of the job's next running segment (the checkpoint travels during the pause, as the
+    cheapest schedule does), else at the schedule's site, else where the job is -- the first the mask allows
+    (allowed = True). A running choice the mask refuses (the reservation rule is sufficient, not necessary) is
+    replaced by the valid action at the same site with the nearest GPUs, else the lowest valid (allowed = False).
+    """
     j = env.deciding_job
     assert j is not None
     k = env.slot // env._sps[j]
     s, c = int(sites[j][k]), int(schedule[j][k]) + 1
-    action = encode(s, c, env.n_choices)
     mask = env.action_masks()
+    if c == 0:
+        later = [int(sites[j][i]) for i in range(k + 1, len(schedule[j])) if schedule[j][i] != PAUSE]
+        for site in [*later[:1], s, env._site[j]]:
+            if mask[encode(site, 0, env.n_choices)]:
+                return encode(site, 0, env.n_choices), True
+    action = encode(s, c, env.n_choices)
     if mask[action]:
         return action, True
     valid = np.flatnonzero(mask)
