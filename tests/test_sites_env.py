@@ -15,9 +15,9 @@ from gymnasium.utils.env_checker import check_env
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import aidc_env  # noqa: F401  (registers the envs)
 from agents.ppo_config import PPOConfig
 from agents.sites_train import oracle_actions, sites_env
+from aidc_env import register_envs
 from aidc_env.case import build_instance
 from aidc_env.instance import PAUSE, SECONDS_PER_HOUR, Instance
 from aidc_env.site_simulator import simulate_sites
@@ -72,6 +72,7 @@ def two_sites(tmp_path_factory) -> Instance:
 
 
 def test_check_env_and_the_action_space_is_linear_in_sites_and_modes(two_sites):
+    register_envs()
     env = gym.make("aidc_env/SitesDispatch-v0", case="sites3").unwrapped
     check_env(env, skip_render_check=True)
     inst = env.instance(env.days[0])
