@@ -35,12 +35,13 @@ SITES_DEFAULTS: dict[str, Any] = {
     "lr_schedule": "constant",
     "ent_coef": 0.0,
     "imitation_epochs": 50,
-    "total_timesteps": 100_000,
+    "total_timesteps": 200_000,
     "lookahead": 0,
 }
 """train.py's defaults for a sites case (flags override them): a warm start by behaviour cloning of the oracle's
 schedules (50 epochs, :mod:`agents.imitation`), then PPO fine-tuning at 3e-5 (constant) with no entropy bonus, so
-that PPO refines the cloned policy rather than unlearning it; 100,000 agent steps (~2,100 days of 48 decisions).
+that PPO refines the cloned policy rather than unlearning it; 200,000 agent steps (~4,700 days of ~43 decisions;
+measured ~18 min on 2 shared cores). 100,000 steps gave PPO/oracle median 1.028, max 1.347 (docs/sites.md).
 The fleet's PPO was measured within 1.005-1.018x of its oracle with this recipe (issue 13)."""
 
 ORACLE_TRAIN_DAYS = 100
