@@ -41,8 +41,8 @@ SITES_DEFAULTS: dict[str, Any] = {
 """train.py's defaults for a sites case (flags override them): a warm start by behaviour cloning of the oracle's
 schedules (50 epochs, :mod:`agents.imitation`), then PPO fine-tuning at 3e-5 (constant) with no entropy bonus, so
 that PPO refines the cloned policy rather than unlearning it; 200,000 agent steps (~4,700 days of ~43 decisions;
-measured ~18 min on 2 shared cores). 100,000 steps gave PPO/oracle median 1.028, max 1.347 (docs/sites.md).
-The fleet's PPO was measured within 1.005-1.018x of its oracle with this recipe (issue 13)."""
+measured 7.6 min + 111 s of cloning on 2 shared cores, load 6-14). Measured results: docs/sites.md "Env and PPO"
+(PPO fine-tuning adds little to the clone there). The recipe is the one reported for the fleet's PPO (issue 13)."""
 
 ORACLE_TRAIN_DAYS = 100
 """Training days whose oracle schedules are cloned (evenly spread over the training split): the direct MILP takes
