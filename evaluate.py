@@ -255,6 +255,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                         "in flight with --backend ray (default 2)")
     add_backend_arguments(parser)
     parser.add_argument("--time-limit", type=float, default=120.0, help="seconds per MILP solve (default 120)")
+    parser.add_argument("--oracle-cache", default=str(Path("runs") / "sites-oracle-cache"),
+                        help="a sites case: folder of the cached sites-oracle answers (reused across runs)")
     parser.add_argument("--mpc-noise", type=float, default=0.0,
                         help="MPC forecast error (relative sigma at 24 h lead) on price and renewable (default 0)")
     parser.add_argument("--seed", type=int, default=0, help="seed of the random policy and MPC noise")
@@ -292,6 +294,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     # 1. Days (first days of the instances).
     case = load_case(args.case)
+    if case.sites:
+        return evaluate_sites(args, case, policies, out)
     require_one_site_case(case, "evaluate.py")
     overrides = case_overrides(args)
     horizon = int(overrides.get("horizon_days") or case.horizon_days)
@@ -372,6 +376,100 @@ def main(argv: Sequence[str] | None = None) -> int:
         if results.get("oracle"):
             plot_cost_ratios(per_day, out / "cost_ratio.png")
     print(f"wrote {out}/per_day.csv, {out}/summary.json" + ("" if args.no_plots else " and figures"))
+    return 0
+
+
+SITES_POLICIES = ("oracle", "fixed", "greedy", "ppo")
+"""The policies evaluate.py runs on a sites case (agents/sites_train.py; the oracle: agents/sites_oracle.py)."""
+
+
+def evaluate_sites(args, case, policies: list[str], out: Path) -> int:
+    """A sites case: oracle (cached, agents/sites_oracle.py), fixed, greedy and ppo on the days, each schedule scored
+    by simulate_sites; per-day CSV and a JSON summary shaped like the one-site one, plus each policy's cost ratio to
+    the oracle (median, p90, max) and the share of days with every target met and every site within capacity."""
+    from agents.sites_oracle import solve_days
+    from agents.sites_train import fixed_sites_schedule, greedy_sites_schedule, ppo_sites_schedule
+    from aidc_env.site_simulator import simulate_sites
+
+    unknown = [p for p in policies if p not in SITES_POLICIES]
+    if unknown and args.policies == "oracle,fixed,greedy,mpc,ppo":
+        print(f"a sites case runs {', '.join(SITES_POLICIES)}: leaving out {', '.join(unknown)}", file=sys.stderr)
+        policies = [p for p in policies if p in SITES_POLICIES]
+    require(not unknown or not set(unknown) & set(policies), "policies",
+            f"{', '.join(unknown)} do not run on a sites case; these do: {', '.join(SITES_POLICIES)}")
+    require(args.information == "perfect", "information", "a sites case is evaluated with perfect information "
+            "(sites instances carry no day-ahead forecasts)")
+    overrides = case_overrides(args)
+    all_instances = build_instances(case, profiles=args.profiles, **overrides)
+    days = select_days(args.days, sorted(all_instances), case.day, args.max_days)
+    instances = {d: all_instances[d] for d in days}
+    model = config = None
+    if "ppo" in policies:
+        from agents.ppo import load_model, model_config
+
+        model_path = resolve_model_path(args.model, case.name)
+        model = load_model(model_path)
+        config = model_config(model)
+        try:
+            ppo_sites_schedule(model, config, instances[days[0]])
+        except ValueError as err:
+            raise InputError("model", str(err)) from None
+    print(f"{len(policies)} policies x {len(days)} days of case {case.name} (sites; oracle {args.time_limit:g} s)")
+    results: dict[str, dict[str, Any]] = {p: {} for p in policies}
+    answers = solve_days(list(instances.values()), args.oracle_cache, args.time_limit, workers=args.workers) \
+        if "oracle" in policies else {}
+    for day, inst in tqdm(instances.items(), desc="days", unit="day"):
+        for p in policies:
+            if p == "oracle":
+                schedule, sites = answers[day].schedule, answers[day].sites
+            elif p == "ppo":
+                schedule, sites = ppo_sites_schedule(model, config, inst)
+            else:
+                schedule, sites = (fixed_sites_schedule if p == "fixed" else greedy_sites_schedule)(inst)
+            results[p][day] = simulate_sites(inst, schedule, sites)
+    rows = []
+    for p, by_day in results.items():
+        for day, res in by_day.items():
+            m = res.metrics
+            reference = results.get("oracle", {}).get(day)
+            rows.append({"policy": p, "day": day, "objective_usd": m.objective_usd,
+                         "operating_cost_usd": m.operating_cost_usd,
+                         "cost_ratio_to_oracle": m.objective_usd / reference.metrics.objective_usd
+                         if reference is not None else float("nan"),
+                         "grid_cost_usd": m.grid_cost_usd, "grid_energy_mwh": m.grid_energy_mwh,
+                         "renewable_used_mwh": m.renewable_used_mwh, "curtailment_mwh": m.curtailment_mwh,
+                         "green_share": m.green_share, "completion": m.completion,
+                         "tranches_met": float(m.tranches_met), "capacity_ok": float(m.capacity_ok),
+                         "feasible": float(m.feasible), "moves": sum(mv.moves for mv in res.moves),
+                         "restarts": sum(job.restarts for job in m.jobs),
+                         **({"oracle_status": answers[day].status, "oracle_gap": answers[day].gap}
+                            if p == "oracle" else {})})
+    per_day = pd.DataFrame(rows)
+    summary: dict[str, Any] = {"policies": {}}
+    for p, group in per_day.groupby("policy", sort=False):
+        numeric = group.select_dtypes("number")
+        ratios = group["cost_ratio_to_oracle"].dropna().to_numpy()
+        summary["policies"][p] = {
+            "mean": {k: _json_number(v) for k, v in numeric.mean().items()},
+            "days": {row["day"]: {k: _json_number(row[k]) for k in numeric.columns} for _, row in group.iterrows()},
+            "ratio_to_oracle": {"median": _json_number(np.median(ratios)), "p90": _json_number(np.quantile(ratios, 0.9)),
+                                "max": _json_number(ratios.max())} if ratios.size else None,
+            "every_target_met_and_capacity_kept": _json_number(group["feasible"].mean()),
+        }
+    compared = comparisons({p: {d: r.metrics.objective_usd for d, r in by_day.items()} for p, by_day in results.items()})
+    for p, facts in compared["policies"].items():
+        summary["policies"][p].update(facts)
+    summary.update({"case": case.name, "days": days, "horizon_days": 1, "profiles": args.profiles,
+                    "overrides": overrides, "information": "perfect", "time_limit_s": args.time_limit,
+                    "oracle": "agents/sites_oracle.py: each site exactly on its own (day oracle, jobs at home), then "
+                              "the sites MILP from it, the better kept"})
+    print_table(per_day)
+    with atomic_path(out / "per_day.csv") as temp:
+        per_day.to_csv(temp, index=False)
+    write_json(out / "summary.json", summary)
+    if args.json:
+        write_json(args.json, summary)
+    print(f"wrote {out}/per_day.csv, {out}/summary.json")
     return 0
 
 

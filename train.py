@@ -27,6 +27,8 @@ import warnings
 from collections.abc import Sequence
 from pathlib import Path
 
+import numpy as np
+
 from agents.checkpoints import (
     CHECKPOINT_PATTERN,
     checkpoint_callback,
@@ -60,6 +62,8 @@ from agents.selection import (
     validation_cost,
     write_selection,
 )
+from agents.sites_oracle import DEFAULT_TRAIN_TIME_LIMIT_S
+from agents.sites_train import ORACLE_TRAIN_DAYS, SITES_DEFAULTS
 from aidc_env import limits
 from aidc_env.case import add_case_arguments, build_instances, case_overrides, load_case, require_one_site_case
 from aidc_env.dayahead import dayahead_instances
@@ -146,7 +150,17 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
                     "saved as OUT/model.zip (OUT/selection.json; 0: off, the last model is saved)")
     hp.add_argument("--reward-day-scaled", action=argparse.BooleanOptionalAction,
                     default=DEFAULTS.reward_day_scaled, help="divide each day's rewards by its price scale")
+    sites = parser.add_argument_group("several sites (a case with [[sites]]: agents/sites_train.py)")
+    sites.add_argument("--oracle-days", type=int, default=ORACLE_TRAIN_DAYS,
+                       help="training days whose sites-oracle schedules the warm start clones (evenly spread)")
+    sites.add_argument("--oracle-time-limit", type=float, default=DEFAULT_TRAIN_TIME_LIMIT_S,
+                       help="seconds per training day's sites-oracle solve")
+    sites.add_argument("--oracle-cache", default=str(Path("runs") / "sites-oracle-cache"),
+                       help="folder of the cached sites-oracle answers (reused across runs)")
+    sites.add_argument("--oracle-workers", type=int, default=2, help="sites-oracle solves at once (processes)")
     early, _ = parser.parse_known_args(argv)
+    if _is_sites_case(early.case):  # the sites recipe's defaults (agents/sites_train.py SITES_DEFAULTS)
+        parser.set_defaults(**{k: v for k, v in SITES_DEFAULTS.items() if k != "total_timesteps"})
     if early.config is not None:
         parser.set_defaults(**PPOConfig.hyperparameters_of(read_json_file(early.config, "config")))
     args = parser.parse_args(argv)
@@ -154,8 +168,19 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     return args
 
 
+def _is_sites_case(name: str | None) -> bool:
+    """Whether --case names a case with several sites (False if it does not load: the main path says why)."""
+    try:
+        return bool(load_case(name).sites) if name else False
+    except InputError:
+        return False
+
+
 def validate_args(args: argparse.Namespace) -> None:
     """Refuse bad flags before any work (bounds and their reasons: aidc_env/limits.py)."""
+    require_number(args.oracle_days, "oracle-days", 1, limits.MAX_DAYS, integer=True)
+    require_number(args.oracle_time_limit, "oracle-time-limit", 0.0, limits.MAX_TIME_LIMIT_S, low_open=True)
+    require_number(args.oracle_workers, "oracle-workers", 1, limits.MAX_WORKERS, integer=True)
     if args.timesteps is not None:
         require_number(args.timesteps, "timesteps", 1, limits.MAX_TIMESTEPS, integer=True)
     require_number(args.seed, "seed", 0, limits.MAX_SEED, integer=True)
@@ -211,7 +236,10 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     # 1. Config (with --resume: the run's own config.json, so that a resumed run is the same run).
     case = load_case(args.case)
-    require_one_site_case(case, "train.py")
+    if case.sites:
+        require(not args.resume, "resume", "a sites run cannot be resumed yet: train it again with another --out")
+        require(args.information == "perfect", "information", "the sites env shows the truth of its look-ahead only "
+                "(sites instances carry no day-ahead forecasts): use --information perfect")
     out = Path(args.out or Path("runs") / f"ppo-{case.name}")
     check_output_folder(out, "out")
     checkpoints = out / "checkpoints"
@@ -234,13 +262,16 @@ def main(argv: Sequence[str] | None = None) -> int:
             factored_actions=args.factored_actions, choice_features=args.choice_features, env=args.env,
             forecast_plan=args.forecast_plan, imitation_epochs=args.imitation_epochs, finetune=args.finetune,
             finetune_lr_factor=args.finetune_lr_factor, validation_every=args.validation_every, seed=args.seed,
-            total_timesteps=DEFAULTS.total_timesteps if args.timesteps is None else args.timesteps,
+            total_timesteps=((SITES_DEFAULTS["total_timesteps"] if case.sites else DEFAULTS.total_timesteps)
+                             if args.timesteps is None else args.timesteps),
             n_envs=args.n_envs, vec_env=args.vec_env, learning_rate=args.learning_rate,
             lr_schedule=args.lr_schedule, n_steps=args.n_steps, batch_size=args.batch_size, n_epochs=args.n_epochs,
             gamma=args.gamma, gae_lambda=args.gae_lambda, ent_coef=args.ent_coef, clip_range=args.clip_range,
             net_arch=args.net_arch, activation=args.activation,
             checkpoint_freq=args.checkpoint_freq)
     case.with_overrides(**config.overrides)  # e.g. --segments 7 is refused here, before any work
+    if case.sites:
+        return train_sites(args, config, out)
 
     # 2. Days: the train split of the profile source, one instance per day (built once, here).
     case = load_case(config.case)
@@ -378,6 +409,104 @@ def select_model(model, config: PPOConfig, out: Path, validation: list, plans: F
           f"{out / 'selection.json'}")
     return models[kept], {"kept": candidates[kept].label, "kept_steps": candidates[kept].steps,
                           "validation_cost_usd": candidates[kept].cost_usd}
+
+
+def train_sites(args: argparse.Namespace, config: PPOConfig, out: Path) -> int:
+    """A sites case (agents/sites_train.py): days -> oracle schedules of the training days (cached) -> envs -> model
+    -> behaviour cloning of the oracle -> PPO fine-tuning -> save -> held-out check against fixed and greedy."""
+    from agents.days import spread
+    from agents.sites_oracle import solve_days
+    from agents.sites_train import (
+        fixed_sites_schedule,
+        greedy_sites_schedule,
+        make_sites_vec_env,
+        oracle_demonstrations,
+        ppo_sites_schedule,
+    )
+    from aidc_env.site_simulator import simulate_sites
+
+    # 2. Days: the train split of the site profiles' days.
+    case = load_case(config.case)
+    instances = build_instances(case, profiles=config.profiles, **config.overrides)
+    config.train_days, config.heldout_days = split_days(list(instances))
+    if not config.train_days:
+        config.train_days = list(instances)
+    print(f"case {case.name}: training on {len(config.train_days)} days ({len(config.heldout_days)} held out), "
+          f"{config.total_timesteps:,} steps, seed {config.seed}, {config.n_envs} {config.vec_env} envs -> {out}")
+    import torch
+
+    torch.set_num_threads(config.torch_threads)
+
+    # 3. The oracle's schedules of (a spread of) the training days, cached on disk.
+    tick = time.perf_counter()
+    oracle_days = spread(config.train_days, args.oracle_days)
+    answers = solve_days([instances[d] for d in oracle_days], args.oracle_cache, args.oracle_time_limit,
+                         workers=args.oracle_workers, progress=False)
+    print(f"sites oracle on {len(oracle_days)} training days ({args.oracle_time_limit:g} s each, cache "
+          f"{args.oracle_cache}) in {time.perf_counter() - tick:.0f} s")
+
+    # 4. Envs and model; the warm start clones the oracle's schedules.
+    train_instances = [instances[d] for d in config.train_days]
+    vec_env = make_sites_vec_env(config, train_instances)
+    model = make_model(config, vec_env, tensorboard_log=str(out / "tb"))
+    fit: dict[str, float] = {}
+    if config.imitation_epochs > 0:
+        tick = time.perf_counter()
+        demos, followed = oracle_demonstrations(config, [instances[d] for d in oracle_days], answers)
+        fit = pretrain(model, demos, config.imitation_epochs, seed=config.seed, vf_coef=config.vf_coef)
+        fit["oracle_actions_allowed"] = followed
+        print(f"warm start on the oracle: {fit['decisions']:.0f} decisions ({followed:.1%} allowed by the masks), "
+              f"{config.imitation_epochs} epochs, {fit['matches_plan']:.1%} matched, in "
+              f"{time.perf_counter() - tick:.0f} s")
+    write_json(out / CONFIG_FILE, {"config": config.to_dict(), "status": "training"})
+
+    # 5-6. Learn (checkpoints; the first Ctrl-C stops at the next step and saves).
+    from stable_baselines3.common.callbacks import CallbackList
+
+    interrupted: list[int] = []
+    callbacks = CallbackList([checkpoint_callback(config.checkpoint_freq, out / "checkpoints"),
+                              stop_callback(lambda: bool(interrupted))])
+    warnings.filterwarnings("ignore", message="rich is experimental")
+    start = time.perf_counter()
+
+    def on_sigint(signum, frame):
+        interrupted.append(signum)
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+
+    previous_handler = signal.signal(signal.SIGINT, on_sigint)
+    try:
+        model.learn(total_timesteps=config.total_timesteps, callback=callbacks, progress_bar=True, tb_log_name="ppo")
+    finally:
+        signal.signal(signal.SIGINT, previous_handler)
+    seconds = time.perf_counter() - start
+    vec_env.close()
+    if interrupted:
+        return save_interrupted(model, config, out, seconds)
+
+    # 7. Save, then a held-out check against fixed and greedy (the oracle: evaluate.py).
+    facts = {"status": "done", "num_timesteps": int(model.num_timesteps), "train_seconds": seconds,
+             "steps_per_second": config.total_timesteps / seconds if seconds > 0 else None, "imitation": fit,
+             "oracle_days": oracle_days, "oracle_time_limit_s": args.oracle_time_limit}
+    model_path, config_path = save_run(model, config, out, extra=facts)
+    costs: dict[str, list[float]] = {"ppo": [], "fixed": [], "greedy": []}
+    met = []
+    for day in config.heldout_days:
+        inst = instances[day]
+        result = simulate_sites(inst, *ppo_sites_schedule(model, config, inst)).metrics
+        costs["ppo"].append(result.operating_cost_usd)
+        met.append(result.feasible)
+        for name, rule in (("fixed", fixed_sites_schedule), ("greedy", greedy_sites_schedule)):
+            costs[name].append(simulate_sites(inst, *rule(inst)).metrics.operating_cost_usd)
+    check = {"days": len(met), **{k: float(np.mean(v)) for k, v in costs.items() if v},
+             "feasible": float(np.mean(met)) if met else None}
+    write_json(config_path, {**read_json_file(config_path, "out"), "heldout_check": check})
+    print(f"trained {model.num_timesteps:,} steps in {seconds / 60:.1f} min; saved {model_path} and {config_path}")
+    if met:
+        print(f"held-out days ({check['days']}): mean cost ppo ${check['ppo']:,.2f}, fixed ${check['fixed']:,.2f}, "
+              f"greedy ${check['greedy']:,.2f}; targets met and capacity kept {check['feasible']:.0%}")
+    print(f"evaluate: python evaluate.py --case {case.name} --model {model_path}"
+          + (f" --profiles {config.profiles}" if config.profiles else ""))
+    return 0
 
 
 def previous_train_seconds(out: Path) -> float:

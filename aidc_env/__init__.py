@@ -46,7 +46,7 @@ def __getattr__(name: str) -> Any:
 
 
 def register_envs() -> None:
-    """Register ``aidc_env/CheckpointDispatch-v0`` and ``aidc_env/FleetDispatch-v0`` with Gymnasium (idempotent).
+    """Register ``aidc_env/CheckpointDispatch-v0``, ``aidc_env/FleetDispatch-v0`` and ``aidc_env/SitesDispatch-v0`` with Gymnasium (idempotent).
 
     Only the entry point is registered: :mod:`aidc_env.env` is imported by ``gymnasium.make``, so that
     importing the package stays light and ``python -m aidc_env.<module>`` runs cleanly.
@@ -57,6 +57,8 @@ def register_envs() -> None:
         gymnasium.register(id="aidc_env/CheckpointDispatch-v0", entry_point="aidc_env.env:CheckpointDispatchEnv")
     if "aidc_env/FleetDispatch-v0" not in gymnasium.registry:
         gymnasium.register(id="aidc_env/FleetDispatch-v0", entry_point="aidc_env.fleet_env:FleetDispatchEnv")
+    if "aidc_env/SitesDispatch-v0" not in gymnasium.registry:
+        gymnasium.register(id="aidc_env/SitesDispatch-v0", entry_point="aidc_env.sites_env:SitesDispatchEnv")
 
 
 register_envs()

@@ -220,12 +220,15 @@ def test_bad_sites_case_exits_2_with_one_line(tmp_path, capsys, old, new, field)
     assert len(err) == 1 and field in err[0], err
 
 
-@pytest.mark.parametrize("main,argv", [(train.main, ["--case", "sites3"]),
-                                       (evaluate.main, ["--case", "sites3"])])
-def test_train_and_evaluate_refuse_sites_with_one_line(capsys, main, argv):
-    assert run_cli(main, argv) == EXIT_BAD_INPUT
+@pytest.mark.parametrize("main,argv,field", [
+    (train.main, ["--case", "sites3", "--information", "dayahead", "--forecasts", "x.csv"], "information"),
+    (train.main, ["--case", "sites3", "--oracle-days", "0"], "oracle-days"),
+    (evaluate.main, ["--case", "sites3", "--policies", "mpc,oracle"], "policies"),
+    (evaluate.main, ["--case", "sites3", "--policies", "ppo", "--model", "/nonexistent/model.zip"], "model")])
+def test_train_and_evaluate_take_sites_and_refuse_bad_flags_with_one_line(capsys, tmp_path, main, argv, field):
+    assert run_cli(main, [*argv, "--out", str(tmp_path / "out")]) == EXIT_BAD_INPUT
     err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and "several sites" in err[0]
+    assert len(err) == 1 and field in err[0], err
 
 
 def test_oracle_cli_refuses_day_options_for_sites(capsys):

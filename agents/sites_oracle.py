@@ -1,0 +1,137 @@
+"""The sites oracle's schedules of many days, solved once and cached on disk (for the sites PPO's warm start and
+its evaluation; issue 14 item 5).
+
+:func:`solve_days` solves every day not yet in the cache -- first each site exactly on its own with its home jobs
+(the day oracle, :func:`home_optimum`: no migration), then :func:`oracle.sites.solve_sites` started from that
+schedule (each job's checkpoint at its home site at t = 0, as the env starts), keeping the better -- in worker processes, and writes each answer atomically to
+``<folder>/<case>_<day>_<time limit>s.json`` (schedule, sites, the simulator's cost, the solver's bound and gap,
+seconds). The direct MILP does not close its gap on sites3 at K = 12 (docs/sites.md: ~2 % after 120 s; started from
+the fixed schedule on 2 loaded cores it often returns the start after 30 s, hence the per-site start), so the
+schedules are incumbents after ``time_limit_s``: good schedules, not proven optima; the bound and gap are recorded.
+A cached answer is reused only if its instance fingerprint (the case, the day, every price, plant shape and job)
+matches.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+from collections.abc import Sequence
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from aidc_env.errors import require
+from aidc_env.instance import Instance
+from aidc_env.io import dumps_json, read_json_file, write_json
+
+DEFAULT_TRAIN_TIME_LIMIT_S = 30.0
+"""Seconds per training day's solve: the incumbent after 30 s is within a few % of the bound on sites3 at K = 12
+(docs/sites.md: 2.0-2.5 % after 30 s, 1.75 % after 120 s; the gap is mostly the weak LP bound)."""
+
+
+@dataclass(frozen=True)
+class OracleDay:
+    """One cached sites-oracle answer."""
+
+    day: str
+    status: str
+    objective_usd: float | None
+    gap: float | None
+    seconds: float
+    schedule: list[list[int]] | None
+    sites: list[list[int]] | None
+
+
+def fingerprint(inst: Instance) -> str:
+    """A hash of everything the oracle reads from an instance (case, day, sites, jobs, prices, shapes)."""
+    return hashlib.sha256(dumps_json(inst.to_dict(), indent=None).encode()).hexdigest()[:16]
+
+
+METHOD = "home-optimum+sites-milp"
+"""The solve recorded in each cache file (a file of another method is solved again)."""
+
+
+def cache_path(folder: Path, inst: Instance, time_limit_s: float) -> Path:
+    return Path(folder) / f"{inst.case_name}_{inst.day}_{time_limit_s:g}s.json"
+
+
+def home_optimum(inst: Instance, time_limit_s: float) -> tuple[list[list[int]], list[list[int]], float]:
+    """Every job kept at its home site, each site solved exactly on its own by the day oracle (its one-site view
+    with the jobs at home there): (schedule, sites, seconds). The study's "(a) own" (docs/sites.md)."""
+    import time
+
+    from oracle import solve
+
+    tick = time.perf_counter()
+    net = inst.network
+    home = net.home if net is not None else (0,) * len(inst.jobs)
+    schedule: list[list[int]] = [[-1] * job.segments for job in inst.jobs]
+    for s, view in enumerate(inst.site_views):
+        members = [j for j in range(len(inst.jobs)) if home[j] == s]
+        if not members:
+            continue
+        sub = dataclasses.replace(view, jobs=tuple(inst.jobs[j] for j in members))
+        res = solve(sub, time_limit_s=time_limit_s)
+        require(res.schedule is not None, "oracle", f"no schedule for site {s} on {inst.day} ({res.status})")
+        for j, row in zip(members, res.schedule, strict=True):
+            schedule[j] = list(row)
+    sites = [[home[j]] * job.segments for j, job in enumerate(inst.jobs)]
+    return schedule, sites, time.perf_counter() - tick
+
+
+def _solve(inst: Instance, time_limit_s: float) -> dict[str, Any]:
+    from aidc_env.site_simulator import simulate_sites
+    from oracle.sites import solve_sites
+
+    schedule, sites, home_seconds = home_optimum(inst, time_limit_s)
+    home_usd = simulate_sites(inst, schedule, sites).metrics.operating_cost_usd
+    res = solve_sites(inst, time_limit_s=time_limit_s, threads=1, start=(schedule, sites))
+    better = res.schedule is not None and res.objective_usd is not None and res.objective_usd <= home_usd
+    return {"day": inst.day, "status": res.status if better else f"home_optimum (sites MILP: {res.status})",
+            "objective_usd": res.objective_usd if better else home_usd,
+            "gap": res.gap, "best_bound_usd": res.best_bound_usd, "home_optimum_usd": home_usd,
+            "seconds": home_seconds + res.build_seconds + res.solve_seconds,
+            "schedule": res.schedule if better else schedule, "sites": res.sites if better else sites,
+            "time_limit_s": time_limit_s, "fingerprint": fingerprint(inst), "method": METHOD}
+
+
+def _read(path: Path, inst: Instance) -> OracleDay | None:
+    if not path.is_file():
+        return None
+    data = read_json_file(path, "oracle cache")
+    if not isinstance(data, dict) or data.get("fingerprint") != fingerprint(inst) or data.get("method") != METHOD:
+        return None
+    return OracleDay(day=data["day"], status=data["status"], objective_usd=data["objective_usd"], gap=data["gap"],
+                     seconds=data["seconds"], schedule=data["schedule"], sites=data["sites"])
+
+
+def solve_days(instances: Sequence[Instance], folder: str | Path, time_limit_s: float = DEFAULT_TRAIN_TIME_LIMIT_S,
+               workers: int = 1, progress: bool = True) -> dict[str, OracleDay]:
+    """Every instance's oracle answer (day -> :class:`OracleDay`), solving only the days not cached yet."""
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    out: dict[str, OracleDay] = {}
+    todo = []
+    for inst in instances:
+        cached = _read(cache_path(folder, inst, time_limit_s), inst)
+        if cached is not None:
+            out[inst.day] = cached
+        else:
+            todo.append(inst)
+    if todo:
+        by_day = {inst.day: inst for inst in todo}
+        with ProcessPoolExecutor(max_workers=max(1, workers)) as pool:
+            futures = [pool.submit(_solve, inst, time_limit_s) for inst in todo]
+            for n, future in enumerate(futures, 1):
+                data = future.result()
+                write_json(cache_path(folder, by_day[data["day"]], time_limit_s), data)
+                out[data["day"]] = _read(cache_path(folder, by_day[data["day"]], time_limit_s), by_day[data["day"]])
+                if progress:
+                    print(f"sites oracle {n}/{len(todo)}: {data['day']} {data['status']} ${data['objective_usd']} "
+                          f"gap {data['gap']} in {data['seconds']:.0f} s", flush=True)
+    return {inst.day: out[inst.day] for inst in instances}
+
+
+__all__ = ["DEFAULT_TRAIN_TIME_LIMIT_S", "OracleDay", "cache_path", "fingerprint", "solve_days"]

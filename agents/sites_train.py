@@ -1,0 +1,243 @@
+"""PPO on several sites (issue 14 item 5): the agent's view of :class:`aidc_env.sites_env.SitesDispatchEnv`, a
+behaviour-cloning warm start on the sites oracle's schedules of the training days, and the schedules of the
+policies that evaluate.py compares on held-out days.
+
+- :class:`SitesSteps` appends each site's hourly table of the 24 hours from the current slot
+  (:func:`agents.decision_steps.day_forecast_table` of the site's view: day-scaled price, renewable share,
+  validity, price scale) to the env's observation; the reward is the env's saving versus the fixed schedule.
+- :func:`oracle_demonstrations` converts each training day's oracle schedule (:mod:`agents.sites_oracle`) into
+  the env's per-job action sequence and plays it (an action the mask refuses -- the reservation rule is
+  sufficient, not necessary -- is replaced by the valid action of the same site with the nearest GPUs);
+  :func:`agents.imitation.pretrain` fits the fresh policy and critic to it; PPO then fine-tunes at a low
+  learning rate with no entropy bonus (:data:`SITES_DEFAULTS`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+from gymnasium import spaces
+
+from agents.decision_steps import HOURS_AHEAD, SCALED_PRICE_CLIP, day_forecast_table
+from agents.imitation import Demonstrations
+from agents.ppo_config import PPOConfig
+from agents.sites_oracle import OracleDay
+from aidc_env.baselines import fixed_schedule, greedy_schedule
+from aidc_env.instance import PAUSE, Instance
+from aidc_env.sites_env import SitesDispatchEnv, encode, network_of
+
+SITES_DEFAULTS: dict[str, Any] = {
+    "learning_rate": 3e-5,
+    "lr_schedule": "constant",
+    "ent_coef": 0.0,
+    "imitation_epochs": 200,
+    "total_timesteps": 200_000,
+    "lookahead": 0,
+}
+"""train.py's defaults for a sites case (flags override them): a warm start by behaviour cloning of the oracle's
+schedules (200 epochs, :mod:`agents.imitation`: 99.9 % of the training decisions matched, 88 % after 50), then PPO fine-tuning at 3e-5 (constant) with no entropy bonus, so
+that PPO refines the cloned policy rather than unlearning it; 200,000 agent steps (~4,700 days of ~43 decisions;
+measured 3.7 min + 67 s of cloning on 2 shared cores, load 4-8). Measured results: docs/sites.md "Env and PPO"
+(PPO fine-tuning adds little to the clone there). The recipe is the one reported for the fleet's PPO (issue 13)."""
+
+ORACLE_TRAIN_DAYS = 100
+"""Training days whose oracle schedules are cloned (evenly spread over the training split): the direct MILP takes
+its whole time limit on sites3 days, so all 301 training days would take long on 2 shared cores."""
+
+
+# ---------------------------------------------------------------------------------------------- the agent's view
+
+
+class SitesSteps(gym.Wrapper):
+    """The sites env with each site's hourly table appended to its observation; ``action_masks()`` is the env's."""
+
+    def __init__(self, env: gym.Env):
+        super().__init__(env)
+        base: spaces.Box = env.observation_space  # type: ignore[assignment]
+        n_sites = self.sites_env.n_sites
+        width = 3 * HOURS_AHEAD + 1
+        ren_high = self.sites_env._ren_high
+        low = np.tile(np.concatenate([np.full(HOURS_AHEAD, -SCALED_PRICE_CLIP), np.zeros(2 * HOURS_AHEAD), [0.0]]),
+                      n_sites)
+        high = np.tile(np.concatenate([np.full(HOURS_AHEAD, SCALED_PRICE_CLIP), np.full(HOURS_AHEAD, ren_high),
+                                       np.ones(HOURS_AHEAD), [SCALED_PRICE_CLIP]]), n_sites)
+        self._width = width * n_sites
+        self.observation_space = spaces.Box(low=np.concatenate([base.low, low]).astype(np.float32),
+                                            high=np.concatenate([base.high, high]).astype(np.float32),
+                                            dtype=np.float32)
+        self._tables: dict[str, np.ndarray] = {}
+        self._table = np.zeros((0, 0), dtype=np.float32)
+
+    @property
+    def sites_env(self) -> SitesDispatchEnv:
+        return self.env.unwrapped  # type: ignore[return-value]
+
+    def action_masks(self) -> np.ndarray:
+        return self.sites_env.action_masks()
+
+    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
+        obs, info = self.env.reset(seed=seed, options=options)
+        inst = self.sites_env.instance()
+        table = self._tables.get(inst.day)
+        if table is None:
+            table = self._tables[inst.day] = np.concatenate(
+                [day_forecast_table(view, "perfect") for view in inst.site_views], axis=1)
+        self._table = table
+        return self._observation(obs), info
+
+    def step(self, action):
+        obs, reward, terminated, truncated, info = self.env.step(action)
+        return self._observation(obs), reward, terminated, truncated, info
+
+    def _observation(self, obs: np.ndarray) -> np.ndarray:
+        high = self.observation_space.high[obs.size:]
+        return np.concatenate([obs, np.minimum(self._table[self.sites_env.slot], high)]).astype(np.float32)
+
+
+def sites_env(config: PPOConfig, instances: Sequence[Instance]) -> SitesSteps:
+    """The env the sites agent acts in (the reward: saving versus fixed, in ``reward_scale_usd`` units)."""
+    kwargs = config.behaviour_env_kwargs()
+    env = SitesDispatchEnv(case=list(instances), days=[inst.day for inst in instances],
+                           lookahead=int(kwargs.get("lookahead", 0)), reward_scale=config.reward_scale_usd,
+                           reward_baseline="fixed", safety_mask=bool(kwargs.get("safety_mask", True)),
+                           pause_when_done=bool(kwargs.get("pause_when_done", True)))
+    return SitesSteps(env)
+
+
+def make_sites_vec_env(config: PPOConfig, instances: Sequence[Instance]):
+    """``n_envs`` training envs on the instances (env i seeded with seed + i)."""
+    from stable_baselines3.common.monitor import Monitor
+    from stable_baselines3.common.vec_env import DummyVecEnv, SubprocVecEnv
+
+    instances = list(instances)
+
+    def thunk() -> gym.Env:
+        import torch
+
+        torch.set_num_threads(1)
+        return Monitor(sites_env(config, instances))
+
+    thunks = [thunk for _ in range(config.n_envs)]
+    vec = (SubprocVecEnv(thunks, start_method="fork") if config.vec_env == "subproc" and config.n_envs > 1
+           else DummyVecEnv(thunks))
+    vec.seed(config.seed)
+    return vec
+
+
+# ---------------------------------------------------------------------------------------------- demonstrations
+
+
+def oracle_actions(env: SitesDispatchEnv, schedule: Sequence[Sequence[int]], sites: Sequence[Sequence[int]]
+                   ) -> tuple[int, bool]:
+    """The action of the job deciding now that follows (schedule, sites), and whether the mask allows it.
+
+    A paused segment's site only says where the checkpoint waits, and a move into a pause is free: a pause is
+    played at the site of the job's next running segment (the checkpoint travels during the pause, as the
+    cheapest schedule does), else at the schedule's site, else where the job is -- the first the mask allows
+    (allowed = True). A running choice the mask refuses (the reservation rule is sufficient, not necessary) is
+    replaced by the valid action at the same site with the nearest GPUs, else the lowest valid (allowed = False).
+    """
+    j = env.deciding_job
+    assert j is not None
+    k = env.slot // env._sps[j]
+    s, c = int(sites[j][k]), int(schedule[j][k]) + 1
+    mask = env.action_masks()
+    if c == 0:
+        later = [int(sites[j][i]) for i in range(k + 1, len(schedule[j])) if schedule[j][i] != PAUSE]
+        for site in [*later[:1], s, env._site[j]]:
+            if mask[encode(site, 0, env.n_choices)]:
+                return encode(site, 0, env.n_choices), True
+    action = encode(s, c, env.n_choices)
+    if mask[action]:
+        return action, True
+    valid = np.flatnonzero(mask)
+    same = [a for a in valid if a // env.n_choices == s]
+    if same:
+        want = env._gpus_loc[j][c]
+        return int(min(same, key=lambda a: abs(int(env._gpus_loc[j][a % env.n_choices]) - int(want)))), False
+    return int(valid[0]), False
+
+
+def oracle_demonstrations(config: PPOConfig, instances: Sequence[Instance], answers: Mapping[str, OracleDay]
+                          ) -> tuple[Demonstrations, float]:
+    """Play each day's oracle schedule in the training env; every decision recorded (observation, mask, action,
+    return to go). Returns the demonstrations and the share of actions the masks allowed as the oracle chose."""
+    days = [inst for inst in instances if answers.get(inst.day) and answers[inst.day].schedule is not None]
+    env = sites_env(config, days)
+    raw = env.sites_env
+    observations, masks, actions, returns = [], [], [], []
+    followed = total = 0
+    for inst in days:
+        answer = answers[inst.day]
+        obs, _ = env.reset(options={"day": inst.day})
+        rewards: list[float] = []
+        done = raw.slot >= raw.n_slots
+        while not done:
+            action, ok = oracle_actions(raw, answer.schedule, answer.sites)  # type: ignore[arg-type]
+            followed += ok
+            total += 1
+            observations.append(obs)
+            masks.append(env.action_masks())
+            actions.append(action)
+            obs, reward, terminated, truncated, _ = env.step(action)
+            rewards.append(float(reward))
+            done = terminated or truncated
+        returns += np.cumsum(rewards[::-1])[::-1].tolist()
+    demos = Demonstrations(np.asarray(observations, dtype=np.float32), np.asarray(masks, dtype=bool),
+                           np.asarray(actions, dtype=np.int64), np.asarray(returns, dtype=np.float32))
+    return demos, (followed / total if total else 0.0)
+
+
+# ---------------------------------------------------------------------------------------------- policies
+
+
+def ppo_sites_schedule(model, config: PPOConfig, inst: Instance) -> tuple[list[list[int]], list[list[int]]]:
+    """A trained model's (schedule, sites) on one instance: deterministic, masked."""
+    env = sites_env(config, [inst])
+    expected = model.observation_space.shape
+    if env.observation_space.shape != expected or env.action_space.n != model.action_space.n:
+        raise ValueError(f"the model was trained on observations {expected} and {model.action_space.n} actions; "
+                         f"the instance of {inst.day} gives {env.observation_space.shape} and {env.action_space.n}")
+    obs, _ = env.reset(options={"day": inst.day})
+    raw = env.sites_env
+    done = raw.slot >= raw.n_slots
+    while not done:
+        action, _ = model.predict(obs, deterministic=True, action_masks=env.action_masks())
+        obs, _, terminated, truncated, _ = env.step(int(action))
+        done = terminated or truncated
+    return raw.schedule(), raw.sites()
+
+
+def home_sites(inst: Instance) -> list[list[int]]:
+    """Every job at its home site in every segment."""
+    net = network_of(inst)
+    return [[net.home[j]] * job.segments for j, job in enumerate(inst.jobs)]
+
+
+def fixed_sites_schedule(inst: Instance) -> tuple[list[list[int]], list[list[int]]]:
+    """Every job in its baseline mode at its home site (the reward's baseline)."""
+    return fixed_schedule(inst), home_sites(inst)
+
+
+def greedy_sites_schedule(inst: Instance) -> tuple[list[list[int]], list[list[int]]]:
+    """The day model's greedy rule at each site for the jobs at home there (no migration): per site, the greedy
+    schedule of the site's one-site view with only its home jobs."""
+    net = network_of(inst)
+    schedule: list[list[int]] = [[PAUSE] * job.segments for job in inst.jobs]
+    for s, view in enumerate(inst.site_views):
+        members = [j for j in range(len(inst.jobs)) if net.home[j] == s]
+        if not members:
+            continue
+        sub = dataclasses.replace(view, jobs=tuple(inst.jobs[j] for j in members))
+        for j, row in zip(members, greedy_schedule(sub), strict=True):
+            schedule[j] = list(row)
+    return schedule, home_sites(inst)
+
+
+__all__ = ["ORACLE_TRAIN_DAYS", "SITES_DEFAULTS", "SitesSteps", "fixed_sites_schedule", "greedy_sites_schedule",
+           "home_sites", "make_sites_vec_env", "oracle_actions", "oracle_demonstrations", "ppo_sites_schedule",
+           "sites_env"]

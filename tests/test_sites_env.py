@@ -1,0 +1,214 @@
+"""The sites env (issue 14 item 5): Gymnasium's checker; over random masked episodes a job is never at two sites,
+moves only at a checkpoint and pays its transfer, no site's pool is exceeded, every target is met and the episode
+total is simulate_sites' cost; nothing observed depends on truth beyond the look-ahead (masks on no truth at all);
+the warm start's action sequence of an oracle schedule replays to its cost."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+import gymnasium as gym
+import numpy as np
+import pytest
+from gymnasium.utils.env_checker import check_env
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from agents.ppo_config import PPOConfig
+from agents.sites_train import oracle_actions, sites_env
+from aidc_env import register_envs
+from aidc_env.case import build_instance
+from aidc_env.instance import PAUSE, SECONDS_PER_HOUR, Instance
+from aidc_env.site_simulator import simulate_sites
+from aidc_env.sites_env import SitesDispatchEnv, decode
+from oracle.sites import solve_sites
+
+TWO_SITES = """
+name = "tiny-sites"
+gpus = 256
+slots = 24
+day = "2023-06-17"
+[energy]
+ppa_usd_per_mwh = 30.0
+[migration]
+link_gbps = 0.5
+[[sites]]
+name = "a"
+gpus = 256
+price_node = "SCE"
+plant = "solar"
+renewable_ratio = 0.5
+[[sites]]
+name = "b"
+gpus = 128
+price_node = "PGE"
+plant = "wind"
+renewable_ratio = 1.0
+[[jobs]]
+name = "J1"
+model = "llama-7b"
+segments = 4
+restart_minutes = 10
+baseline_gpus = 128
+baseline_hours = 14
+site = "a"
+[[jobs]]
+name = "J2"
+model = "llama-7b"
+segments = 4
+restart_minutes = 10
+baseline_gpus = 128
+baseline_hours = 10
+site = "b"
+"""
+
+
+@pytest.fixture(scope="module")
+def two_sites(tmp_path_factory) -> Instance:
+    path = Path(tmp_path_factory.mktemp("sites")) / "tiny.toml"
+    path.write_text(TWO_SITES)
+    return build_instance(path)
+
+
+def test_check_env_and_the_action_space_is_linear_in_sites_and_modes(two_sites):
+    register_envs()
+    env = gym.make("aidc_env/SitesDispatch-v0", case="sites3").unwrapped
+    check_env(env, skip_render_check=True)
+    inst = env.instance(env.days[0])
+    assert env.action_space.n == 3 * (max(job.n_modes for job in inst.jobs) + 1) == 63
+    small = SitesDispatchEnv(case=two_sites, lookahead=2)
+    check_env(small, skip_render_check=True)
+
+
+def play(env: SitesDispatchEnv, seed: int) -> list[dict]:
+    """A masked-random episode; the infos of its steps."""
+    rng = np.random.default_rng(seed)
+    env.reset(seed=seed)
+    infos, done = [], env.slot >= env.n_slots
+    while not done:
+        mask = env.action_masks()
+        assert mask.any()
+        _, _, done, _, info = env.step(int(rng.choice(np.flatnonzero(mask))))
+        infos.append(info)
+    return infos
+
+
+@settings(max_examples=25, deadline=None, derandomize=True)
+@given(seed=st.integers(0, 10_000))
+def test_random_masked_episodes_keep_every_rule(two_sites, seed):
+    env = SitesDispatchEnv(case=two_sites)
+    infos = play(env, seed)
+    inst = two_sites
+    schedule, sites = env.schedule(), env.sites()
+    result = simulate_sites(inst, schedule, sites)
+    # The episode total is the simulator's cost of the schedule it produced.
+    assert env.objective_usd == pytest.approx(result.metrics.operating_cost_usd, rel=1e-9, abs=1e-9)
+    # Every target met, every site's pool kept in every slot.
+    assert result.metrics.tranches_met and result.metrics.capacity_ok
+    assert np.all(result.gpus_used <= np.array([s.n_gpus for s in inst.sites])[:, None])
+    assert np.array_equal(result.gpus_used, env.committed_gpus())
+    for j, job in enumerate(inst.jobs):
+        per = inst.slots_per_segment(job)
+        # A job is at one site in every slot: its GPUs are counted at one site only.
+        slot_sites = np.repeat(sites[j], per)
+        gpus = job.gpus_by_choice[np.repeat(schedule[j], per)]
+        for s in range(len(inst.sites)):
+            assert np.all(result.gpus_used[s] >= np.where(slot_sites == s, gpus, 0))
+        # It decides (and so moves) only at its checkpoint boundaries.
+        for info in infos:
+            if info["job"] == j:
+                assert info["slot"] % per == 0
+        # A move into a running segment pays transfer + restart; the env counted the same tokens.
+        H, tau, transfer = inst.segment_hours(job), job.restart_hours, inst.network.transfer_hours[j]
+        running_moves = sum(1 for c, s, ps in zip(schedule[j], sites[j], [inst.network.home[j], *sites[j][:-1]],
+                                                  strict=True) if c != PAUSE and s != ps)
+        assert result.moves[j].transfer_hours_lost == pytest.approx(running_moves * transfer)
+        tokens = sum((H - (tau if (c != pc or s != ps) else 0.0) - (transfer if s != ps else 0.0))
+                     * job.tokens_per_s_by_choice[c] * SECONDS_PER_HOUR
+                     for c, s, pc, ps in zip(schedule[j], sites[j], [job.initial_mode, *schedule[j][:-1]],
+                                             [inst.network.home[j], *sites[j][:-1]], strict=True) if c != PAUSE)
+        assert result.metrics.jobs[j].tokens == pytest.approx(tokens, rel=1e-12)
+        assert env.tokens()[j] == pytest.approx(tokens, rel=1e-9)
+
+
+def test_a_move_into_a_pause_is_masked_by_the_destination_s_room(two_sites):
+    env = SitesDispatchEnv(case=two_sites)
+    env.reset(seed=0)
+    assert env.deciding_job == 0
+    base = two_sites.jobs[0].baseline_mode
+    # J1 paused at b would hold 128 GPUs there from its next checkpoint, beside J2's 128: b holds 128.
+    assert env.action_masks()[env.action_of(0, 0, PAUSE)]
+    assert not env.action_masks()[env.action_of(0, 1, PAUSE)]
+    env.step(env.action_of(0, 0, base))
+    assert env.deciding_job == 1
+    # J2 may take its checkpoint to a during a pause (a holds 256: J1's 128 and J2's 128).
+    assert env.action_masks()[env.action_of(1, 0, PAUSE)]
+    env.step(env.action_of(1, 0, PAUSE))
+    assert env.sites()[1][0] == 0 and env.tokens()[1] == 0.0
+
+
+def perturbed(inst: Instance, t: int, seed: int) -> Instance:
+    """``inst`` with other prices and plant shapes at every site from slot t on."""
+    rng = np.random.default_rng(seed)
+    sites = []
+    for site in inst.network.sites:
+        price = site.price_usd_per_mwh.copy()
+        shape = site.renewable_shape.copy()
+        price[t:] = rng.uniform(-50, 300, price.size - t)
+        shape[t:] = rng.uniform(0, 1, shape.size - t)
+        sites.append(dataclasses.replace(site, price_usd_per_mwh=price, renewable_shape=shape))
+    network = dataclasses.replace(inst.network, sites=tuple(sites))
+    return dataclasses.replace(inst, network=network, price_usd_per_mwh=sites[0].price_usd_per_mwh,
+                               renewable_shape=sites[0].renewable_shape)
+
+
+def trace(inst: Instance, lookahead: int, actions_seed: int, until: int | None = None):
+    """Observations, masks and slots of an episode with a seeded masked-random action sequence."""
+    env = SitesDispatchEnv(case=inst, lookahead=lookahead)
+    rng = np.random.default_rng(actions_seed)
+    obs, _ = env.reset(seed=0)
+    out, done = [], env.slot >= env.n_slots
+    while not done and (until is None or env.slot <= until):
+        mask = env.action_masks()
+        out.append((env.slot, obs, mask))
+        obs, _, done, _, _ = env.step(int(rng.choice(np.flatnonzero(mask))))
+    return out
+
+
+@settings(max_examples=8, deadline=None, derandomize=True)
+@given(t=st.integers(0, 23), seed=st.integers(0, 1000))
+def test_no_truth_beyond_the_lookahead_leaks_and_masks_read_no_truth(two_sites, t, seed):
+    L = 3
+    base = trace(two_sites, L, seed, until=t)
+    later = trace(perturbed(two_sites, min(t + L + 1, two_sites.slots), seed + 1), L, seed, until=t)
+    assert len(base) == len(later)
+    for (s0, o0, m0), (s1, o1, m1) in zip(base, later, strict=True):
+        assert s0 == s1 and np.array_equal(o0, o1) and np.array_equal(m0, m1)
+    everything = trace(perturbed(two_sites, 0, seed + 2), L, seed)
+    full = trace(two_sites, L, seed)
+    assert len(everything) == len(full)
+    assert all(np.array_equal(a[2], b[2]) for a, b in zip(everything, full, strict=True))
+
+
+def test_the_warm_start_sequence_of_an_oracle_schedule_replays_to_its_cost(two_sites):
+    solved = solve_sites(two_sites, time_limit_s=30, mip_gap=1e-9)
+    assert solved.status == "optimal"
+    env = sites_env(PPOConfig(env_kwargs={"lookahead": 0, "pause_when_done": False}), [two_sites])
+    raw = env.sites_env
+    env.reset(options={"day": two_sites.day})
+    done, allowed = False, []
+    while not done:
+        action, ok = oracle_actions(raw, solved.schedule, solved.sites)
+        allowed.append(ok)
+        j = raw.deciding_job
+        k = raw.slot // raw._sps[j]
+        site, choice = decode(action, raw.n_choices)
+        assert choice == solved.schedule[j][k] + 1  # a pause may wait where the job runs next (a free move)
+        assert choice == 0 or site == solved.sites[j][k]
+        _, _, done, _, _ = env.step(action)
+    assert all(allowed)
+    assert raw.schedule() == solved.schedule
+    replay = simulate_sites(two_sites, raw.schedule(), raw.sites()).metrics.operating_cost_usd
+    assert raw.objective_usd == pytest.approx(replay, rel=1e-9)
+    assert raw.objective_usd == pytest.approx(solved.objective_usd, rel=1e-9)
