@@ -34,11 +34,13 @@ from agents.checkpoints import (
     save_checkpoint,
     stop_callback,
 )
-from agents.days import HOLDOUT_EVERY, split_days
-from agents.fleet_steps import ENVS
-from agents.imitation import plan_demonstrations, pretrain
+from agents.days import HOLDOUT_EVERY, split_days, spread
+from agents.fleet_steps import ENVS, uses_fleet_env
+from agents.imitation import oracle_demonstrations, oracle_schedules, plan_demonstrations, pretrain
 from agents.plan_features import ForecastPlans
 from agents.ppo import CONFIG_FILE, PPOConfig, heldout_check, make_model, make_vec_env, observes_plan, save_run
+from agents.ppo_config import FLEET_DEFAULTS, IMITATIONS, defaults_for_case
+from aidc_env.fleet_env import REWARD_CREDITS
 from aidc_env import limits
 from aidc_env.case import add_case_arguments, build_instances, case_overrides, load_case, require_one_site_case
 from aidc_env.dayahead import dayahead_instances
@@ -60,7 +62,9 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         f"profile days (every {HOLDOUT_EVERY}th complete day is held out for evaluate.py). Shows a progress "
         "bar, logs to TensorBoard (OUT/tb), checkpoints to OUT/checkpoints, and saves OUT/model.zip and "
         f"OUT/config.json. Defaults (docs/training.md): {DEFAULTS.total_timesteps:,} steps, measured 27.4 minutes "
-        "on a 2-core machine.",
+        "on a 2-core machine. A case with fleet workloads (fine-tuning, inference, an idle-GPU value; e.g. --case "
+        f"fleet) takes the fleet defaults instead ({', '.join(f'{k}={v}' for k, v in FLEET_DEFAULTS.items())}; "
+        "docs/fleet.md): a warm start on the fleet oracle's schedules, then PPO.",
         formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     add_case_arguments(parser, day=False, default_case=DEFAULTS.case)
     parser.add_argument("--forecasts", help="day-ahead forecast CSV (load, solar, wind; e.g. ../shared/data/caiso/"
@@ -111,11 +115,25 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
                     help="with --information dayahead: observe the forecast plan (the oracle's schedule on the "
                     "day-ahead point forecast, solved once per day before training) and the realised forecast error")
     hp.add_argument("--imitation-epochs", type=int, default=DEFAULTS.imitation_epochs,
-                    help="with the forecast plan observed: epochs of behaviour cloning of the plan on the training "
-                    "days before PPO starts (0: none)")
+                    help="epochs of behaviour cloning before PPO starts (0: none): of the forecast plan when it is "
+                    "observed, or of the oracle's schedules with --imitation oracle")
+    hp.add_argument("--imitation", choices=IMITATIONS, default=DEFAULTS.imitation,
+                    help="what the warm start clones: the forecast plan (plan) or the oracle's schedules of "
+                    "--imitation-days training days (oracle; the per-job fleet env; the fleet defaults)")
+    hp.add_argument("--imitation-days", type=int, default=DEFAULTS.imitation_days,
+                    help="with --imitation oracle: training days cloned (evenly spread over the train split)")
+    hp.add_argument("--oracle-cache", help="with --imitation oracle: folder of the cached oracle schedules (one "
+                    "JSON per day and instance; default OUT/oracle_schedules); re-runs read them instead of solving")
+    hp.add_argument("--reward-credit", choices=REWARD_CREDITS, default=DEFAULTS.reward_credit,
+                    help="the fleet env's reward: the objective paid when a decision point closes (decision), or per "
+                    "agent step the objective change of that job's choice (job; the fleet defaults)")
     hp.add_argument("--reward-day-scaled", action=argparse.BooleanOptionalAction,
                     default=DEFAULTS.reward_day_scaled, help="divide each day's rewards by its price scale")
     early, _ = parser.parse_known_args(argv)
+    case_defaults = defaults_for_case(load_case(early.case))  # the fleet defaults for a fleet case
+    parser.set_defaults(**{k: v for k, v in case_defaults.to_dict().items() if k in FLEET_DEFAULTS
+                           and k != "total_timesteps"})
+    parser.set_defaults(default_timesteps=case_defaults.total_timesteps)
     if early.config is not None:
         parser.set_defaults(**PPOConfig.hyperparameters_of(read_json_file(early.config, "config")))
     args = parser.parse_args(argv)
@@ -146,6 +164,10 @@ def validate_args(args: argparse.Namespace) -> None:
     require_number(args.clip_range, "clip-range", 0.0, limits.MAX_COEF, low_open=True)
     require_number(args.reward_scale_usd, "reward-scale-usd", 0.0, limits.MAX_REWARD_SCALE_USD, low_open=True)
     require_number(args.imitation_epochs, "imitation-epochs", 0, limits.MAX_N_EPOCHS, integer=True)
+    require_number(args.imitation_days, "imitation-days", 1, limits.MAX_DAYS, integer=True)
+    require(args.imitation in IMITATIONS, "imitation", f"must be one of {', '.join(IMITATIONS)}, got {args.imitation!r}")
+    require(args.reward_credit in REWARD_CREDITS, "reward-credit", f"must be one of {', '.join(REWARD_CREDITS)}, got "
+            f"{args.reward_credit!r}")
     require_number(args.lookahead, "lookahead", 0, limits.MAX_LOOKAHEAD_SLOTS, integer=True)
     args.net_arch = parse_net_arch(args.net_arch)
     require(args.lr_schedule in ("linear", "constant"), "lr-schedule", f"must be linear or constant, got "
@@ -196,8 +218,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             env_kwargs={**DEFAULTS.env_kwargs, "lookahead": args.lookahead, "information": args.information},
             reward_scale_usd=args.reward_scale_usd, reward_day_scaled=args.reward_day_scaled,
             factored_actions=args.factored_actions, choice_features=args.choice_features, env=args.env,
-            forecast_plan=args.forecast_plan, imitation_epochs=args.imitation_epochs, seed=args.seed,
-            total_timesteps=DEFAULTS.total_timesteps if args.timesteps is None else args.timesteps,
+            forecast_plan=args.forecast_plan, imitation_epochs=args.imitation_epochs, imitation=args.imitation,
+            imitation_days=args.imitation_days, reward_credit=args.reward_credit, seed=args.seed,
+            total_timesteps=args.default_timesteps if args.timesteps is None else args.timesteps,
             n_envs=args.n_envs, vec_env=args.vec_env, learning_rate=args.learning_rate,
             lr_schedule=args.lr_schedule, n_steps=args.n_steps, batch_size=args.batch_size, n_epochs=args.n_epochs,
             gamma=args.gamma, gae_lambda=args.gae_lambda, ent_coef=args.ent_coef, clip_range=args.clip_range,
@@ -247,9 +270,23 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"resuming from {newest} at step {model.num_timesteps:,}")
     else:
         model = make_model(config, vec_env, tensorboard_log=tb)
-        if observes_plan(config) and config.imitation_epochs > 0:  # warm start on the plan (agents/imitation.py)
+        train_instances = [instances[day] for day in config.train_days]
+        if config.imitation == "oracle" and config.imitation_epochs > 0:  # warm start on the oracle's schedules
+            require(uses_fleet_env(config, train_instances), "imitation",
+                    "--imitation oracle clones into the per-job fleet env: use --env fleet or a fleet case")
             tick = time.perf_counter()
-            train_instances = [instances[day] for day in config.train_days]
+            cloned = [instances[day] for day in spread(config.train_days, config.imitation_days)]
+            cache = Path(args.oracle_cache) if args.oracle_cache else out / "oracle_schedules"
+            schedules = oracle_schedules(cloned, cache)
+            solved = time.perf_counter() - tick
+            demos, refused = oracle_demonstrations(config, cloned, schedules)
+            fit = pretrain(model, demos, config.imitation_epochs, seed=config.seed, vf_coef=config.vf_coef)
+            print(f"warm start on the oracle's schedules of {len(schedules)} of {len(cloned)} training days "
+                  f"(solved or read from {cache} in {solved:.0f} s): {fit['decisions']:.0f} decisions, {refused} "
+                  f"refused by the mask, {config.imitation_epochs} epochs, {fit['matches_plan']:.1%} matched, in "
+                  f"{time.perf_counter() - tick:.0f} s")
+        elif observes_plan(config) and config.imitation_epochs > 0:  # warm start on the plan (agents/imitation.py)
+            tick = time.perf_counter()
             fit = pretrain(model, plan_demonstrations(config, train_instances, plans), config.imitation_epochs,
                            seed=config.seed, vf_coef=config.vf_coef)
             print(f"warm start on the forecast plan: {fit['decisions']:.0f} decisions, {config.imitation_epochs} "
