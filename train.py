@@ -249,6 +249,10 @@ def main(argv: Sequence[str] | None = None) -> int:
           f"({len(config.heldout_days)} held out), {config.total_timesteps:,} steps, seed {config.seed}, "
           f"{config.n_envs} {config.vec_env} envs -> {out}")
 
+    require(config.imitation != "oracle" or config.imitation_epochs == 0
+            or uses_fleet_env(config, [instances[day] for day in config.train_days]), "imitation",
+            "--imitation oracle clones into the per-job fleet env: use --env fleet or a fleet case")
+
     import torch
 
     torch.set_num_threads(config.torch_threads)
@@ -272,8 +276,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         model = make_model(config, vec_env, tensorboard_log=tb)
         train_instances = [instances[day] for day in config.train_days]
         if config.imitation == "oracle" and config.imitation_epochs > 0:  # warm start on the oracle's schedules
-            require(uses_fleet_env(config, train_instances), "imitation",
-                    "--imitation oracle clones into the per-job fleet env: use --env fleet or a fleet case")
             tick = time.perf_counter()
             cloned = [instances[day] for day in spread(config.train_days, config.imitation_days)]
             cache = Path(args.oracle_cache) if args.oracle_cache else out / "oracle_schedules"
