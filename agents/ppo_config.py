@@ -143,16 +143,15 @@ class PPOConfig:
 
 
 FLEET_DEFAULTS: dict[str, Any] = {
-    "total_timesteps": 300_000, "learning_rate": 3e-5, "ent_coef": 0.0, "gae_lambda": 1.0, "reward_credit": "job",
-    "imitation": "oracle", "imitation_days": 21, "imitation_epochs": 50}
+    "total_timesteps": 300_000, "learning_rate": 3e-5, "ent_coef": 0.0, "gae_lambda": 1.0, "n_steps": 512,
+    "reward_credit": "job", "imitation": "oracle", "imitation_days": 21, "imitation_epochs": 50}
 """train.py's defaults for a case with fleet workloads (fine-tuning, inference or an idle-GPU value; the per-job
 fleet env): a warm start by behaviour cloning of the fleet oracle's schedules on 21 training days, then PPO
 with a small step (3e-5) and no entropy bonus, so that it refines the cloned policy instead of unlearning it,
-rewarded per job (each choice sees its own idle-GPU credit) with Monte Carlo advantages (GAE λ = 1: a choice's
-token shortfall is paid by the same job's catch-up many agent steps later; with λ = 0.95 that cost fell outside
-the advantage's horizon and PPO drifted from −$335 to −$3,150 a day against fixed within 47k steps, episode
-returns of the sampled policy, load average 13). Measured in docs/fleet.md ("PPO on the fleet").
-Every other setting is :class:`PPOConfig`'s default."""
+rewarded per job (each choice sees its own idle-GPU credit at its own step), with whole-episode Monte Carlo
+advantages (GAE λ = 1 and 512 steps per env and update: an episode is ~140-190 agent steps). With λ = 0.95 or
+128 steps per env the advantages lean on the value net and PPO drifted away from the cloned policy (measured in
+docs/fleet.md, "The fleet defaults"). Every other setting is :class:`PPOConfig`'s default."""
 IMITATIONS = ("plan", "oracle")
 """``PPOConfig.imitation``."""
 
