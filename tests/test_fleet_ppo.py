@@ -163,3 +163,23 @@ def test_oracle_imitation_needs_the_fleet_env(tmp_path, capsys, monkeypatch):
                                 "--out", str(tmp_path / "run")])
     assert code == 2
     assert "imitation" in capsys.readouterr().err
+
+
+def test_fleet_study_variants_and_bad_flags(capsys):
+    from experiments import fleet_study
+
+    inst = next(iter(build_instances(load_case("fleet")).values()))
+    rows = fleet_study.variants(inst)
+    jobs = [(v, i) for s, v, i in rows if s == "jobs"]
+    assert [len(i.jobs) for _, i in jobs] == list(fleet_study.JOB_COUNTS)
+    twelve = dict(jobs)[12.0]
+    assert twelve.n_gpus == inst.n_gpus and np.array_equal(twelve.inference_gpus, inst.inference_gpus)
+    shares = [(v, i) for s, v, i in rows if s == "inference_share"]
+    assert [i.inference_gpus.max() for _, i in shares] == [int(np.ceil(f * inst.inference_gpus.max()))
+                                                          for f in fleet_study.INFERENCE_FACTORS]
+    assert [i.idle_value_usd_per_gpu_hour for s, _, i in rows if s == "idle_value"] == list(fleet_study.IDLE_VALUES)
+    for s, _, i in rows:  # every variant's fixed schedule fits: the saving is against a feasible schedule
+        assert simulate(i, fixed_schedule(i)).metrics.feasible, s
+    for argv in (["--days", "0"], ["--time-limit", "0"]):
+        assert run_cli(fleet_study.main, argv) == 2
+        assert len([line for line in capsys.readouterr().err.splitlines() if line.strip()]) == 1
