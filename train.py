@@ -39,9 +39,9 @@ from agents.checkpoints import (
     save_model_atomically,
     stop_callback,
 )
-from agents.days import HOLDOUT_EVERY, split_days
-from agents.fleet_steps import ENVS
-from agents.imitation import plan_demonstrations, pretrain
+from agents.days import HOLDOUT_EVERY, split_days, spread
+from agents.fleet_steps import ENVS, uses_fleet_env
+from agents.imitation import oracle_demonstrations, oracle_schedules, plan_demonstrations, pretrain
 from agents.plan_features import ForecastPlans
 from agents.ppo import (
     CONFIG_FILE,
@@ -64,6 +64,8 @@ from agents.selection import (
 )
 from agents.sites_oracle import DEFAULT_TRAIN_TIME_LIMIT_S
 from agents.sites_train import ORACLE_TRAIN_DAYS, SITES_DEFAULTS
+from agents.ppo_config import FLEET_DEFAULTS, IMITATIONS, defaults_for_case
+from aidc_env.fleet_env import REWARD_CREDITS
 from aidc_env import limits
 from aidc_env.case import add_case_arguments, build_instances, case_overrides, load_case, require_one_site_case
 from aidc_env.dayahead import dayahead_instances
@@ -74,6 +76,8 @@ from aidc_env.io import check_output_folder, read_json_file, write_json
 from aidc_env.profiles import load_profiles
 
 DEFAULTS = PPOConfig()
+SITES_ORACLE_CACHE = Path("runs") / "sites-oracle-cache"
+"""Default folder of the sites-oracle answers a sites case's warm start clones (reused across runs)."""
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
@@ -85,7 +89,9 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         f"profile days (every {HOLDOUT_EVERY}th complete day is held out for evaluate.py). Shows a progress "
         "bar, logs to TensorBoard (OUT/tb), checkpoints to OUT/checkpoints, and saves OUT/model.zip and "
         f"OUT/config.json. Defaults (docs/training.md): {DEFAULTS.total_timesteps:,} steps (wall times measured on "
-        "a 2-core machine: docs/training.md).",
+        "a 2-core machine: docs/training.md). A case with fleet workloads (fine-tuning, inference, an idle-GPU "
+        f"value; e.g. --case fleet) takes the fleet defaults instead ({', '.join(f'{k}={v}' for k, v in FLEET_DEFAULTS.items())}; "
+        "docs/fleet.md): a warm start on the fleet oracle's schedules, then PPO.",
         formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     add_case_arguments(parser, day=False, default_case=DEFAULTS.case)
     parser.add_argument("--forecasts", help="day-ahead forecast CSV (load, solar, wind; e.g. ../shared/data/caiso/"
@@ -136,8 +142,8 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
                     help="with --information dayahead: observe the forecast plan (the oracle's schedule on the "
                     "day-ahead point forecast, solved once per day before training) and the realised forecast error")
     hp.add_argument("--imitation-epochs", type=int, default=DEFAULTS.imitation_epochs,
-                    help="with the forecast plan observed: epochs of behaviour cloning of the plan on the training "
-                    "days before PPO starts (0: none)")
+                    help="epochs of behaviour cloning before PPO starts (0: none): of the forecast plan when it is "
+                    "observed, or of the oracle's schedules with --imitation oracle")
     hp.add_argument("--finetune", action=argparse.BooleanOptionalAction, default=DEFAULTS.finetune,
                     help="after the warm start on the plan: PPO at --finetune-lr-factor x the learning rate with "
                     "entropy coefficient 0 (else the full rate and --ent-coef)")
@@ -148,6 +154,17 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
                     help="with --information dayahead: every Nth training day (by date) is a validation day, not "
                     "trained on; the warm start and every checkpoint are evaluated on them and the cheapest is "
                     "saved as OUT/model.zip (OUT/selection.json; 0: off, the last model is saved)")
+    hp.add_argument("--imitation", choices=IMITATIONS, default=DEFAULTS.imitation,
+                    help="what the warm start clones: the forecast plan (plan) or the oracle's schedules of "
+                    "--imitation-days training days (oracle; the per-job fleet env; the fleet defaults)")
+    hp.add_argument("--imitation-days", type=int, default=DEFAULTS.imitation_days,
+                    help="with --imitation oracle: training days cloned (evenly spread over the train split)")
+    hp.add_argument("--oracle-cache", help="folder of cached oracle answers, re-read instead of solved again: with "
+                    "--imitation oracle the oracle schedules (one JSON per day and instance; default "
+                    "OUT/oracle_schedules), for a sites case the sites-oracle answers (default runs/sites-oracle-cache)")
+    hp.add_argument("--reward-credit", choices=REWARD_CREDITS, default=DEFAULTS.reward_credit,
+                    help="the fleet env's reward: the objective paid when a decision point closes (decision), or per "
+                    "agent step the objective change of that job's choice (job; the fleet defaults)")
     hp.add_argument("--reward-day-scaled", action=argparse.BooleanOptionalAction,
                     default=DEFAULTS.reward_day_scaled, help="divide each day's rewards by its price scale")
     sites = parser.add_argument_group("several sites (a case with [[sites]]: agents/sites_train.py)")
@@ -155,10 +172,12 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
                        help="training days whose sites-oracle schedules the warm start clones (evenly spread)")
     sites.add_argument("--oracle-time-limit", type=float, default=DEFAULT_TRAIN_TIME_LIMIT_S,
                        help="seconds per training day's sites-oracle solve")
-    sites.add_argument("--oracle-cache", default=str(Path("runs") / "sites-oracle-cache"),
-                       help="folder of the cached sites-oracle answers (reused across runs)")
     sites.add_argument("--oracle-workers", type=int, default=2, help="sites-oracle solves at once (processes)")
     early, _ = parser.parse_known_args(argv)
+    case_defaults = defaults_for_case(load_case(early.case))  # the fleet defaults for a fleet case
+    parser.set_defaults(**{k: v for k, v in case_defaults.to_dict().items() if k in FLEET_DEFAULTS
+                           and k != "total_timesteps"})
+    parser.set_defaults(default_timesteps=case_defaults.total_timesteps)
     if _is_sites_case(early.case):  # the sites recipe's defaults (agents/sites_train.py SITES_DEFAULTS)
         parser.set_defaults(**{k: v for k, v in SITES_DEFAULTS.items() if k != "total_timesteps"})
     if early.config is not None:
@@ -207,6 +226,10 @@ def validate_args(args: argparse.Namespace) -> None:
     require(args.validation_every != 1, "validation-every", "must be 0 (off) or at least 2 (1 would leave no "
             "training day)")
     require(isinstance(args.finetune, bool), "finetune", "must be true or false")
+    require_number(args.imitation_days, "imitation-days", 1, limits.MAX_DAYS, integer=True)
+    require(args.imitation in IMITATIONS, "imitation", f"must be one of {', '.join(IMITATIONS)}, got {args.imitation!r}")
+    require(args.reward_credit in REWARD_CREDITS, "reward-credit", f"must be one of {', '.join(REWARD_CREDITS)}, got "
+            f"{args.reward_credit!r}")
     require_number(args.lookahead, "lookahead", 0, limits.MAX_LOOKAHEAD_SLOTS, integer=True)
     args.net_arch = parse_net_arch(args.net_arch)
     require(args.lr_schedule in ("linear", "constant"), "lr-schedule", f"must be linear or constant, got "
@@ -261,9 +284,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             reward_scale_usd=args.reward_scale_usd, reward_day_scaled=args.reward_day_scaled,
             factored_actions=args.factored_actions, choice_features=args.choice_features, env=args.env,
             forecast_plan=args.forecast_plan, imitation_epochs=args.imitation_epochs, finetune=args.finetune,
-            finetune_lr_factor=args.finetune_lr_factor, validation_every=args.validation_every, seed=args.seed,
-            total_timesteps=((SITES_DEFAULTS["total_timesteps"] if case.sites else DEFAULTS.total_timesteps)
-                             if args.timesteps is None else args.timesteps),
+            finetune_lr_factor=args.finetune_lr_factor, validation_every=args.validation_every,
+            imitation=args.imitation, imitation_days=args.imitation_days, reward_credit=args.reward_credit,
+            seed=args.seed, total_timesteps=((SITES_DEFAULTS["total_timesteps"] if case.sites else args.default_timesteps)
+                                             if args.timesteps is None else args.timesteps),
             n_envs=args.n_envs, vec_env=args.vec_env, learning_rate=args.learning_rate,
             lr_schedule=args.lr_schedule, n_steps=args.n_steps, batch_size=args.batch_size, n_epochs=args.n_epochs,
             gamma=args.gamma, gae_lambda=args.gae_lambda, ent_coef=args.ent_coef, clip_range=args.clip_range,
@@ -296,6 +320,10 @@ def main(argv: Sequence[str] | None = None) -> int:
           f"({len(config.heldout_days)} held out, {len(config.validation_days)} validation), {config.total_timesteps:,} steps, seed {config.seed}, "
           f"{config.n_envs} {config.vec_env} envs -> {out}")
 
+    require(config.imitation != "oracle" or config.imitation_epochs == 0
+            or uses_fleet_env(config, [instances[day] for day in config.train_days]), "imitation",
+            "--imitation oracle clones into the per-job fleet env: use --env fleet or a fleet case")
+
     import torch
 
     torch.set_num_threads(config.torch_threads)
@@ -317,9 +345,21 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"resuming from {newest} at step {model.num_timesteps:,}")
     else:
         model = make_model(config, vec_env, tensorboard_log=tb)
-        if warm_starts(config):  # warm start on the plan (agents/imitation.py)
+        train_instances = [instances[day] for day in config.train_days]
+        if config.imitation == "oracle" and config.imitation_epochs > 0:  # warm start on the oracle's schedules
             tick = time.perf_counter()
-            train_instances = [instances[day] for day in config.train_days]
+            cloned = [instances[day] for day in spread(config.train_days, config.imitation_days)]
+            cache = Path(args.oracle_cache) if args.oracle_cache else out / "oracle_schedules"
+            schedules = oracle_schedules(cloned, cache)
+            solved = time.perf_counter() - tick
+            demos, refused = oracle_demonstrations(config, cloned, schedules)
+            fit = pretrain(model, demos, config.imitation_epochs, seed=config.seed, vf_coef=config.vf_coef)
+            print(f"warm start on the oracle's schedules of {len(schedules)} of {len(cloned)} training days "
+                  f"(solved or read from {cache} in {solved:.0f} s): {fit['decisions']:.0f} decisions, {refused} "
+                  f"refused by the mask, {config.imitation_epochs} epochs, {fit['matches_plan']:.1%} matched, in "
+                  f"{time.perf_counter() - tick:.0f} s")
+        elif warm_starts(config):  # warm start on the plan (agents/imitation.py)
+            tick = time.perf_counter()
             fit = pretrain(model, plan_demonstrations(config, train_instances, plans), config.imitation_epochs,
                            seed=config.seed, vf_coef=config.vf_coef)
             print(f"warm start on the forecast plan: {fit['decisions']:.0f} decisions, {config.imitation_epochs} "
@@ -440,10 +480,11 @@ def train_sites(args: argparse.Namespace, config: PPOConfig, out: Path) -> int:
     # 3. The oracle's schedules of (a spread of) the training days, cached on disk.
     tick = time.perf_counter()
     oracle_days = spread(config.train_days, args.oracle_days)
-    answers = solve_days([instances[d] for d in oracle_days], args.oracle_cache, args.oracle_time_limit,
+    cache = args.oracle_cache or str(SITES_ORACLE_CACHE)
+    answers = solve_days([instances[d] for d in oracle_days], cache, args.oracle_time_limit,
                          workers=args.oracle_workers, progress=False)
     print(f"sites oracle on {len(oracle_days)} training days ({args.oracle_time_limit:g} s each, cache "
-          f"{args.oracle_cache}) in {time.perf_counter() - tick:.0f} s")
+          f"{cache}) in {time.perf_counter() - tick:.0f} s")
 
     # 4. Envs and model; the warm start clones the oracle's schedules.
     train_instances = [instances[d] for d in config.train_days]

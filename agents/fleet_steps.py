@@ -45,6 +45,7 @@ def fleet_env(config: PPOConfig, instances: Sequence[Instance]) -> FleetDispatch
     kwargs = config.behaviour_env_kwargs()
     kwargs["reward_scale"] = config.reward_scale_usd
     kwargs["reward_baseline"] = "fixed" if config.reward_baseline == "fixed" else None
+    kwargs["reward_credit"] = config.reward_credit
     return FleetDispatchEnv(case=list(instances), days=[inst.day for inst in instances], **kwargs)
 
 

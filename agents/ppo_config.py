@@ -69,8 +69,19 @@ class PPOConfig:
     forecast) and the realised forecast error so far (:mod:`agents.plan_features`); no effect with "perfect".
     Configs saved before it existed mean False."""
     imitation_epochs: int = 50
-    """With the forecast plan observed: epochs of behaviour cloning of the plan on the training days before PPO
-    (a warm start, :mod:`agents.imitation`; 0 = none)."""
+    """With the forecast plan observed (or ``imitation="oracle"``): epochs of behaviour cloning on the training days
+    before PPO (a warm start, :mod:`agents.imitation`; 0 = none)."""
+    imitation: str = "plan"
+    """What the warm start clones: ``"plan"`` (the forecast plan, only when it is observed) or ``"oracle"`` (the
+    oracle's schedules of ``imitation_days`` training days, solved once and cached on disk; the per-job fleet env
+    only). Configs saved before it: plan."""
+    imitation_days: int = 21
+    """With ``imitation="oracle"``: training days whose oracle schedules are cloned (evenly spread over the train
+    split, :func:`agents.days.spread`)."""
+    reward_credit: str = "decision"
+    """The per-job fleet env's reward credit (:data:`aidc_env.fleet_env.REWARD_CREDITS`): the objective paid when
+    a decision point closes, or per agent step the objective change attributable to that job's choice ("job").
+    No effect on the joint env. Configs saved before it: decision."""
 
     finetune: bool = True
     """With the warm start: PPO then fine-tunes at ``finetune_lr_factor`` × ``learning_rate`` with entropy
@@ -147,4 +158,32 @@ class PPOConfig:
         return {k: v for k, v in self.env_kwargs.items() if k in ENV_KWARGS_KEYS}
 
 
-__all__ = ["ENV_KWARGS_KEYS", "HYPERPARAMETERS", "PPOConfig"]
+FLEET_DEFAULTS: dict[str, Any] = {
+    "total_timesteps": 300_000, "learning_rate": 3e-5, "ent_coef": 0.0, "gae_lambda": 1.0, "n_steps": 512,
+    "reward_credit": "job", "imitation": "oracle", "imitation_days": 63, "imitation_epochs": 50}
+"""train.py's defaults for a case with fleet workloads (fine-tuning, inference or an idle-GPU value; the per-job
+fleet env): a warm start by behaviour cloning of the fleet oracle's schedules on 63 training days (21 captured
+68% of the oracle's saving on the held-out days, 63 captured 92%: docs/fleet.md), then PPO
+with a small step (3e-5) and no entropy bonus, so that it refines the cloned policy instead of unlearning it,
+rewarded per job (each choice sees its own idle-GPU credit at its own step), with whole-episode Monte Carlo
+advantages (GAE λ = 1 and 512 steps per env and update: an episode is ~140-190 agent steps). With λ = 0.95 or
+128 steps per env the advantages lean on the value net and PPO drifted away from the cloned policy (measured in
+docs/fleet.md, "The fleet defaults"). Every other setting is :class:`PPOConfig`'s default."""
+IMITATIONS = ("plan", "oracle")
+"""``PPOConfig.imitation``."""
+
+
+def case_has_fleet_workloads(case: Any) -> bool:
+    """Whether a :class:`aidc_env.case.Case` has fine-tuning jobs, inference or an idle-GPU value (then train.py
+    takes :data:`FLEET_DEFAULTS`)."""
+    return (bool(getattr(case, "inference", ())) or getattr(case, "idle_value_usd_per_gpu_hour", 0.0) > 0
+            or any(getattr(job, "kind", "pretraining") == "finetuning" for job in getattr(case, "jobs", ())))
+
+
+def defaults_for_case(case: Any) -> PPOConfig:
+    """The defaults of a run on ``case``: :class:`PPOConfig`'s, with :data:`FLEET_DEFAULTS` for a fleet case."""
+    return PPOConfig(**FLEET_DEFAULTS) if case_has_fleet_workloads(case) else PPOConfig()
+
+
+__all__ = ["ENV_KWARGS_KEYS", "FLEET_DEFAULTS", "HYPERPARAMETERS", "IMITATIONS", "PPOConfig", "case_has_fleet_workloads",
+           "defaults_for_case"]

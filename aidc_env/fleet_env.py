@@ -59,6 +59,9 @@ CHOICE_FEATURES = ("gpu_share", "coverage", "efficiency")
 """Per-action features of the job deciding now, in order (see :class:`FleetDispatchEnv`)."""
 REWARD_BASELINES = (None, "fixed")
 """``reward_baseline``: none (reward = −objective) or the fixed schedule's objective of the same slots."""
+REWARD_CREDITS = ("decision", "job")
+"""``reward_credit``: the objective of the slots simulated when a decision point closes ("decision"), or per
+agent step the objective change attributable to that job's choice ("job"; see :class:`FleetDispatchEnv`)."""
 
 
 class FleetDispatchEnv(gym.Env):
@@ -122,6 +125,15 @@ class FleetDispatchEnv(gym.Env):
     When a decision point closes, −(Σ over the slots simulated of the objective: grid cost + curtailment
     penalty + renewable (take-or-pay) cost − idle-GPU value, in $) / ``reward_scale``; the other steps pay 0.
     With ``reward_baseline="fixed"`` the fixed schedule's objective of the same slots is added back (a saving).
+
+    With ``reward_credit="job"`` each agent step is paid instead the objective change *attributable to that
+    job's choice*: the env keeps a per-slot load profile in which every job-slot not yet committed holds the
+    fixed schedule's choice; a choice replaces the job's fixed choice on its segment, and its reward is
+    −(the objective of the profile after − before, over the segment's slots) / ``reward_scale`` (forced choices
+    are paid with the next agent step). The credits telescope from the fixed schedule's objective to the
+    episode's: with ``reward_baseline="fixed"`` they sum to the saving against fixed; without, the first
+    reward also carries −(the fixed objective), so that they sum to −objective / ``reward_scale`` exactly as
+    the decision credit does. Each choice thus sees its own idle-GPU credit and energy cost at once.
     At the last step, minus a terminal penalty for missing tokens (``terminal_penalty_factor`` × the most a
     token could save; only reachable with ``safety_mask=False``). Rewards are paid on the truth; the episode's
     :attr:`objective_usd` equals ``simulate(instance, env.schedule()).metrics.objective_usd``.
@@ -144,6 +156,7 @@ class FleetDispatchEnv(gym.Env):
       ``safety_mask``, ``pause_when_done``, ``terminal_penalty_factor``, ``render_mode``: as in
       :class:`~aidc_env.env.CheckpointDispatchEnv`.
     - ``reward_baseline``: None (default) or ``"fixed"`` (see Rewards).
+    - ``reward_credit``: ``"decision"`` (default) or ``"job"`` (see Rewards).
 
     Horizons of several days are accepted without daily minimums (``min_daily_share`` = 0).
     """
@@ -154,12 +167,16 @@ class FleetDispatchEnv(gym.Env):
                  overrides: Mapping[str, Any] | None = None, profiles: str | Path | ProfileSet | None = None,
                  days: Sequence[str] | None = None, lookahead: int = DEFAULT_LOOKAHEAD, information: str = "perfect",
                  forecast_noise: float = 0.0, reward_scale: float = DEFAULT_REWARD_SCALE_USD,
-                 reward_baseline: str | None = None, safety_mask: bool = True, pause_when_done: bool = True,
+                 reward_baseline: str | None = None, reward_credit: str = "decision", safety_mask: bool = True,
+                 pause_when_done: bool = True,
                  terminal_penalty_factor: float = DEFAULT_TERMINAL_PENALTY_FACTOR, render_mode: str | None = None):
         super().__init__()
         check_env_arguments(lookahead, information, forecast_noise, reward_scale, terminal_penalty_factor)
         require(reward_baseline in REWARD_BASELINES, "reward_baseline", f"must be None or 'fixed', got "
                 f"{reward_baseline!r}")
+        require(reward_credit in REWARD_CREDITS, "reward_credit", f"must be one of {', '.join(REWARD_CREDITS)}, got "
+                f"{reward_credit!r}")
+        self.reward_credit = str(reward_credit)
         self.render_mode = render_mode
         self.lookahead = int(lookahead)
         self.information = str(information)
@@ -189,6 +206,7 @@ class FleetDispatchEnv(gym.Env):
         self._template = template
         self._setup_tables(template)
         self._baseline_cache: dict[str, np.ndarray] = {}
+        self._fixed_profiles: dict[str, tuple[np.ndarray, np.ndarray, float]] = {}  # per day (reward_credit="job")
         self._day_tables: dict[str, tuple[np.ndarray, np.ndarray]] = {}  # per day: global observation, penalty
         self._inst: Instance | None = None
         self._t = self.n_slots
@@ -321,13 +339,24 @@ class FleetDispatchEnv(gym.Env):
             self._job_row(j)
         self._time_columns()
         self._pending_reward = 0.0
+        self._credit = 0.0
+        if self.reward_credit == "job":
+            self._fixed_gpus, self._fixed_kw, fixed_objective = self._fixed_profile(inst)
+            self._prof_gpus = self._fixed_gpus.sum(axis=0)
+            self._prof_kw = self._fixed_kw.sum(axis=0)
+            if self.reward_baseline is None:
+                self._credit = fixed_objective
         paid = self._advance(decided=False)  # slots before the first choice (none when a job decides at 0)
         self._pending_reward = self._reward(paid)
         return self._observation(), {"day": inst.day, "slot": self._t, "job": self.deciding_job,
                                      "objective_usd": paid}
 
     def _reward(self, paid: float) -> float:
-        """Reward of a simulated objective (with the fixed schedule's objective of the same slots added back)."""
+        """Reward of a simulated objective (with the fixed schedule's objective of the same slots added back), or
+        with ``reward_credit="job"`` the credits of the choices since the last reward."""
+        if self.reward_credit == "job":
+            credit, self._credit = self._credit, 0.0
+            return -credit / self.reward_scale
         reward = -paid / self.reward_scale
         if self._baseline is not None:
             reward += self._baseline_paid / self.reward_scale
@@ -349,7 +378,7 @@ class FleetDispatchEnv(gym.Env):
         self._mask = None
         closed = self._k >= len(self._queue)  # every job of the slot has decided: its slots are simulated
         paid = self._advance(decided=True) if closed else 0.0
-        reward = (self._reward(paid) if closed else 0.0) + self._pending_reward
+        reward = (self._reward(paid) if closed or self.reward_credit == "job" else 0.0) + self._pending_reward
         self._pending_reward = 0.0
         terminated = self._t >= self.n_slots
         penalty = 0.0
@@ -456,6 +485,12 @@ class FleetDispatchEnv(gym.Env):
             self._committed[t:end] += g
             self._reserved[t:end] += g
         self._add_hold(j, end, held)
+        if self.reward_credit == "job":
+            sl = slice(t, end)
+            before = float(self._slot_objectives(self._prof_gpus[sl], self._prof_kw[sl], sl).sum())
+            self._prof_gpus[sl] += g - self._fixed_gpus[j, sl]
+            self._prof_kw[sl] += self._kw_list[j][c] - self._fixed_kw[j, sl]
+            self._credit += float(self._slot_objectives(self._prof_gpus[sl], self._prof_kw[sl], sl).sum()) - before
 
     def _forced(self, j: int) -> bool:
         """Job j has one choice at the current slot (a boundary): outside its window, or done."""
@@ -500,10 +535,13 @@ class FleetDispatchEnv(gym.Env):
 
     def _simulate_slots(self, t0: int, t1: int) -> np.ndarray:
         """The objective of slots [t0, t1) with every job's committed choice: the simulator's functions."""
+        return self._slot_objectives(self._job_gpus, self._job_kw, slice(t0, t1))
+
+    def _slot_objectives(self, job_gpus, job_kw, sl: slice) -> np.ndarray:
+        """Per slot of ``sl``, the objective with the jobs' GPUs and IT kW given (scalars or per-slot arrays)."""
         inst = self._inst
-        sl = slice(t0, t1)
-        gpus = self._job_gpus + inst.inference_gpus[sl]
-        load = facility_load_mw(inst, gpus, self._job_kw + inst.inference_it_kw[sl])
+        gpus = job_gpus + inst.inference_gpus[sl]
+        load = facility_load_mw(inst, gpus, job_kw + inst.inference_it_kw[sl])
         renewable = inst.renewable_mw[sl]
         _, grid, curtailment = renewable_first(load, renewable)
         return (slot_decision_cost_usd(inst, grid, curtailment, sl) + renewable * inst.slot_hours * inst.ppa_usd_per_mwh
@@ -519,6 +557,23 @@ class FleetDispatchEnv(gym.Env):
             cached = (flows.decision_cost_usd + inst.renewable_mw * inst.slot_hours * inst.ppa_usd_per_mwh
                       - flows.idle_value_usd)
             self._baseline_cache[inst.day] = cached
+        return cached
+
+    def _fixed_profile(self, inst: Instance) -> tuple[np.ndarray, np.ndarray, float]:
+        """Per job and slot, the GPUs and IT kW of the fixed schedule on ``inst``, and its objective (cached)."""
+        cached = self._fixed_profiles.get(inst.day)
+        if cached is None:
+            from aidc_env.baselines import fixed_schedule
+
+            schedule = fixed_schedule(inst)
+            gpus = np.zeros((self.n_jobs, self.n_slots), dtype=np.int64)
+            kw = np.zeros((self.n_jobs, self.n_slots))
+            for j, row in enumerate(schedule):
+                local = np.repeat(np.asarray(row, dtype=np.int64) + 1, self._sps[j])[:self.n_slots]
+                gpus[j] = self._gpus_loc[j][local]
+                kw[j] = self._kw_loc[j][local]
+            cached = (gpus, kw, simulate(inst, schedule).metrics.objective_usd)
+            self._fixed_profiles[inst.day] = cached
         return cached
 
     def _compute_mask(self) -> np.ndarray:
@@ -613,4 +668,5 @@ class FleetDispatchEnv(gym.Env):
         return obs.copy()
 
 
-__all__ = ["CHOICE_FEATURES", "FLEET_ENV_ID", "FLEET_JOB_FEATURES", "FleetDispatchEnv", "REWARD_BASELINES"]
+__all__ = ["CHOICE_FEATURES", "FLEET_ENV_ID", "FLEET_JOB_FEATURES", "FleetDispatchEnv", "REWARD_BASELINES",
+           "REWARD_CREDITS"]

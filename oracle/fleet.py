@@ -20,7 +20,10 @@ the pooled facility load (inference and idle GPUs included). So:
    within the gap of its job's cheapest is enumerated (a path of any better schedule is among them: a
    schedule costs at least the bound plus the sum of its paths' excesses) and the integer master re-solved
    over them: its optimum is then the optimum (proof ``enumeration``), if the enumeration stays below
-   :data:`MAX_ENUMERATED_LABELS`.
+   :data:`MAX_ENUMERATED_LABELS`;
+6. **no schedule at all** (the relaxation fits but no integer combination was found): on a tiny fleet every
+   path of every job is enumerated and the integer master solved over all of them: infeasible is then proved
+   (status ``infeasible``), or its optimum is the optimum (proof ``enumeration``).
 
 The answer is an :class:`~oracle.result.OracleResult` (formulation ``fleet``); its objective is
 ``Metrics.objective_usd`` (operating cost − idle-GPU value), asserted equal to the simulator's replay.
@@ -193,6 +196,18 @@ class FleetOracle:
                                 reason="the jobs' targets and windows need more GPUs than the pool leaves them "
                                        "(proved by the relaxation: a phase-one column generation)",
                                 details=details, **base)
+        if incumbent is None:  # a tiny fleet: every path of every job, and the integer master over all of them
+            run = self._enumerate_all(deadline, threads, details)
+            if run is not None and run.status == "infeasible":
+                return OracleResult(status="infeasible", schedule=None, objective_usd=None, best_bound_usd=None,
+                                    gap=None, build_seconds=build_seconds, solve_seconds=time.perf_counter() - tick,
+                                    metrics=None, reason="no combination of the jobs' paths that meet their targets "
+                                    "in their windows fits the pool (proved by enumerating every path)",
+                                    details=details, **base)
+            if run is not None and run.status == "optimal" and run.paths is not None:
+                incumbent = (run.paths, data.objective_usd(run.paths))
+                best_bound, proof = incumbent[1], "enumeration"
+            solve_seconds = time.perf_counter() - tick
         if incumbent is None:
             return OracleResult(status="time_limit", schedule=None, objective_usd=None,
                                 best_bound_usd=float(best_bound), gap=None, build_seconds=build_seconds,
@@ -244,6 +259,31 @@ class FleetOracle:
             if added == 0 or master.value <= INFEASIBILITY_GPUS:
                 return False
         return False
+
+    def _enumerate_all(self, deadline: float, threads: int | None, details: dict[str, float]):
+        """The integer master over *every* path of every job that meets its target in its window (the closing step's
+        enumeration without a cost threshold): ``infeasible`` proves that no
+        schedule fits the pool, ``optimal`` is the optimum. None when it gives up (more than
+        :data:`MAX_ENUMERATED_LABELS` labels or :data:`MAX_CLOSING_COLUMNS` paths: not a tiny fleet; or the
+        clock)."""
+        columns = []
+        for j, (graph, search) in enumerate(zip(self.data.graphs, self.searches, strict=True)):
+            found = search.enumerate(np.zeros((graph.n_stages, graph.n_states)), np.inf, MAX_ENUMERATED_LABELS,
+                                    deadline)
+            if found is None:
+                return None
+            columns += [make_column(graph, j, p.path) for p in found]
+            if len(columns) > MAX_CLOSING_COLUMNS:
+                return None
+        remaining = deadline - time.perf_counter()
+        if remaining <= 0:
+            return None
+        details["enumerated_columns"] = float(len(columns))
+        mip_tick = time.perf_counter()
+        run = integer_master(self.data, _unique(columns), time_limit_s=TIME_MARGIN_SHARE * remaining, mip_gap=0.0,
+                             threads=threads)
+        details["mip"] += time.perf_counter() - mip_tick
+        return run
 
     def _best_responses(self, incumbent: tuple[list[np.ndarray], float], deadline: float,
                         details: dict[str, float]) -> tuple[list[np.ndarray], float]:

@@ -134,9 +134,9 @@ def test_bound_below_brute_force_below_objective(inst):
     result = FleetOracle(inst).solve(time_limit_s=30, mip_gap=1e-9)
     if optimum is None:
         # Infeasible. The phase-one bound proves it when the jobs' convex hulls do not fit; when they do (the
-        # LP is feasible, only integrality fails) no schedule is found and the status stays time_limit, never
-        # a claimed schedule (found by CI's random examples: two jobs whose every segment meets an inference slot).
-        assert result.schedule is None and result.status in ("infeasible", "time_limit"), result.status
+        # LP is feasible, only integrality fails; found by CI's random examples: two jobs whose every segment
+        # meets an inference slot) the enumeration of every path of these tiny fleets proves it.
+        assert result.schedule is None and result.status == "infeasible", (result.status, result.reason)
         return
     assert result.schedule is not None, result.reason
     assert result.best_bound_usd <= optimum + TOL_USD * max(1.0, abs(optimum))
@@ -219,3 +219,27 @@ def test_fleet_case_cli(capsys):
     assert run_cli(oracle_main, ["--case", "fleet", "--mps", "fleet.mps"]) == EXIT_BAD_INPUT
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "no single Pyomo model" in err
+
+
+def test_infeasible_fleet_whose_relaxation_fits_is_proved_by_enumeration(monkeypatch):
+    """Found by random search: the phase-one relaxation does not prove it, no schedule is found; the enumeration of
+    every path of every job proves it (before, the status was time_limit without a schedule). 4 GPUs, four 6-hour
+    slots, inference 1 GPU in slots 0-2; P0 (1 GPU) must run all day, F (1 GPU) in its window [0, 2), P1 (3 GPUs)
+    in some segment: slots 0-1 would hold 6 GPUs and slot 2 five."""
+    jobs = [tiny_job("P0", segments=1, modes=(mode(1, 20.468156869396648, 1288.6353557693299),),
+                     tranche_tokens=1300507.770268399, restart_hours=1.0855515615920926e-85),
+            tiny_job("P1", segments=2, modes=(mode(3, 1.9, 600.0),), tranche_tokens=3.645084234449314e-11,
+                     restart_hours=1.7584531816854967),
+            finetuning_job("F", segments=2, release=0, deadline=2, tranche_tokens=1.4534967917539958e-15,
+                           modes=(mode(1, 25.63886502992754, 193.64334270241585),), restart_hours=0.5)]
+    inst = tiny_instance(jobs, [243.596907455914, 239.95524222185503, 135.89097315749171, 147.0218319286305],
+                         [0.0001, 0.8791992532851911, 0.4989970588455904, 0.3898317537872912], slot_hours=6.0,
+                         n_gpus=4)
+    inst = dataclasses.replace(inst, inference=(inference([1, 1, 1, 0], kw=42.66802774982082),))
+    assert brute_force(inst) is None
+    calls = []
+    original = FleetOracle._enumerate_all
+    monkeypatch.setattr(FleetOracle, "_enumerate_all", lambda self, *a: calls.append(1) or original(self, *a))
+    result = FleetOracle(inst).solve(time_limit_s=30, mip_gap=1e-9)
+    assert calls and result.status == "infeasible" and result.schedule is None
+    assert "enumerating every path" in result.reason
