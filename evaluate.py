@@ -52,6 +52,7 @@ SUMMARY_KEYS = (
     "objective_usd",
     "operating_cost_usd",
     "cost_ratio_to_oracle",
+    "operating_cost_ratio_to_oracle",
     "grid_cost_usd",
     "grid_energy_mwh",
     "renewable_used_mwh",
@@ -144,6 +145,11 @@ def summarise(results: Results) -> tuple[pd.DataFrame, dict]:
             row["cost_ratio_to_oracle"] = (
                 result.metrics.objective_usd / reference[0].metrics.objective_usd
                 if reference is not None and reference[0].metrics.objective_usd > 0 else float("nan"))
+            # With an idle-GPU value the objective can be negative (a fleet case), and its ratio means nothing:
+            # the operating cost (energy paid, no idle credit) is compared instead (issue 13's goal).
+            row["operating_cost_ratio_to_oracle"] = (
+                result.metrics.operating_cost_usd / reference[0].metrics.operating_cost_usd
+                if reference is not None and reference[0].metrics.operating_cost_usd > 0 else float("nan"))
             row.update({f"info_{k}": v for k, v in info.items() if isinstance(v, (int, float, str)) or v is None})
             rows.append(row)
     per_day = pd.DataFrame(rows)

@@ -183,3 +183,22 @@ def test_fleet_study_variants_and_bad_flags(capsys):
     for argv in (["--days", "0"], ["--time-limit", "0"]):
         assert run_cli(fleet_study.main, argv) == 2
         assert len([line for line in capsys.readouterr().err.splitlines() if line.strip()]) == 1
+
+
+def test_evaluate_compares_operating_costs_when_the_objective_is_negative():
+    """With the idle-GPU value a fleet day's objective is negative, so its ratio to the oracle is left out (null);
+    the operating costs' ratio (issue 13's goal) is reported instead, equal to the simulator's figures."""
+    import evaluate
+
+    inst = next(iter(build_instances(load_case("fleet")).values()))
+    reference = simulate(inst, greedy_schedule(inst))  # a stand-in for the oracle's answer: any schedule works
+    fixed = simulate(inst, fixed_schedule(inst))
+    assert reference.metrics.objective_usd < 0 < reference.metrics.operating_cost_usd
+    per_day, summary = evaluate.summarise({"oracle": {inst.day: (reference, {})}, "fixed": {inst.day: (fixed, {})}})
+    row = per_day[per_day["policy"] == "fixed"].iloc[0]
+    assert np.isnan(row["cost_ratio_to_oracle"])
+    expected = fixed.metrics.operating_cost_usd / reference.metrics.operating_cost_usd
+    assert row["operating_cost_ratio_to_oracle"] == pytest.approx(expected, rel=1e-12)
+    assert summary["policies"]["fixed"]["mean"]["cost_ratio_to_oracle"] is None
+    assert summary["policies"]["fixed"]["mean"]["operating_cost_ratio_to_oracle"] == pytest.approx(expected)
+    assert summary["policies"]["oracle"]["mean"]["operating_cost_ratio_to_oracle"] == pytest.approx(1.0)
