@@ -46,6 +46,9 @@ COLUMN_GENERATION_SHARE = 0.4
 """Share of the time limit the column generation may use before the primal phase takes over."""
 INTEGER_SHARE = 0.35
 """Share of the time left that the integer master over all generated columns may use."""
+INTEGER_MIN_GAP = 1e-4
+"""The integer master over the generated columns looks for a good schedule, not a proof (the closing step
+proves): it stops at this relative gap at least."""
 TIME_MARGIN_SHARE = 0.9
 """The closing integer master gets this share of the time left (building and reading take the rest)."""
 MAX_ENUMERATED_LABELS = 200_000
@@ -184,7 +187,8 @@ class SitesDecomposition:
         if not (incumbent is not None and closed(incumbent[1], best_bound, mip_gap)):
             t0 = time.perf_counter()
             run = integer_master(data, master.columns, time_limit_s=INTEGER_SHARE * (deadline - time.perf_counter()),
-                                 mip_gap=mip_gap, start=incumbent[0] if incumbent else None, threads=threads)
+                                 mip_gap=max(mip_gap, INTEGER_MIN_GAP), start=incumbent[0] if incumbent else None,
+                                 threads=threads)
             details["mip_s"] += time.perf_counter() - t0
             if run.paths is not None and (incumbent is None or data.objective_usd(run.paths) < incumbent[1]):
                 incumbent = (run.paths, data.objective_usd(run.paths))
@@ -253,6 +257,7 @@ class SitesDecomposition:
         paths, objective = incumbent
         schedule, sites = self.data.schedule(paths), self.data.site_rows(paths)
         result = self.verify(paths, objective)
+        objective = result.metrics.operating_cost_usd  # the simulator's replay (equal to the model's, checked)
         bound = float(min(bound, objective)) if bound is not None and np.isfinite(bound) else None
         optimal = closed(objective, bound, mip_gap)
         return SitesOracleResult(status="optimal" if optimal else "time_limit", objective_usd=objective,

@@ -229,7 +229,7 @@ def test_train_and_evaluate_refuse_sites_with_one_line(capsys, main, argv):
 
 
 def test_oracle_cli_refuses_day_options_for_sites(capsys):
-    assert run_cli(oracle_cli.main, ["--case", "sites3", "--formulation", "textbook"]) == EXIT_BAD_INPUT
+    assert run_cli(oracle_cli.main, ["--case", "sites3", "--no-pause"]) == EXIT_BAD_INPUT
     assert len(capsys.readouterr().err.strip().splitlines()) == 1
 
 
