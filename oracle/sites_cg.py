@@ -44,13 +44,15 @@ REDUCED_COST_TOL_USD = 1e-6
 """A path enters the master when it costs at least this much less than its job's convexity dual."""
 COLUMN_GENERATION_SHARE = 0.4
 """Share of the time limit the column generation may use before the primal phase takes over."""
-INTEGER_SHARE = 0.35
+INTEGER_SHARE = 0.5
 """Share of the time left that the integer master over all generated columns may use."""
 INTEGER_MIN_GAP = 1e-4
 """The integer master over the generated columns looks for a good schedule, not a proof (the closing step
 proves): it stops at this relative gap at least."""
 TIME_MARGIN_SHARE = 0.9
 """The closing integer master gets this share of the time left (building and reading take the rest)."""
+DIVE_ITERATIONS = 8
+"""Column generation rounds of the dive between two fixings."""
 MAX_ENUMERATED_LABELS = 200_000
 """The closing step gives up when a job's enumeration holds more labels than this at a stage."""
 MAX_CLOSING_COLUMNS = 20_000
@@ -110,6 +112,67 @@ class SitesDecomposition:
                     added += master.add(make_column(graph, j, p.path))
         return cheapest, added
 
+    def dive(self, columns: Sequence[Column], deadline: float, threads: int | None,
+             details: dict[str, Any]) -> tuple[Paths, float] | None:
+        """A diving heuristic (price and fix): re-optimise the master LP with column generation, fix the job whose
+        column has the largest weight to that column, repeat until every job is fixed; None if the fixed columns
+        leave no room (capacity slack) or the clock runs out."""
+        data = self.data
+        master = MasterLP(data, threads)
+        for column in columns:
+            master.add(column)
+        fixed: dict[int, int] = {}  # job -> index of its fixed column in master.columns
+        capacity = np.array([pool.capacity_gpus for pool in data.pools], dtype=float)
+        used = np.zeros_like(capacity)
+        while len(fixed) < len(data.graphs):
+            if len(fixed) == len(data.graphs) - 1:  # the last job: its exact best response to the fixed ones
+                last = next(j for j in range(len(data.graphs)) if j not in fixed)
+                others = [master.columns[fixed[j]].path if j in fixed else
+                          np.full(data.graphs[j].n_stages, data.graphs[j].initial_state) for j in range(len(data.graphs))]
+                found = self.searches[last].cheapest(exact_stage_costs(data, last, others))
+                if not found:
+                    details["dive"] = "the last job has no path that fits"
+                    return None
+                master.add(make_column(data.graphs[last], last, found[0].path))
+                fixed[last] = next(i for i, c in enumerate(master.columns)
+                                   if c.job == last and np.array_equal(c.path, found[0].path))
+                break
+            if time.perf_counter() >= deadline:
+                details["dive"] = "time"
+                return None
+            for _ in range(DIVE_ITERATIONS):
+                prices = master.solve()
+                added = 0
+                for j, (graph, search) in enumerate(zip(data.graphs, self.searches, strict=True)):
+                    if j in fixed:
+                        continue
+                    costs = stage_costs(graph, prices.gpu, prices.load)
+                    for p in search.cheapest(costs)[:COLUMNS_PER_JOB]:
+                        if p.cost < prices.convexity[j] - REDUCED_COST_TOL_USD:
+                            added += master.add(make_column(graph, j, p.path))
+                if not added or time.perf_counter() >= deadline:
+                    break
+            weights = np.asarray(master.h.getSolution().col_value, dtype=float)[master.first_column:]
+            best_j, best_i, best_w = -1, -1, -1.0
+            for i, (column, w) in enumerate(zip(master.columns, weights, strict=True)):
+                if column.job not in fixed and w > best_w and np.all(used + column.gpus <= capacity):
+                    best_j, best_i, best_w = column.job, i, w
+            if best_j < 0:
+                details["dive"] = f"no column fits after fixing {len(fixed)} jobs"
+                return None
+            fixed[best_j] = best_i
+            used = used + master.columns[best_i].gpus
+            for i, column in enumerate(master.columns):
+                if column.job == best_j and i != best_i:
+                    master.h.changeColBounds(master.first_column + i, 0.0, 0.0)
+        paths = [master.columns[fixed[j]].path for j in range(len(data.graphs))]
+        details["dive_columns"] = len(master.columns)
+        if not data.fits(paths):
+            details["dive"] = "does not fit"
+            return None
+        self.dive_columns = master.columns
+        return paths, data.objective_usd(paths)
+
     def best_responses(self, paths: Paths, value: float, deadline: float) -> tuple[Paths, float]:
         """Local search: each job in turn takes its exact best response with the others fixed."""
         paths = list(paths)
@@ -131,8 +194,10 @@ class SitesDecomposition:
     # ------------------------------------------------------------------ solving
 
     def solve(self, *, time_limit_s: float = DEFAULT_TIME_LIMIT_S, mip_gap: float = DEFAULT_MIP_GAP,
-              threads: int | None = None,
+              threads: int | None = None, dive: bool = False,
               start: tuple[Sequence[Sequence[int]], Sequence[Sequence[int]]] | None = None) -> SitesOracleResult:
+        """Column generation, integer master, local search, closing (module docstring). ``dive``: also run the
+        diving heuristic after the column generation (measured worse than the integer master on sites3: off)."""
         require(isinstance(time_limit_s, (int, float)) and time_limit_s > 0, "time_limit_s", "must be > 0")
         require(isinstance(mip_gap, (int, float)) and 0 <= mip_gap < 1, "mip_gap", "must be in [0, 1)")
         tick = time.perf_counter()
@@ -184,6 +249,18 @@ class SitesDecomposition:
         details["lp_value_usd"] = float(master.value)
         details["cg_s"] = time.perf_counter() - tick
         proof = "column-generation"
+        if dive and not (incumbent is not None and closed(incumbent[1], best_bound, mip_gap)):
+            t0 = time.perf_counter()
+            dived = self.dive(master.columns, deadline, threads, details)
+            details["dive_s"] = time.perf_counter() - t0
+            if dived is not None:
+                details["dive_usd"] = dived[1]
+                dived = self.best_responses(dived[0], dived[1], deadline)
+                details["dive_local_usd"] = dived[1]
+                if incumbent is None or dived[1] < incumbent[1]:
+                    incumbent = dived
+                for column in self.dive_columns[len(master.columns):]:
+                    master.add(column)
         if not (incumbent is not None and closed(incumbent[1], best_bound, mip_gap)):
             t0 = time.perf_counter()
             run = integer_master(data, master.columns, time_limit_s=INTEGER_SHARE * (deadline - time.perf_counter()),
