@@ -58,6 +58,10 @@ INTEGER_MIN_GAP = 1e-4
 proves): it stops at this relative gap at least."""
 TIME_MARGIN_SHARE = 0.9
 """The closing integer master gets this share of the time left (building and reading take the rest)."""
+NEIGHBOURHOOD_START_USD = 1.0
+"""First δ ($) of the large-neighbourhood search (paths within δ of a job's exact best response)."""
+NEIGHBOURHOOD_COLUMNS = 300
+"""Paths per job and round the neighbourhood search adds (the cheapest first)."""
 DIVE_ITERATIONS = 8
 """Column generation rounds of the dive between two fixings."""
 MAX_ENUMERATED_LABELS = 200_000
@@ -180,6 +184,41 @@ class SitesDecomposition:
         self.dive_columns = master.columns
         return paths, data.objective_usd(paths)
 
+    def neighbourhood(self, columns: Sequence[Column], incumbent: tuple[Paths, float], deadline: float,
+                      threads: int | None, details: dict[str, Any], stop_usd: float = -np.inf
+                      ) -> tuple[Paths, float]:
+        """Large-neighbourhood search for the time the closing step left: per job, every path within δ of its
+        exact best response to the incumbent's other jobs joins the columns, the integer master (exact costs)
+        recombines them from the incumbent, best responses polish; δ doubles after a round that improves nothing."""
+        data = self.data
+        pool = list(columns)
+        delta = NEIGHBOURHOOD_START_USD
+        rounds = 0
+        while time.perf_counter() < deadline - 1.0 and incumbent[1] > stop_usd:
+            rounds += 1
+            for j, search in enumerate(self.searches):
+                costs = exact_stage_costs(data, j, incumbent[0])
+                found = search.cheapest(costs)
+                if not found:
+                    continue
+                near = search.enumerate(costs, found[0].cost + delta, MAX_ENUMERATED_LABELS, deadline)
+                for p in (near or found)[:NEIGHBOURHOOD_COLUMNS]:
+                    pool.append(make_column(data.graphs[j], j, p.path))
+            pool = _unique(pool)
+            run = integer_master(data, pool, time_limit_s=max(0.5, INTEGER_SHARE * (deadline - time.perf_counter())),
+                                 mip_gap=max(1e-6, INTEGER_MIN_GAP / 10), start=incumbent[0], threads=threads)
+            improved = False
+            if run.paths is not None:
+                value = data.objective_usd(run.paths)
+                candidate = self.best_responses(run.paths, value, deadline)
+                if candidate[1] < incumbent[1] - REDUCED_COST_TOL_USD:
+                    incumbent, improved = candidate, True
+            if not improved:
+                delta *= 2
+        details["neighbourhood_rounds"] = rounds
+        details["neighbourhood_columns"] = len(pool)
+        return incumbent
+
     def best_responses(self, paths: Paths, value: float, deadline: float) -> tuple[Paths, float]:
         """Local search: each job in turn takes its exact best response with the others fixed."""
         paths = list(paths)
@@ -201,7 +240,7 @@ class SitesDecomposition:
     # ------------------------------------------------------------------ solving
 
     def solve(self, *, time_limit_s: float = DEFAULT_TIME_LIMIT_S, mip_gap: float = DEFAULT_MIP_GAP,
-              threads: int | None = None, dive: bool = False, restricted: bool = False,
+              threads: int | None = None, dive: bool = False, restricted: bool = False, neighbourhood: bool = True,
               start: tuple[Sequence[Sequence[int]], Sequence[Sequence[int]]] | None = None) -> SitesOracleResult:
         """Column generation, integer master, local search, closing (module docstring). ``dive``: also run the
         diving heuristic after the column generation (measured worse than the integer master on sites3: off);
@@ -287,6 +326,12 @@ class SitesDecomposition:
             if closing is not None:
                 incumbent, best_bound = closing
                 proof = "enumeration"
+        if neighbourhood and incumbent is not None and not closed(incumbent[1], best_bound, mip_gap):
+            t0 = time.perf_counter()
+            incumbent = self.neighbourhood(master.columns, incumbent, deadline, threads, details,
+                                           stop_usd=best_bound + mip_gap * abs(best_bound))
+            details["neighbourhood_s"] = time.perf_counter() - t0
+            details["after_neighbourhood_usd"] = incumbent[1]
         if restricted and incumbent is not None and not closed(incumbent[1], best_bound, mip_gap) \
                 and best_prices is not None and deadline - time.perf_counter() > 1.0:
             incumbent, best_bound, proof = self._restricted(best_prices, best_cheapest, best_bound, incumbent,
