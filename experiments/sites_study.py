@@ -3,7 +3,7 @@
     python -m experiments.sites_study [--profiles CSV] [--days N] [--segments K] [--time-limit S] [--out docs]
 
 On held-out days (``agents/days.py`` split of the profile source) the sites case is solved three ways by the
-sites MILP (:mod:`oracle.sites`):
+sites decomposition (:mod:`oracle.sites_cg`; ``--oracle textbook``: the direct MILP of :mod:`oracle.sites`):
 
 (a) **on its own**: every job stays at its home site (each site dispatches its own jobs; no migration);
 (b) **coordinated, no migration**: each job's one site for the day chosen jointly (the best fixed assignment);
@@ -35,12 +35,16 @@ from aidc_env.io import atomic_path, atomic_write_text, dumps_json
 from aidc_env.site_profiles import load_site_profiles
 from aidc_env.sites import transfer_hours
 from oracle.sites import solve_sites
+from oracle.sites_cg import solve_sites_cg
 
 DEFAULT_PROFILES = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "caiso" / "caiso_2023_hourly.csv"
 SPREADS = (1.0, 3.0)
 """α: the real node prices (1) and their deviations from the nodes' mean tripled (3)."""
-LINKS_GBPS = (10.0, 1.0)
-"""The case's 10 Gbit/s (transfers of 1.3-12 min) and 1 Gbit/s (13 min-2 h: migration costly; with K = 6)."""
+LINKS_GBPS = (100.0, 10.0, 2.0)
+"""A 100G wavelength (transfers of 8 s-1.2 min), the case's 10 Gbit/s (1.3-12 min) and 2 Gbit/s (6 min-1 h)."""
+PLACEMENTS = {"own": "home", "fixed": "stay", "migrate": "free"}
+"""The decomposition's placement of each study case (oracle/sites_graph.py)."""
+MILP_OPTIONS = {"own": {"fixed_sites": True}, "fixed": {"stay": True}, "migrate": {"free_start": True}}
 
 
 def with_spread(inst: Instance, alpha: float) -> Instance:
@@ -61,7 +65,16 @@ def with_link(inst: Instance, link_gbps: float) -> Instance:
     return dataclasses.replace(inst, network=dataclasses.replace(net, transfer_hours=hours, link_gbps=link_gbps))
 
 
-def run(days: Sequence[str], profiles: str, segments: int | None, time_limit_s: float, mip_gap: float) -> list[dict]:
+def solve(name: str, inst: Instance, oracle: str, time_limit_s: float, mip_gap: float, start):
+    """One study case (own, fixed, migrate) by the chosen oracle."""
+    kind = name.split("_")[0]
+    if oracle == "textbook":
+        return solve_sites(inst, time_limit_s=time_limit_s, mip_gap=mip_gap, start=start, **MILP_OPTIONS[kind])
+    return solve_sites_cg(inst, time_limit_s=time_limit_s, mip_gap=mip_gap, placement=PLACEMENTS[kind], start=start)
+
+
+def run(days: Sequence[str], profiles: str, segments: int | None, time_limit_s: float, mip_gap: float,
+        oracle: str = "decomposition") -> list[dict]:
     site_profiles = load_site_profiles(profiles)
     rows = []
     for day in days:
@@ -71,12 +84,10 @@ def run(days: Sequence[str], profiles: str, segments: int | None, time_limit_s: 
             inst = with_spread(base, alpha)
             row = {"day": day, "alpha": alpha}
             start = None
-            for name, kwargs, variant in (("own", {"fixed_sites": True}, inst),
-                                          ("fixed", {"stay": True}, inst),
-                                          *((f"migrate_{link:g}", {"free_start": True}, with_link(inst, link))
-                                            for link in LINKS_GBPS)):
+            for name, variant in (("own", inst), ("fixed", inst),
+                                  *((f"migrate_{link:g}", with_link(inst, link)) for link in LINKS_GBPS)):
                 tick = time.perf_counter()
-                result = solve_sites(variant, time_limit_s=time_limit_s, mip_gap=mip_gap, start=start, **kwargs)
+                result = solve(name, variant, oracle, time_limit_s, mip_gap, start)
                 if name in ("own", "fixed") and result.schedule is not None:  # (a) starts (b), (b) starts (c)
                     start = (result.schedule, result.sites)
                 row[name] = result.objective_usd
@@ -141,7 +152,9 @@ def plot(rows: list[dict], path: Path) -> None:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = CliParser(prog="python -m experiments.sites_study", description=__doc__.splitlines()[0])
     parser.add_argument("--profiles", default=str(DEFAULT_PROFILES), help="site profile CSV (default: the full year)")
-    parser.add_argument("--days", type=int, default=3, help="first N held-out days, spread over the year")
+    parser.add_argument("--days", type=int, default=0, help="N held-out days spread over the year (0: all)")
+    parser.add_argument("--oracle", choices=("decomposition", "textbook"), default="decomposition",
+                        help="the sites decomposition (default) or the direct MILP")
     parser.add_argument("--segments", type=int, default=None, help="override K of every job (default: the case's)")
     parser.add_argument("--time-limit", type=float, default=60.0, help="seconds per solve")
     parser.add_argument("--mip-gap", type=float, default=1e-3)
@@ -149,9 +162,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     load_case("sites3")
     held_out = split_days(load_site_profiles(args.profiles).dates())[1]
-    step = max(1, len(held_out) // args.days)
-    days = held_out[::step][: args.days]
-    rows = run(days, args.profiles, args.segments, args.time_limit, args.mip_gap)
+    days = held_out if args.days <= 0 else held_out[::max(1, len(held_out) // args.days)][: args.days]
+    rows = run(days, args.profiles, args.segments, args.time_limit, args.mip_gap, args.oracle)
     out = Path(args.out)
     atomic_write_text(out / "sites_table.md", table(rows) + "\n")
     atomic_write_text(out / "sites_study.json", dumps_json(rows, indent=1))

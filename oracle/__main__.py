@@ -31,6 +31,9 @@ def build_parser() -> CliParser:
         "two jobs goes to the fleet oracle: column generation with a proven Lagrangian bound, the objective being "
         "the operating cost less the idle-GPU value (the JSON's formulation is 'fleet'; --formulation, --no-reduce, "
         "--no-labeling and --mps do not apply). "
+        "An instance with several sites (e.g. --case sites3) goes to the sites decomposition (oracle/sites_cg.py: "
+        "column generation over site-indexed job paths with a proven Lagrangian bound; the JSON's formulation is "
+        "'sites-decomposition'); --formulation textbook solves it with the direct sites MILP instead. "
         "Prints status, objective, best bound, gap, seconds, the simulator's metrics of the schedule and the "
         "schedule itself (per job, per segment: mode index, or -1 for pause). Infeasible cases are an answer "
         "(status infeasible, with the reason), not an error: the exit code is 0. Bad input exits with code 2.",
@@ -102,18 +105,24 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _solve_sites(inst: Instance, args: Any) -> int:
-    """A sites instance: the sites MILP (:mod:`oracle.sites`); the day oracle's other options do not apply."""
-    require(args.formulation == "fast" and not args.no_pause and not args.mps, "formulation",
-            "a sites instance is solved by the sites MILP (oracle/sites.py): --formulation, --no-pause and --mps "
-            "do not apply")
-    from oracle.sites import solve_sites  # Pyomo loads only once the input is known to be good
-
+    """A sites instance: the decomposition (:mod:`oracle.sites_cg`, the default) or, with ``--formulation
+    textbook``, the direct MILP (:mod:`oracle.sites`); the day oracle's other options do not apply."""
+    require(not args.no_pause and not args.mps, "formulation",
+            "a sites instance is solved by the sites decomposition (oracle/sites_cg.py) or, with --formulation "
+            "textbook, the sites MILP (oracle/sites.py): --no-pause and --mps do not apply")
     stdout = sys.stdout
     if args.log:
         sys.stdout = sys.stderr
     try:
-        result = solve_sites(inst, time_limit_s=args.time_limit, mip_gap=args.mip_gap, threads=args.threads,
-                             tee=args.log, warm_start=not args.no_warm_start)
+        if args.formulation == "textbook":
+            from oracle.sites import solve_sites  # Pyomo loads only once the input is known to be good
+
+            result = solve_sites(inst, time_limit_s=args.time_limit, mip_gap=args.mip_gap, threads=args.threads,
+                                 tee=args.log, warm_start=not args.no_warm_start)
+        else:
+            from oracle.sites_cg import solve_sites_cg
+
+            result = solve_sites_cg(inst, time_limit_s=args.time_limit, mip_gap=args.mip_gap, threads=args.threads)
     finally:
         sys.stdout = stdout
     if args.json:
@@ -121,9 +130,10 @@ def _solve_sites(inst: Instance, args: Any) -> int:
         return 0
     print(f"{result.case} on {result.day}: {result.status}")
     if result.objective_usd is not None:
-        print(f"operating cost ${result.objective_usd:,.4f} (best bound ${result.best_bound_usd:,.4f}, gap "
-              f"{result.gap:.2e}), build {result.build_seconds:.2f} s, solve {result.solve_seconds:.2f} s "
-              "[sites MILP, highs]")
+        bound = "none" if result.best_bound_usd is None else f"${result.best_bound_usd:,.4f}"
+        gap = "none" if result.gap is None else f"{result.gap:.2e}"
+        print(f"operating cost ${result.objective_usd:,.4f} (best bound {bound}, gap {gap}), build "
+              f"{result.build_seconds:.2f} s, solve {result.solve_seconds:.2f} s [{result.formulation}, highs]")
     if result.result is not None:
         print(format_metrics(result.result.metrics) + "\n" + format_sites(result.result))
     return 0

@@ -76,6 +76,9 @@ class SitesOracleResult:
     site_names: tuple[str, ...] = ()
     start_objective_usd: float | None = None
     details: dict[str, Any] = field(default_factory=dict)
+    formulation: str = "sites-textbook"
+    """``sites-textbook`` (this module's direct MILP) or ``sites-decomposition`` (:mod:`oracle.sites_cg`)."""
+    proof: str = ""
 
     @property
     def optimal(self) -> bool:
@@ -86,7 +89,8 @@ class SitesOracleResult:
         return {
             "status": self.status, "objective_usd": self.objective_usd, "best_bound_usd": self.best_bound_usd,
             "gap": self.gap, "build_seconds": self.build_seconds, "solve_seconds": self.solve_seconds,
-            "case": self.case, "day": self.day, "formulation": "sites-textbook", "solver": DEFAULT_SOLVER,
+            "case": self.case, "day": self.day, "formulation": self.formulation, "solver": DEFAULT_SOLVER,
+            "proof": self.proof, "details": self.details,
             "start_objective_usd": self.start_objective_usd, "site_names": list(self.site_names),
             "metrics": self.result.metrics.to_dict() if self.result is not None else None,
             "site_metrics": self.result.to_dict()["sites"] if self.result is not None else None,

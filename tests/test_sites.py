@@ -232,7 +232,7 @@ def test_train_and_evaluate_take_sites_and_refuse_bad_flags_with_one_line(capsys
 
 
 def test_oracle_cli_refuses_day_options_for_sites(capsys):
-    assert run_cli(oracle_cli.main, ["--case", "sites3", "--formulation", "textbook"]) == EXIT_BAD_INPUT
+    assert run_cli(oracle_cli.main, ["--case", "sites3", "--no-pause"]) == EXIT_BAD_INPUT
     assert len(capsys.readouterr().err.strip().splitlines()) == 1
 
 

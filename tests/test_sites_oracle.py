@@ -1,0 +1,237 @@
+"""The sites decomposition oracle (oracle/sites_cg.py, issue 14): its bound is below the brute-force optimum, its
+objective above it and equal to the simulator's replay; one site gives the day oracle's optimum; in its schedules
+a job is at one site per segment, moves only at a checkpoint and pays its transfer time."""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from aidc_env.case import build_instance
+from aidc_env.instance import PAUSE, SECONDS_PER_HOUR, Instance
+from aidc_env.site_simulator import simulate_sites
+from aidc_env.sites import SiteNetwork
+from oracle import __main__ as oracle_cli
+from oracle.fleet_pricing import LabelSearch
+from oracle.sites_cg import SitesDecomposition, solve_sites_cg
+from oracle.sites_graph import sites_data
+from oracle.sites_pricing import SiteLabelSearch
+
+TWO_SITES = """
+name = "tiny2"
+gpus = 256
+slots = 24
+day = "{day}"
+[energy]
+ppa_usd_per_mwh = 30.0
+[migration]
+link_gbps = {link}
+[[sites]]
+name = "a"
+gpus = 256
+price_node = "SCE"
+plant = "solar"
+renewable_ratio = {ratio}
+[[sites]]
+name = "b"
+gpus = 128
+price_node = "PGE"
+plant = "wind"
+renewable_ratio = 1.0
+[[jobs]]
+name = "J"
+model = "llama-7b"
+segments = {segments}
+restart_minutes = 10
+baseline_gpus = 128
+baseline_hours = {hours}
+site = "{home}"
+"""
+
+SECOND_JOB = """
+[[jobs]]
+name = "K"
+model = "llama-7b"
+segments = 2
+restart_minutes = 10
+baseline_gpus = 128
+baseline_hours = {hours2}
+site = "b"
+"""
+
+
+def two_sites(tmp_path: Path, *, second: bool = False, **kwargs) -> Instance:
+    text = TWO_SITES.format(**kwargs) + (SECOND_JOB.format(**kwargs) if second else "")
+    path = tmp_path / "tiny2.toml"
+    path.write_text(text)
+    return build_instance(path)
+
+
+def brute_force(inst: Instance) -> float:
+    """The cheapest feasible (schedule, sites) by the simulator, over every combination."""
+    options = []
+    for job in inst.jobs:
+        per_segment = [(c, s) for c in [PAUSE, *range(job.n_modes)] for s in range(len(inst.sites))]
+        options.append(list(itertools.product(per_segment, repeat=job.segments)))
+    best = np.inf
+    for combo in itertools.product(*options):
+        schedule = [[c for c, _ in row] for row in combo]
+        sites = [[s for _, s in row] for row in combo]
+        metrics = simulate_sites(inst, schedule, sites).metrics
+        if metrics.feasible:
+            best = min(best, metrics.operating_cost_usd)
+    return best
+
+
+def check_moves(inst: Instance, schedule, sites, result) -> None:
+    """One site per segment, moves only at boundaries, the transfer paid by every running moved-into segment."""
+    net = inst.network
+    for j, job in enumerate(inst.jobs):
+        where = np.asarray(sites[j])
+        choices = np.asarray(schedule[j])
+        assert where.shape == (job.segments,)  # one site per segment: a move can only happen at a checkpoint
+        per_slot = np.repeat(where, inst.slots_per_segment(job))
+        running = np.repeat(choices != PAUSE, inst.slots_per_segment(job))
+        for s in range(len(net.sites)):  # the job's GPUs are counted at its one site only
+            elsewhere = running & (per_slot != s)
+            assert not np.any(elsewhere & (per_slot == s))
+        previous = np.concatenate(([net.home[j]], where[:-1]))
+        moved_running = (where != previous) & (choices != PAUSE)
+        assert result.moves[j].transfer_hours_lost == pytest.approx(net.transfer_hours[j] * moved_running.sum())
+        # tokens: every running segment's productive hours, less τ after a (re)start and the transfer after a move
+        previous_c = np.concatenate(([job.initial_mode], choices[:-1]))
+        restarted = (choices != PAUSE) & ((choices != previous_c) | (where != previous))
+        hours = np.where(choices != PAUSE, inst.segment_hours(job) - job.restart_hours * restarted
+                         - net.transfer_hours[j] * moved_running, 0.0)
+        tokens = float(np.sum(job.tokens_per_s_by_choice[choices] * SECONDS_PER_HOUR * hours))
+        assert result.metrics.jobs[j].tokens == pytest.approx(tokens, rel=1e-12)
+    gpus = np.zeros_like(result.gpus_used)
+    for j, job in enumerate(inst.jobs):
+        per_slot = np.repeat(np.asarray(schedule[j]), inst.slots_per_segment(job))
+        at = np.repeat(np.asarray(sites[j]), inst.slots_per_segment(job))
+        for s in range(len(inst.sites)):
+            gpus[s] += np.where((per_slot != PAUSE) & (at == s), job.gpus_by_choice[per_slot], 0)
+    assert np.array_equal(gpus, result.gpus_used)
+
+
+@settings(max_examples=4, deadline=None, derandomize=True)
+@given(day=st.sampled_from(["2023-06-17", "2023-01-18", "2023-10-12"]), link=st.sampled_from([0.5, 2.0, 10.0]),
+       ratio=st.sampled_from([0.0, 0.5, 1.0]), hours=st.sampled_from([10.0, 14.0, 18.0]),
+       home=st.sampled_from(["a", "b"]))
+def test_bound_below_brute_force_below_objective_equal_to_replay(tmp_path_factory, day, link, ratio, hours, home):
+    inst = two_sites(tmp_path_factory.mktemp("s"), day=day, link=link, ratio=ratio, segments=3, hours=hours,
+                     home=home)
+    best = brute_force(inst)
+    result = solve_sites_cg(inst, time_limit_s=60, mip_gap=1e-9)
+    assert result.objective_usd is not None and np.isfinite(best)
+    assert result.best_bound_usd <= best + 1e-6 <= result.objective_usd + 2e-6
+    assert result.status == "optimal" and result.objective_usd == pytest.approx(best, rel=1e-9)
+    replay = simulate_sites(inst, result.schedule, result.sites)
+    assert replay.metrics.operating_cost_usd == pytest.approx(result.objective_usd, rel=1e-9, abs=1e-9)
+    check_moves(inst, result.schedule, result.sites, replay)
+
+
+def test_two_jobs_share_a_site_and_match_brute_force(tmp_path):
+    inst = two_sites(tmp_path, second=True, day="2023-06-17", link=2.0, ratio=0.5, segments=2, hours=12.0,
+                     hours2=10.0, home="a")
+    best = brute_force(inst)
+    result = solve_sites_cg(inst, time_limit_s=60, mip_gap=1e-9)
+    assert result.best_bound_usd <= best + 1e-6
+    assert result.objective_usd == pytest.approx(best, rel=1e-9)
+    check_moves(inst, result.schedule, result.sites, result.result)
+
+
+def test_node_bounds_are_below_every_path_through_the_node(tmp_path):
+    """Reduced-cost fixing (oracle/sites_branch.py): a node's bound never exceeds a target-meeting path through it."""
+    from oracle.sites_branch import node_bounds
+
+    inst = two_sites(tmp_path, day="2023-06-17", link=2.0, ratio=0.5, segments=3, hours=12.0, home="a")
+    graph = sites_data(inst).graphs[0]
+    search = SiteLabelSearch(graph)
+    cost = np.random.default_rng(3).normal(0.0, 10.0, size=(graph.n_stages, graph.n_states))
+    bounds = node_bounds(graph, search, cost)
+    states = [c for c in range(graph.n_states) if graph.allowed[:, c].all()]
+    for path in itertools.product(states, repeat=graph.n_stages):
+        if graph.path_tokens(path) >= graph.target_tokens:
+            value = float(cost[np.arange(graph.n_stages), list(path)].sum())
+            assert all(bounds[k, c] <= value + 1e-9 for k, c in enumerate(path))
+
+
+def test_restricted_milp_and_dive_keep_the_optimum(tmp_path):
+    inst = two_sites(tmp_path, second=True, day="2023-06-17", link=2.0, ratio=0.5, segments=2, hours=12.0,
+                     hours2=10.0, home="a")
+    plain = solve_sites_cg(inst, time_limit_s=60, mip_gap=1e-9)
+    other = SitesDecomposition(inst).solve(time_limit_s=60, mip_gap=1e-9, dive=True, restricted=True)
+    assert other.objective_usd == pytest.approx(plain.objective_usd, rel=1e-9)
+    assert other.best_bound_usd <= plain.objective_usd + 1e-9
+
+
+def test_grouped_label_search_equals_the_fleet_search(tmp_path):
+    """The site-grouped pricing (oracle/sites_pricing.py) finds the fleet label search's cheapest cost."""
+    inst = build_instance("sites3", segments=4)
+    data = sites_data(inst)
+    rng = np.random.default_rng(7)
+    for graph in data.graphs:
+        grouped, plain = SiteLabelSearch(graph), LabelSearch(graph)
+        assert grouped.grouped
+        for _ in range(3):
+            cost = rng.normal(0.0, 50.0, size=(graph.n_stages, graph.n_states))
+            a, b = grouped.cheapest(cost), plain.cheapest(cost)
+            assert (not a and not b) or a[0].cost == pytest.approx(b[0].cost, abs=1e-9)
+
+
+def test_one_site_gives_the_day_oracle_optimum():
+    """One site, K = 6 (the K = 12 reference day, $529.8088802758, is in benchmarks/sites_oracle_days.py)."""
+    from oracle.model import OracleModel
+
+    inst = build_instance("2048", segments=6)
+    one = dataclasses.replace(inst, network=SiteNetwork(sites=inst.sites, home=(0,) * len(inst.jobs),
+                                                        transfer_hours=(0.0,) * len(inst.jobs)))
+    result = solve_sites_cg(one, time_limit_s=60, mip_gap=1e-9)
+    day = OracleModel(inst).solve(time_limit_s=60, mip_gap=1e-9)
+    assert result.status == "optimal" and day.status == "optimal"
+    assert result.objective_usd == pytest.approx(day.objective_usd, rel=1e-9)
+    assert result.objective_usd == pytest.approx(simulate_sites(one, result.schedule, result.sites)
+                                                 .metrics.operating_cost_usd, rel=1e-12)
+
+
+def test_placements_order_home_stay_free(tmp_path):
+    """Staying home ≥ one chosen site ≥ chosen sites with moves (same optimum or better, each proven)."""
+    inst = two_sites(tmp_path, day="2023-06-17", link=10.0, ratio=0.0, segments=3, hours=12.0, home="a")
+    values = {}
+    for placement in ("home", "stay", "free"):
+        oracle = SitesDecomposition(inst, placement=placement)
+        result = oracle.solve(time_limit_s=60, mip_gap=1e-9)
+        assert result.status == "optimal"
+        values[placement] = result.objective_usd
+        if placement == "home":
+            assert all(s == 0 for s in result.sites[0])
+        if placement == "stay":
+            assert len(set(result.sites[0])) == 1
+    assert values["home"] >= values["stay"] - 1e-9 >= values["free"] - 2e-9
+
+
+def test_oracle_cli_dispatches_sites_to_the_decomposition_whose_moves_pay_their_transfer(capsys):
+    """sites3 at K = 4 moves jobs (a short limit: the answer need not be proven; ~10 s, the one case with moves of
+    running segments at this size)."""
+    import json
+
+    assert oracle_cli.main(["--case", "sites3", "--segments", "4", "--time-limit", "4", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["formulation"] == "sites-decomposition"
+    assert out["metrics"]["operating_cost_usd"] == out["objective_usd"]
+    assert out["best_bound_usd"] <= out["objective_usd"]
+    inst = build_instance("sites3", segments=4)
+    names = [job.name for job in inst.jobs]
+    schedule = [out["schedule"][n] for n in names]
+    sites = [[inst.network.index[s] for s in out["sites"][n]] for n in names]
+    replay = simulate_sites(inst, schedule, sites)
+    assert replay.metrics.operating_cost_usd == pytest.approx(out["objective_usd"], rel=1e-12)
+    assert sum(m.transfer_hours_lost > 0 for m in replay.moves) >= 1
+    check_moves(inst, schedule, sites, replay)
