@@ -376,8 +376,8 @@ def case_from_dict(data: Mapping[str, Any], source: str = "") -> Case:
 
 def require_one_site_case(case: Case, who: str) -> None:
     """Refuse, with one :class:`InputError` line, a sites case in a command that models one site (``who``)."""
-    require(not case.sites, "case", f"{who} does not handle several sites yet (case {case.name!r}: the sites env is "
-            "issue 14's next step); solve it with python -m oracle and score schedules with python -m aidc_env.simulate")
+    require(not case.sites, "case", f"{who} models one site (case {case.name!r} has several: use the "
+            "sites env aidc_env/SitesDispatch-v0, python -m oracle and python -m aidc_env.simulate)")
 
 
 def _pick_baseline(job: JobSpec, modes: Sequence[Mode], where: str) -> int:

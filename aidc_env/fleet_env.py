@@ -48,6 +48,7 @@ from aidc_env.simulator import (
 )
 
 _max = np.maximum.reduce  # the ufunc itself: a slice's max without ndarray.max's Python wrapper (a hot path)
+_any = np.logical_or.reduce  # the same for ndarray.any
 
 FLEET_ENV_ID = "aidc_env/FleetDispatch-v0"
 """Gymnasium id of :class:`FleetDispatchEnv`."""
@@ -599,7 +600,7 @@ class FleetDispatchEnv(gym.Env):
             safe = (g <= room_now) & (held <= room_after)
             if stop < self.n_slots and int(_max(self._reserved[stop:])) > N:  # the others, after its deadline
                 safe[:] = False
-            if safe.any():
+            if _any(safe):
                 mask[:g.size] = safe
                 self._mask = mask
                 return mask
@@ -664,7 +665,9 @@ class FleetDispatchEnv(gym.Env):
                 choice[1:self._sizes[j], 1] = RATE_RATIO_OBS_HIGH
             else:
                 hours = (self._deadline[j] - t) * self._dt
-                choice[:, 1] = np.minimum(self._rate_pad[j] * (hours / missing), RATE_RATIO_OBS_HIGH)
+                coverage = choice[:, 1]  # in place, without temporaries (a hot path)
+                np.multiply(self._rate_pad[j], hours / missing, out=coverage)
+                np.minimum(coverage, RATE_RATIO_OBS_HIGH, out=coverage)
         return obs.copy()
 
 

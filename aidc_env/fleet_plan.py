@@ -89,7 +89,7 @@ class FleetPlan:
         N + 1 when no held mode makes it by the deadline.
         """
         restart, _, keep_tokens = self._tables(j, end)
-        g = self.fewest_gpus[j][np.searchsorted(restart, need)]
+        g = self.fewest_gpus[j][restart.searchsorted(need)]
         if kept and keep_tokens is not None:
             np.minimum(g, self.gpus_loc[j], out=g, where=keep_tokens >= need)
         return g
