@@ -15,8 +15,6 @@ any figure: the machine is shared.
 from __future__ import annotations
 
 import argparse
-import dataclasses
-import math
 import os
 import sys
 import time
@@ -24,41 +22,19 @@ import tracemalloc
 from collections.abc import Sequence
 from pathlib import Path
 
-import numpy as np
-
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from aidc_env.baselines import fixed_schedule  # noqa: E402
 from aidc_env.case import build_instance  # noqa: E402
 from aidc_env.errors import require, run_cli  # noqa: E402
-from aidc_env.instance import Instance  # noqa: E402
 from aidc_env.simulator import simulate  # noqa: E402
+from experiments.fleet_study import scaled_fleet  # noqa: E402
 from oracle.constants import DEFAULT_MIP_GAP  # noqa: E402
 from oracle.fleet import FleetOracle  # noqa: E402
 
 DEFAULT_JOBS = (2, 4, 8, 12, 16)
 DEFAULT_TIME_LIMIT_S = 120.0
 PARTS = ("oracle", "env", "all")
-
-
-def scaled_fleet(base: Instance, n_jobs: int, pool_gpus: int | None = None) -> Instance:
-    """J jobs cycled from ``base``; the pool, inference and renewable plant scaled by the jobs' baseline GPUs
-    (or to ``pool_gpus``)."""
-    jobs = []
-    for i in range(n_jobs):
-        job = base.jobs[i % len(base.jobs)]
-        copy = i // len(base.jobs)
-        jobs.append(job if copy == 0 else dataclasses.replace(job, name=f"{job.name}#{copy + 1}"))
-    need = sum(int(job.gpus_by_choice[job.baseline_mode]) for job in jobs)
-    base_need = sum(int(job.gpus_by_choice[job.baseline_mode]) for job in base.jobs)
-    factor = (pool_gpus / base.n_gpus) if pool_gpus else need / base_need
-    n_gpus = pool_gpus or int(math.ceil(base.n_gpus * factor))
-    inference = tuple(dataclasses.replace(s, gpus=np.ceil(s.gpus * factor).astype(np.int64),
-                                          peak_gpus=int(math.ceil(s.peak_gpus * factor))) for s in base.inference)
-    capacity = None if base.renewable_capacity_mw is None else base.renewable_capacity_mw * factor
-    return dataclasses.replace(base, jobs=tuple(jobs), n_gpus=n_gpus, inference=inference,
-                               renewable_capacity_mw=capacity,
-                               renewable_ratio=base.renewable_ratio)
 
 
 def oracle_part(args: argparse.Namespace) -> None:

@@ -54,9 +54,9 @@ DEFAULT_TIME_LIMIT_S = 120.0
 """The fleet oracle's goal: gap ≤ 1% within 120 s (issue 13)."""
 
 
-def scaled_fleet(base: Instance, n_jobs: int) -> Instance:
+def scaled_fleet(base: Instance, n_jobs: int, pool_gpus: int | None = None) -> Instance:
     """J jobs cycled from ``base``; the pool, inference and renewable plant scaled by the jobs' baseline GPUs
-    (the rule of ``benchmarks/fleet_scaling.py``, which is a script and not importable from here)."""
+    (or to ``pool_gpus``). Also the rule of ``benchmarks/fleet_scaling.py`` and ``fleet_env_scaling.py``."""
     jobs = []
     for i in range(n_jobs):
         job = base.jobs[i % len(base.jobs)]
@@ -64,12 +64,13 @@ def scaled_fleet(base: Instance, n_jobs: int) -> Instance:
         jobs.append(job if copy == 0 else dataclasses.replace(job, name=f"{job.name}#{copy + 1}"))
     need = sum(int(job.gpus_by_choice[job.baseline_mode]) for job in jobs)
     base_need = sum(int(job.gpus_by_choice[job.baseline_mode]) for job in base.jobs)
-    factor = need / base_need
+    factor = (pool_gpus / base.n_gpus) if pool_gpus else need / base_need
+    n_gpus = pool_gpus or int(math.ceil(base.n_gpus * factor))
     inference = tuple(dataclasses.replace(s, gpus=np.ceil(s.gpus * factor).astype(np.int64),
                                           peak_gpus=int(math.ceil(s.peak_gpus * factor))) for s in base.inference)
     capacity = None if base.renewable_capacity_mw is None else base.renewable_capacity_mw * factor
-    return dataclasses.replace(base, jobs=tuple(jobs), n_gpus=int(math.ceil(base.n_gpus * factor)),
-                               inference=inference, renewable_capacity_mw=capacity)
+    return dataclasses.replace(base, jobs=tuple(jobs), n_gpus=n_gpus, inference=inference,
+                               renewable_capacity_mw=capacity)
 
 
 def with_inference(base: Instance, factor: float) -> Instance:
