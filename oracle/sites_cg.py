@@ -41,6 +41,7 @@ from oracle.fleet_master import Column, MasterLP, integer_master, lagrangian_bou
 from oracle.fleet_pricing import exact_stage_costs, stage_costs
 from oracle.result import OBJECTIVE_ATOL_USD, OBJECTIVE_RTOL, closed, relative_gap
 from oracle.sites import SitesOracleResult, with_home
+from oracle.sites_bp import BranchAndPrice
 from oracle.sites_branch import fixings, restricted_milp
 from oracle.sites_graph import SitesData, network_of, sites_data
 from oracle.sites_pricing import SiteLabelSearch
@@ -52,7 +53,14 @@ REDUCED_COST_TOL_USD = 1e-6
 COLUMN_GENERATION_SHARE = 0.6
 """Share of the time limit the column generation may use before the primal phase takes over."""
 INTEGER_SHARE = 0.8
-"""Share of the time left that the integer master over all generated columns may use."""
+"""Share of the time left that the integer master over all generated columns may use ..."""
+INTEGER_CAP_SHARE = 0.15
+"""... and at most this share of the whole time limit: its LP bound is the column generation's, so it never proves
+and runs to its limit (66 s of 120 on the case day, 2026-12-02, for $770.08); the branch and price and the
+neighbourhood search get the rest."""
+BRANCH_SHARE = 0.6
+"""Share of the time left after the closing step that the branch and price (:mod:`oracle.sites_bp`) may use to
+raise the bound; the neighbourhood search gets the rest."""
 INTEGER_MIN_GAP = 1e-4
 """The integer master over the generated columns looks for a good schedule, not a proof (the closing step
 proves): it stops at this relative gap at least."""
@@ -241,6 +249,7 @@ class SitesDecomposition:
 
     def solve(self, *, time_limit_s: float = DEFAULT_TIME_LIMIT_S, mip_gap: float = DEFAULT_MIP_GAP,
               threads: int | None = None, dive: bool = False, restricted: bool = False, neighbourhood: bool = True,
+              branch: bool = True,
               start: tuple[Sequence[Sequence[int]], Sequence[Sequence[int]]] | None = None) -> SitesOracleResult:
         """Column generation, integer master, local search, closing (module docstring). ``dive``: also run the
         diving heuristic after the column generation (measured worse than the integer master on sites3: off);
@@ -311,7 +320,8 @@ class SitesDecomposition:
                     master.add(column)
         if not (incumbent is not None and closed(incumbent[1], best_bound, mip_gap)):
             t0 = time.perf_counter()
-            run = integer_master(data, master.columns, time_limit_s=INTEGER_SHARE * (deadline - time.perf_counter()),
+            run = integer_master(data, master.columns, time_limit_s=min(INTEGER_SHARE * (deadline - time.perf_counter()),
+                                                                        INTEGER_CAP_SHARE * time_limit_s),
                                  mip_gap=max(mip_gap, INTEGER_MIN_GAP), start=incumbent[0] if incumbent else None,
                                  threads=threads)
             details["mip_s"] += time.perf_counter() - t0
@@ -326,6 +336,17 @@ class SitesDecomposition:
             if closing is not None:
                 incumbent, best_bound = closing
                 proof = "enumeration"
+        if branch and incumbent is not None and not closed(incumbent[1], best_bound, mip_gap):
+            t0 = time.perf_counter()
+            tree = BranchAndPrice(data, self.searches, master.columns, threads)
+            end = t0 + BRANCH_SHARE * (deadline - t0) if neighbourhood else deadline
+            incumbent, tree_bound = tree.run(best_bound, incumbent, end, mip_gap, details)
+            details["branch_s"] = time.perf_counter() - t0
+            details["branch_bound_usd"] = tree_bound
+            if tree_bound > best_bound:
+                best_bound, proof = tree_bound, "branch-and-price"
+            for column in tree.pool[len(master.columns):]:
+                master.add(column)
         if neighbourhood and incumbent is not None and not closed(incumbent[1], best_bound, mip_gap):
             t0 = time.perf_counter()
             incumbent = self.neighbourhood(master.columns, incumbent, deadline, threads, details,

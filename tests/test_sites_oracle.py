@@ -235,3 +235,32 @@ def test_oracle_cli_dispatches_sites_to_the_decomposition_whose_moves_pay_their_
     assert replay.metrics.operating_cost_usd == pytest.approx(out["objective_usd"], rel=1e-12)
     assert sum(m.transfer_hours_lost > 0 for m in replay.moves) >= 1
     check_moves(inst, schedule, sites, replay)
+
+
+@pytest.mark.parametrize("day", ["2023-06-17", "2023-01-18"])
+def test_branch_and_price_bound_below_brute_force_and_its_schedules_exact(tmp_path, day):
+    """oracle/sites_bp.py on its own, from the baseline and no column generation: the tree's proven bound is
+    below the brute-force optimum, its schedule's objective above it; a finished tree whose bound meets its
+    schedule has found the optimum."""
+    import time
+
+    from oracle.fleet_master import make_column
+    from oracle.sites_bp import BranchAndPrice
+
+    inst = two_sites(tmp_path, second=True, day=day, link=2.0, ratio=0.5, segments=2, hours=12.0, hours2=10.0,
+                     home="a")
+    best = brute_force(inst)
+    dec = SitesDecomposition(inst)
+    start = dec._starts(None)[0]
+    columns = [make_column(dec.data.graphs[j], j, p) for j, p in enumerate(start)]
+    tree = BranchAndPrice(dec.data, dec.searches, columns)
+    details: dict = {}
+    (paths, value), bound = tree.run(-np.inf, (start, dec.data.objective_usd(start)), time.perf_counter() + 60, 0.0,
+                                     details)
+    assert bound <= best + 1e-6 <= value + 2e-6
+    assert dec.data.fits(paths) and value == pytest.approx(dec.data.objective_usd(paths), rel=1e-12)
+    replay = simulate_sites(inst, dec.data.schedule(paths), dec.data.site_rows(paths))
+    assert replay.metrics.operating_cost_usd == pytest.approx(value, rel=1e-9, abs=1e-9)
+    assert details["bp_nodes"] >= 1
+    if details["bp_open"] == 0 and bound >= value - 1e-9:
+        assert value == pytest.approx(best, rel=1e-9)
