@@ -75,8 +75,8 @@ def main(argv: Sequence[str] | None = None) -> int:
               f"{time.perf_counter() - tick:.1f} s, load average {os.getloadavg()[0]:.2f}", flush=True)
     profiles = load_site_profiles(args.profiles)
     held_out = spread(split_days(profiles.dates())[1], args.days)
-    print("| day | status | proof | seconds | objective $ | bound $ | gap | start $ | columns | load |")
-    print("|---|---|---|---:|---:|---:|---:|---:|---:|---:|")
+    print("| day | status | proof | seconds | objective $ | bound $ | gap | start $ | columns | B&P nodes | load |")
+    print("|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|")
     seconds, gaps = [], []
     for day in held_out:
         inst = build_instance(args.case, day=day, profiles=profiles)
@@ -90,7 +90,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         start = "-" if result.start_objective_usd is None else f"{result.start_objective_usd:,.2f}"
         print(f"| {day} | {result.status} | {result.proof or '-'} | {took:.1f} | {objective} | {bound} | "
               f"{'-' if result.gap is None else f'{result.gap:.2%}'} | {start} | "
-              f"{result.details.get('columns', 0)} | {os.getloadavg()[0]:.1f} |", flush=True)
+              f"{result.details.get('columns', 0)} | {result.details.get('bp_nodes', 0)} | {os.getloadavg()[0]:.1f} |",
+              flush=True)
     s, g = np.array(seconds), np.array(gaps)
     print(f"# seconds median {np.median(s):.1f}, p90 {np.percentile(s, 90):.1f}, max {s.max():.1f}; gap median "
           f"{np.nanmedian(g):.2%}, p90 {np.nanpercentile(g, 90):.2%}, max {np.nanmax(g):.2%}; proven "
