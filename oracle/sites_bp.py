@@ -176,9 +176,11 @@ class BranchAndPrice:
     # ------------------------------------------------------------------ the search
 
     def run(self, root_bound: float, incumbent: tuple[Paths, float], deadline: float, mip_gap: float,
-            details: dict[str, Any]) -> tuple[tuple[Paths, float], float]:
+            details: dict[str, Any], trace: list[tuple[float, float, float]] | None = None
+            ) -> tuple[tuple[Paths, float], float]:
         """Best-first branch and price from the root (bound ``root_bound``, the column generation's) until the
-        gap closes or the clock runs out. Returns (incumbent, proven lower bound)."""
+        gap closes or the clock runs out. Returns (incumbent, proven lower bound). ``trace``: gets (seconds,
+        proven bound, incumbent) after every node."""
         data = self.data
         counter = itertools.count()
         open_nodes: list[Node] = [Node(root_bound, next(counter), {})]
@@ -188,7 +190,11 @@ class BranchAndPrice:
         def cutoff() -> float:
             return incumbent[1] - mip_gap * abs(incumbent[1])
 
+        tick = time.perf_counter()
         while open_nodes and time.perf_counter() < deadline:
+            if trace is not None:
+                trace.append((time.perf_counter() - tick, min(open_nodes[0].bound, pruned_min, incumbent[1]),
+                              incumbent[1]))
             node = heapq.heappop(open_nodes)
             if node.bound >= cutoff():
                 pruned_min = min(pruned_min, node.bound)

@@ -14,7 +14,10 @@ checkpoints, paying transfer + restart), the master has per-site capacity rows a
 3. **closing**: as the fleet oracle, every path within the gap at the best bound's prices is enumerated and the
    integer master solved over them: its optimum is then proven (proof ``enumeration``); optionally
    (``restricted``) reduced-cost fixing at those prices and the direct MILP over the nodes left
-   (:mod:`oracle.sites_branch`, proof ``reduced-cost-fixing``).
+   (:mod:`oracle.sites_branch`, proof ``reduced-cost-fixing``);
+4. **branch and price** (:mod:`oracle.sites_bp`, on by default): best-first over (job, segment, site) decisions
+   from the column generation's columns, for a share of the time left; its least open bound, when higher, is the
+   bound (proof ``branch-and-price`` if it closes the gap); then the large-neighbourhood search for the rest.
 
 Measured on sites3 (docs/sites.md): the column generation's bound is the strongest part (0.3 % above the direct
 MILP's best bound after 120 s); neither the dive nor the restricted MILP beat the integer master + best
