@@ -32,8 +32,9 @@ def build_parser() -> CliParser:
         "the operating cost less the idle-GPU value (the JSON's formulation is 'fleet'; --formulation, --no-reduce, "
         "--no-labeling and --mps do not apply). "
         "An instance with several sites (e.g. --case sites3) goes to the sites decomposition (oracle/sites_cg.py: "
-        "column generation over site-indexed job paths with a proven Lagrangian bound; the JSON's formulation is "
-        "'sites-decomposition'); --formulation textbook solves it with the direct sites MILP instead. "
+        "column generation over site-indexed job paths with a proven Lagrangian bound, then branch and price; the "
+        "JSON's formulation is 'sites-decomposition'); --formulation textbook solves it with the direct sites MILP "
+        "instead. "
         "Prints status, objective, best bound, gap, seconds, the simulator's metrics of the schedule and the "
         "schedule itself (per job, per segment: mode index, or -1 for pause). Infeasible cases are an answer "
         "(status infeasible, with the reason), not an error: the exit code is 0. Bad input exits with code 2.",
