@@ -9,7 +9,9 @@ be *exactly* equal (bytes for arrays, ``==`` for floats).
 
 from __future__ import annotations
 
+import copy
 import importlib.util
+import pickle
 from pathlib import Path
 
 import numpy as np
@@ -96,6 +98,28 @@ def fleet() -> Instance:
 
 def test_fleet_case_is_identical(fleet):
     assert _compare_episodes(fleet, seeds=[0, 1, 2]) > 3 * 100
+
+
+@pytest.mark.parametrize("clone", [copy.deepcopy, lambda env: pickle.loads(pickle.dumps(env))])
+def test_copies_mid_episode_are_identical(fleet, clone):
+    """A deep copy or a pickled copy of the env, mid-episode, goes on exactly as the original would."""
+    new, ref = FleetDispatchEnv(case=fleet), ReferenceFleetDispatchEnv(case=fleet)
+    rng = np.random.default_rng(5)
+    for env in (new, ref):
+        env.reset(seed=5)
+    for _ in range(40):
+        action = int(rng.choice(np.flatnonzero(new.action_masks())))
+        new.step(action)
+        ref.step(action)
+    new = clone(new)
+    done = False
+    while not done:
+        mask = new.action_masks()
+        _same(mask, ref.action_masks(), "mask of the copy")
+        action = int(rng.choice(np.flatnonzero(mask)))
+        out = new.step(action)
+        _same(out, ref.step(action), "step of the copy")
+        done = out[2]
 
 
 @pytest.mark.parametrize("kwargs", [{"reward_credit": "job", "reward_baseline": "fixed"},
