@@ -282,7 +282,9 @@ class FleetDispatchEnv(gym.Env):
         self._sps_arr = np.array(self._sps, dtype=float)
         self._rel_arr = np.array(self._release, dtype=float)
         self._dl_arr = np.array(self._deadline, dtype=float)
-        self._choice_static = np.zeros((J, A, 3), dtype=np.float32)
+        # Per job, its choices' features in float64 (cast to float32 in the observation, as before); the
+        # coverage column is filled per observation.
+        self._choice_static = np.zeros((J, A, len(CHOICE_FEATURES)))
         self._rate_pad = np.zeros((J, A))
         self._rate_order = [np.argsort(r, kind="stable") for r in rate3600]
         self._seg_restart_by_rate = [r[o].tolist() for r, o in zip(self._seg_restart, self._rate_order, strict=True)]
@@ -325,7 +327,7 @@ class FleetDispatchEnv(gym.Env):
         self._profiles = np.zeros((2, T), dtype=np.int64)
         self._bind_views()
         self._deciding_index = [j * len(FLEET_JOB_FEATURES) + FLEET_JOB_FEATURES.index("deciding") for j in range(J)]
-        self._choice_done = self._choice_static.copy()  # the coverage of a job with nothing missing
+        self._choice_done = self._choice_static.astype(np.float32)  # a job with nothing missing: full coverage
         for j in range(J):
             self._choice_done[j, 1:self._sizes[j], 1] = RATE_RATIO_OBS_HIGH
         # Features 5-6 (window left, to release) per slot t = 0..T, by the expressions of the observation table.
@@ -816,11 +818,12 @@ class FleetDispatchEnv(gym.Env):
         if missing <= W * TRANCHE_TOLERANCE:
             choice[:] = self._choice_done[j]
         else:
-            choice[:] = self._choice_static[j]
+            features = self._choice_static[j]
             hours = (self._deadline[j] - t) * self._dt
-            coverage = choice[:, 1]  # in place, without temporaries (a hot path)
+            coverage = features[:, 1]  # in place in float64, then one cast to the float32 buffer (a hot path)
             np.multiply(self._rate_pad[j], hours / missing, out=coverage)
             np.minimum(coverage, RATE_RATIO_OBS_HIGH, out=coverage)
+            choice[:] = features
         deciding = self._deciding_index[j]
         obs[deciding] = 1.0
         out = obs.copy()
