@@ -706,7 +706,8 @@ class FleetDispatchEnv(gym.Env):
         return mask
 
     def _safe_choices(self, j: int, end: int, room_now: int, room_after: int) -> int:
-        """Bit mask (bit c: local choice c) of job j's choices whose GPUs fit ``room_now`` and whose held mode fits ``room_after``.
+        """Bit mask (bit c: local choice c) of job j's choices whose GPUs fit ``room_now`` and whose held mode
+        fits ``room_after``.
 
         A choice c other than the current one (``prev``) leaves ``need[c] = base − restart tokens of c``
         missing; its held mode fits iff ``need[c] <= best`` (the most a fitting mode makes from a restart), or

@@ -63,9 +63,8 @@ class FleetPlan:
             self.rate_sorted.append(r[order])
             suffix_min = np.minimum.accumulate(g[order][::-1])[::-1]
             self.fewest_gpus.append(np.append(suffix_min, self.n_gpus + 1).astype(np.int64))
-        self._cache: dict[tuple[int, int], tuple[np.ndarray, list[float], np.ndarray | None]] = {}
+        self._cache: dict[tuple[int, int], tuple[np.ndarray, list[float], np.ndarray | None, list[float] | None]] = {}
         self._by_gpus_cache: dict[tuple[int, int], tuple[list[int], list[float]]] = {}
-        self._keep_lists: dict[tuple[int, int], list[float] | None] = {}
         self._fewest_list = [f.tolist() for f in self.fewest_gpus]  # Python scalars for the one-candidate path
         self._gpus_list = [g.tolist() for g in self.gpus_loc]
 
@@ -73,10 +72,10 @@ class FleetPlan:
         """First slot of job j's held mode after a committed segment ending at ``end``."""
         return max(end, self.release[j])
 
-    def _tables(self, j: int, end: int) -> tuple[np.ndarray, list[float], np.ndarray | None]:
+    def _tables(self, j: int, end: int) -> tuple[np.ndarray, list[float], np.ndarray | None, list[float] | None]:
         """Job j's held-mode tables after a segment ending at ``end`` (cached): tokens each mode makes from a
-        restart, sorted (array and list), and tokens each choice makes when kept (None: no hold, or the hold
-        starts after ``end`` at the release, so nothing is kept)."""
+        restart, sorted (array and list), and tokens each choice makes when kept (array and list; None: no hold,
+        or the hold starts after ``end`` at the release, so nothing is kept)."""
         key = (j, end)
         cached = self._cache.get(key)
         if cached is None:
@@ -84,7 +83,7 @@ class FleetPlan:
             hours = max(stop - start, 0) * self.slot_hours
             restart = self.rate_sorted[j] * max(hours - self.tau[j], 0.0)
             kept = self.rate3600_loc[j] * hours if start == end and start < stop else None
-            cached = self._cache[key] = (restart, restart.tolist(), kept)
+            cached = self._cache[key] = (restart, restart.tolist(), kept, None if kept is None else kept.tolist())
         return cached
 
     def held_gpus(self, j: int, end: int, need: np.ndarray, kept: bool) -> np.ndarray:
@@ -95,7 +94,7 @@ class FleetPlan:
         choice committed in that segment (it may be held on without a restart). 0 when nothing is missing,
         N + 1 when no held mode makes it by the deadline.
         """
-        restart, _, keep_tokens = self._tables(j, end)
+        restart, _, keep_tokens, _ = self._tables(j, end)
         g = self.fewest_gpus[j][restart.searchsorted(need)]
         if kept and keep_tokens is not None:
             np.minimum(g, self.gpus_loc[j], out=g, where=keep_tokens >= need)
@@ -104,9 +103,9 @@ class FleetPlan:
     def held_gpus_of(self, j: int, end: int, need: float, c: int) -> int:
         """:meth:`held_gpus` (with ``kept``) of one candidate local choice ``c``, in Python scalars: the same
         number (``need`` is the same float, the same comparisons)."""
-        _, restart, keep_tokens = self._tables(j, end)
+        _, restart, _, keep_tokens = self._tables(j, end)
         held = self._fewest_list[j][bisect.bisect_left(restart, need)]
-        if keep_tokens is not None and self.keep_list(j, end)[c] >= need:
+        if keep_tokens is not None and keep_tokens[c] >= need:
             held = min(held, self._gpus_list[j][c])
         return held
 
@@ -124,7 +123,7 @@ class FleetPlan:
         key = (j, end)
         cached = self._by_gpus_cache.get(key)
         if cached is None:
-            restart, _, _ = self._tables(j, end)
+            restart, _, _, _ = self._tables(j, end)
             gpus = self.gpus_loc[j][self.rate_order[j]]  # in the order of ``restart`` (by tokens per hour)
             order = np.argsort(gpus, kind="stable")
             cached = self._by_gpus_cache[key] = (gpus[order].tolist(),
@@ -138,17 +137,13 @@ class FleetPlan:
 
     def keep_list(self, j: int, end: int) -> list[float] | None:
         """:meth:`keep_tokens` as a list (cached)."""
-        key = (j, end)
-        if key not in self._keep_lists:
-            keep = self.keep_tokens(j, end)
-            self._keep_lists[key] = None if keep is None else keep.tolist()
-        return self._keep_lists[key]
+        return self._tables(j, end)[3]
 
     def held_gpus_paused(self, j: int, end: int, need: float) -> int:
         """:meth:`held_gpus` of one job paused in the segment ending at ``end`` (nothing to keep)."""
         if need <= 0:
             return 0
-        _, restart, _ = self._tables(j, end)
+        _, restart, _, _ = self._tables(j, end)
         k = bisect.bisect_left(restart, need)
         return int(self.fewest_gpus[j][k])
 
