@@ -49,6 +49,7 @@ from aidc_env.simulator import (
 )
 
 _max = np.maximum.reduce  # the ufunc itself: a slice's max without ndarray.max's Python wrapper
+_sum = np.add.reduce  # what ndarray.sum calls (the same sum), without its Python wrapper (a hot path)
 MASK_CACHE_SIZE = 1 << 14
 """Most distinct masks kept as arrays (:meth:`FleetDispatchEnv._mask_array`; about 3 MB at most). Measured: 439
 distinct masks in 200,000 random masked agent steps of the fleet case."""
@@ -405,6 +406,7 @@ class FleetDispatchEnv(gym.Env):
             if self.forecast_noise == 0:
                 self._day_tables[inst.day] = day_tables
         self._global_obs, self._penalty_per_token = day_tables
+        self._renewable_cost = inst.renewable_mw * inst.slot_hours * inst.ppa_usd_per_mwh  # per slot, take-or-pay
         self._baseline = self._baseline_objective(inst) if self.reward_baseline == "fixed" else None
         self.objective_usd = 0.0
         self._fallback = False
@@ -607,9 +609,9 @@ class FleetDispatchEnv(gym.Env):
             t = self._t
             if decided:
                 nxt = self._next_boundary[t]
-                paid += float(self._simulate_slots(t, nxt).sum())
+                paid += float(_sum(self._simulate_slots(t, nxt)))
                 if self._baseline is not None:
-                    base += float(self._baseline[t:nxt].sum())
+                    base += float(_sum(self._baseline[t:nxt]))
                 self._t = t = nxt
                 self._time_columns()
                 if t >= T:
@@ -643,7 +645,7 @@ class FleetDispatchEnv(gym.Env):
         load = facility_load_mw(inst, gpus, job_kw + inst.inference_it_kw[sl])
         renewable = inst.renewable_mw[sl]
         _, grid, curtailment = renewable_first(load, renewable)
-        return (slot_decision_cost_usd(inst, grid, curtailment, sl) + renewable * inst.slot_hours * inst.ppa_usd_per_mwh
+        return (slot_decision_cost_usd(inst, grid, curtailment, sl) + self._renewable_cost[sl]
                 - slot_idle_value_usd(inst, gpus))
 
     def _baseline_objective(self, inst: Instance) -> np.ndarray:
