@@ -818,18 +818,23 @@ class FleetDispatchEnv(gym.Env):
         row[3] = c / self._n_modes[j]
 
     def _time_columns(self) -> None:
-        """Observation features 4-6 of every job (they change with the slot; 5-6 from a per-slot table)."""
+        """The observation's parts that change with the slot only: features 4-6 of every job (5-6 from a
+        per-slot table), the global values and the inference share."""
         t = self._t
         feats = self._feats
         feats[:, 4] = np.minimum(np.maximum((self._end_arr - t) / self._sps_arr, 0.0), 1.0)
         feats[:, 5:7] = self._window_columns[t]
+        obs = self._obs_buffer
+        ng = self._n_job_obs + self._n_global
+        obs[self._n_job_obs:ng] = self._global_obs[t]
+        if t < self.n_slots:
+            obs[ng] = min(self._inference_gpus[t] / self._n_gpus, 1.0)
 
     def _observation(self) -> np.ndarray:
         """The observation (a copy of the buffer whose job part ``_feats`` is kept up to date in place)."""
         t = self._t
         obs = self._obs_buffer
-        ng = self._n_job_obs + self._n_global
-        obs[self._n_job_obs:ng] = self._global_obs[t]
+        ng = self._n_job_obs + self._n_global  # the global values and the inference share: _time_columns
         choice = self._choice_view
         j = self.deciding_job
         if j is None:
@@ -838,7 +843,6 @@ class FleetDispatchEnv(gym.Env):
             choice[:] = 0.0
             return obs.copy()
         N = self._n_gpus
-        obs[ng] = min(self._inference_gpus[t] / N, 1.0)
         obs[ng + 1] = max(N - int(self._committed[t]), 0) / N
         W = self._target[j]
         missing = W - self._tokens[j]
