@@ -51,7 +51,7 @@ from aidc_env.simulator import (
 _max = np.maximum.reduce  # the ufunc itself: a slice's max without ndarray.max's Python wrapper
 _sum = np.add.reduce  # what ndarray.sum calls (the same sum), without its Python wrapper (a hot path)
 MASK_CACHE_SIZE = 1 << 14
-"""Most distinct masks kept as arrays (:meth:`FleetDispatchEnv._mask_array`; about 3 MB at most). Measured: 439
+"""Most distinct masks kept as arrays (:meth:`FleetDispatchEnv._mask_array`; a few MB at most). Measured: 439
 distinct masks in 200,000 random masked agent steps of the fleet case."""
 
 
