@@ -8,6 +8,7 @@ comes from the simulator's functions, so that the episode's total objective equa
 
 from __future__ import annotations
 
+import bisect
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -47,8 +48,39 @@ from aidc_env.simulator import (
     slot_idle_value_usd,
 )
 
-_max = np.maximum.reduce  # the ufunc itself: a slice's max without ndarray.max's Python wrapper (a hot path)
-_any = np.logical_or.reduce  # the same for ndarray.any
+_max = np.maximum.reduce  # the ufunc itself: a slice's max without ndarray.max's Python wrapper
+_sum = np.add.reduce  # what ndarray.sum calls (the same sum), without its Python wrapper (a hot path)
+MASK_CACHE_SIZE = 1 << 14
+"""Most distinct masks kept as arrays (:meth:`FleetDispatchEnv._mask_array`; a few MB at most). Measured: 439
+distinct masks in 200,000 random masked agent steps of the fleet case."""
+
+
+def _bits(mask: np.ndarray) -> int:
+    """The bit mask (bit c set iff ``mask[c]``) of a bool array."""
+    return sum(1 << c for c in np.flatnonzero(mask).tolist())
+
+
+def _first_restart_fit(restart: list[float], base: float, best: float) -> int:
+    """The first k with ``base - restart[k] <= best`` (``restart`` ascending: the test is monotone in k). A
+    bisection for ``base - best`` gives the start; the exact test of the same floats settles rounding."""
+    k, n = bisect.bisect_left(restart, base - best), len(restart)
+    while k > 0 and base - restart[k - 1] <= best:
+        k -= 1
+    while k < n and not base - restart[k] <= best:
+        k += 1
+    return k
+
+
+def _first_keep_fit(keep: list[float], total: list[float], restart: list[float], base: float) -> int:
+    """The first k with ``keep[k] >= base - restart[k]`` (both ascending in k: the test is monotone); ``total``
+    (keep + restart, ascending) gives the bisection's start, the exact test settles rounding."""
+    k, n = bisect.bisect_left(total, base), len(keep)
+    while k > 0 and keep[k - 1] >= base - restart[k - 1]:
+        k -= 1
+    while k < n and not keep[k] >= base - restart[k]:
+        k += 1
+    return k
+
 
 FLEET_ENV_ID = "aidc_env/FleetDispatch-v0"
 """Gymnasium id of :class:`FleetDispatchEnv`."""
@@ -245,6 +277,7 @@ class FleetDispatchEnv(gym.Env):
                                restart_hours=[job.restart_hours for job in jobs], tranche_tokens=self._target)
         boundaries = sorted({s for sps in self._sps for s in range(0, T, sps)}) + [T]
         self._next_boundary = dict(zip(boundaries[:-1], boundaries[1:], strict=True))
+        self._boundary_jobs = {t: [j for j in range(J) if t % self._sps[j] == 0] for t in boundaries[:-1]}
         # Static per-job and per-choice observation parts.
         self._W = np.array(self._target)
         self._max_rate3600 = [float(r.max()) for r in rate3600]
@@ -252,8 +285,20 @@ class FleetDispatchEnv(gym.Env):
         self._sps_arr = np.array(self._sps, dtype=float)
         self._rel_arr = np.array(self._release, dtype=float)
         self._dl_arr = np.array(self._deadline, dtype=float)
-        self._choice_static = np.zeros((J, A, 3), dtype=np.float32)
+        # Per job, its choices' features in float64 (cast to float32 in the observation, as before); the
+        # coverage column is filled per observation.
+        self._choice_static = np.zeros((J, A, len(CHOICE_FEATURES)))
         self._rate_pad = np.zeros((J, A))
+        self._rate_order = [np.argsort(r, kind="stable") for r in rate3600]
+        self._seg_restart_by_rate = [r[o].tolist() for r, o in zip(self._seg_restart, self._rate_order, strict=True)]
+        # Bit masks (bit c: local choice c) per job: k -> its choices of rate rank >= k; and its choices of at
+        # most _fit_values[j][k - 1] GPUs (k = 0: none), for a bisection on the room.
+        self._faster: list[list[int]] = []
+        self._fit_values: list[list[int]] = []
+        self._fit_bits: list[list[int]] = []
+        self._mask_arrays: dict[int, np.ndarray] = {}
+        self._bounds_cache: dict[tuple[int, int, int], np.ndarray] = {}  # _profile_maxima's, per (t, end, stop)
+        self._keep_cache: dict[tuple[int, int], tuple[list[float], list[float]] | None] = {}
         for j in range(J):
             n = self._sizes[j]
             g = self._gpus_loc[j]
@@ -262,6 +307,11 @@ class FleetDispatchEnv(gym.Env):
             best = float(per_gpu.max())
             self._choice_static[j, :n, 2] = per_gpu / best if best > 0 else 0.0
             self._rate_pad[j, :n] = rate3600[j]
+            rank = np.empty(n, dtype=np.int64)
+            rank[self._rate_order[j]] = np.arange(n)
+            self._faster.append([_bits(rank >= k) for k in range(n + 1)])
+            self._fit_values.append(sorted(set(g.tolist())))
+            self._fit_bits.append([0] + [_bits(g <= v) for v in self._fit_values[j]])
         self._ren_high = renewable_share_high(inst)
         n_global = global_table(inst, self.lookahead, 0.0, self._ren_high, np.random.default_rng(0),
                                 self.information).shape[1]
@@ -278,6 +328,36 @@ class FleetDispatchEnv(gym.Env):
         self._n_job_obs = len(FLEET_JOB_FEATURES) * J
         self._n_global = n_global
         self._obs_buffer = np.zeros(self.observation_space.shape, dtype=np.float32)
+        # Per slot, the committed GPUs (inference included) and the reservation profile of every job's plan.
+        self._profiles = np.zeros(2 * T, dtype=np.int64)
+        self._bind_views()
+        self._deciding_index = [j * len(FLEET_JOB_FEATURES) + FLEET_JOB_FEATURES.index("deciding") for j in range(J)]
+        self._choice_done = self._choice_static.astype(np.float32)  # a job with nothing missing: full coverage
+        for j in range(J):
+            self._choice_done[j, 1:self._sizes[j], 1] = RATE_RATIO_OBS_HIGH
+        # Features 5-6 (window left, to release) per slot t = 0..T, by the expressions of the observation table.
+        self._window_columns = [np.stack([np.minimum(np.maximum((self._dl_arr - t) / T, 0.0), 1.0),
+                                          np.minimum(np.maximum((self._rel_arr - t) / T, 0.0), 1.0)], axis=1)
+                                for t in range(T + 1)]
+
+    def _bind_views(self) -> None:
+        """Views of the observation buffer: the job features (``_feats``, updated in place as jobs decide and
+        slots pass) and the features of the deciding job's choices; the two GPU profiles, rows of one array."""
+        self._committed, self._reserved = self._profiles[:self.n_slots], self._profiles[self.n_slots:]
+        self._feats = self._obs_buffer[:self._n_job_obs].reshape(self.n_jobs, len(FLEET_JOB_FEATURES))
+        self._choice_view = self._obs_buffer[self._n_job_obs + self._n_global + 2:].reshape(
+            self.n_actions, len(CHOICE_FEATURES))
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        """Unpickling and ``copy.deepcopy`` copy arrays, not the views between them: bind the views again."""
+        self.__dict__.update(state)
+        self._bind_views()
+
+    @staticmethod
+    def _read_only(mask: np.ndarray) -> np.ndarray:
+        """``mask``, made read-only (a shared table: :meth:`action_masks` returns copies)."""
+        mask.flags.writeable = False
+        return mask
 
     def observation_names(self) -> list[str]:
         """The name of every observation entry, in order."""
@@ -310,9 +390,8 @@ class FleetDispatchEnv(gym.Env):
         self._schedule = [[PAUSE] * job.segments for job in inst.jobs]
         self._job_gpus = sum(g[c] for g, c in zip(self._gpus_list, self._cur, strict=True))
         self._job_kw = sum(p[c] for p, c in zip(self._kw_list, self._cur, strict=True))
-        # Committed GPUs per slot (inference included) and the reservation profile of every job's plan.
-        self._committed = inst.inference_gpus.astype(np.int64).copy()
-        self._reserved = self._committed.copy()
+        self._committed[:] = inst.inference_gpus  # committed GPUs and reservations (the jobs' are added below)
+        self._reserved[:] = inst.inference_gpus
         self._held = [0] * J
         self._hold_from = [0] * J
         for j in range(J):
@@ -327,6 +406,7 @@ class FleetDispatchEnv(gym.Env):
             if self.forecast_noise == 0:
                 self._day_tables[inst.day] = day_tables
         self._global_obs, self._penalty_per_token = day_tables
+        self._renewable_cost = inst.renewable_mw * inst.slot_hours * inst.ppa_usd_per_mwh  # per slot, take-or-pay
         self._baseline = self._baseline_objective(inst) if self.reward_baseline == "fixed" else None
         self.objective_usd = 0.0
         self._fallback = False
@@ -335,7 +415,8 @@ class FleetDispatchEnv(gym.Env):
         self._k = 0
         self._last_info: dict[str, Any] = {}
         self._end_arr = np.zeros(J)
-        self._feats = np.zeros((J, len(FLEET_JOB_FEATURES)))
+        self._feats[:] = 0.0
+        self._inference_gpus = inst.inference_gpus.tolist()
         for j in range(J):
             self._job_row(j)
         self._time_columns()
@@ -374,7 +455,7 @@ class FleetDispatchEnv(gym.Env):
         a, invalid = masked_action(action, mask, self._cur[j])
         fallback = self._fallback
         slot = self._t
-        self._decide(j, a, int(self._held_after[a]))
+        self._decide(j, a, self._held_after_choice(j, a))
         self._k += 1
         self._mask = None
         closed = self._k >= len(self._queue)  # every job of the slot has decided: its slots are simulated
@@ -464,6 +545,28 @@ class FleetDispatchEnv(gym.Env):
             self._reserved[start:self._deadline[j]] += held
             self._held[j] = held
 
+    def _reserve_segment(self, j: int, t: int, end: int, g: int, held: int) -> None:
+        """Replace job j's hold by its segment [t, end) of ``g`` GPUs and its new hold of ``held`` GPUs.
+
+        When the old hold covers the segment and the new one starts where the segment ends (the usual case: a
+        job inside its window), the profile changes by g − old on the segment and held − old after it: at most
+        two slice updates instead of three (integers: the same profile)."""
+        old, stop = self._held[j], self._deadline[j]
+        start = self._plan.hold_start(j, end)
+        if old and self._hold_from[j] == t and start == end <= stop:
+            reserved = self._reserved
+            if g != old:
+                reserved[t:end] += g - old
+            if held != old and end < stop:
+                reserved[end:stop] += held - old
+            self._hold_from[j] = start
+            self._held[j] = held if held and start < stop else 0
+            return
+        self._drop_hold(j)  # it covered [t, deadline): the segment now holds g, then the new hold
+        if g:
+            self._reserved[t:end] += g
+        self._add_hold(j, end, held)
+
     def _decide(self, j: int, c: int, held: int) -> None:
         """Commit local choice ``c`` of job j for its segment from the current slot, and its new hold."""
         t = self._t
@@ -481,11 +584,9 @@ class FleetDispatchEnv(gym.Env):
         self._end_arr[j] = end
         self._job_row(j)
         self._feats[j, 4] = 1.0
-        self._drop_hold(j)  # it covered [t, deadline): the segment now holds g, then the new hold
         if g:
             self._committed[t:end] += g
-            self._reserved[t:end] += g
-        self._add_hold(j, end, held)
+        self._reserve_segment(j, t, end, g, held)
         if self.reward_credit == "job":
             sl = slice(t, end)
             before = float(self._slot_objectives(self._prof_gpus[sl], self._prof_kw[sl], sl).sum())
@@ -508,22 +609,21 @@ class FleetDispatchEnv(gym.Env):
             t = self._t
             if decided:
                 nxt = self._next_boundary[t]
-                paid += float(self._simulate_slots(t, nxt).sum())
+                paid += float(_sum(self._simulate_slots(t, nxt)))
                 if self._baseline is not None:
-                    base += float(self._baseline[t:nxt].sum())
+                    base += float(_sum(self._baseline[t:nxt]))
                 self._t = t = nxt
                 self._time_columns()
                 if t >= T:
                     self._queue = []
                     break
             queue = []
-            for j in range(self.n_jobs):
-                if t % self._sps[j] == 0:
-                    if self._forced(j):
-                        need = self._plan.target_safe[j] - self._tokens[j]
-                        self._decide(j, 0, self._plan.held_gpus_paused(j, t + self._sps[j], need))
-                    else:
-                        queue.append(j)
+            for j in self._boundary_jobs[t]:
+                if self._forced(j):
+                    need = self._plan.target_safe[j] - self._tokens[j]
+                    self._decide(j, 0, self._plan.held_gpus_paused(j, t + self._sps[j], need))
+                else:
+                    queue.append(j)
             self._queue = queue
             self._k = 0
             if queue:
@@ -545,7 +645,7 @@ class FleetDispatchEnv(gym.Env):
         load = facility_load_mw(inst, gpus, job_kw + inst.inference_it_kw[sl])
         renewable = inst.renewable_mw[sl]
         _, grid, curtailment = renewable_first(load, renewable)
-        return (slot_decision_cost_usd(inst, grid, curtailment, sl) + renewable * inst.slot_hours * inst.ppa_usd_per_mwh
+        return (slot_decision_cost_usd(inst, grid, curtailment, sl) + self._renewable_cost[sl]
                 - slot_idle_value_usd(inst, gpus))
 
     def _baseline_objective(self, inst: Instance) -> np.ndarray:
@@ -578,36 +678,124 @@ class FleetDispatchEnv(gym.Env):
         return cached
 
     def _compute_mask(self) -> np.ndarray:
-        """The exact mask of the job deciding now (capacity, then the reservation rule)."""
+        """The exact mask of the job deciding now (capacity, then the reservation rule).
+
+        Per candidate c the rule reads: its GPUs fit ``room_now`` and its held mode's GPUs fit ``room_after``.
+        The second part is tested without computing the held modes: they fit iff ``need[c]`` is at most the
+        most tokens a mode fitting ``room_after`` makes from a restart
+        (:meth:`~aidc_env.fleet_plan.FleetPlan.best_restart_tokens`), or c itself is kept on, makes ``need[c]``
+        and fits. The same comparisons of the same floats as :meth:`~aidc_env.fleet_plan.FleetPlan.held_gpus`;
+        :meth:`step` computes the held mode of the choice taken only (:meth:`_held_after_choice`)."""
         t = self._t
         j = self._queue[self._k]
         N = self._n_gpus
         end = t + self._sps[j]
-        prev = self._cur[j]
-        g = self._gpus_loc[j]
-        base = self._plan.target_safe[j] - self._tokens[j]
-        need = base - self._seg_restart[j]
-        need[prev] = base - self._seg_keep_list[j][prev]
-        held = self._held_after = self._plan.held_gpus(j, end, need, True)
-        room = N - int(_max(self._committed[t:end]))
-        mask = np.zeros(self.n_actions, dtype=bool)
+        stop = self._deadline[j]
+        committed, now, after, later = self._profile_maxima(t, end, stop)
+        room = N - committed
         self._fallback = False
         if self.safety_mask:
             own = self._held[j]  # the job's current hold covers [t, deadline)
-            room_now = min(room, N + own - int(_max(self._reserved[t:end])))
-            stop = self._deadline[j]
-            room_after = min(N, N + own - int(_max(self._reserved[end:stop]))) if end < stop else N
-            safe = (g <= room_now) & (held <= room_after)
-            if stop < self.n_slots and int(_max(self._reserved[stop:])) > N:  # the others, after its deadline
-                safe[:] = False
-            if _any(safe):
-                mask[:g.size] = safe
-                self._mask = mask
-                return mask
+            room_now = min(room, N + own - now)
+            room_after = min(N, N + own - after) if after is not None else N
+            if later is None or later <= N:  # the others, after its deadline
+                safe = self._safe_choices(j, end, room_now, room_after)
+                if safe:
+                    mask = self._mask = self._mask_array(safe)
+                    return mask
             self._fallback = True
-        mask[:g.size] = g <= room
-        self._mask = mask
+        mask = self._mask = self._mask_array(self._fits(j, room))
         return mask
+
+    def _safe_choices(self, j: int, end: int, room_now: int, room_after: int) -> int:
+        """Bit mask (bit c: local choice c) of job j's choices whose GPUs fit ``room_now`` and whose held mode
+        fits ``room_after``.
+
+        A choice c other than the current one (``prev``) leaves ``need[c] = base − restart tokens of c``
+        missing; its held mode fits iff ``need[c] <= best`` (the most a fitting mode makes from a restart), or
+        c is kept on (``keep[c] >= need[c]``) and fits. Both tests are monotone in c's tokens per hour (its
+        segment and kept tokens grow with its rate: the instance has restart_hours < segment hours; float
+        rounding is monotone), so each holds on a suffix of the choices sorted by rate, found by bisection and
+        read from a table (``_faster``). ``prev`` (no restart) is tested on its own."""
+        plan = self._plan
+        base = plan.target_safe[j] - self._tokens[j]
+        best = plan.best_restart_tokens(j, end, room_after)
+        restart = self._seg_restart_by_rate[j]
+        k_restart = _first_restart_fit(restart, base, best)
+        held_fits = self._faster[j][k_restart]
+        keep = self._keep_by_rate(j, end)
+        if keep is not None:
+            k_keep = _first_keep_fit(keep[0], keep[1], restart, base)
+            if k_keep < k_restart:
+                held_fits = held_fits | (self._faster[j][k_keep] & self._fits(j, room_after))
+        safe = held_fits & self._fits(j, room_now)
+        prev = self._cur[j]
+        need = base - self._seg_keep_list[j][prev]
+        gpus = self._gpus_list[j][prev]
+        keeps = keep is not None and plan.keep_list(j, end)[prev] >= need and gpus <= room_after
+        if gpus <= room_now and (need <= best or keeps):
+            return safe | 1 << prev
+        return safe & ~(1 << prev)
+
+    def _fits(self, j: int, room: int) -> int:
+        """Bit mask of job j's choices of at most ``room`` GPUs."""
+        return self._fit_bits[j][bisect.bisect_right(self._fit_values[j], room)]
+
+    def _mask_array(self, bits: int) -> np.ndarray:
+        """The read-only bool array (size A) of a bit mask, cached (masks repeat: a dict lookup is cheaper than
+        building the array; :meth:`action_masks` returns copies). The cache is emptied at ``MASK_CACHE_SIZE``."""
+        mask = self._mask_arrays.get(bits)
+        if mask is None:
+            if len(self._mask_arrays) >= MASK_CACHE_SIZE:
+                self._mask_arrays.clear()
+            mask = self._mask_arrays[bits] = self._read_only(
+                np.array([bits >> c & 1 for c in range(self.n_actions)], dtype=bool))
+        return mask
+
+    def _keep_by_rate(self, j: int, end: int) -> tuple[list[float], list[float]] | None:
+        """Job j's kept tokens (:meth:`~aidc_env.fleet_plan.FleetPlan.keep_tokens`) in the order of the choices'
+        rates, and each plus the choice's restart tokens (a bisection's start in :meth:`_safe_choices`); None
+        when nothing can be kept (cached)."""
+        key = (j, end)
+        if key not in self._keep_cache:
+            keep = self._plan.keep_tokens(j, end)
+            if keep is None:
+                self._keep_cache[key] = None
+            else:
+                by_rate = keep[self._rate_order[j]].tolist()
+                restart = self._seg_restart_by_rate[j]
+                self._keep_cache[key] = (by_rate, [k + r for k, r in zip(by_rate, restart, strict=True)])
+        return self._keep_cache[key]
+
+    def _profile_maxima(self, t: int, end: int, stop: int) -> tuple[int, int, int | None, int | None]:
+        """Most committed GPUs in a slot of [t, end); most reserved GPUs in a slot of [t, end), of [end, stop)
+        (None if empty) and of [stop, T) (None if empty): the deciding job's segment, its hold until its
+        deadline ``stop``, the others after it. One ufunc call over both profiles, laid end to end (a hot path:
+        the range [end, T + t) spans both and is not used)."""
+        T = self.n_slots
+        if end > stop:  # not reached by the env's segments (a job's deadline is on its boundaries)
+            later = int(_max(self._reserved[stop:])) if stop < T else None
+            return int(_max(self._committed[t:end])), int(_max(self._reserved[t:end])), None, later
+        key = (t, end, stop)
+        bounds = self._bounds_cache.get(key)
+        if bounds is None:
+            bounds = [t, end, T + t]  # end == T + t (t = 0, end = T): reduceat gives one element there, not used
+            if end < T:
+                bounds.append(T + end)
+                if end < stop < T:
+                    bounds.append(T + stop)
+            bounds = self._bounds_cache[key] = np.array(bounds, dtype=np.intp)
+        maxima = np.maximum.reduceat(self._profiles, bounds).tolist()
+        if end < stop:
+            return maxima[0], maxima[2], maxima[3], maxima[4] if stop < T else None
+        return maxima[0], maxima[2], None, maxima[3] if stop < T else None
+
+    def _held_after_choice(self, j: int, c: int) -> int:
+        """GPUs job j holds after its segment from the current slot with local choice c (the reservation rule's
+        held mode; :meth:`~aidc_env.fleet_plan.FleetPlan.held_gpus` of this one candidate)."""
+        base = self._plan.target_safe[j] - self._tokens[j]
+        made = (self._seg_keep_list if c == self._cur[j] else self._seg_restart_list)[j][c]
+        return self._plan.held_gpus_of(j, self._t + self._sps[j], base - made, c)
 
     # ------------------------------------------------------------------ observation
 
@@ -630,45 +818,48 @@ class FleetDispatchEnv(gym.Env):
         row[3] = c / self._n_modes[j]
 
     def _time_columns(self) -> None:
-        """Observation features 4-6 of every job (they change with the slot)."""
-        t, T = self._t, self.n_slots
+        """The observation's parts that change with the slot only: features 4-6 of every job (5-6 from a
+        per-slot table), the global values and the inference share."""
+        t = self._t
         feats = self._feats
         feats[:, 4] = np.minimum(np.maximum((self._end_arr - t) / self._sps_arr, 0.0), 1.0)
-        feats[:, 5] = np.minimum(np.maximum((self._dl_arr - t) / T, 0.0), 1.0)
-        feats[:, 6] = np.minimum(np.maximum((self._rel_arr - t) / T, 0.0), 1.0)
+        feats[:, 5:7] = self._window_columns[t]
+        obs = self._obs_buffer
+        ng = self._n_job_obs + self._n_global
+        obs[self._n_job_obs:ng] = self._global_obs[t]
+        if t < self.n_slots:
+            obs[ng] = min(self._inference_gpus[t] / self._n_gpus, 1.0)
 
     def _observation(self) -> np.ndarray:
+        """The observation (a copy of the buffer whose job part ``_feats`` is kept up to date in place)."""
         t = self._t
         obs = self._obs_buffer
-        nj = self._n_job_obs
+        ng = self._n_job_obs + self._n_global  # the global values and the inference share: _time_columns
+        choice = self._choice_view
         j = self.deciding_job
-        feats = self._feats
-        if j is not None:
-            feats[j, 7] = 1.0
-        obs[:nj] = feats.ravel()
-        ng = nj + self._n_global
-        obs[nj:ng] = self._global_obs[t]
-        choice = obs[ng + 2:].reshape(self.n_actions, 3)
         if j is None:
             obs[ng] = 0.0
             obs[ng + 1] = 1.0
             choice[:] = 0.0
+            return obs.copy()
+        N = self._n_gpus
+        obs[ng + 1] = max(N - int(self._committed[t]), 0) / N
+        W = self._target[j]
+        missing = W - self._tokens[j]
+        if missing <= W * TRANCHE_TOLERANCE:
+            choice[:] = self._choice_done[j]
         else:
-            feats[j, 7] = 0.0
-            N = self._n_gpus
-            obs[ng] = min(self._inst.inference_gpus[t] / N, 1.0)
-            obs[ng + 1] = max(N - int(self._committed[t]), 0) / N
-            choice[:] = self._choice_static[j]
-            W = self._target[j]
-            missing = W - self._tokens[j]
-            if missing <= W * TRANCHE_TOLERANCE:
-                choice[1:self._sizes[j], 1] = RATE_RATIO_OBS_HIGH
-            else:
-                hours = (self._deadline[j] - t) * self._dt
-                coverage = choice[:, 1]  # in place, without temporaries (a hot path)
-                np.multiply(self._rate_pad[j], hours / missing, out=coverage)
-                np.minimum(coverage, RATE_RATIO_OBS_HIGH, out=coverage)
-        return obs.copy()
+            features = self._choice_static[j]
+            hours = (self._deadline[j] - t) * self._dt
+            coverage = features[:, 1]  # in place in float64, then one cast to the float32 buffer (a hot path)
+            np.multiply(self._rate_pad[j], hours / missing, out=coverage)
+            np.minimum(coverage, RATE_RATIO_OBS_HIGH, out=coverage)
+            choice[:] = features
+        deciding = self._deciding_index[j]
+        obs[deciding] = 1.0
+        out = obs.copy()
+        obs[deciding] = 0.0
+        return out
 
 
 __all__ = ["CHOICE_FEATURES", "FLEET_ENV_ID", "FLEET_JOB_FEATURES", "FleetDispatchEnv", "REWARD_BASELINES",
