@@ -445,7 +445,8 @@ def main(argv: Sequence[str] | None = None) -> int:
               f"${check['fixed']:,.2f}, greedy ${check['greedy']:,.2f}; tranches met {check['tranches_met']:.0%}, feasible {check['feasible']:.0%}")
     print(f"evaluate: python evaluate.py --case {case.name} --model {model_path}"
           + (f" --profiles {config.profiles}" if config.profiles else "")
-          + (f" --forecasts {config.forecasts} --information dayahead" if config.information == "dayahead" else ""))
+          + (f" --forecasts {config.forecasts} --information dayahead" if config.information == "dayahead" else "")
+          + "".join(f" --{k.replace('_', '-')} {v}" for k, v in config.overrides.items()))
     return 0
 
 
