@@ -97,11 +97,13 @@ class PPOConfig:
     saved as the model (:mod:`agents.selection`; 0 = no selection, the last model is saved). Configs saved before
     it existed mean 0."""
 
-    horizon_train_instances: int = 12
+    horizon_train_instances: int = 24
     """With ``horizon_days`` D > 1 (e.g. ``--horizon-days 7``): training instances, evenly spread over the D-day
     instances that start on a training day of the split (and, with day-ahead information, have forecasts for all D
-    days). Each needs its forecast plan, a week oracle solve (8-125 s measured under load 8 on 2 cores, 2026-12-02):
-    the count is what a 40-minute run affords, not a tuned value. No effect on one-day instances."""
+    days). Each needs its forecast plan, a week oracle solve (27 s a week at 30 s, load 7-10, 2026-12-02). Measured
+    on the 4 held-out weeks (docs/training.md, "Weeks"): 12 weeks cloned the plan imperfectly (5 of 162 decisions
+    of one unseen week differ, 67.5% of the saving captured), 24 weeks reproduce it (70.4%). No effect on one-day
+    instances."""
     horizon_validation_instances: int = 3
     """With D > 1 and day-ahead information: validation instances (evenly spread over those starting on a
     validation day, :func:`agents.selection.split_horizon_starts`)."""
@@ -181,11 +183,13 @@ rewarded per job (each choice sees its own idle-GPU credit at its own step), wit
 advantages (GAE λ = 1 and 512 steps per env and update: an episode is ~140-190 agent steps). With λ = 0.95 or
 128 steps per env the advantages lean on the value net and PPO drifted away from the cloned policy (measured in
 docs/fleet.md, "The fleet defaults"). Every other setting is :class:`PPOConfig`'s default."""
-HORIZON_DEFAULTS: dict[str, Any] = {"total_timesteps": 100_000, "checkpoint_freq": 25_000}
-"""train.py's defaults with ``--horizon-days D`` > 1 (weeks): fewer PPO steps (a week episode is 7 x 24 = 168 agent
-steps of the 2048 case) and checkpoints every 25,000 steps, so that a run with its forecast plans fits about 40
-minutes on 2 shared cores (docs/training.md, "Weeks"); the selection on validation weeks keeps the cheapest of the
-warm start and the checkpoints. Every other setting is :class:`PPOConfig`'s default."""
+HORIZON_DEFAULTS: dict[str, Any] = {"total_timesteps": 25_000, "checkpoint_freq": 12_500}
+"""train.py's defaults with ``--horizon-days D`` > 1 (weeks; a week episode is 7 x 24 = 168 agent steps of the 2048
+case): 25,000 PPO steps with checkpoints every 12,500. Fine-tuning after the warm start made the validation weeks
+dearer at every checkpoint of a 100,000-step run (12 training weeks: $17,146 warm start, $17,311 at 27k up to
+$18,074 at 100k) and $63 cheaper at 14k in the 25,000-step run (24 weeks), so more steps buy nothing measured;
+the selection on validation weeks keeps the cheapest candidate (docs/training.md, "Weeks"). Every other setting
+is :class:`PPOConfig`'s default."""
 IMITATIONS = ("plan", "oracle")
 """``PPOConfig.imitation``."""
 

@@ -35,17 +35,17 @@ def test_one_day_defaults_are_unchanged():
 
 def test_week_defaults_and_flags():
     args = train.parse_args(["--horizon-days", "7"])
-    assert args.default_timesteps == HORIZON_DEFAULTS["total_timesteps"] == 100_000
-    assert args.checkpoint_freq == HORIZON_DEFAULTS["checkpoint_freq"] == 25_000
+    assert args.default_timesteps == HORIZON_DEFAULTS["total_timesteps"] == 25_000
+    assert args.checkpoint_freq == HORIZON_DEFAULTS["checkpoint_freq"] == 12_500
     assert (args.horizon_train_instances, args.horizon_validation_instances, args.horizon_plan_time_limit) == (
-        12, 3, 30.0)
+        24, 3, 30.0)
     # a flag given wins over the week defaults
     args = train.parse_args(["--horizon-days", "7", "--checkpoint-freq", "5000", "--horizon-train-instances", "4",
                              "--horizon-validation-instances", "0", "--horizon-plan-time-limit", "5"])
     assert (args.checkpoint_freq, args.horizon_train_instances, args.horizon_validation_instances,
             args.horizon_plan_time_limit) == (5000, 4, 0, 5.0)
     # the old configs (without the fields) load with the defaults
-    assert PPOConfig.from_dict({"case": "2048"}).horizon_train_instances == 12
+    assert PPOConfig.from_dict({"case": "2048"}).horizon_train_instances == 24
 
 
 @pytest.mark.parametrize("every", [0, 2, 7])
