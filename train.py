@@ -58,13 +58,14 @@ from agents.selection import (
     WARM_START_FILE,
     Candidate,
     select_best,
+    split_horizon_starts,
     split_validation,
     validation_cost,
     write_selection,
 )
 from agents.sites_oracle import DEFAULT_TRAIN_TIME_LIMIT_S
 from agents.sites_train import ORACLE_TRAIN_DAYS, SITES_DEFAULTS
-from agents.ppo_config import FLEET_DEFAULTS, IMITATIONS, defaults_for_case
+from agents.ppo_config import FLEET_DEFAULTS, HORIZON_DEFAULTS, IMITATIONS, defaults_for_case
 from aidc_env.fleet_env import REWARD_CREDITS
 from aidc_env import limits
 from aidc_env.case import add_case_arguments, build_instances, case_overrides, load_case, require_one_site_case
@@ -167,6 +168,14 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
                     "agent step the objective change of that job's choice (job; the fleet defaults)")
     hp.add_argument("--reward-day-scaled", action=argparse.BooleanOptionalAction,
                     default=DEFAULTS.reward_day_scaled, help="divide each day's rewards by its price scale")
+    weeks = parser.add_argument_group("horizons of several days (--horizon-days D > 1, e.g. weeks: docs/training.md)")
+    weeks.add_argument("--horizon-train-instances", type=int, default=DEFAULTS.horizon_train_instances,
+                       help="training instances (D-day horizons starting on training days of the split, with "
+                       "--information dayahead all D days with forecasts), evenly spread; held-out starts never train")
+    weeks.add_argument("--horizon-validation-instances", type=int, default=DEFAULTS.horizon_validation_instances,
+                       help="validation instances (starting on validation days; with --information dayahead)")
+    weeks.add_argument("--horizon-plan-time-limit", type=float, default=DEFAULTS.horizon_plan_time_limit_s,
+                       help="seconds per forecast-plan solve of a training or validation horizon")
     sites = parser.add_argument_group("several sites (a case with [[sites]]: agents/sites_train.py)")
     sites.add_argument("--oracle-days", type=int, default=ORACLE_TRAIN_DAYS,
                        help="training days whose sites-oracle schedules the warm start clones (evenly spread)")
@@ -178,6 +187,9 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.set_defaults(**{k: v for k, v in case_defaults.to_dict().items() if k in FLEET_DEFAULTS
                            and k != "total_timesteps"})
     parser.set_defaults(default_timesteps=case_defaults.total_timesteps)
+    if early.horizon_days is not None and early.horizon_days > 1:  # weeks: agents/ppo_config.py HORIZON_DEFAULTS
+        parser.set_defaults(**{k: v for k, v in HORIZON_DEFAULTS.items() if k != "total_timesteps"},
+                            default_timesteps=HORIZON_DEFAULTS["total_timesteps"])
     if _is_sites_case(early.case):  # the sites recipe's defaults (agents/sites_train.py SITES_DEFAULTS)
         parser.set_defaults(**{k: v for k, v in SITES_DEFAULTS.items() if k != "total_timesteps"})
     if early.config is not None:
@@ -230,6 +242,11 @@ def validate_args(args: argparse.Namespace) -> None:
     require(args.imitation in IMITATIONS, "imitation", f"must be one of {', '.join(IMITATIONS)}, got {args.imitation!r}")
     require(args.reward_credit in REWARD_CREDITS, "reward-credit", f"must be one of {', '.join(REWARD_CREDITS)}, got "
             f"{args.reward_credit!r}")
+    require_number(args.horizon_train_instances, "horizon-train-instances", 1, limits.MAX_DAYS, integer=True)
+    require_number(args.horizon_validation_instances, "horizon-validation-instances", 0, limits.MAX_DAYS,
+                   integer=True)
+    require_number(args.horizon_plan_time_limit, "horizon-plan-time-limit", 0.0, limits.MAX_TIME_LIMIT_S,
+                   low_open=True)
     require_number(args.lookahead, "lookahead", 0, limits.MAX_LOOKAHEAD_SLOTS, integer=True)
     args.net_arch = parse_net_arch(args.net_arch)
     require(args.lr_schedule in ("linear", "constant"), "lr-schedule", f"must be linear or constant, got "
@@ -286,6 +303,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             forecast_plan=args.forecast_plan, imitation_epochs=args.imitation_epochs, finetune=args.finetune,
             finetune_lr_factor=args.finetune_lr_factor, validation_every=args.validation_every,
             imitation=args.imitation, imitation_days=args.imitation_days, reward_credit=args.reward_credit,
+            horizon_train_instances=args.horizon_train_instances,
+            horizon_validation_instances=args.horizon_validation_instances,
+            horizon_plan_time_limit_s=args.horizon_plan_time_limit,
             seed=args.seed, total_timesteps=((SITES_DEFAULTS["total_timesteps"] if case.sites else args.default_timesteps)
                                              if args.timesteps is None else args.timesteps),
             n_envs=args.n_envs, vec_env=args.vec_env, learning_rate=args.learning_rate,
@@ -305,7 +325,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     config.train_days, config.heldout_days = split_days(profiles.dates())
     if not config.train_days:
         config.train_days = list(profiles.dates())
-    if config.information == "dayahead":  # forecasts fitted on the training days; days without forecasts leave
+    horizon = int(config.overrides.get("horizon_days") or case.horizon_days)
+    if horizon > 1:  # D-day instances (weeks) starting on training days; held-out starts never train
+        instances = horizon_instances(config, instances, profiles)
+    elif config.information == "dayahead":  # forecasts fitted on the training days; days without forecasts leave
         forecasts = load_forecasts(config.forecasts)
         instances = dayahead_instances(instances, profiles, forecasts, config.train_days, seed=config.seed)
         config.train_days = [day for day in config.train_days if day in instances]
@@ -330,7 +353,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     # 3. Envs (with the forecast plan observed, every training day's plan is solved here, once).
     tick = time.perf_counter()
-    plans = ForecastPlans()
+    plans = ForecastPlans() if horizon == 1 else horizon_plans(config)
     vec_env = make_vec_env(config, [instances[day] for day in config.train_days], plans)
     if observes_plan(config):
         print(f"forecast plans of {len(config.train_days)} training days solved in {time.perf_counter() - tick:.0f} s")
@@ -412,7 +435,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         model, kept = select_model(model, config, out, [instances[day] for day in config.validation_days], plans)
         facts["selection"] = {**kept, "seconds": time.perf_counter() - tick}
     model_path, config_path = save_run(model, config, out, extra=facts)  # saved before the check can be interrupted
-    check = heldout_check(model, [instances[day] for day in config.heldout_days]) if config.heldout_days else {}
+    # (not on horizons: each held-out week would need its forecast plan solved; evaluate.py compares them)
+    check = heldout_check(model, [instances[day] for day in config.heldout_days]) if config.heldout_days \
+        and horizon == 1 else {}
     write_json(config_path, {**read_json_file(config_path, "out"), "heldout_check": check})
     print(f"trained {facts['num_timesteps']:,} steps in {seconds / 60:.1f} min; saved {model_path} and {config_path}")
     if check:
@@ -420,8 +445,42 @@ def main(argv: Sequence[str] | None = None) -> int:
               f"${check['fixed']:,.2f}, greedy ${check['greedy']:,.2f}; tranches met {check['tranches_met']:.0%}, feasible {check['feasible']:.0%}")
     print(f"evaluate: python evaluate.py --case {case.name} --model {model_path}"
           + (f" --profiles {config.profiles}" if config.profiles else "")
-          + (f" --forecasts {config.forecasts} --information dayahead" if config.information == "dayahead" else ""))
+          + (f" --forecasts {config.forecasts} --information dayahead" if config.information == "dayahead" else "")
+          + "".join(f" --{k.replace('_', '-')} {v}" for k, v in config.overrides.items()))
     return 0
+
+
+def horizon_instances(config: PPOConfig, instances: dict, profiles) -> dict:
+    """The training and validation instances of D-day horizons (with forecasts under day-ahead information); sets
+    ``config.train_days``, ``validation_days`` and ``heldout_days`` to their first days
+    (:func:`agents.selection.split_horizon_starts`: starts on training days train or validate, starts on held-out
+    days are held out, as evaluate.py's held-out weeks). The price forecaster is fitted on the split's training
+    days, as evaluate.py fits it, and only the chosen instances carry forecasts."""
+    split_train = list(config.train_days)
+    dayahead = config.information == "dayahead"
+    forecasts = load_forecasts(config.forecasts) if dayahead else None
+    covered = set(forecasts.dates()) if forecasts is not None else None
+    starts = [day for day, inst in instances.items() if covered is None or set(inst.days) <= covered]
+    train, validation, heldout = split_horizon_starts(
+        profiles.dates(), starts, config.validation_every if dayahead else 0, config.horizon_train_instances,
+        config.horizon_validation_instances if dayahead else 0)
+    chosen = {day: instances[day] for day in train + validation}
+    if forecasts is not None and chosen:
+        chosen = dayahead_instances(chosen, profiles, forecasts, split_train, seed=config.seed)
+    config.train_days = [day for day in train if day in chosen]
+    config.validation_days = [day for day in validation if day in chosen]
+    config.heldout_days = heldout
+    require(len(config.train_days) > 0, "horizon-days", "no instance of the horizon starts on a training day"
+            + (" with forecasts for all its days" if dayahead else ""))
+    return chosen
+
+
+def horizon_plans(config: PPOConfig) -> ForecastPlans:
+    """The forecast plans of horizons, each solved with ``config.horizon_plan_time_limit_s``."""
+    from agents.plan_features import PLAN_MIP_GAP
+    from oracle.rolling import RollingOracle
+
+    return ForecastPlans(RollingOracle(time_limit_s=config.horizon_plan_time_limit_s, mip_gap=PLAN_MIP_GAP))
 
 
 def select_model(model, config: PPOConfig, out: Path, validation: list, plans: ForecastPlans):

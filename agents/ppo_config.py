@@ -97,6 +97,20 @@ class PPOConfig:
     saved as the model (:mod:`agents.selection`; 0 = no selection, the last model is saved). Configs saved before
     it existed mean 0."""
 
+    horizon_train_instances: int = 24
+    """With ``horizon_days`` D > 1 (e.g. ``--horizon-days 7``): training instances, evenly spread over the D-day
+    instances that start on a training day of the split (and, with day-ahead information, have forecasts for all D
+    days). Each needs its forecast plan, a week oracle solve (27 s a week at 30 s, load 7-10, 2026-12-02). Measured
+    on the 4 held-out weeks (docs/training.md, "Weeks"): 12 weeks cloned the plan imperfectly (5 of 162 decisions
+    of one unseen week differ, 67.5% of the saving captured), 24 weeks reproduce it (70.4%). No effect on one-day
+    instances."""
+    horizon_validation_instances: int = 3
+    """With D > 1 and day-ahead information: validation instances (evenly spread over those starting on a
+    validation day, :func:`agents.selection.split_horizon_starts`)."""
+    horizon_plan_time_limit_s: float = 30.0
+    """With D > 1: seconds per training or validation instance's forecast-plan solve (an incumbent plan when the
+    limit stops it; evaluate.py's plans keep :data:`agents.plan_features.PLAN_TIME_LIMIT_S`)."""
+
     env: str = "auto"
     """Which env: ``"auto"`` (the per-job fleet env, :class:`aidc_env.fleet_env.FleetDispatchEnv`, for instances with
     fine-tuning, inference or an idle-GPU value; the joint env otherwise), ``"fleet"`` or ``"joint"`` for every
@@ -169,6 +183,13 @@ rewarded per job (each choice sees its own idle-GPU credit at its own step), wit
 advantages (GAE λ = 1 and 512 steps per env and update: an episode is ~140-190 agent steps). With λ = 0.95 or
 128 steps per env the advantages lean on the value net and PPO drifted away from the cloned policy (measured in
 docs/fleet.md, "The fleet defaults"). Every other setting is :class:`PPOConfig`'s default."""
+HORIZON_DEFAULTS: dict[str, Any] = {"total_timesteps": 25_000, "checkpoint_freq": 12_500}
+"""train.py's defaults with ``--horizon-days D`` > 1 (weeks; a week episode is 7 x 24 = 168 agent steps of the 2048
+case): 25,000 PPO steps with checkpoints every 12,500. Fine-tuning after the warm start made the validation weeks
+dearer at every checkpoint of a 100,000-step run (12 training weeks: $17,146 warm start, $17,311 at 27k up to
+$18,074 at 100k) and $63 cheaper at 14k in the 25,000-step run (24 weeks), so more steps buy nothing measured;
+the selection on validation weeks keeps the cheapest candidate (docs/training.md, "Weeks"). Every other setting
+is :class:`PPOConfig`'s default."""
 IMITATIONS = ("plan", "oracle")
 """``PPOConfig.imitation``."""
 
@@ -185,5 +206,6 @@ def defaults_for_case(case: Any) -> PPOConfig:
     return PPOConfig(**FLEET_DEFAULTS) if case_has_fleet_workloads(case) else PPOConfig()
 
 
-__all__ = ["ENV_KWARGS_KEYS", "FLEET_DEFAULTS", "HYPERPARAMETERS", "IMITATIONS", "PPOConfig", "case_has_fleet_workloads",
+__all__ = ["ENV_KWARGS_KEYS", "FLEET_DEFAULTS", "HORIZON_DEFAULTS", "HYPERPARAMETERS", "IMITATIONS", "PPOConfig",
+           "case_has_fleet_workloads",
            "defaults_for_case"]

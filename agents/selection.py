@@ -58,6 +58,27 @@ def split_validation(train_days: Sequence[str], every: int) -> tuple[list[str], 
     return train, validation
 
 
+def split_horizon_starts(dates: Sequence[str], starts: Sequence[str], every: int, max_train: int,
+                         max_validation: int) -> tuple[list[str], list[str], list[str]]:
+    """(training, validation, held-out) first days of multi-day instances (weeks).
+
+    ``dates``: every complete day of the profile source (split by :func:`agents.days.split_days`); ``starts``: the
+    first days of the usable instances (D consecutive days, with forecasts when needed). An instance trains or
+    validates if it starts on a training day of the split (validation: a start that is a validation day of
+    :func:`split_validation` over the training starts) and is held out if it starts on a held-out day, as
+    evaluate.py's held-out weeks do; held-out starts are never among the first two lists. The training and
+    validation starts are then evenly spread down to ``max_train`` and ``max_validation`` (0: none).
+    """
+    from agents.days import split_days, spread
+
+    usable = set(starts)
+    train_days, heldout_days = split_days(dates)
+    train, validation = split_validation([d for d in train_days if d in usable], every)
+    return (spread(train, max_train) if max_train > 0 else [],
+            spread(validation, max_validation) if max_validation > 0 else [],
+            [d for d in heldout_days if d in usable])
+
+
 def validation_cost(model: Any, instances: Sequence[Instance], plans: Any = None) -> tuple[float, int]:
     """(total objective in $, days with every tranche met) of ``model`` on ``instances``, deterministic."""
     from agents.ppo import ppo_schedule
@@ -97,5 +118,6 @@ def write_selection(out: Path, validation_days: Sequence[str], candidates: Seque
         "candidates": [asdict(c) for c in candidates]})
 
 
-__all__ = ["SELECTION_FILE", "WARM_START_FILE", "Candidate", "select_best", "split_validation", "validation_cost",
+__all__ = ["SELECTION_FILE", "WARM_START_FILE", "Candidate", "select_best", "split_horizon_starts", "split_validation",
+           "validation_cost",
            "write_selection"]

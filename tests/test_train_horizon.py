@@ -1,0 +1,113 @@
+"""train.py on D-day instances (weeks, ``--horizon-days 7``): flags, defaults, the training set: fast, no training."""
+
+from __future__ import annotations
+
+import datetime as dt
+from types import SimpleNamespace
+
+import pytest
+
+import train
+from agents.days import HOLDOUT_EVERY, split_days
+from agents.ppo import PPOConfig
+from agents.ppo_config import HORIZON_DEFAULTS
+from agents.selection import split_horizon_starts, split_validation
+from aidc_env.errors import EXIT_BAD_INPUT, InputError, run_cli
+
+YEAR = [(dt.date(2023, 1, 1) + dt.timedelta(days=i)).isoformat() for i in range(365)]
+WEEK = 7
+
+
+def week_starts(dates: list[str]) -> list[str]:
+    """The dates that start 7 consecutive dates of ``dates``."""
+    present = set(dates)
+    return [d for d in dates if all((dt.date.fromisoformat(d) + dt.timedelta(days=k)).isoformat() in present
+                                    for k in range(WEEK))]
+
+
+def test_one_day_defaults_are_unchanged():
+    args = train.parse_args([])
+    assert args.default_timesteps == PPOConfig().total_timesteps == 1_000_000
+    assert args.checkpoint_freq == PPOConfig().checkpoint_freq == 100_000
+    args = train.parse_args(["--horizon-days", "1"])
+    assert args.default_timesteps == 1_000_000 and args.checkpoint_freq == 100_000
+
+
+def test_week_defaults_and_flags():
+    args = train.parse_args(["--horizon-days", "7"])
+    assert args.default_timesteps == HORIZON_DEFAULTS["total_timesteps"] == 25_000
+    assert args.checkpoint_freq == HORIZON_DEFAULTS["checkpoint_freq"] == 12_500
+    assert (args.horizon_train_instances, args.horizon_validation_instances, args.horizon_plan_time_limit) == (
+        24, 3, 30.0)
+    # a flag given wins over the week defaults
+    args = train.parse_args(["--horizon-days", "7", "--checkpoint-freq", "5000", "--horizon-train-instances", "4",
+                             "--horizon-validation-instances", "0", "--horizon-plan-time-limit", "5"])
+    assert (args.checkpoint_freq, args.horizon_train_instances, args.horizon_validation_instances,
+            args.horizon_plan_time_limit) == (5000, 4, 0, 5.0)
+    # the old configs (without the fields) load with the defaults
+    assert PPOConfig.from_dict({"case": "2048"}).horizon_train_instances == 24
+
+
+@pytest.mark.parametrize("every", [0, 2, 7])
+@pytest.mark.parametrize("max_train,max_validation", [(12, 3), (1000, 1000), (1, 0)])
+def test_week_training_set_never_starts_on_a_heldout_day(every, max_train, max_validation):
+    starts = week_starts(YEAR)
+    train_starts, validation, heldout = split_horizon_starts(YEAR, starts, every, max_train, max_validation)
+    split_train, split_heldout = split_days(YEAR)
+    assert heldout == [d for d in split_heldout if d in set(starts)]  # evaluate.py's held-out weeks
+    assert len(heldout) == len(split_heldout) - 1  # the last held-out day has no 7 days after it
+    assert not (set(train_starts) | set(validation)) & set(split_heldout)
+    assert not set(train_starts) & set(validation)
+    assert set(train_starts) | set(validation) <= set(starts)
+    usable_train = [d for d in split_train if d in set(starts)]
+    all_train, all_validation = split_validation(usable_train, every)
+    assert set(train_starts) <= set(all_train) and set(validation) <= set(all_validation)
+    assert len(train_starts) == min(max_train, len(all_train))
+    assert len(validation) == min(max_validation, len(all_validation))
+    assert train_starts == sorted(train_starts) and (len(train_starts) < 2 or train_starts[0] == all_train[0])
+
+
+def test_week_training_set_keeps_only_usable_starts():
+    """Starts without forecasts for all 7 days (not in ``starts``) neither train nor validate nor are held out."""
+    starts = week_starts(YEAR)[60:200]
+    train_starts, validation, heldout = split_horizon_starts(YEAR, starts, 7, 1000, 1000)
+    assert set(train_starts + validation + heldout) <= set(starts)
+    assert len(train_starts) + len(validation) + len(heldout) == len(starts)
+    # every 7th complete day is held out: 1 of 7 starts
+    assert abs(len(heldout) - len(starts) / HOLDOUT_EVERY) <= 1
+
+
+def test_horizon_instances_sets_the_days_of_the_config():
+    """train.horizon_instances (perfect information: no forecast file) picks training starts on training days."""
+    days = YEAR[:90]
+    instances = {d: SimpleNamespace(days=[d]) for d in week_starts(days)}
+    profiles = SimpleNamespace(dates=lambda: list(days))
+    config = PPOConfig(horizon_train_instances=5, horizon_validation_instances=2,
+                       train_days=split_days(days)[0], heldout_days=split_days(days)[1])
+    chosen = train.horizon_instances(config, instances, profiles)
+    assert list(chosen) == config.train_days and len(config.train_days) == 5
+    assert config.validation_days == []  # validation only with day-ahead information
+    assert not set(config.train_days) & set(split_days(days)[1])
+    assert config.heldout_days == [d for d in split_days(days)[1] if d in instances]
+
+
+def test_horizon_instances_refuses_no_training_start():
+    days = YEAR[:90]
+    heldout = split_days(days)[1]
+    instances = {d: SimpleNamespace(days=[d]) for d in heldout}  # only held-out starts
+    config = PPOConfig(train_days=split_days(days)[0])
+    with pytest.raises(InputError, match="horizon-days"):
+        train.horizon_instances(config, instances, SimpleNamespace(dates=lambda: list(days)))
+
+
+@pytest.mark.parametrize("argv,field", [
+    (["--horizon-days", "7", "--horizon-train-instances", "0"], "horizon-train-instances"),
+    (["--horizon-days", "7", "--horizon-validation-instances", "-1"], "horizon-validation-instances"),
+    (["--horizon-days", "7", "--horizon-plan-time-limit", "0"], "horizon-plan-time-limit"),
+    (["--horizon-days", "7", "--horizon-plan-time-limit", "nan"], "horizon-plan-time-limit"),
+    (["--horizon-days", "0"], "horizon_days"),
+])
+def test_bad_horizon_flags_exit_2_with_one_line(argv, field, capsys, tmp_path):
+    assert run_cli(train.main, [*argv, "--out", str(tmp_path / "run")]) == EXIT_BAD_INPUT
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and field in err, err
