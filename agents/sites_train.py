@@ -34,19 +34,24 @@ SITES_DEFAULTS: dict[str, Any] = {
     "learning_rate": 3e-5,
     "lr_schedule": "constant",
     "ent_coef": 0.0,
+    "gae_lambda": 1.0,
+    "n_steps": 512,
     "imitation_epochs": 200,
-    "total_timesteps": 200_000,
+    "total_timesteps": 300_000,
     "lookahead": 0,
 }
-"""train.py's defaults for a sites case (flags override them): a warm start by behaviour cloning of the oracle's
-schedules (200 epochs, :mod:`agents.imitation`: 99.9 % of the training decisions matched, 88 % after 50), then PPO fine-tuning at 3e-5 (constant) with no entropy bonus, so
-that PPO refines the cloned policy rather than unlearning it; 200,000 agent steps (~4,700 days of ~43 decisions;
-measured 3.7 min + 67 s of cloning on 2 shared cores, load 4-8). Measured results: docs/sites.md "Env and PPO"
-(PPO fine-tuning adds little to the clone there). The recipe is the one reported for the fleet's PPO (issue 13)."""
+"""train.py's defaults for a sites case (flags override them): a warm start by behaviour cloning of the sites
+oracle's schedules (the decomposition with migration, :data:`agents.sites_oracle.DEFAULT_METHOD`, on
+:data:`ORACLE_TRAIN_DAYS` training days; 200 epochs, :mod:`agents.imitation`), then PPO fine-tuning at 3e-5
+(constant) with no entropy bonus, whole-episode Monte Carlo advantages (GAE λ = 1, 512 steps per env and update;
+an episode is ~43 agent steps), 300,000 agent steps: the fleet's recipe (issue 13,
+:data:`agents.ppo_config.FLEET_DEFAULTS`), so that PPO refines the cloned policy rather than unlearning it. The
+sites env has one reward credit (per closed decision point). Measured: docs/sites.md "Env and PPO"."""
 
-ORACLE_TRAIN_DAYS = 100
-"""Training days whose oracle schedules are cloned (evenly spread over the training split): the direct MILP takes
-its whole time limit on sites3 days, so all 301 training days would take long on 2 shared cores."""
+ORACLE_TRAIN_DAYS = 63
+"""Training days whose oracle schedules are cloned (evenly spread over the training split): the fleet's count
+(issue 13: 63 days captured 92 % of the fleet oracle's saving, 21 days 68 %); at 30 s a day (the decomposition
+does not converge sooner on sites3 at K = 12) they take ~16 min with 2 workers."""
 
 
 # ---------------------------------------------------------------------------------------------- the agent's view
