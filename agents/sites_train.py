@@ -144,7 +144,10 @@ def oracle_actions(env: SitesDispatchEnv, schedule: Sequence[Sequence[int]], sit
     played at the site of the job's next running segment (the checkpoint travels during the pause, as the
     cheapest schedule does), else at the schedule's site, else where the job is -- the first the mask allows
     (allowed = True). A running choice the mask refuses (the reservation rule is sufficient, not necessary) is
-    replaced by the valid action at the same site with the nearest GPUs, else the lowest valid (allowed = False).
+    replaced by the valid running action with the nearest GPUs at the schedule's site, else at the job's current
+    site (the move dropped), else anywhere (allowed = False). (Before 2026-12-02 the last resort was the lowest
+    valid action, a pause at the first site: replaying the decomposition's schedules of 63 training days through
+    the masks then cost median 1.031, p90 1.398, max 3.12 x the oracle.)
     """
     j = env.deciding_job
     assert j is not None
@@ -160,11 +163,14 @@ def oracle_actions(env: SitesDispatchEnv, schedule: Sequence[Sequence[int]], sit
     if mask[action]:
         return action, True
     valid = np.flatnonzero(mask)
-    same = [a for a in valid if a // env.n_choices == s]
-    if same:
-        want = env._gpus_loc[j][c]
-        return int(min(same, key=lambda a: abs(int(env._gpus_loc[j][a % env.n_choices]) - int(want)))), False
-    return int(valid[0]), False
+    want = int(env._gpus_loc[j][c])
+    for site in dict.fromkeys([s, env._site[j]]):  # the schedule's site, else where the job is (no move)
+        here = [int(a) for a in valid if a // env.n_choices == site]
+        if c > 0:
+            here = [a for a in here if a % env.n_choices > 0] or here  # a running choice stays a running one
+        if here:
+            return min(here, key=lambda a: abs(int(env._gpus_loc[j][a % env.n_choices]) - want)), False
+    return min((int(a) for a in valid), key=lambda a: abs(int(env._gpus_loc[j][a % env.n_choices]) - want)), False
 
 
 def oracle_demonstrations(config: PPOConfig, instances: Sequence[Instance], answers: Mapping[str, OracleDay]
