@@ -138,3 +138,32 @@ def test_evaluate_sites_names_its_reference(tmp_path):
     assert ratio["mean"] >= 1.0 - 1e-12 and ratio["max"] >= ratio["median"] >= 1.0 - 1e-12
     assert summary["policies"]["oracle"]["ratio_to_oracle"]["median"] == pytest.approx(1.0)
     assert summary["policies"]["oracle"]["every_target_met_and_capacity_kept"] == 1.0
+
+
+def test_a_refused_running_choice_is_cloned_as_a_running_one_not_a_pause(tmp_path):
+    """The warm start's fallback (agents/sites_train.py oracle_actions): a running choice the mask refuses becomes
+    the nearest running mode at the schedule's site, else at the job's site -- never the lowest valid action."""
+    from agents.ppo_config import PPOConfig
+    from agents.sites_train import oracle_actions, sites_env
+    from aidc_env.sites_env import decode
+
+    path = tmp_path / "tiny2.toml"
+    path.write_text(TINY)
+    inst = build_instance(path)
+    job = inst.jobs[0]
+    big = max(range(job.n_modes), key=lambda c: job.modes[c].gpus)
+    assert job.modes[big].gpus > inst.sites[1].n_gpus  # the schedule's mode does not fit site b
+    env = sites_env(PPOConfig(env_kwargs={"lookahead": 0, "pause_when_done": False}), [inst])
+    raw = env.sites_env
+    env.reset(options={"day": inst.day})
+    schedule, sites = [[big] * job.segments], [[1] * job.segments]
+    done, steps = False, 0
+    while not done:
+        action, ok = oracle_actions(raw, schedule, sites)
+        site, choice = decode(action, raw.n_choices)
+        assert raw.action_masks()[action] and choice > 0, (site, choice)
+        if steps == 0:
+            assert not ok
+        _, _, done, _, _ = env.step(action)
+        steps += 1
+    assert simulate_sites(inst, raw.schedule(), raw.sites()).metrics.feasible
