@@ -51,7 +51,7 @@ sites env has one reward credit (per closed decision point). Measured: docs/site
 ORACLE_TRAIN_DAYS = 63
 """Training days whose oracle schedules are cloned (evenly spread over the training split): the fleet's count
 (issue 13: 63 days captured 92 % of the fleet oracle's saving, 21 days 68 %); at 30 s a day (the decomposition
-does not converge sooner on sites3 at K = 12) they take ~16 min with 2 workers."""
+does not converge sooner on sites3 at K = 12) they took 17.6 min with 2 workers at load 5-17 (2026-12-02)."""
 
 
 # ---------------------------------------------------------------------------------------------- the agent's view
