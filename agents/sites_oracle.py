@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import multiprocessing
 from collections.abc import Sequence
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
@@ -144,7 +145,9 @@ def solve_days(instances: Sequence[Instance], folder: str | Path, time_limit_s: 
             todo.append(inst)
     if todo:
         by_day = {inst.day: inst for inst in todo}
-        with ProcessPoolExecutor(max_workers=max(1, workers)) as pool:
+        # spawned, not forked: a worker forked from a process whose HiGHS threads already run can hang (measured: a
+        # test after other HiGHS solves in the same pytest process spun for 17 min)
+        with ProcessPoolExecutor(max_workers=max(1, workers), mp_context=multiprocessing.get_context("spawn")) as pool:
             futures = [pool.submit(_solve, inst, time_limit_s, method) for inst in todo]
             for n, future in enumerate(futures, 1):
                 data = future.result()
