@@ -63,7 +63,7 @@ from agents.selection import (
     validation_cost,
     write_selection,
 )
-from agents.sites_oracle import DEFAULT_TRAIN_TIME_LIMIT_S
+from agents.sites_oracle import DEFAULT_METHOD, DEFAULT_TRAIN_TIME_LIMIT_S, METHODS
 from agents.sites_train import ORACLE_TRAIN_DAYS, SITES_DEFAULTS
 from agents.ppo_config import FLEET_DEFAULTS, HORIZON_DEFAULTS, IMITATIONS, defaults_for_case
 from aidc_env.fleet_env import REWARD_CREDITS
@@ -181,6 +181,10 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
                        help="training days whose sites-oracle schedules the warm start clones (evenly spread)")
     sites.add_argument("--oracle-time-limit", type=float, default=DEFAULT_TRAIN_TIME_LIMIT_S,
                        help="seconds per training day's sites-oracle solve")
+    sites.add_argument("--oracle-method", choices=METHODS, default=DEFAULT_METHOD,
+                       help="how the training days are solved: the sites decomposition with migration "
+                       "(decomposition, the default) or the per-site optimum then the direct sites MILP "
+                       "(per-site-milp); agents/sites_oracle.py")
     sites.add_argument("--oracle-workers", type=int, default=2, help="sites-oracle solves at once (processes)")
     early, _ = parser.parse_known_args(argv)
     case_defaults = defaults_for_case(load_case(early.case))  # the fleet defaults for a fleet case
@@ -541,8 +545,9 @@ def train_sites(args: argparse.Namespace, config: PPOConfig, out: Path) -> int:
     oracle_days = spread(config.train_days, args.oracle_days)
     cache = args.oracle_cache or str(SITES_ORACLE_CACHE)
     answers = solve_days([instances[d] for d in oracle_days], cache, args.oracle_time_limit,
-                         workers=args.oracle_workers, progress=False)
-    print(f"sites oracle on {len(oracle_days)} training days ({args.oracle_time_limit:g} s each, cache "
+                         workers=args.oracle_workers, progress=False, method=args.oracle_method)
+    print(f"sites oracle ({args.oracle_method}) on {len(oracle_days)} training days ({args.oracle_time_limit:g} s "
+          f"each, cache "
           f"{cache}) in {time.perf_counter() - tick:.0f} s")
 
     # 4. Envs and model; the warm start clones the oracle's schedules.
@@ -586,7 +591,8 @@ def train_sites(args: argparse.Namespace, config: PPOConfig, out: Path) -> int:
     # 7. Save, then a held-out check against fixed and greedy (the oracle: evaluate.py).
     facts = {"status": "done", "num_timesteps": int(model.num_timesteps), "train_seconds": seconds,
              "steps_per_second": config.total_timesteps / seconds if seconds > 0 else None, "imitation": fit,
-             "oracle_days": oracle_days, "oracle_time_limit_s": args.oracle_time_limit}
+             "oracle_days": oracle_days, "oracle_time_limit_s": args.oracle_time_limit,
+             "oracle_method": args.oracle_method}
     model_path, config_path = save_run(model, config, out, extra=facts)
     costs: dict[str, list[float]] = {"ppo": [], "fixed": [], "greedy": []}
     met = []

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import multiprocessing
 from collections.abc import Sequence
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
@@ -27,8 +28,17 @@ from aidc_env.instance import Instance
 from aidc_env.io import dumps_json, read_json_file, write_json
 
 DEFAULT_TRAIN_TIME_LIMIT_S = 30.0
-"""Seconds per training day's solve: the incumbent after 30 s is within a few % of the bound on sites3 at K = 12
-(docs/sites.md: 2.0-2.5 % after 30 s, 1.75 % after 120 s; the gap is mostly the weak LP bound)."""
+"""Seconds per training day's solve (after the per-site start, ~1 s): measured on training day 2023-02-05 at
+load 2-4, the decomposition's incumbent after 10 / 20 / 40 s was $921.64 / $921.64 / $881.23 (gap 10.3 / 7.4 /
+2.3 %; the per-site start $1,066.97): 30 s is what 63 training days on 2 shared cores afford
+(docs/sites.md "Env and PPO")."""
+
+METHODS = ("decomposition", "per-site-milp")
+"""How a day is solved: ``"decomposition"`` (the issue's sites oracle, :func:`oracle.sites_cg.solve_sites_cg`, with
+migration, started from the per-site optimum; the default) or ``"per-site-milp"`` (the per-site optimum without
+migration, then the direct sites MILP :func:`oracle.sites.solve_sites` from it, the better kept: the reference
+before the decomposition existed)."""
+DEFAULT_METHOD = "decomposition"
 
 
 @dataclass(frozen=True)
@@ -49,12 +59,16 @@ def fingerprint(inst: Instance) -> str:
     return hashlib.sha256(dumps_json(inst.to_dict(), indent=None).encode()).hexdigest()[:16]
 
 
-METHOD = "home-optimum+sites-milp"
-"""The solve recorded in each cache file (a file of another method is solved again)."""
+METHOD_TAGS = {"per-site-milp": "home-optimum+sites-milp", "decomposition": "home-optimum+sites-decomposition"}
+"""The solve recorded in each cache file (a file of another method is solved again); "per-site-milp" keeps the tag
+its files were written with."""
 
 
-def cache_path(folder: Path, inst: Instance, time_limit_s: float) -> Path:
-    return Path(folder) / f"{inst.case_name}_{inst.day}_{time_limit_s:g}s.json"
+def cache_path(folder: Path, inst: Instance, time_limit_s: float, method: str = DEFAULT_METHOD) -> Path:
+    """``<case>_<day>_<time limit>s.json`` for "per-site-milp" (the files written before the decomposition),
+    ``<case>_<day>_decomposition_<time limit>s.json`` for the decomposition."""
+    tag = "" if method == "per-site-milp" else f"_{method}"
+    return Path(folder) / f"{inst.case_name}_{inst.day}{tag}_{time_limit_s:g}s.json"
 
 
 def home_optimum(inst: Instance, time_limit_s: float) -> tuple[list[list[int]], list[list[int]], float]:
@@ -81,57 +95,69 @@ def home_optimum(inst: Instance, time_limit_s: float) -> tuple[list[list[int]], 
     return schedule, sites, time.perf_counter() - tick
 
 
-def _solve(inst: Instance, time_limit_s: float) -> dict[str, Any]:
+def _solve(inst: Instance, time_limit_s: float, method: str = DEFAULT_METHOD) -> dict[str, Any]:
     from aidc_env.site_simulator import simulate_sites
-    from oracle.sites import solve_sites
 
     schedule, sites, home_seconds = home_optimum(inst, time_limit_s)
     home_usd = simulate_sites(inst, schedule, sites).metrics.operating_cost_usd
-    res = solve_sites(inst, time_limit_s=time_limit_s, threads=1, start=(schedule, sites))
+    if method == "decomposition":
+        from oracle.sites_cg import solve_sites_cg
+
+        res = solve_sites_cg(inst, time_limit_s=time_limit_s, start=(schedule, sites))
+    else:
+        from oracle.sites import solve_sites
+
+        res = solve_sites(inst, time_limit_s=time_limit_s, threads=1, start=(schedule, sites))
     better = res.schedule is not None and res.objective_usd is not None and res.objective_usd <= home_usd
     return {"day": inst.day, "status": res.status if better else f"home_optimum (sites MILP: {res.status})",
             "objective_usd": res.objective_usd if better else home_usd,
             "gap": res.gap, "best_bound_usd": res.best_bound_usd, "home_optimum_usd": home_usd,
             "seconds": home_seconds + res.build_seconds + res.solve_seconds,
             "schedule": res.schedule if better else schedule, "sites": res.sites if better else sites,
-            "time_limit_s": time_limit_s, "fingerprint": fingerprint(inst), "method": METHOD}
+            "time_limit_s": time_limit_s, "fingerprint": fingerprint(inst), "method": METHOD_TAGS[method]}
 
 
-def _read(path: Path, inst: Instance) -> OracleDay | None:
+def _read(path: Path, inst: Instance, method: str = DEFAULT_METHOD) -> OracleDay | None:
     if not path.is_file():
         return None
     data = read_json_file(path, "oracle cache")
-    if not isinstance(data, dict) or data.get("fingerprint") != fingerprint(inst) or data.get("method") != METHOD:
+    if (not isinstance(data, dict) or data.get("fingerprint") != fingerprint(inst)
+            or data.get("method") != METHOD_TAGS[method]):
         return None
     return OracleDay(day=data["day"], status=data["status"], objective_usd=data["objective_usd"], gap=data["gap"],
                      seconds=data["seconds"], schedule=data["schedule"], sites=data["sites"])
 
 
 def solve_days(instances: Sequence[Instance], folder: str | Path, time_limit_s: float = DEFAULT_TRAIN_TIME_LIMIT_S,
-               workers: int = 1, progress: bool = True) -> dict[str, OracleDay]:
-    """Every instance's oracle answer (day -> :class:`OracleDay`), solving only the days not cached yet."""
+               workers: int = 1, progress: bool = True, method: str = DEFAULT_METHOD) -> dict[str, OracleDay]:
+    """Every instance's oracle answer (day -> :class:`OracleDay`) by ``method`` (:data:`METHODS`), solving only the
+    days not cached yet."""
+    require(method in METHODS, "oracle-method", f"must be one of {', '.join(METHODS)}, got {method!r}")
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
     out: dict[str, OracleDay] = {}
     todo = []
     for inst in instances:
-        cached = _read(cache_path(folder, inst, time_limit_s), inst)
+        cached = _read(cache_path(folder, inst, time_limit_s, method), inst, method)
         if cached is not None:
             out[inst.day] = cached
         else:
             todo.append(inst)
     if todo:
         by_day = {inst.day: inst for inst in todo}
-        with ProcessPoolExecutor(max_workers=max(1, workers)) as pool:
-            futures = [pool.submit(_solve, inst, time_limit_s) for inst in todo]
+        # spawned, not forked: a worker forked from a process whose HiGHS threads already run can hang (measured: a
+        # test after other HiGHS solves in the same pytest process spun for 17 min)
+        with ProcessPoolExecutor(max_workers=max(1, workers), mp_context=multiprocessing.get_context("spawn")) as pool:
+            futures = [pool.submit(_solve, inst, time_limit_s, method) for inst in todo]
             for n, future in enumerate(futures, 1):
                 data = future.result()
-                write_json(cache_path(folder, by_day[data["day"]], time_limit_s), data)
-                out[data["day"]] = _read(cache_path(folder, by_day[data["day"]], time_limit_s), by_day[data["day"]])
+                path = cache_path(folder, by_day[data["day"]], time_limit_s, method)
+                write_json(path, data)
+                out[data["day"]] = _read(path, by_day[data["day"]], method)
                 if progress:
                     print(f"sites oracle {n}/{len(todo)}: {data['day']} {data['status']} ${data['objective_usd']} "
                           f"gap {data['gap']} in {data['seconds']:.0f} s", flush=True)
     return {inst.day: out[inst.day] for inst in instances}
 
 
-__all__ = ["DEFAULT_TRAIN_TIME_LIMIT_S", "OracleDay", "cache_path", "fingerprint", "solve_days"]
+__all__ = ["DEFAULT_METHOD", "DEFAULT_TRAIN_TIME_LIMIT_S", "METHODS", "METHOD_TAGS", "OracleDay", "cache_path", "fingerprint", "solve_days"]

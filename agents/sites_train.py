@@ -34,19 +34,24 @@ SITES_DEFAULTS: dict[str, Any] = {
     "learning_rate": 3e-5,
     "lr_schedule": "constant",
     "ent_coef": 0.0,
+    "gae_lambda": 1.0,
+    "n_steps": 512,
     "imitation_epochs": 200,
-    "total_timesteps": 200_000,
+    "total_timesteps": 300_000,
     "lookahead": 0,
 }
-"""train.py's defaults for a sites case (flags override them): a warm start by behaviour cloning of the oracle's
-schedules (200 epochs, :mod:`agents.imitation`: 99.9 % of the training decisions matched, 88 % after 50), then PPO fine-tuning at 3e-5 (constant) with no entropy bonus, so
-that PPO refines the cloned policy rather than unlearning it; 200,000 agent steps (~4,700 days of ~43 decisions;
-measured 3.7 min + 67 s of cloning on 2 shared cores, load 4-8). Measured results: docs/sites.md "Env and PPO"
-(PPO fine-tuning adds little to the clone there). The recipe is the one reported for the fleet's PPO (issue 13)."""
+"""train.py's defaults for a sites case (flags override them): a warm start by behaviour cloning of the sites
+oracle's schedules (the decomposition with migration, :data:`agents.sites_oracle.DEFAULT_METHOD`, on
+:data:`ORACLE_TRAIN_DAYS` training days; 200 epochs, :mod:`agents.imitation`), then PPO fine-tuning at 3e-5
+(constant) with no entropy bonus, whole-episode Monte Carlo advantages (GAE λ = 1, 512 steps per env and update;
+an episode is ~43 agent steps), 300,000 agent steps: the fleet's recipe (issue 13,
+:data:`agents.ppo_config.FLEET_DEFAULTS`), so that PPO refines the cloned policy rather than unlearning it. The
+sites env has one reward credit (per closed decision point). Measured: docs/sites.md "Env and PPO"."""
 
-ORACLE_TRAIN_DAYS = 100
-"""Training days whose oracle schedules are cloned (evenly spread over the training split): the direct MILP takes
-its whole time limit on sites3 days, so all 301 training days would take long on 2 shared cores."""
+ORACLE_TRAIN_DAYS = 63
+"""Training days whose oracle schedules are cloned (evenly spread over the training split): the fleet's count
+(issue 13: 63 days captured 92 % of the fleet oracle's saving, 21 days 68 %); at 30 s a day (the decomposition
+does not converge sooner on sites3 at K = 12) they took 17.6 min with 2 workers at load 5-17 (2026-12-02)."""
 
 
 # ---------------------------------------------------------------------------------------------- the agent's view
@@ -139,7 +144,10 @@ def oracle_actions(env: SitesDispatchEnv, schedule: Sequence[Sequence[int]], sit
     played at the site of the job's next running segment (the checkpoint travels during the pause, as the
     cheapest schedule does), else at the schedule's site, else where the job is -- the first the mask allows
     (allowed = True). A running choice the mask refuses (the reservation rule is sufficient, not necessary) is
-    replaced by the valid action at the same site with the nearest GPUs, else the lowest valid (allowed = False).
+    replaced by the valid running action with the nearest GPUs at the schedule's site, else at the job's current
+    site (the move dropped), else anywhere (allowed = False). (Before 2026-12-02 the last resort was the lowest
+    valid action, a pause at the first site: replaying the decomposition's schedules of 63 training days through
+    the masks then cost median 1.031, p90 1.398, max 3.12 x the oracle.)
     """
     j = env.deciding_job
     assert j is not None
@@ -155,11 +163,14 @@ def oracle_actions(env: SitesDispatchEnv, schedule: Sequence[Sequence[int]], sit
     if mask[action]:
         return action, True
     valid = np.flatnonzero(mask)
-    same = [a for a in valid if a // env.n_choices == s]
-    if same:
-        want = env._gpus_loc[j][c]
-        return int(min(same, key=lambda a: abs(int(env._gpus_loc[j][a % env.n_choices]) - int(want)))), False
-    return int(valid[0]), False
+    want = int(env._gpus_loc[j][c])
+    for site in dict.fromkeys([s, env._site[j]]):  # the schedule's site, else where the job is (no move)
+        here = [int(a) for a in valid if a // env.n_choices == site]
+        if c > 0:
+            here = [a for a in here if a % env.n_choices > 0] or here  # a running choice stays a running one
+        if here:
+            return min(here, key=lambda a: abs(int(env._gpus_loc[j][a % env.n_choices]) - want)), False
+    return min((int(a) for a in valid), key=lambda a: abs(int(env._gpus_loc[j][a % env.n_choices]) - want)), False
 
 
 def oracle_demonstrations(config: PPOConfig, instances: Sequence[Instance], answers: Mapping[str, OracleDay]

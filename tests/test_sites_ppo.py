@@ -1,0 +1,169 @@
+"""The sites PPO's defaults and its reference (issue 14 goal 2): train.py --case sites3 takes SITES_DEFAULTS (the
+fleet recipe) and clones the decomposition oracle; the oracle cache keeps one file per method; evaluate.py divides by
+the method it names in its JSON; bad method flags exit 2 with one line."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+import evaluate
+import train
+from agents import sites_oracle
+from agents.sites_oracle import DEFAULT_METHOD, METHOD_TAGS, METHODS, cache_path, solve_days
+from agents.sites_train import ORACLE_TRAIN_DAYS, SITES_DEFAULTS
+from aidc_env.case import build_instance
+from aidc_env.errors import EXIT_BAD_INPUT, InputError, run_cli
+from aidc_env.site_simulator import simulate_sites
+
+TINY = """
+name = "tiny2"
+gpus = 256
+slots = 24
+day = "2023-06-17"
+[energy]
+ppa_usd_per_mwh = 30.0
+[migration]
+link_gbps = 0.5
+[[sites]]
+name = "a"
+gpus = 256
+price_node = "SCE"
+plant = "solar"
+renewable_ratio = 0.5
+[[sites]]
+name = "b"
+gpus = 128
+price_node = "PGE"
+plant = "wind"
+renewable_ratio = 1.0
+[[jobs]]
+name = "J"
+model = "llama-7b"
+segments = 3
+restart_minutes = 10
+baseline_gpus = 128
+baseline_hours = 14.0
+site = "a"
+"""
+
+
+def test_train_sites3_defaults_are_the_sites_recipe():
+    args = train.parse_args(["--case", "sites3"])
+    assert args.learning_rate == 3e-5 and args.lr_schedule == "constant" and args.ent_coef == 0.0
+    assert args.gae_lambda == 1.0 and args.n_steps == 512 and args.imitation_epochs == 200
+    assert args.oracle_days == ORACLE_TRAIN_DAYS == 63
+    assert args.oracle_method == DEFAULT_METHOD == "decomposition"
+    assert args.oracle_time_limit == sites_oracle.DEFAULT_TRAIN_TIME_LIMIT_S == 30.0
+    assert {k: getattr(args, k) for k in SITES_DEFAULTS if k != "total_timesteps"} == {
+        k: v for k, v in SITES_DEFAULTS.items() if k != "total_timesteps"}
+    flagged = train.parse_args(["--case", "sites3", "--n-steps", "128", "--oracle-method", "per-site-milp"])
+    assert flagged.n_steps == 128 and flagged.oracle_method == "per-site-milp"
+    one_site = train.parse_args(["--case", "2048"])  # the one-site defaults are untouched
+    assert one_site.n_steps == 128 and one_site.gae_lambda == 0.95
+
+
+def test_train_sites3_config_takes_300k_steps(monkeypatch, tmp_path):
+    seen = {}
+
+    def fake(args, config, out):
+        seen.update(config=config, method=args.oracle_method)
+        return 0
+
+    monkeypatch.setattr(train, "train_sites", fake)
+    assert train.main(["--case", "sites3", "--out", str(tmp_path / "run")]) == 0
+    config = seen["config"]
+    assert config.total_timesteps == SITES_DEFAULTS["total_timesteps"] == 300_000
+    assert (config.learning_rate, config.ent_coef, config.gae_lambda, config.n_steps) == (3e-5, 0.0, 1.0, 512)
+    assert seen["method"] == "decomposition"
+
+
+@pytest.mark.parametrize("main,argv,field", [
+    (train.main, ["--case", "sites3", "--oracle-method", "milp"], "oracle-method"),
+    (train.main, ["--case", "sites3", "--oracle-time-limit", "0"], "oracle-time-limit"),
+    (evaluate.main, ["--case", "sites3", "--oracle-method", "exact"], "oracle-method")])
+def test_bad_oracle_flags_exit_2_with_one_line(capsys, tmp_path, main, argv, field):
+    assert run_cli(main, [*argv, "--out", str(tmp_path / "out")]) == EXIT_BAD_INPUT
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and field in err[0], err
+
+
+def test_solve_days_refuses_an_unknown_method(tmp_path):
+    with pytest.raises(InputError, match="oracle-method"):
+        solve_days([], tmp_path, 1.0, method="exact")
+
+
+def test_each_method_has_its_own_cache_file(tmp_path):
+    inst = build_instance("sites3")
+    names = {cache_path(tmp_path, inst, 30.0, m).name for m in METHODS}
+    assert names == {f"sites3_{inst.day}_30s.json", f"sites3_{inst.day}_decomposition_30s.json"}
+    assert set(METHOD_TAGS) == set(METHODS)
+
+
+def test_decomposition_answer_is_cached_replayed_and_never_worse_than_home(tmp_path, monkeypatch):
+    path = tmp_path / "tiny2.toml"
+    path.write_text(TINY)
+    inst = build_instance(path)
+    folder = tmp_path / "cache"
+    answer = solve_days([inst], folder, 10.0, progress=False)[inst.day]
+    data = json.loads(cache_path(folder, inst, 10.0).read_text())
+    assert data["method"] == METHOD_TAGS["decomposition"] and data["day"] == inst.day
+    replay = simulate_sites(inst, answer.schedule, answer.sites).metrics
+    assert replay.feasible and replay.operating_cost_usd == pytest.approx(answer.objective_usd, rel=1e-12)
+    assert answer.objective_usd <= data["home_optimum_usd"] + 1e-9
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("a cached day was solved again")
+
+    monkeypatch.setattr(sites_oracle, "_solve", refuse)
+    again = solve_days([inst], folder, 10.0, progress=False)[inst.day]
+    assert again == answer
+    # the other method's file name is not there: its answer is not taken from the decomposition's
+    assert sites_oracle._read(cache_path(folder, inst, 10.0, "per-site-milp"), inst, "per-site-milp") is None
+    assert sites_oracle._read(cache_path(folder, inst, 10.0), inst, "per-site-milp") is None
+
+
+def test_evaluate_sites_names_its_reference(tmp_path):
+    path = tmp_path / "tiny2.toml"
+    path.write_text(TINY)
+    out = tmp_path / "eval"
+    assert evaluate.main(["--case", str(path), "--policies", "oracle,fixed,greedy", "--days", "reference",
+                          "--time-limit", "10", "--workers", "1", "--oracle-cache", str(tmp_path / "cache"),
+                          "--out", str(out), "--no-plots"]) == 0
+    summary = json.loads(Path(out / "summary.json").read_text())
+    assert summary["oracle_method"] == "decomposition" and "decomposition" in summary["oracle"]
+    ratio = summary["policies"]["fixed"]["ratio_to_oracle"]
+    assert ratio["mean"] >= 1.0 - 1e-12 and ratio["max"] >= ratio["median"] >= 1.0 - 1e-12
+    assert summary["policies"]["oracle"]["ratio_to_oracle"]["median"] == pytest.approx(1.0)
+    assert summary["policies"]["oracle"]["every_target_met_and_capacity_kept"] == 1.0
+
+
+def test_a_refused_running_choice_is_cloned_as_a_running_one_not_a_pause(tmp_path):
+    """The warm start's fallback (agents/sites_train.py oracle_actions): a running choice the mask refuses becomes
+    the nearest running mode at the schedule's site, else at the job's site -- never the lowest valid action."""
+    from agents.ppo_config import PPOConfig
+    from agents.sites_train import oracle_actions, sites_env
+    from aidc_env.sites_env import decode
+
+    path = tmp_path / "tiny2.toml"
+    path.write_text(TINY)
+    inst = build_instance(path)
+    job = inst.jobs[0]
+    big = max(range(job.n_modes), key=lambda c: job.modes[c].gpus)
+    assert job.modes[big].gpus > inst.sites[1].n_gpus  # the schedule's mode does not fit site b
+    env = sites_env(PPOConfig(env_kwargs={"lookahead": 0, "pause_when_done": False}), [inst])
+    raw = env.sites_env
+    env.reset(options={"day": inst.day})
+    schedule, sites = [[big] * job.segments], [[1] * job.segments]
+    done, steps = False, 0
+    while not done:
+        action, ok = oracle_actions(raw, schedule, sites)
+        site, choice = decode(action, raw.n_choices)
+        assert raw.action_masks()[action] and choice > 0, (site, choice)
+        if steps == 0:
+            assert not ok
+        _, _, done, _, _ = env.step(action)
+        steps += 1
+    assert simulate_sites(inst, raw.schedule(), raw.sites()).metrics.feasible
