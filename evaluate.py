@@ -161,6 +161,11 @@ def summarise(results: Results) -> tuple[pd.DataFrame, dict]:
             "mean": {k: _json_number(v) for k, v in numeric.mean().items()},
             "days": {row["day"]: {k: _json_number(row[k]) for k in numeric.columns} for _, row in group.iterrows()},
         }
+        logs = {day: info["solve_log"] for day, (_, info) in results[policy].items() if "solve_log" in info}
+        if logs:  # every oracle solve of the policy (slots, span in days, status, proof, gap, seconds)
+            summary["policies"][policy]["solve_log"] = {
+                day: [{k: _json_number(v) if isinstance(v, float) else v for k, v in entry.items()} for entry in log]
+                for day, log in logs.items()}
     costs = {p: {d: r.metrics.objective_usd for d, (r, _) in by_day.items()}
              for p, by_day in results.items() if by_day}
     compared = comparisons(costs)

@@ -78,7 +78,10 @@ def sub_instance(inst: Instance, start: int, stop: int, current: list[int], toke
 
     Each job starts in its current choice (a switch at ``start`` restarts, as in the whole instance) and
     must make what is left of its tranche. The sub-instance is one flat axis (``horizon_days=1``, it need
-    not be whole days) and carries the slice of the instance's forecast. Daily minimums
+    not be whole days) and carries the slice of the instance's forecast. The oracle still solves a rest longer
+    than a day with its multi-day settings (restricted completion tables, label-setting proof): it chooses them by
+    the days an instance spans (:func:`oracle.data.span_days`), so a re-solve from inside a week is proven like a
+    week, and every sub-instance of a one-day instance keeps the day's path. Daily minimums
     (``min_daily_share``) are not carried: the re-solve would need the minimum left of the current day, a
     per-day target the instance does not hold (the oracle itself models σ on whole-day horizons).
     """

@@ -120,9 +120,12 @@ def _schedule(name: str, inst: Instance, settings: PolicySettings) -> tuple[list
             schedule = dayahead_plan_schedule(inst, oracle, settings.information)
         else:
             schedule = forecast_plan_schedule(inst, oracle, settings.information)
-        seconds = oracle.seconds[first:]
+        seconds, log = oracle.seconds[first:], oracle.log[first:]
         return schedule, {**info, "solves": len(seconds), "solve_seconds": float(np.sum(seconds)),
-                          "median_solve_seconds": float(np.median(seconds)) if seconds else 0.0}
+                          "median_solve_seconds": float(np.median(seconds)) if seconds else 0.0,
+                          "max_solve_seconds": float(np.max(seconds)) if seconds else 0.0,
+                          "solves_optimal": sum(entry["status"] == "optimal" for entry in log),
+                          "solve_log": [dict(entry) for entry in log]}
     if name == "random":
         from agents.ppo import rollout_schedule
 

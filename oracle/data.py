@@ -24,10 +24,28 @@ import numpy as np
 
 from aidc_env.instance import SECONDS_PER_HOUR, Instance, Job
 from aidc_env.joint import joint_choices, joint_count
+from aidc_env.profiles import HOURS_PER_DAY
 from aidc_env.simulator import renewable_first, segment_productive_hours, slot_decision_cost_usd
 
 MAX_JOINT_STATES = 50_000
 """Largest number of joint choice tuples (before the capacity screen) the joint-state ("fast") formulation builds."""
+
+
+DAY_HOURS_RTOL = 1e-9
+"""Rounding allowed when comparing an instance's hours (slots × slot_hours) with one day's."""
+
+
+def span_days(inst: Instance) -> float:
+    """Days the instance spans, which choose the oracle's multi-day settings (restricted completion tables, the
+    label search's first step, the reduction's first threshold, the tolerance stop): ``horizon_days`` when it is
+    > 1; else, for an instance longer than one day (:data:`~aidc_env.profiles.HOURS_PER_DAY`: every day of the
+    model, DST days included, spans 24 clock hours), its hours / 24 -- a flat rest-of-horizon sub-instance of a
+    rolling controller (:func:`agents.mpc.sub_instance`), which starts mid-horizon and so is not whole days;
+    else 1 (every one-day instance and every sub-instance of one keeps the day settings, unchanged)."""
+    if inst.horizon_days > 1:
+        return float(inst.horizon_days)
+    hours = inst.slots * inst.slot_hours
+    return hours / HOURS_PER_DAY if hours > HOURS_PER_DAY * (1.0 + DAY_HOURS_RTOL) else 1.0
 
 
 def daily_rows(inst: Instance) -> list[tuple[int, int]]:

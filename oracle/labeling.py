@@ -35,7 +35,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from oracle.completion import RESTRICT_MARGIN, CompletionBound, RestrictedCompletionBound
-from oracle.data import OracleData, daily_rows
+from oracle.data import OracleData, daily_rows, span_days
 from oracle.reduction import joint_tokens
 
 MAX_JOBS = 2
@@ -153,7 +153,7 @@ class LabelSearch:
         """(ceiling, seconds) of every build of the restricted completion tables."""
         """(θ, status, labels, seconds) of every search :meth:`run` made."""
         self._use_completion = completion
-        self._restricted = data.inst.horizon_days > 1 if restricted is None else restricted
+        self._restricted = span_days(data.inst) > 1 if restricted is None else restricted
         """Completion tables restricted to the pairs near the bound, on a finer grid (horizons: several days)."""
         if mu_per_token is not None:
             self.price(mu_per_token)
@@ -381,7 +381,7 @@ def _pareto(state: np.ndarray, cost: np.ndarray, tokens: np.ndarray) -> np.ndarr
 def prove(search: LabelSearch, lower_bound_usd: float, incumbent_usd: float | None = None, *,
           deadline: float = np.inf, max_labels: int = MAX_LABELS,
           stop: Callable[[], bool] | None = None,
-          target_usd: float | None = None, horizon_days: int = 1) -> tuple[LabelingOutcome, float]:
+          target_usd: float | None = None, horizon_days: float = 1) -> tuple[LabelingOutcome, float]:
     """Raise a threshold θ from the lower bound until the exact search finds the optimum.
 
     Each search that finds nothing proves that the optimum costs more than its θ; the first that finds a

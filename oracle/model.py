@@ -30,7 +30,7 @@ from aidc_env.profiles import ProfileSet
 from aidc_env.simulator import Metrics, simulate
 from oracle import labeling
 from oracle.constants import DEFAULT_MIP_GAP, DEFAULT_SOLVER, DEFAULT_TIME_LIMIT_S, FORMULATIONS, STATUSES
-from oracle.data import MAX_JOINT_STATES, OracleData, joint_objective_usd, oracle_data
+from oracle.data import MAX_JOINT_STATES, OracleData, joint_objective_usd, oracle_data, span_days
 from oracle.dual import lagrangian_prices
 from oracle.feasibility import FeasibilityCheck, precheck
 from oracle.fleet import FleetOracle
@@ -361,11 +361,11 @@ class OracleModel:
             label_tick = time.perf_counter()
             budget = min(deadline, tick + LABELING_TIME_SHARE * time_limit_s)
             target = None
-            if start is not None and self.inst.horizon_days > 1:  # the tolerance stop (labeling.prove)
+            if start is not None and span_days(self.inst) > 1:  # the tolerance stop (labeling.prove)
                 target = start[1] - mip_gap * abs(start[1]) * (1.0 - TARGET_MARGIN)
             found, proven = labeling.prove(search, lower, start[1] if start else None, deadline=budget,
                                            max_labels=self.max_labels, stop=stop, target_usd=target,
-                                           horizon_days=self.inst.horizon_days)
+                                           horizon_days=span_days(self.inst))
             details["searches"] = len(search.log)
             details["max_labels"] = max((entry[2] for entry in search.log), default=0)
             proven = max(proven, lower)
@@ -396,7 +396,7 @@ class OracleModel:
         m = built.model
         load_seconds = 0.0
         bnb_tick = time.perf_counter()
-        first = REDUCTION_DELTA0_HORIZON if self.inst.horizon_days > 1 else REDUCTION_DELTA0
+        first = REDUCTION_DELTA0_HORIZON if span_days(self.inst) > 1 else REDUCTION_DELTA0
         delta = first * max(1.0, abs(lower)) + (proven - lower)
         bounded: set = set()
         run = RunOutcome("time_limit", False, None, None, 0.0, 0.0)

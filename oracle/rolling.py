@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 
 from aidc_env.instance import Instance
 from oracle.constants import DEFAULT_MIP_GAP, DEFAULT_TIME_LIMIT_S
+from oracle.data import span_days
 from oracle.model import OracleModel, OracleResult
 
 MAX_CACHED_MODELS = 256
@@ -39,6 +40,9 @@ class RollingOracle:
     max_models: int = MAX_CACHED_MODELS
     seconds: list[float] = field(default_factory=list)
     """Wall time of every solve (update or build included), in call order."""
+    log: list[dict] = field(default_factory=list)
+    """Per solve, in call order: its slots, the days it spans (:func:`oracle.data.span_days`), status, proof,
+    gap and seconds (for benchmarks: whether every re-solve was proven optimal)."""
     builds: int = 0
     """How many solves had to build a model (the others re-priced one in place)."""
     _models: OrderedDict = field(default_factory=OrderedDict, repr=False)
@@ -57,6 +61,8 @@ class RollingOracle:
             self._models.popitem(last=False)
         result = model.solve(time_limit_s=self.time_limit_s, mip_gap=self.mip_gap)
         self.seconds.append(time.perf_counter() - tick)
+        self.log.append({"slots": inst.slots, "span_days": span_days(inst), "status": result.status,
+                         "proof": result.proof, "gap": result.gap, "seconds": self.seconds[-1]})
         return result
 
 
