@@ -19,6 +19,14 @@ import numpy as np
 HOLDOUT_EVERY = 7
 
 
+HELD_OUT_WEEK_STARTS = ("2023-03-18", "2023-06-03", "2023-08-12", "2023-10-28")
+"""First days of the 4 held-out weeks of docs/uncertainty.md and docs/performance.md "Weeks": held-out days of
+:func:`split_days` whose seven days are all in the data, evenly spread (evaluate.py ``--horizon-days 7
+--max-days 4``); nothing in the oracle was tuned on them (2023-06-12, issue 12's example, was)."""
+DAYS_PER_WEEK = 7
+"""A week's horizon in days (``--horizon-days 7``)."""
+
+
 def split_days(dates: Sequence[str], holdout_every: int = HOLDOUT_EVERY) -> tuple[list[str], list[str]]:
     """(train days, held-out days) of a list of dates."""
     ordered = sorted(dates)

@@ -25,6 +25,8 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from agents.days import DAYS_PER_WEEK as HORIZON_DAYS  # noqa: E402
+from agents.days import HELD_OUT_WEEK_STARTS as HELD_OUT_WEEKS  # noqa: E402
 from agents.days import split_days  # noqa: E402
 from agents.mpc import mpc_schedule  # noqa: E402
 from aidc_env.case import build_instances  # noqa: E402
@@ -34,7 +36,6 @@ from aidc_env.forecasts import load_forecasts  # noqa: E402
 from aidc_env.io import atomic_write_text, dumps_json  # noqa: E402
 from aidc_env.profiles import load_profiles  # noqa: E402
 from aidc_env.simulator import simulate  # noqa: E402
-from benchmarks.week_oracle import HELD_OUT_WEEKS, HORIZON_DAYS  # noqa: E402
 from oracle.rolling import RollingOracle  # noqa: E402
 
 GOAL_MEDIAN_S = 1.0
