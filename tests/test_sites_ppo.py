@@ -17,37 +17,10 @@ from agents.sites_train import ORACLE_TRAIN_DAYS, SITES_DEFAULTS
 from aidc_env.case import build_instance
 from aidc_env.errors import EXIT_BAD_INPUT, InputError, run_cli
 from aidc_env.site_simulator import simulate_sites
+from tests.test_sites import TINY_SITES
 
-TINY = """
-name = "tiny2"
-gpus = 256
-slots = 24
-day = "2023-06-17"
-[energy]
-ppa_usd_per_mwh = 30.0
-[migration]
-link_gbps = 0.5
-[[sites]]
-name = "a"
-gpus = 256
-price_node = "SCE"
-plant = "solar"
-renewable_ratio = 0.5
-[[sites]]
-name = "b"
-gpus = 128
-price_node = "PGE"
-plant = "wind"
-renewable_ratio = 1.0
-[[jobs]]
-name = "J"
-model = "llama-7b"
-segments = 3
-restart_minutes = 10
-baseline_gpus = 128
-baseline_hours = 14.0
-site = "a"
-"""
+TINY = TINY_SITES.format(segments=3, hours=14.0, link=0.5)
+"""One job on two sites (tests/test_sites.py's tiny instance, 14 h baseline)."""
 
 
 def test_train_sites3_defaults_are_the_sites_recipe():
