@@ -225,13 +225,7 @@ class CheckpointDispatchEnv(gym.Env):
                 require(inst.forecast is not None, "forecasts", f"information='dayahead' needs instances with "
                         f"day-ahead forecasts; the instance of {day} has none (give --forecasts)")
         template = next(iter(self._instances.values()))
-        if days is None:
-            self.days = sorted(self._instances)
-        else:
-            require(not isinstance(days, str) and len(days) > 0, "days", "must be a non-empty list of dates")
-            for d in days:
-                self._check_day(d)
-            self.days = [str(d) for d in days]
+        self.days = episode_days(self._instances, days)
         self._template = template
         self._setup_tables(template)
 
@@ -256,26 +250,12 @@ class CheckpointDispatchEnv(gym.Env):
 
     # ------------------------------------------------------------------ construction helpers
 
-    def _check_day(self, day: Any) -> str:
-        require(isinstance(day, str), "day", f"must be a date string YYYY-MM-DD, got {day!r}")
-        if day in self._instances:
-            return day
-        known = sorted(self._instances)
-        try:
-            valid = len(day) == 10 and dt.date.fromisoformat(day).isoformat() == day
-        except ValueError:
-            valid = False
-        if not valid:
-            raise InputError("day", f"{day!r} is not a valid date (expected YYYY-MM-DD)")
-        raise InputError("day", f"{day} is not a day of the instances ({len(known)} days from {known[0]} to "
-                         f"{known[-1]})")
-
     def instance(self, day: str | None = None) -> Instance:
         """The instance of ``day`` (default: the current episode's)."""
         if day is None:
             require(self._inst is not None, "day", "no episode yet: call reset() or give a day")
             return self._inst  # type: ignore[return-value]
-        return self._instances[self._check_day(day)]
+        return self._instances[check_day(self._instances, day)]
 
     def _setup_tables(self, inst: Instance) -> None:
         """Joint-action tables and per-job arrays (the same for every day)."""
@@ -380,10 +360,7 @@ class CheckpointDispatchEnv(gym.Env):
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
         super().reset(seed=seed)
         options = options or {}
-        day = options.get("day")
-        if day is None:
-            day = self.days[int(self.np_random.integers(len(self.days)))]
-        inst = self.instance(day)
+        inst = self.instance(reset_day(self, self.days, options))
         self._inst = inst
         self._t = 0
         self._cur = [job.initial_mode + 1 for job in inst.jobs]
@@ -667,6 +644,40 @@ def penalty_usd_per_token(inst: Instance, factor: float) -> np.ndarray:
         seg = inst.segment_hours(job)
         out[j] = factor * price * float(energy.max()) * seg / (seg - job.restart_hours)
     return out
+
+
+def check_day(instances: Mapping[str, Instance], day: Any) -> str:
+    """``day`` if it is a day of ``instances``; else one line that says whether it is no date or a missing day."""
+    require(isinstance(day, str), "day", f"must be a date string YYYY-MM-DD, got {day!r}")
+    if day in instances:
+        return day
+    known = sorted(instances)
+    try:
+        valid = len(day) == 10 and dt.date.fromisoformat(day).isoformat() == day
+    except ValueError:
+        valid = False
+    if not valid:
+        raise InputError("day", f"{day!r} is not a valid date (expected YYYY-MM-DD)")
+    raise InputError("day", f"{day} is not a day of the instances ({len(known)} days from {known[0]} to "
+                     f"{known[-1]})")
+
+
+def episode_days(instances: Mapping[str, Instance], days: Sequence[str] | None) -> list[str]:
+    """The days an env's episodes draw from: every instance's day, or ``days`` (each a day of ``instances``)."""
+    if days is None:
+        return sorted(instances)
+    require(not isinstance(days, str) and len(days) > 0, "days", "must be a non-empty list of dates")
+    for d in days:
+        check_day(instances, d)
+    return [str(d) for d in days]
+
+
+def reset_day(env: gym.Env, days: Sequence[str], options: Mapping[str, Any] | None) -> str:
+    """The day of a reset: ``options["day"]``, else one of ``days`` drawn with the env's ``np_random``."""
+    day = (options or {}).get("day")
+    if day is None:
+        day = days[int(env.np_random.integers(len(days)))]
+    return day
 
 
 def instances_by_day(case: Any, overrides: Mapping[str, Any] | None = None,

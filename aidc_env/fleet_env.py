@@ -21,10 +21,13 @@ from aidc_env.case import Case
 from aidc_env.env import (
     DEFAULT_REWARD_SCALE_USD,
     DEFAULT_TERMINAL_PENALTY_FACTOR,
+    check_day,
     check_env_arguments,
+    episode_days,
     instances_by_day,
     masked_action,
     penalty_usd_per_token,
+    reset_day,
 )
 from aidc_env.errors import require
 from aidc_env.fleet_plan import FleetPlan
@@ -229,13 +232,7 @@ class FleetDispatchEnv(gym.Env):
             for day, inst in self._instances.items():
                 require(inst.forecast is not None, "forecasts", f"information='dayahead' needs instances with "
                         f"day-ahead forecasts; the instance of {day} has none")
-        if days is None:
-            self.days = sorted(self._instances)
-        else:
-            require(not isinstance(days, str) and len(days) > 0, "days", "must be a non-empty list of dates")
-            for d in days:
-                require(d in self._instances, "day", f"{d!r} is not a day of the instances")
-            self.days = [str(d) for d in days]
+        self.days = episode_days(self._instances, days)
         self._template = template
         self._setup_tables(template)
         self._baseline_cache: dict[str, np.ndarray] = {}
@@ -370,17 +367,13 @@ class FleetDispatchEnv(gym.Env):
         if day is None:
             require(self._inst is not None, "day", "no episode yet: call reset() or give a day")
             return self._inst  # type: ignore[return-value]
-        require(day in self._instances, "day", f"{day!r} is not a day of the instances")
-        return self._instances[day]
+        return self._instances[check_day(self._instances, day)]
 
     # ------------------------------------------------------------------ gymnasium API
 
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
         super().reset(seed=seed)
-        day = (options or {}).get("day")
-        if day is None:
-            day = self.days[int(self.np_random.integers(len(self.days)))]
-        inst = self.instance(day)
+        inst = self.instance(reset_day(self, self.days, options))
         self._inst = inst
         J = self.n_jobs
         self._t = 0

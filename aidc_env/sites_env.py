@@ -18,7 +18,15 @@ import numpy as np
 from gymnasium import spaces
 
 from aidc_env.case import Case, build_instances
-from aidc_env.env import DEFAULT_REWARD_SCALE_USD, DEFAULT_TERMINAL_PENALTY_FACTOR, masked_action, penalty_usd_per_token
+from aidc_env.env import (
+    DEFAULT_REWARD_SCALE_USD,
+    DEFAULT_TERMINAL_PENALTY_FACTOR,
+    check_day,
+    episode_days,
+    masked_action,
+    penalty_usd_per_token,
+    reset_day,
+)
 from aidc_env.errors import is_finite, require
 from aidc_env.fleet_plan import FleetPlan
 from aidc_env.instance import PAUSE, SECONDS_PER_HOUR, Instance
@@ -169,13 +177,7 @@ class SitesDispatchEnv(gym.Env):
         self.terminal_penalty_factor = float(terminal_penalty_factor)
         self._instances = _instances(case, overrides, profiles)
         template = next(iter(self._instances.values()))
-        if days is None:
-            self.days = sorted(self._instances)
-        else:
-            require(not isinstance(days, str) and len(days) > 0, "days", "must be a non-empty list of dates")
-            for d in days:
-                require(d in self._instances, "day", f"{d!r} is not a day of the instances")
-            self.days = [str(d) for d in days]
+        self.days = episode_days(self._instances, days)
         self._template = template
         self._setup_tables(template)
         self._day_cache: dict[str, tuple[np.ndarray, np.ndarray, np.ndarray | None]] = {}
@@ -243,17 +245,13 @@ class SitesDispatchEnv(gym.Env):
         if day is None:
             require(self._inst is not None, "day", "no episode yet: call reset() or give a day")
             return self._inst  # type: ignore[return-value]
-        require(day in self._instances, "day", f"{day!r} is not a day of the instances")
-        return self._instances[day]
+        return self._instances[check_day(self._instances, day)]
 
     # ------------------------------------------------------------------ gymnasium API
 
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
         super().reset(seed=seed)
-        day = (options or {}).get("day")
-        if day is None:
-            day = self.days[int(self.np_random.integers(len(self.days)))]
-        inst = self.instance(day)
+        inst = self.instance(reset_day(self, self.days, options))
         self._inst = inst
         J, S, T = self.n_jobs, self.n_sites, self.n_slots
         self._t = 0
