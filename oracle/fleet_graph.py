@@ -193,6 +193,9 @@ class FleetData:
     graphs: tuple[JobGraph, ...]
     constant_usd: float
     """What no decision changes: the take-or-pay PPA term less the idle value of the whole pool with no job."""
+    slot_hull: bool = False
+    """The master LP prices each (pool, slot) cost by its convex envelope over the loads the jobs' states can
+    sum to (:func:`oracle.fleet_master.hull_pieces`), not over every real load: the sites decomposition's."""
 
     def pool_loads(self, paths: Sequence[Sequence[int]]) -> tuple[np.ndarray, np.ndarray]:
         """(pools, T) GPUs and facility load of a set of paths (one per job)."""

@@ -67,24 +67,95 @@ class Pieces:
     """The piece belongs to a concave slot (the LP has the chord instead; the integer master these pieces)."""
 
 
+HULL_MAX_POINTS = 200_000
+"""A (pool, slot) whose reachable loads number more than this keeps the pieces of its real cost (or chord)."""
+HULL_LOAD_DECIMALS = 9
+"""Loads equal to this many decimals (MW) are one reachable load."""
+HULL_SLACK_USD = 1e-9
+"""Each envelope piece is lowered by this much, a guard against rounding (the pieces stay under the cost)."""
+
+
+def reachable_loads(data: FleetData, k: int, t: int) -> np.ndarray | None:
+    """The facility loads pool k can carry in slot t: its base load plus one allowed state's load per job, the
+    GPUs within the pool's capacity (None: more than :data:`HULL_MAX_POINTS`). Every schedule's load is one."""
+    pool = data.pools[k]
+    cap = int(pool.capacity_gpus[t])
+    gpus, load = np.zeros(1, dtype=np.int64), np.zeros(1)
+    for graph in data.graphs:
+        stage = min(int(np.searchsorted(graph.stage_slots, t, side="right")) - 1, graph.n_stages - 1)
+        states = np.flatnonzero(graph.allowed[stage])
+        if states.size == 0:
+            continue
+        pairs = np.unique(np.stack([graph.gpus[states, k].astype(float), graph.load_mw[states, k]]), axis=1)
+        g = (gpus[:, None] + pairs[0].astype(np.int64)[None, :]).ravel()
+        ld = (load[:, None] + pairs[1][None, :]).ravel()
+        fit = g <= cap
+        g, ld = g[fit], ld[fit]
+        key = np.round(ld, HULL_LOAD_DECIMALS)
+        order = np.lexsort((g, key))  # per load, the fewest GPUs first
+        first = np.ones(order.size, dtype=bool)
+        first[1:] = key[order][1:] != key[order][:-1]
+        gpus, load = g[order][first], ld[order][first]
+        if load.size > HULL_MAX_POINTS:
+            return None
+    return pool.base_load_mw[t] + load
+
+
+def hull_pieces(load: np.ndarray, a: float, b: float, renewable: float) -> list[tuple[float, float]]:
+    """The lower convex hull of the slot cost f(L) = a·max(L − R, 0) + b·max(R − L, 0) over the loads ``load``, as
+    affine pieces (α, β): max over pieces ≤ f at every one of those loads (equal at the hull's vertices). Where f is
+    convex this is f with a chord across the kink R between the reachable loads either side of it; where it is
+    concave (a negative price), the chord between the least and the most reachable load."""
+    xs = np.unique(np.round(load, HULL_LOAD_DECIMALS))
+    fs = a * np.maximum(xs - renewable, 0.0) + b * np.maximum(renewable - xs, 0.0)
+    hull: list[int] = []
+    for i in range(xs.size):  # Andrew's monotone chain, lower part (collinear points dropped)
+        while len(hull) >= 2:
+            o, p = hull[-2], hull[-1]
+            if (xs[p] - xs[o]) * (fs[i] - fs[o]) - (fs[p] - fs[o]) * (xs[i] - xs[o]) <= 0:
+                hull.pop()
+            else:
+                break
+        hull.append(i)
+    if len(hull) == 1:
+        return [(float(fs[hull[0]]) - HULL_SLACK_USD, 0.0)]
+    out = []
+    for p, q in zip(hull[:-1], hull[1:], strict=True):
+        beta = float((fs[q] - fs[p]) / (xs[q] - xs[p]))
+        out.append((float(fs[p] - beta * xs[p]) - HULL_SLACK_USD, beta))
+    return out
+
+
 def cost_pieces(data: FleetData) -> tuple[Pieces, Pieces]:
-    """(the LP's pieces: exact where convex, the chord where concave; the integer master's exact pieces)."""
+    """(the LP's pieces: exact where convex, the chord where concave, or with ``data.slot_hull`` the convex
+    envelope over the reachable loads (:func:`hull_pieces`); the integer master's exact pieces)."""
     lp, exact = [], []
     T = data.inst.slots
     for k, pool in enumerate(data.pools):
         a, b, R = pool.grid_usd_per_mw, pool.curtailment_usd_per_mw, pool.renewable_mw
         low, high = pool.load_low_mw, pool.load_high_mw
         f_low, f_high = pool.slot_cost_usd(low), pool.slot_cost_usd(high)
+        cache: dict[tuple[int, ...], np.ndarray | None] = {}  # (capacity, each job's stage) -> added loads
         for t in range(T):
             two = [(k * T + t, -a[t] * R[t], a[t]), (k * T + t, b[t] * R[t], -b[t])]
-            if pool.convex[t]:
+            exact += [(*p, not pool.convex[t]) for p in two]
+            loads = None
+            if data.slot_hull:
+                key = (int(pool.capacity_gpus[t]),
+                       *(int(np.searchsorted(g.stage_slots, t, side="right")) for g in data.graphs))
+                if key not in cache:  # the loads added to the base are the same over the stages' slots
+                    found = reachable_loads(data, k, t)
+                    cache[key] = None if found is None else found - pool.base_load_mw[t]
+                loads = cache[key]
+            if loads is not None:
+                lp += [(k * T + t, alpha, beta, not pool.convex[t])
+                       for alpha, beta in hull_pieces(pool.base_load_mw[t] + loads, a[t], b[t], R[t])]
+            elif pool.convex[t]:
                 lp += [(*p, False) for p in two]
-                exact += [(*p, False) for p in two]
-                continue
-            span = high[t] - low[t]
-            beta = (f_high[t] - f_low[t]) / span if span > CHORD_MIN_SPAN_MW else 0.0
-            lp.append((k * T + t, f_low[t] - beta * low[t], beta, True))
-            exact += [(*p, True) for p in two]
+            else:
+                span = high[t] - low[t]
+                beta = (f_high[t] - f_low[t]) / span if span > CHORD_MIN_SPAN_MW else 0.0
+                lp.append((k * T + t, f_low[t] - beta * low[t], beta, True))
 
     def stack(rows: list) -> Pieces:
         arr = np.array(rows, dtype=float).reshape(-1, 4)

@@ -47,6 +47,7 @@ from oracle.sites import SitesOracleResult, with_home
 from oracle.sites_bp import BranchAndPrice
 from oracle.sites_branch import fixings, restricted_milp
 from oracle.sites_graph import SitesData, network_of, sites_data
+from oracle.sites_patterns import PatternMaster, column_generation, integer_patterns, prices_from
 from oracle.sites_pricing import SiteLabelSearch
 
 COLUMNS_PER_JOB = 6
@@ -59,6 +60,12 @@ INTEGER_SHARE = 0.8
 """Share of the time left that the integer master over all generated columns may use. Its LP bound is the column
 generation's, so it never proves and runs to its limit; capping it at 15 % of the limit (2026-12-02) made its
 schedule much worse under load ($793.96 instead of $770.08 on the case day at load 13): not capped."""
+PATH_SHARE = 0.25
+"""With the pattern master on, the path master's column generation stops at this share of the time limit if it has
+not converged (its columns and best prices only start the pattern master)."""
+PATTERN_SHARE = 0.7
+"""Share of the time limit by which the pattern master's column generation (:mod:`oracle.sites_patterns`) must end
+(it starts from the path master's columns and best prices)."""
 BRANCH_SHARE = 0.6
 """Share of the time left after the closing step that the branch and price (:mod:`oracle.sites_bp`) may use to
 raise the bound; the neighbourhood search gets the rest."""
@@ -250,7 +257,7 @@ class SitesDecomposition:
 
     def solve(self, *, time_limit_s: float = DEFAULT_TIME_LIMIT_S, mip_gap: float = DEFAULT_MIP_GAP,
               threads: int | None = None, dive: bool = False, restricted: bool = False, neighbourhood: bool = True,
-              branch: bool = True,
+              branch: bool = True, patterns: bool = True,
               start: tuple[Sequence[Sequence[int]], Sequence[Sequence[int]]] | None = None) -> SitesOracleResult:
         """Column generation, integer master, local search, closing (module docstring). ``dive``: also run the
         diving heuristic after the column generation (measured worse than the integer master on sites3: off);
@@ -281,7 +288,7 @@ class SitesDecomposition:
                                         status="infeasible")
                 master.add(make_column(graph, j, found[0].path))
         best_bound, best_prices, best_cheapest = -np.inf, None, None
-        cg_deadline = tick + COLUMN_GENERATION_SHARE * time_limit_s
+        cg_deadline = tick + (PATH_SHARE if patterns else COLUMN_GENERATION_SHARE) * time_limit_s
         converged = False
         while time.perf_counter() < cg_deadline:
             t0 = time.perf_counter()
@@ -307,6 +314,20 @@ class SitesDecomposition:
         details["lp_value_usd"] = float(master.value)
         details["cg_s"] = time.perf_counter() - tick
         proof = "column-generation"
+        pattern_costs, pattern_master = None, None
+        if patterns and best_prices is not None and not (incumbent is not None and
+                                                         closed(incumbent[1], best_bound, mip_gap)):
+            t0 = time.perf_counter()
+            found = self._patterns(master, best_prices, tick + PATTERN_SHARE * time_limit_s, threads, start, details)
+            details["pattern_s"] = time.perf_counter() - t0
+            if found is not None:
+                pattern_bound, pattern_costs, pattern_cheapest, pattern_master = found
+                for column in pattern_master.columns:
+                    master.add(column)
+                if pattern_bound > best_bound:
+                    best_bound, proof = pattern_bound, "pattern-column-generation"
+                else:
+                    pattern_costs = None
         if dive and not (incumbent is not None and closed(incumbent[1], best_bound, mip_gap)):
             t0 = time.perf_counter()
             dived = self.dive(master.columns, deadline, threads, details)
@@ -319,7 +340,19 @@ class SitesDecomposition:
                     incumbent = dived
                 for column in self.dive_columns[len(master.columns):]:
                     master.add(column)
-        if not (incumbent is not None and closed(incumbent[1], best_bound, mip_gap)):
+        if pattern_master is not None and not (incumbent is not None and closed(incumbent[1], best_bound, mip_gap)):
+            t0 = time.perf_counter()
+            fits = incumbent is not None and data.fits(incumbent[0])
+            paths, _ = integer_patterns(pattern_master, INTEGER_SHARE * (deadline - time.perf_counter()),
+                                        max(mip_gap, INTEGER_MIN_GAP), start=incumbent[0] if fits else None,
+                                        threads=threads)
+            details["mip_s"] += time.perf_counter() - t0
+            if paths is not None and data.fits(paths) and data.tokens_ok(paths):
+                value = data.objective_usd(paths)
+                details["integer_patterns_usd"] = value
+                if incumbent is None or value < incumbent[1]:
+                    incumbent = (paths, value)
+        elif not (incumbent is not None and closed(incumbent[1], best_bound, mip_gap)):
             t0 = time.perf_counter()
             run = integer_master(data, master.columns, time_limit_s=INTEGER_SHARE * (deadline - time.perf_counter()),
                                  mip_gap=max(mip_gap, INTEGER_MIN_GAP), start=incumbent[0] if incumbent else None,
@@ -332,11 +365,16 @@ class SitesDecomposition:
             incumbent = self.best_responses(incumbent[0], incumbent[1], deadline)
             details["after_local_search_usd"] = incumbent[1]
         if incumbent is not None and not closed(incumbent[1], best_bound, mip_gap) and best_prices is not None:
-            closing = self._close(best_prices, best_cheapest, best_bound, incumbent, deadline, threads, details)
+            if pattern_costs is not None:
+                costs, cheapest = pattern_costs, pattern_cheapest
+            else:
+                costs = [stage_costs(g, best_prices.gpu, best_prices.load) for g in data.graphs]
+                cheapest = best_cheapest
+            closing = self._close(costs, cheapest, best_bound, incumbent, deadline, threads, details)
             if closing is not None:
                 incumbent, best_bound = closing
                 proof = "enumeration"
-        if branch and incumbent is not None and not closed(incumbent[1], best_bound, mip_gap):
+        if branch and pattern_costs is None and incumbent is not None and not closed(incumbent[1], best_bound, mip_gap):
             t0 = time.perf_counter()
             tree = BranchAndPrice(data, self.searches, master.columns, threads)
             end = t0 + BRANCH_SHARE * (deadline - t0) if neighbourhood else deadline
@@ -388,19 +426,46 @@ class SitesDecomposition:
                 bound, proof = proven, "reduced-cost-fixing"
         return incumbent, bound, proof
 
-    def _close(self, prices, cheapest: Sequence[float], bound: float, incumbent: tuple[Paths, float],
-               deadline: float, threads: int | None, details: dict[str, Any]
+    def _patterns(self, master: MasterLP, prices, deadline: float, threads: int | None,
+                  start: tuple[Sequence[Sequence[int]], Sequence[Sequence[int]]] | None, details: dict[str, Any]
+                  ) -> tuple[float, list[np.ndarray], list[float], PatternMaster] | None:
+        """The pattern master (:mod:`oracle.sites_patterns`) from the column generation's columns and prices:
+        (its bound, each job's stage costs and least path cost at the bound's prices, the master), or None
+        (no start fits, too many patterns, or the clock)."""
+        data = self.data
+        fitting = [paths for paths in self._starts(start) if data.fits(paths)]
+        if not fitting or time.perf_counter() >= deadline:
+            details["patterns"] = "no start fits" if not fitting else "no time"
+            return None
+        try:
+            pm = PatternMaster(data, threads)
+        except ValueError as error:
+            details["patterns"] = str(error)
+            return None
+        for column in master.columns:
+            pm.add(column)
+        for paths in fitting:
+            pm.add_patterns_of(paths)
+        out = column_generation(pm, self.searches, prices_from(pm, prices.gpu, prices.load), deadline)
+        details.update(pattern_iterations=out.iterations, pattern_converged=out.converged,
+                       pattern_bound_usd=out.bound, pattern_lp_usd=out.lp_value, pattern_columns=len(pm.columns),
+                       patterns_added=pm.n_patterns)
+        costs = [pm.path_costs(j, out.prices) for j in range(len(data.graphs))]
+        return out.bound, costs, out.cheapest, pm
+
+    def _close(self, costs: Sequence[np.ndarray], cheapest: Sequence[float], bound: float,
+               incumbent: tuple[Paths, float], deadline: float, threads: int | None, details: dict[str, Any]
                ) -> tuple[tuple[Paths, float], float] | None:
-        """Every path within the gap at the best bound's prices, and the integer master over them: its optimum
-        is the optimum (a schedule costs at least the bound plus its paths' excesses). None: gave up."""
+        """Every path within the gap at the best bound's prices (``costs``: per job, its stage costs there;
+        ``cheapest``: its least path cost), and the integer master over them: its optimum is the optimum (a
+        schedule costs at least the bound plus its paths' excesses). None: gave up."""
         data = self.data
         gap_usd = incumbent[1] - bound
         columns: list[Column] = []
         for j, (graph, search) in enumerate(zip(data.graphs, self.searches, strict=True)):
             if time.perf_counter() >= deadline:
                 return None
-            costs = stage_costs(graph, prices.gpu, prices.load)
-            found = search.enumerate(costs, cheapest[j] + gap_usd, MAX_ENUMERATED_LABELS, deadline)
+            found = search.enumerate(costs[j], cheapest[j] + gap_usd, MAX_ENUMERATED_LABELS, deadline)
             if found is None:
                 details["closing"] = f"gave up at job {graph.name} (labels or time)"
                 return None

@@ -156,4 +156,5 @@ def sites_data(inst: Instance, placement: str = "move", allow_pause: bool = True
     pools = tuple(site_pool(view, [g.load_mw[:, s] for g in graphs], [g.gpus[:, s] for g in graphs])
                   for s, view in enumerate(inst.site_views))
     constant = float(sum(renewable_cost_usd(view) for view in inst.site_views))
-    return SitesData(inst=inst, pools=pools, graphs=graphs, constant_usd=constant, placement=placement)
+    return SitesData(inst=inst, pools=pools, graphs=graphs, constant_usd=constant, placement=placement,
+                     slot_hull=True)

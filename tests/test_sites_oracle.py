@@ -264,3 +264,65 @@ def test_branch_and_price_bound_below_brute_force_and_its_schedules_exact(tmp_pa
     assert details["bp_nodes"] >= 1
     if details["bp_open"] == 0 and bound >= value - 1e-9:
         assert value == pytest.approx(best, rel=1e-9)
+
+
+@settings(max_examples=30, deadline=None, derandomize=True)
+@given(seed=st.integers(0, 10_000), a=st.sampled_from([-40.0, 0.0, 35.0, 120.0]), b=st.sampled_from([0.0, 5.0]))
+def test_hull_pieces_stay_under_the_slot_cost_at_every_reachable_load(seed, a, b):
+    """oracle/fleet_master.py hull_pieces: the master LP's envelope of a slot cost over the reachable loads is under
+    the cost at each of them and touches it at the least and the most (a vertex of any lower hull)."""
+    from oracle.fleet_master import hull_pieces
+
+    rng = np.random.default_rng(seed)
+    loads = np.round(rng.uniform(0.2, 3.0, size=rng.integers(1, 40)), 4)
+    renewable = float(rng.uniform(0.0, 3.5))
+    cost = a * np.maximum(loads - renewable, 0.0) + b * np.maximum(renewable - loads, 0.0)
+    pieces = hull_pieces(loads, a, b, renewable)
+    envelope = np.max([alpha + beta * loads for alpha, beta in pieces], axis=0)
+    assert np.all(envelope <= cost + 1e-9)
+    for end in (loads.argmin(), loads.argmax()):
+        assert envelope[end] == pytest.approx(cost[end], abs=1e-6)
+
+
+@pytest.mark.parametrize("day", ["2023-06-17", "2023-01-18"])
+def test_pattern_master_bound_below_brute_force_above_the_path_master(tmp_path, day):
+    """oracle/sites_patterns.py: the pattern master's Lagrangian bound is below the brute-force optimum and, from the
+    path master's converged prices, at least its bound; the integer pattern master's schedule is exact (its
+    objective the decomposition's and the simulator's)."""
+    import time
+
+    from oracle.fleet_master import MasterLP, lagrangian_bound, make_column
+    from oracle.sites_patterns import PatternMaster, column_generation, integer_patterns, prices_from
+
+    inst = two_sites(tmp_path, second=True, day=day, link=2.0, ratio=0.5, segments=2, hours=12.0, hours2=10.0,
+                     home="a")
+    best = brute_force(inst)
+    dec = SitesDecomposition(inst)
+    data = dec.data
+    start = dec._starts(None)[0]
+    master = MasterLP(data)
+    for j, p in enumerate(start):
+        master.add(make_column(data.graphs[j], j, p))
+    path_bound, path_prices = -np.inf, None
+    while True:
+        prices = master.solve()
+        cheapest, added = dec._price(master, prices)
+        bound = lagrangian_bound(master, prices, cheapest)
+        if bound > path_bound:
+            path_bound, path_prices = bound, prices
+        if not added:
+            break
+    pm = PatternMaster(data)
+    for column in master.columns:
+        pm.add(column)
+    pm.add_patterns_of(start)
+    out = column_generation(pm, dec.searches, prices_from(pm, path_prices.gpu, path_prices.load),
+                            time.perf_counter() + 60)
+    assert out.converged
+    assert path_bound - 1e-6 <= out.bound <= best + 1e-6
+    paths, _ = integer_patterns(pm, 60, 0.0, start=start)
+    assert paths is not None and data.fits(paths) and data.tokens_ok(paths)
+    value = data.objective_usd(paths)
+    replay = simulate_sites(inst, data.schedule(paths), data.site_rows(paths))
+    assert replay.metrics.operating_cost_usd == pytest.approx(value, rel=1e-9, abs=1e-9)
+    assert value >= best - 1e-6

@@ -1,0 +1,444 @@
+"""A stronger master for the sites decomposition: job paths linked to exact site patterns (issue 14).
+
+The column generation of :mod:`oracle.sites_cg` prices a site's slot cost f_t(L) at the *mixed* load of its jobs'
+paths: a fractional master pays f of an average load, at most the average of f (Jensen), and that is where its
+bound loses most (docs/sites.md "Where the gap is"). This master splits the variables: besides each job's path
+columns λ it has, for each site s and block b (the common refinement of the jobs' checkpoint segments: in a
+block every job holds one state), *pattern* columns μ: one option per job (one of its running states at s, or
+"not running at s") whose GPUs fit the site in every slot of the block, at the exact cost Σ_{t∈b} f_t(base_t +
+Σ loads). Rows:
+
+- per job, Σ λ = 1; per (site, block), Σ μ = 1;
+- linking, per (job j, block b, running state c): Σ_{paths in c at b} λ − Σ_{patterns with j in c} μ = 0.
+
+Capacity is in the patterns (no capacity rows). With one job at a site the site's cost is now exact per path,
+and with several the master pays a mixture of exact joint costs whose marginals are the jobs' path flows: a
+relaxation of the sites problem at least as strong as the other master's (whose cost is f at the mixed load).
+
+Lagrangian dual: at any linking prices y, const + Σ_j min_path (own − Σ_b y[j, b, path_b]) + Σ_{s,b} min_μ
+(cost + Σ_j y[j, b, option_j]) bounds every schedule from below: the paths are priced exactly by the label search
+(:class:`oracle.sites_pricing.SiteLabelSearch`) and the patterns by enumeration (all of them are listed once, at
+construction). The bound is computed from its definition at every iteration, never read from the LP.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import highspy
+import numpy as np
+
+from aidc_env.instance import PAUSE
+from oracle.fleet_master import INF, Column, _quiet, make_column
+from oracle.fleet_pricing import stage_costs
+from oracle.sites_graph import SitesData
+
+MAX_PATTERNS = 2_000_000
+"""A (site, block) with more GPU-feasible patterns than this is refused (ValueError): the caller keeps the other
+master. sites3 has at most ~21,000 per (site, block)."""
+
+
+@dataclass(frozen=True)
+class Block:
+    """Slots ``start:stop``; ``stage[j]``: job j's checkpoint segment over them."""
+
+    start: int
+    stop: int
+    stage: tuple[int, ...]
+
+
+def blocks_of(data: SitesData) -> list[Block]:
+    """The common refinement of the jobs' segments."""
+    cuts = sorted({int(x) for g in data.graphs for x in g.stage_slots} | {0, data.inst.slots})
+    out = []
+    for a, b in zip(cuts[:-1], cuts[1:], strict=True):
+        stage = tuple(min(int(np.searchsorted(g.stage_slots, a, side="right")) - 1, g.n_stages - 1)
+                      for g in data.graphs)
+        out.append(Block(a, b, stage))
+    return out
+
+
+@dataclass
+class SiteBlock:
+    """Every GPU-feasible pattern of one (site, block): per job its option (a state, −1: not running here)."""
+
+    site: int
+    block: int
+    options: np.ndarray
+    """(patterns, jobs)."""
+    cost: np.ndarray
+    """(patterns,) exact cost of the site over the block's slots ($)."""
+
+
+def running_states(graph, site: int, stage: int) -> np.ndarray:
+    return np.flatnonzero((graph.site_of == site) & (graph.choices != PAUSE) & graph.allowed[stage])
+
+
+def enumerate_patterns(data: SitesData, site: int, b: int, block: Block) -> SiteBlock:
+    pool = data.pools[site]
+    slots = np.arange(block.start, block.stop)
+    cap = int(pool.capacity_gpus[slots].min())
+    options = np.zeros((1, 0), dtype=np.int64)
+    gpus, load = np.zeros(1, dtype=np.int64), np.zeros(1)
+    for j, graph in enumerate(data.graphs):
+        states = running_states(graph, site, block.stage[j])
+        opt = np.concatenate(([-1], states))
+        g = np.concatenate(([0], graph.gpus[states, site]))
+        ld = np.concatenate(([0.0], graph.load_mw[states, site]))
+        G = (gpus[:, None] + g[None, :]).ravel()
+        keep = G <= cap
+        L = (load[:, None] + ld[None, :]).ravel()[keep]
+        n_old, n_new = options.shape[0], opt.size
+        rows = np.repeat(np.arange(n_old), n_new)[keep]
+        cols = np.tile(np.arange(n_new), n_old)[keep]
+        options = np.concatenate([options[rows], opt[cols][:, None]], axis=1)
+        gpus, load = G[keep], L
+        if gpus.size > MAX_PATTERNS:
+            raise ValueError(f"more than {MAX_PATTERNS} patterns at site {site}, block {b}")
+    a = pool.grid_usd_per_mw[slots][None, :]
+    c = pool.curtailment_usd_per_mw[slots][None, :]
+    R = pool.renewable_mw[slots][None, :]
+    total = pool.base_load_mw[slots][None, :] + load[:, None]
+    cost = (a * np.maximum(total - R, 0.0) + c * np.maximum(R - total, 0.0)).sum(axis=1)
+    return SiteBlock(site, b, options, cost)
+
+
+@dataclass(frozen=True)
+class LinkPrices:
+    """Linking duals y[j]: (blocks, states) (0 where a state has no row), and the convexity duals."""
+
+    link: list[np.ndarray]
+    job: np.ndarray
+    site_block: np.ndarray
+
+
+class PatternMaster:
+    """The restricted master LP over path and pattern columns (module docstring)."""
+
+    def __init__(self, data: SitesData, threads: int | None = None) -> None:
+        self.data = data
+        self.blocks = blocks_of(data)
+        J, B, S = len(data.graphs), len(self.blocks), len(data.pools)
+        self.site_blocks = [enumerate_patterns(data, s, b, blk) for s in range(S) for b, blk in enumerate(self.blocks)]
+        # rows: jobs' convexity, (site, block) convexity, then linking rows per (job, block, running state)
+        self.link_row = []
+        row = J + S * B
+        for graph in data.graphs:
+            index = np.full((B, graph.n_states), -1, dtype=np.int64)
+            for b, blk in enumerate(self.blocks):
+                states = np.flatnonzero((graph.choices != PAUSE) & (graph.site_of >= 0) & graph.allowed[blk.stage[
+                    len(self.link_row)]])
+                index[b, states] = row + np.arange(states.size)
+                row += states.size
+            self.link_row.append(index)
+        self.n_rows = row
+        self.first_link = J + S * B
+        self.box_first = -1
+        self.h = _quiet(threads)
+        lower = np.concatenate([np.ones(J + S * B), np.zeros(row - J - S * B)])
+        self.h.addRows(row, lower, lower.copy(), 0, np.zeros(row, dtype=np.int32), np.array([], dtype=np.int32),
+                       np.array([], dtype=float))
+        self.own = [stage_costs(g, np.zeros((S, data.inst.slots)), np.zeros((S, data.inst.slots)))
+                    for g in data.graphs]
+        self.block_len = np.array([blk.stop - blk.start for blk in self.blocks])
+        self.columns: list[Column] = []
+        self.path_index: list[int] = []
+        self.keys: set[tuple[int, bytes]] = set()
+        self.pattern_keys: set[tuple[int, int]] = set()
+        self.n_patterns = 0
+        self.value = np.nan
+
+    # ------------------------------------------------------------------ columns
+
+    def _block_states(self, j: int, path: np.ndarray) -> np.ndarray:
+        return np.asarray(path)[[blk.stage[j] for blk in self.blocks]]
+
+    def add(self, column: Column) -> bool:
+        key = (column.job, column.path.tobytes())
+        if key in self.keys:
+            return False
+        self.keys.add(key)
+        j = column.job
+        states = self._block_states(j, column.path)
+        rows = self.link_row[j][np.arange(len(self.blocks)), states]
+        rows = rows[rows >= 0]
+        index = np.concatenate(([j], rows)).astype(np.int32)
+        self.path_index.append(self.h.getNumCol())
+        self.h.addCol(column.own_usd, 0.0, INF, index.size, index, np.ones(index.size))
+        self.columns.append(column)
+        return True
+
+    def add_pattern(self, sb: int, i: int) -> bool:
+        if (sb, i) in self.pattern_keys:
+            return False
+        self.pattern_keys.add((sb, i))
+        block = self.site_blocks[sb]
+        opts = block.options[i]
+        rows = [self.link_row[j][block.block, c] for j, c in enumerate(opts) if c >= 0]
+        index = np.array([len(self.data.graphs) + sb] + rows, dtype=np.int32)
+        values = np.concatenate(([1.0], -np.ones(len(rows))))
+        self.h.addCol(float(block.cost[i]), 0.0, INF, index.size, index, values)
+        self.n_patterns += 1
+        return True
+
+    def add_patterns_of(self, paths: Sequence[np.ndarray]) -> None:
+        """The patterns a set of paths (one per job) makes (they fit: the caller checked)."""
+        states = [self._block_states(j, p) for j, p in enumerate(paths)]
+        for sb, block in enumerate(self.site_blocks):
+            want = np.array([c if (c >= 0 and self.data.graphs[j].site_of[c] == block.site
+                                   and self.data.graphs[j].choices[c] != PAUSE) else -1
+                             for j, c in enumerate(int(s[block.block]) for s in states)])
+            match = np.flatnonzero(np.all(block.options == want[None, :], axis=1))
+            if match.size:
+                self.add_pattern(sb, int(match[0]))
+
+    # ------------------------------------------------------------------ solving and pricing
+
+    def solve(self) -> LinkPrices:
+        self.h.run()
+        status = self.h.getModelStatus()
+        if status != highspy.HighsModelStatus.kOptimal:
+            raise RuntimeError(f"the pattern master LP ended {self.h.modelStatusToString(status)}")
+        self.value = float(self.h.getInfo().objective_function_value)
+        dual = np.asarray(self.h.getSolution().row_dual, dtype=float)
+        return self.prices_of(dual)
+
+    def prices_of(self, dual: np.ndarray) -> LinkPrices:
+        J, SB = len(self.data.graphs), len(self.site_blocks)
+        link = []
+        for index in self.link_row:
+            y = np.where(index >= 0, dual[np.maximum(index, 0)], 0.0)
+            link.append(y)
+        return LinkPrices(link=link, job=dual[:J].copy(), site_block=dual[J:J + SB].copy())
+
+    def path_costs(self, j: int, prices: LinkPrices) -> np.ndarray:
+        """(stages, states): job j's stage costs at the linking prices (own cost less the linking duals)."""
+        out = self.own[j].copy()
+        for b, blk in enumerate(self.blocks):
+            out[blk.stage[j]] -= prices.link[j][b]
+        return out
+
+    def pattern_reduced(self, sb: int, prices: LinkPrices) -> np.ndarray:
+        """Per pattern of (site, block) sb: its cost plus the linking duals of its options (the convexity dual
+        not subtracted)."""
+        block = self.site_blocks[sb]
+        out = block.cost.copy()
+        for j in range(len(self.data.graphs)):
+            y = np.concatenate([prices.link[j][block.block], [0.0]])  # option −1 → the appended 0
+            out += y[block.options[:, j]]
+        return out
+
+    def link_values(self, prices: LinkPrices) -> np.ndarray:
+        """The linking prices in row order (rows J + SB onwards)."""
+        out = np.zeros(self.n_rows - self.first_link)
+        for j, index in enumerate(self.link_row):
+            used = index >= 0
+            out[index[used] - self.first_link] = prices.link[j][used]
+        return out
+
+    def set_box(self, center: LinkPrices, width_usd: float) -> None:
+        """Box the linking duals to center ± width (artificial columns on every linking row, costed at the box's
+        edges). The box only steers the duals the LP hands the pricing: the bound is evaluated from its
+        definition at those duals, whatever the box."""
+        n = self.n_rows - self.first_link
+        y = self.link_values(center)
+        if self.box_first < 0:
+            self.box_first = self.h.getNumCol()
+            rows = np.arange(self.first_link, self.n_rows, dtype=np.int32)
+            for sign in (1.0, -1.0):
+                self.h.addCols(n, np.zeros(n), np.zeros(n), np.full(n, INF), n, np.arange(n, dtype=np.int32), rows,
+                               np.full(n, sign))
+        # +1 column: reduced cost (y0 + w) − y ≥ 0 ⇒ y ≤ y0 + w; −1 column: −(y0 − w) + y ≥ 0 ⇒ y ≥ y0 − w
+        costs = np.concatenate([y + width_usd, -(y - width_usd)])
+        index = np.arange(self.box_first, self.box_first + 2 * n, dtype=np.int32)
+        self.h.changeColsCost(index.size, index, costs)
+
+    def box_used(self) -> float:
+        """The artificial columns' total value in the LP's solution (0: the box does not bind)."""
+        if self.box_first < 0:
+            return 0.0
+        n = self.n_rows - self.first_link
+        x = np.asarray(self.h.getSolution().col_value, dtype=float)
+        return float(x[self.box_first:self.box_first + 2 * n].sum())
+
+    def fractional(self) -> list[tuple[Column, float]]:
+        """The path columns with a positive value in the LP's solution."""
+        x = np.asarray(self.h.getSolution().col_value, dtype=float)
+        return [(c, float(x[i])) for c, i in zip(self.columns, self.path_index, strict=True) if x[i] > 1e-9]
+
+    def add_all_patterns(self) -> None:
+        """Every pattern of every (site, block) as a column (no pattern pricing needed afterwards)."""
+        J = len(self.data.graphs)
+        for sb, block in enumerate(self.site_blocks):
+            n = block.cost.size
+            starts, index, values = [], [], []
+            for i in range(n):
+                if (sb, i) in self.pattern_keys:
+                    continue
+                self.pattern_keys.add((sb, i))
+                opts = block.options[i]
+                rows = [self.link_row[j][block.block, c] for j, c in enumerate(opts) if c >= 0]
+                starts.append(len(index))
+                index += [J + sb] + rows
+                values += [1.0] + [-1.0] * len(rows)
+            if not starts:
+                continue
+            costs = np.array([block.cost[i] for i in range(n)])[[i for i in range(n)][-len(starts):]] \
+                if len(starts) != n else block.cost
+            self.h.addCols(len(starts), costs, np.zeros(len(starts)), np.full(len(starts), INF), len(index),
+                           np.array(starts, dtype=np.int32), np.array(index, dtype=np.int32),
+                           np.array(values, dtype=float))
+            self.n_patterns += len(starts)
+
+
+def prices_from(master: PatternMaster, gpu: np.ndarray, load: np.ndarray) -> LinkPrices:
+    """Linking prices from the other master's $ per GPU and per MW (pools, T): y[j, b, c] = −(the state's GPUs
+    and load over the block at those prices). The pattern Lagrangian there is at least the other master's."""
+    link = []
+    for j, graph in enumerate(master.data.graphs):
+        y = np.zeros((len(master.blocks), graph.n_states))
+        for b, blk in enumerate(master.blocks):
+            per = gpu[:, blk.start:blk.stop].sum(axis=1) @ graph.gpus.T \
+                + load[:, blk.start:blk.stop].sum(axis=1) @ graph.load_mw.T
+            y[b] = np.where(master.link_row[j][b] >= 0, -per, 0.0)
+        link.append(y)
+    return LinkPrices(link, np.zeros(len(master.data.graphs)), np.zeros(len(master.site_blocks)))
+
+
+def mixed(a: LinkPrices, b: LinkPrices, weight: float) -> LinkPrices:
+    """weight·a + (1 − weight)·b on the linking prices (the convexity duals are b's)."""
+    return LinkPrices([weight * x + (1 - weight) * y for x, y in zip(a.link, b.link, strict=True)], b.job,
+                      b.site_block)
+
+
+@dataclass
+class PatternOutcome:
+    bound: float
+    """The best Lagrangian dual found (a proven lower bound of every schedule)."""
+    prices: LinkPrices
+    cheapest: list[float]
+    """Per job, its least path cost at ``prices`` (the path part of the bound)."""
+    iterations: int
+    converged: bool
+    lp_value: float
+
+
+PATHS_PER_JOB = 6
+"""Paths a job may add per iteration (its cheapest, one per end state)."""
+PATTERNS_PER_BLOCK = 20
+"""Patterns a (site, block) may add per iteration (the cheapest at the priced point)."""
+BOX_USD = 0.05
+"""Half-width of the box step's box on each linking dual ($ per job state and block)."""
+BOX_TOL = 1e-9
+"""The box binds when the artificial columns carry more than this."""
+REDUCED_COST_TOL_USD = 1e-6
+CONVERGED_RTOL = 1e-6
+"""The column generation stops when the LP value is within this share of the best bound."""
+
+
+def lagrangian(master: PatternMaster, searches, prices: LinkPrices
+               ) -> tuple[float, list, list[np.ndarray]]:
+    """(the Lagrangian dual at the linking prices, each job's cheapest paths, each (site, block)'s pattern
+    reduced costs): exact on both sides, so the value bounds every schedule."""
+    bound = master.data.constant_usd
+    found_all = []
+    for j, search in enumerate(searches):
+        found = search.cheapest(master.path_costs(j, prices))
+        if not found:
+            raise ValueError(f"job {master.data.graphs[j].name} has no path meeting its target")
+        bound += found[0].cost
+        found_all.append(found)
+    reduced = [master.pattern_reduced(sb, prices) for sb in range(len(master.site_blocks))]
+    return bound + float(sum(r.min() for r in reduced)), found_all, reduced
+
+
+def column_generation(master: PatternMaster, searches, start: LinkPrices, deadline: float,
+                      box_usd: float = BOX_USD) -> PatternOutcome:
+    """Column generation of the pattern master from linking prices ``start``, stabilised by a box step: the
+    LP's linking duals are kept within ``box_usd`` of the centre (the prices of the best Lagrangian dual so far);
+    the pricing runs at the LP's duals, a path or pattern enters when its reduced cost is negative there, and
+    the centre moves to any point of higher Lagrangian dual, or to the LP's duals when nothing enters while the
+    box binds. Stops when nothing enters and the box does not bind (converged), or at the deadline."""
+    data = master.data
+    best, found_all, reduced = lagrangian(master, searches, start)
+    center, cheapest = start, [f[0].cost for f in found_all]
+    for sb, r in enumerate(reduced):
+        for i in np.argsort(r)[:PATTERNS_PER_BLOCK]:
+            master.add_pattern(sb, int(i))
+    master.set_box(center, box_usd)
+    iterations, converged = 0, False
+    while time.perf_counter() < deadline:
+        iterations += 1
+        prices = master.solve()
+        bound, found_all, reduced = lagrangian(master, searches, prices)
+        added = 0
+        for j, (graph, found) in enumerate(zip(data.graphs, found_all, strict=True)):
+            for p in found[:PATHS_PER_JOB]:
+                if p.cost < prices.job[j] - REDUCED_COST_TOL_USD:
+                    added += master.add(make_column(graph, j, p.path))
+        for sb, r in enumerate(reduced):
+            for i in np.argsort(r)[:PATTERNS_PER_BLOCK]:
+                if r[i] < prices.site_block[sb] - REDUCED_COST_TOL_USD:
+                    added += master.add_pattern(sb, int(i))
+        binds = master.box_used() > BOX_TOL
+        if bound > best + REDUCED_COST_TOL_USD:
+            best, center, cheapest = bound, prices, [f[0].cost for f in found_all]
+            master.set_box(center, box_usd)
+        elif not added and binds:
+            center = prices
+            master.set_box(center, box_usd)
+        if not added and not binds:
+            converged = True
+            break
+    return PatternOutcome(bound=best, prices=center, cheapest=cheapest, iterations=iterations, converged=converged,
+                          lp_value=master.value + data.constant_usd)
+
+
+def integer_patterns(master: PatternMaster, time_limit_s: float, mip_gap: float,
+                     start: Sequence[np.ndarray] | None = None, threads: int | None = None
+                     ) -> tuple[list[np.ndarray] | None, float | None]:
+    """The pattern master with integer path columns over the columns it holds (the box's artificial columns
+    removed): (one path per job, or None; HiGHS's dual bound over these columns). With every λ integral, each
+    (site, block)'s linking rows fix its pattern, so the patterns need no integrality; the objective is exact.
+    ``start``: paths to start from (their patterns are added)."""
+    if start is not None:
+        for j, path in enumerate(start):
+            master.add(make_column(master.data.graphs[j], j, path))
+        master.add_patterns_of(start)
+    lp = master.h.getLp()
+    h = _quiet(threads)
+    h.passModel(lp)
+    n = h.getNumCol()
+    if master.box_first >= 0:
+        m = 2 * (master.n_rows - master.first_link)
+        index = np.arange(master.box_first, master.box_first + m, dtype=np.int32)
+        h.changeColsBounds(m, index, np.zeros(m), np.zeros(m))
+    paths_index = np.array(master.path_index, dtype=np.int32)
+    h.changeColsIntegrality(paths_index.size, paths_index,
+                            np.array([highspy.HighsVarType.kInteger] * paths_index.size))
+    h.setOptionValue("time_limit", float(max(time_limit_s, 0.01)))
+    h.setOptionValue("mip_rel_gap", float(mip_gap))
+    if start is not None:
+        chosen = {(j, p.tobytes()) for j, p in enumerate(start)}
+        value = np.zeros(n)
+        for column, i in zip(master.columns, master.path_index, strict=True):
+            value[i] = float((column.job, column.path.tobytes()) in chosen)
+        sol = highspy.HighsSolution()
+        sol.col_value = value.tolist()
+        sol.value_valid = True
+        h.setSolution(sol)
+    h.run()
+    info = h.getInfo()
+    bound = float(info.mip_dual_bound) if np.isfinite(info.mip_dual_bound) else None
+    if info.primal_solution_status != 2:
+        return None, bound
+    x = np.asarray(h.getSolution().col_value, dtype=float)
+    paths: list[np.ndarray | None] = [None] * len(master.data.graphs)
+    for column, i in zip(master.columns, master.path_index, strict=True):
+        if x[i] > 0.5:
+            paths[column.job] = column.path
+    if any(p is None for p in paths):
+        return None, bound
+    return [p for p in paths if p is not None], bound
