@@ -207,6 +207,10 @@ def _quiet(threads: int | None) -> highspy.Highs:
         h = highspy.Highs()
     h.setOptionValue("output_flag", False)
     if threads:
+        # HiGHS keeps one global thread scheduler per process, sized by the first run: a later instance asking
+        # for another count ends "Not Set" without solving (seen as "restricted master LP ended Not Set" with
+        # threads=1 after a default solve). Resizing it here is safe: the oracle's solves run one at a time.
+        h.resetGlobalScheduler(True)
         h.setOptionValue("threads", int(threads))
     return h
 

@@ -326,3 +326,12 @@ def test_pattern_master_bound_below_brute_force_above_the_path_master(tmp_path, 
     replay = simulate_sites(inst, data.schedule(paths), data.site_rows(paths))
     assert replay.metrics.operating_cost_usd == pytest.approx(value, rel=1e-9, abs=1e-9)
     assert value >= best - 1e-6
+
+
+def test_threads_one_after_a_default_solve_in_the_same_process(tmp_path):
+    """HiGHS sizes its global scheduler at the first run; the masters resize it when asked for a thread count
+    (before, solve_sites_cg(threads=1) after a default solve raised "restricted master LP ended Not Set")."""
+    inst = two_sites(tmp_path, day="2023-06-17", link=2.0, ratio=0.5, segments=2, hours=12.0, home="a")
+    default = solve_sites_cg(inst, time_limit_s=30, mip_gap=1e-9)
+    one = solve_sites_cg(inst, time_limit_s=30, mip_gap=1e-9, threads=1)
+    assert one.objective_usd == pytest.approx(default.objective_usd, rel=1e-9)
