@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import os
+import resource
 import sys
 import time
 from collections.abc import Sequence
@@ -41,6 +42,12 @@ DEFAULT_DAYS = 5
 DEFAULT_TIME_LIMIT_S = 120.0
 REFERENCE_USD = 529.8088802758355
 """The day oracle's proven optimum of the 2048 reference day (tests/test_regression.py)."""
+
+
+def cpu_seconds() -> float:
+    """User + system CPU seconds of this process so far (HiGHS's threads included)."""
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
 
 
 def spread(days: Sequence[str], n: int) -> list[str]:
@@ -75,20 +82,22 @@ def main(argv: Sequence[str] | None = None) -> int:
               f"{time.perf_counter() - tick:.1f} s, load average {os.getloadavg()[0]:.2f}", flush=True)
     profiles = load_site_profiles(args.profiles)
     held_out = spread(split_days(profiles.dates())[1], args.days)
-    print("| day | status | proof | seconds | objective $ | bound $ | gap | start $ | columns | B&P nodes | load |")
-    print("|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|")
+    print("| day | status | proof | seconds | CPU share | objective $ | bound $ | gap | start $ | columns | B&P nodes | "
+          "load |")
+    print("|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     seconds, gaps = [], []
     for day in held_out:
         inst = build_instance(args.case, day=day, profiles=profiles)
-        tick = time.perf_counter()
+        tick, cpu = time.perf_counter(), cpu_seconds()
         result = solve_sites_cg(inst, time_limit_s=args.time_limit, mip_gap=args.mip_gap)
         took = time.perf_counter() - tick
+        share = (cpu_seconds() - cpu) / took
         seconds.append(took)
         gaps.append(np.nan if result.gap is None else result.gap)
         objective = "-" if result.objective_usd is None else f"{result.objective_usd:,.2f}"
         bound = "-" if result.best_bound_usd is None else f"{result.best_bound_usd:,.2f}"
         start = "-" if result.start_objective_usd is None else f"{result.start_objective_usd:,.2f}"
-        print(f"| {day} | {result.status} | {result.proof or '-'} | {took:.1f} | {objective} | {bound} | "
+        print(f"| {day} | {result.status} | {result.proof or '-'} | {took:.1f} | {share:.0%} | {objective} | {bound} | "
               f"{'-' if result.gap is None else f'{result.gap:.2%}'} | {start} | "
               f"{result.details.get('columns', 0)} | {result.details.get('bp_nodes', 0)} | {os.getloadavg()[0]:.1f} |",
               flush=True)

@@ -396,13 +396,26 @@ def column_generation(master: PatternMaster, searches, start: LinkPrices, deadli
                           lp_value=master.value + data.constant_usd)
 
 
+def lp_rounding(master: PatternMaster) -> list[np.ndarray] | None:
+    """Each job's path of largest value in the LP's last solution (None if some job has none)."""
+    best: dict[int, tuple[float, np.ndarray]] = {}
+    for column, value in master.fractional():
+        if column.job not in best or value > best[column.job][0]:
+            best[column.job] = (value, column.path)
+    if len(best) < len(master.data.graphs):
+        return None
+    return [best[j][1] for j in range(len(master.data.graphs))]
+
+
 def integer_patterns(master: PatternMaster, time_limit_s: float, mip_gap: float,
-                     start: Sequence[np.ndarray] | None = None, threads: int | None = None
-                     ) -> tuple[list[np.ndarray] | None, float | None]:
+                     start: Sequence[np.ndarray] | None = None, threads: int | None = None,
+                     keep_usd: float = np.inf) -> tuple[list[np.ndarray] | None, float | None]:
     """The pattern master with integer path columns over the columns it holds (the box's artificial columns
     removed): (one path per job, or None; HiGHS's dual bound over these columns). With every λ integral, each
     (site, block)'s linking rows fix its pattern, so the patterns need no integrality; the objective is exact.
-    ``start``: paths to start from (their patterns are added)."""
+    ``start``: paths to start from (their patterns are added); ``keep_usd``: only the path columns whose reduced
+    cost in the LP's last solution is at most this (and the start's) may be chosen (a heuristic restriction)."""
+    reduced = np.asarray(master.h.getSolution().col_dual, dtype=float) if np.isfinite(keep_usd) else None
     if start is not None:
         for j, path in enumerate(start):
             master.add(make_column(master.data.graphs[j], j, path))
@@ -416,6 +429,13 @@ def integer_patterns(master: PatternMaster, time_limit_s: float, mip_gap: float,
         index = np.arange(master.box_first, master.box_first + m, dtype=np.int32)
         h.changeColsBounds(m, index, np.zeros(m), np.zeros(m))
     paths_index = np.array(master.path_index, dtype=np.int32)
+    if reduced is not None:
+        chosen = set() if start is None else {(j, p.tobytes()) for j, p in enumerate(start)}
+        drop = np.array([i for column, i in zip(master.columns, master.path_index, strict=True)
+                         if i < reduced.size and reduced[i] > keep_usd
+                         and (column.job, column.path.tobytes()) not in chosen], dtype=np.int32)
+        if drop.size:
+            h.changeColsBounds(drop.size, drop, np.zeros(drop.size), np.zeros(drop.size))
     h.changeColsIntegrality(paths_index.size, paths_index,
                             np.array([highspy.HighsVarType.kInteger] * paths_index.size))
     h.setOptionValue("time_limit", float(max(time_limit_s, 0.01)))
