@@ -20,6 +20,7 @@ trusts the LP's value), so the bound is valid whatever the solver's tolerances.
 from __future__ import annotations
 
 from collections.abc import Sequence
+import weakref
 from dataclasses import dataclass
 
 import highspy
@@ -107,6 +108,10 @@ def hull_pieces(load: np.ndarray, a: float, b: float, renewable: float) -> list[
     convex this is f with a chord across the kink R between the reachable loads either side of it; where it is
     concave (a negative price), the chord between the least and the most reachable load."""
     xs = np.unique(np.round(load, HULL_LOAD_DECIMALS))
+    # f is affine on each side of R, so the hull's vertices are among the least and the most load and the loads
+    # next to R on either side (any other load lies on f between two of them: on or above their segment)
+    below, above = xs[xs <= renewable], xs[xs >= renewable]
+    xs = np.unique(np.concatenate([xs[:1], xs[-1:], below[-1:], above[:1]]))
     fs = a * np.maximum(xs - renewable, 0.0) + b * np.maximum(renewable - xs, 0.0)
     hull: list[int] = []
     for i in range(xs.size):  # Andrew's monotone chain, lower part (collinear points dropped)
@@ -126,9 +131,19 @@ def hull_pieces(load: np.ndarray, a: float, b: float, renewable: float) -> list[
     return out
 
 
+_PIECES: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
 def cost_pieces(data: FleetData) -> tuple[Pieces, Pieces]:
     """(the LP's pieces: exact where convex, the chord where concave, or with ``data.slot_hull`` the convex
-    envelope over the reachable loads (:func:`hull_pieces`); the integer master's exact pieces)."""
+    envelope over the reachable loads (:func:`hull_pieces`); the integer master's exact pieces). Computed once per
+    data (the masters of a branch and price share them)."""
+    if data not in _PIECES:
+        _PIECES[data] = _cost_pieces(data)
+    return _PIECES[data]
+
+
+def _cost_pieces(data: FleetData) -> tuple[Pieces, Pieces]:
     lp, exact = [], []
     T = data.inst.slots
     for k, pool in enumerate(data.pools):

@@ -304,7 +304,7 @@ class SitesDecomposition:
         best_bound, best_prices, best_cheapest = -np.inf, None, None
         cg_deadline = tick + (PATH_SHARE if patterns else COLUMN_GENERATION_SHARE) * time_limit_s
         converged = False
-        while time.perf_counter() < cg_deadline:
+        while details["iterations"] == 0 or time.perf_counter() < cg_deadline:  # one iteration at least: a bound
             t0 = time.perf_counter()
             prices = master.solve()
             details["lp_s"] += time.perf_counter() - t0
