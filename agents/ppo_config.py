@@ -68,6 +68,10 @@ class PPOConfig:
     """With ``information="dayahead"``: observe the forecast plan (the oracle's schedule on the day-ahead point
     forecast) and the realised forecast error so far (:mod:`agents.plan_features`); no effect with "perfect".
     Configs saved before it existed mean False."""
+    plan: str = "forecast"
+    """With the forecast plan observed: which plan (:data:`agents.plan_features.PLANS`): ``"forecast"`` (made once at
+    slot 0) or ``"issues"`` (re-made at each forecast issue, ``mpc``'s plans; the default of horizons,
+    :data:`HORIZON_DEFAULTS`). The warm start clones the plan observed. Configs saved before it: forecast."""
     imitation_epochs: int = 50
     """With the forecast plan observed (or ``imitation="oracle"``): epochs of behaviour cloning on the training days
     before PPO (a warm start, :mod:`agents.imitation`; 0 = none)."""
@@ -183,7 +187,7 @@ rewarded per job (each choice sees its own idle-GPU credit at its own step), wit
 advantages (GAE λ = 1 and 512 steps per env and update: an episode is ~140-190 agent steps). With λ = 0.95 or
 128 steps per env the advantages lean on the value net and PPO drifted away from the cloned policy (measured in
 docs/fleet.md, "The fleet defaults"). Every other setting is :class:`PPOConfig`'s default."""
-HORIZON_DEFAULTS: dict[str, Any] = {"total_timesteps": 25_000, "checkpoint_freq": 12_500}
+HORIZON_DEFAULTS: dict[str, Any] = {"total_timesteps": 25_000, "checkpoint_freq": 12_500, "plan": "issues"}
 """train.py's defaults with ``--horizon-days D`` > 1 (weeks; a week episode is 7 x 24 = 168 agent steps of the 2048
 case): 25,000 PPO steps with checkpoints every 12,500. Fine-tuning after the warm start made the validation weeks
 dearer at every checkpoint of a 100,000-step run (12 training weeks: $17,146 warm start, $17,311 at 27k up to
