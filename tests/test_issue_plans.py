@@ -179,3 +179,20 @@ def test_configs_saved_before_the_field_observe_the_forecast_plan():
     assert PPOConfig.from_dict({"case": "2048"}).plan == "forecast" == PPOConfig().plan
     with pytest.raises(ValueError, match="plan"):
         wrapped(dayahead_instance(0), ForecastPlans(), dataclasses.replace(ISSUES, plan="later"))
+
+
+def test_the_forecast_plan_tables_are_unchanged(plans):
+    """Day mode (``plan="forecast"``, the day default) observes exactly what it did: the plan table and, per slot,
+    the plan's choice + 1 repeated over each segment (the wrapper's former inline computation)."""
+    for seed in range(2):
+        inst = dayahead_instance(seed, days=1)
+        plan = plans.plan(inst)
+        table, progress, local = plans.tables(inst)
+        expected_table, expected_progress = plan_table(inst, plan)
+        np.testing.assert_array_equal(table, expected_table)
+        np.testing.assert_array_equal(progress, expected_progress)
+        expected_local = np.zeros((len(inst.jobs), inst.slots + 1), dtype=np.int64)
+        for j, (job, row) in enumerate(zip(inst.jobs, plan, strict=True)):
+            expected_local[j, : inst.slots] = np.repeat(np.asarray(row, dtype=np.int64) + 1, inst.slots_per_segment(job))
+        np.testing.assert_array_equal(local, expected_local)
+        assert local.dtype == expected_local.dtype and table.dtype == expected_table.dtype

@@ -148,8 +148,9 @@ def test_no_training_or_validation_week_shares_a_day_with_a_heldout_week(every, 
     removed = set(before + before_validation) - set(after + after_validation)
     assert len(removed) == 4 * 13 - 4  # of the 13 starts around a week, 1 is a held-out day (never trained)
     assert heldout == [d for d in split_days(YEAR)[1] if d in set(starts)]  # evaluate.py's held-out weeks unchanged
-    assert len(train_starts) == min(max_train, len([d for d in split_days(YEAR)[0] if d in set(starts)]) - len(removed)
-                                    - len(after_validation)) or max_train < 1000
+    assert set(after + after_validation) == set(before + before_validation) - removed  # nothing else leaves
+    assert set(train_starts) <= set(after) and set(validation) <= set(after_validation)
+    assert len(train_starts) == min(max_train, len(after))
 
 
 def test_horizon_instances_use_the_split_by_date():
