@@ -39,10 +39,10 @@ from agents.checkpoints import (
     save_model_atomically,
     stop_callback,
 )
-from agents.days import HOLDOUT_EVERY, split_days, spread
+from agents.days import HELD_OUT_WEEK_STARTS, HOLDOUT_EVERY, split_days, spread
 from agents.fleet_steps import ENVS, uses_fleet_env
 from agents.imitation import oracle_demonstrations, oracle_schedules, plan_demonstrations, pretrain
-from agents.plan_features import ForecastPlans
+from agents.plan_features import PLANS, ForecastPlans
 from agents.ppo import (
     CONFIG_FILE,
     PPOConfig,
@@ -78,6 +78,8 @@ from aidc_env.profiles import load_profiles
 
 DEFAULTS = PPOConfig()
 SITES_ORACLE_CACHE = Path("runs") / "sites-oracle-cache"
+ISSUE_PLANS_DIR = "issue_plans"
+"""OUT's folder of the training and validation horizons' issue plans (``--plan issues``) without --oracle-cache."""
 """Default folder of the sites-oracle answers a sites case's warm start clones (reused across runs)."""
 
 
@@ -175,7 +177,10 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     weeks.add_argument("--horizon-validation-instances", type=int, default=DEFAULTS.horizon_validation_instances,
                        help="validation instances (starting on validation days; with --information dayahead)")
     weeks.add_argument("--horizon-plan-time-limit", type=float, default=DEFAULTS.horizon_plan_time_limit_s,
-                       help="seconds per forecast-plan solve of a training or validation horizon")
+                       help="seconds per plan solve of a training or validation horizon (each issue plan's re-solve)")
+    weeks.add_argument("--plan", choices=PLANS, default=DEFAULTS.plan,
+                       help="the plan observed and cloned: made once at slot 0 (forecast) or re-made at each forecast "
+                       "issue, mpc's plans (issues, the default of horizons; cached in --oracle-cache or OUT/issue_plans)")
     sites = parser.add_argument_group("several sites (a case with [[sites]]: agents/sites_train.py)")
     sites.add_argument("--oracle-days", type=int, default=ORACLE_TRAIN_DAYS,
                        help="training days whose sites-oracle schedules the warm start clones (evenly spread)")
@@ -309,7 +314,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             imitation=args.imitation, imitation_days=args.imitation_days, reward_credit=args.reward_credit,
             horizon_train_instances=args.horizon_train_instances,
             horizon_validation_instances=args.horizon_validation_instances,
-            horizon_plan_time_limit_s=args.horizon_plan_time_limit,
+            horizon_plan_time_limit_s=args.horizon_plan_time_limit, plan=args.plan,
             seed=args.seed, total_timesteps=((SITES_DEFAULTS["total_timesteps"] if case.sites else args.default_timesteps)
                                              if args.timesteps is None else args.timesteps),
             n_envs=args.n_envs, vec_env=args.vec_env, learning_rate=args.learning_rate,
@@ -357,7 +362,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     # 3. Envs (with the forecast plan observed, every training day's plan is solved here, once).
     tick = time.perf_counter()
-    plans = ForecastPlans() if horizon == 1 else horizon_plans(config)
+    plans = ForecastPlans() if horizon == 1 else horizon_plans(
+        config, Path(args.oracle_cache) if args.oracle_cache else out / ISSUE_PLANS_DIR)
     vec_env = make_vec_env(config, [instances[day] for day in config.train_days], plans)
     if observes_plan(config):
         print(f"forecast plans of {len(config.train_days)} training days solved in {time.perf_counter() - tick:.0f} s")
@@ -458,7 +464,8 @@ def horizon_instances(config: PPOConfig, instances: dict, profiles) -> dict:
     """The training and validation instances of D-day horizons (with forecasts under day-ahead information); sets
     ``config.train_days``, ``validation_days`` and ``heldout_days`` to their first days
     (:func:`agents.selection.split_horizon_starts`: starts on training days train or validate, starts on held-out
-    days are held out, as evaluate.py's held-out weeks). The price forecaster is fitted on the split's training
+    days are held out, as evaluate.py's held-out weeks; none shares a day with a week of
+    :data:`agents.days.HELD_OUT_WEEK_STARTS`, the evaluated held-out weeks). The price forecaster is fitted on the split's training
     days, as evaluate.py fits it, and only the chosen instances carry forecasts."""
     split_train = list(config.train_days)
     dayahead = config.information == "dayahead"
@@ -467,7 +474,8 @@ def horizon_instances(config: PPOConfig, instances: dict, profiles) -> dict:
     starts = [day for day, inst in instances.items() if covered is None or set(inst.days) <= covered]
     train, validation, heldout = split_horizon_starts(
         profiles.dates(), starts, config.validation_every if dayahead else 0, config.horizon_train_instances,
-        config.horizon_validation_instances if dayahead else 0)
+        config.horizon_validation_instances if dayahead else 0,
+        horizon_days=max((len(inst.days) for inst in instances.values()), default=1), held_out_weeks=HELD_OUT_WEEK_STARTS)
     chosen = {day: instances[day] for day in train + validation}
     if forecasts is not None and chosen:
         chosen = dayahead_instances(chosen, profiles, forecasts, split_train, seed=config.seed)
@@ -479,12 +487,14 @@ def horizon_instances(config: PPOConfig, instances: dict, profiles) -> dict:
     return chosen
 
 
-def horizon_plans(config: PPOConfig) -> ForecastPlans:
-    """The forecast plans of horizons, each solved with ``config.horizon_plan_time_limit_s``."""
+def horizon_plans(config: PPOConfig, cache_dir: Path) -> ForecastPlans:
+    """The plans of horizons, each solve with ``config.horizon_plan_time_limit_s``; issue plans kept in
+    ``cache_dir`` (re-read by a resumed run or another run given the same ``--oracle-cache``)."""
     from agents.plan_features import PLAN_MIP_GAP
     from oracle.rolling import RollingOracle
 
-    return ForecastPlans(RollingOracle(time_limit_s=config.horizon_plan_time_limit_s, mip_gap=PLAN_MIP_GAP))
+    return ForecastPlans(RollingOracle(time_limit_s=config.horizon_plan_time_limit_s, mip_gap=PLAN_MIP_GAP),
+                         cache_dir=cache_dir)
 
 
 def select_model(model, config: PPOConfig, out: Path, validation: list, plans: ForecastPlans):

@@ -44,7 +44,7 @@ import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
 
-from agents.plan_features import PROGRESS_GAP_CLIP, ForecastPlans, plan_bounds, plan_table, realised_error_table
+from agents.plan_features import PLANS, PROGRESS_GAP_CLIP, ForecastPlans, plan_bounds, realised_error_table
 from agents.ppo_config import PPOConfig
 from aidc_env.env import CheckpointDispatchEnv
 from aidc_env.information import outlook
@@ -86,7 +86,7 @@ class DecisionSteps(gym.Wrapper):
                  reward_day_scaled: bool = _DEFAULTS.reward_day_scaled,
                  factored_actions: bool = _DEFAULTS.factored_actions,
                  choice_features: bool = _DEFAULTS.choice_features,
-                 forecast_plan: bool = _DEFAULTS.forecast_plan):
+                 forecast_plan: bool = _DEFAULTS.forecast_plan, plan: str = _DEFAULTS.plan):
         super().__init__(env)
         if reward_baseline not in ("fixed", "none"):
             raise ValueError(f"reward_baseline must be 'fixed' or 'none', got {reward_baseline!r}")
@@ -125,6 +125,10 @@ class DecisionSteps(gym.Wrapper):
         self.forecast_plan = bool(forecast_plan) and dispatch.information == "dayahead"
         self.plans = ForecastPlans()
         """Where the forecast plans come from (replace it to share one cache between envs)."""
+        if plan not in PLANS:
+            raise ValueError(f"plan must be one of {', '.join(PLANS)}, got {plan!r}")
+        self.plan = plan
+        """Which plan is observed (:data:`agents.plan_features.PLANS`): the forecast plan or the issue plans."""
         if self.forecast_plan:
             plan_low, plan_high = plan_bounds(template, max(self._sizes) if self.factored_actions else 0)
             low.append(plan_low)
@@ -296,11 +300,7 @@ class DecisionSteps(gym.Wrapper):
 
     def _plan_tables(self, inst: Instance, scale: float) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         """(plan table, realised error table, planned progress (J, T + 1), the plan's local choice (J, T + 1))."""
-        plan = self.plans.plan(inst)
-        table, progress = plan_table(inst, plan)
-        local = np.zeros((len(inst.jobs), inst.slots + 1), dtype=np.int64)
-        for j, (job, row) in enumerate(zip(inst.jobs, plan, strict=True)):
-            local[j, : inst.slots] = np.repeat(np.asarray(row, dtype=np.int64) + 1, inst.slots_per_segment(job))
+        table, progress, local = self.plans.tables(inst, self.plan)
         return table, realised_error_table(inst, scale), progress, local
 
     def _plan_observation(self, k: int) -> list[np.ndarray]:
@@ -410,7 +410,8 @@ def wrap_env(env: gym.Env, config: PPOConfig, plans: ForecastPlans | None = None
     wrapper = DecisionSteps(env, decision_steps=config.decision_steps, hourly_forecast=config.hourly_forecast,
                             reward_baseline=config.reward_baseline, reward_scale_usd=config.reward_scale_usd,
                             reward_day_scaled=config.reward_day_scaled, factored_actions=config.factored_actions,
-                            choice_features=config.choice_features, forecast_plan=config.forecast_plan)
+                            choice_features=config.choice_features, forecast_plan=config.forecast_plan,
+                            plan=config.plan)
     if plans is not None:
         wrapper.plans = plans
     return wrapper

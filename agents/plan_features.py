@@ -19,17 +19,30 @@ Features (:class:`PlanTables`, built once per instance and cached):
 
 Nothing here reads the truth of slots ≥ t at slot t: the plan reads the forecast only, the error table row t the
 slots before t (checked by ``tests/test_leakage.py``).
+
+**The plan re-made at each forecast issue** (``PPOConfig.plan = "issues"``, the default of horizons of several
+days, :data:`PLANS`). On a week the forecast plan above is made once, at the first day's issue, with the later days
+repeating day 1's forecast, so it is stale after day 1. The *issue plans* (:func:`issue_plans`) are instead the
+plans ``mpc`` makes: at slot 0 and at every re-planning point where a new forecast has been issued since the
+current plan was made, the oracle re-solves the rest of the horizon on the outlook known then
+(:func:`aidc_env.information.outlook`), from the state the previous plans reach (tokens depend on the choices only,
+never on prices or renewables, so that state is a function of the forecasts issued so far). At slot t the agent
+sees the plan of the latest issue at or before t (:func:`issue_plan_tables`): its choice now and for the next
+segment and its planned progress; never a choice made at a later issue. Followed, the issue plans are ``mpc``'s
+schedule decision for decision (the warm start's teacher). On one day they are the forecast plan.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable, Sequence
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from agents.open_loop import forecast_plan_schedule
-from aidc_env.information import slots_per_hour
+from aidc_env.information import outlook, slots_per_hour
 from aidc_env.instance import PAUSE, SECONDS_PER_HOUR, Instance
 from aidc_env.observation import PROGRESS_OBS_HIGH
 from aidc_env.simulator import slot_productive_hours
@@ -47,6 +60,14 @@ ERROR_CLIP = 10.0
 """Price errors (in units of the episode's price scale) are clipped to [-10, 10]."""
 PROGRESS_GAP_CLIP = 1.0
 """Actual minus planned progress is clipped to [-1, 1]."""
+PLANS = ("forecast", "issues")
+"""``PPOConfig.plan``: the plan observed (and cloned): the forecast plan made once at slot 0, or the plans re-made
+at each forecast issue (:func:`issue_plans`)."""
+ISSUE_PLAN_FORMAT = 1
+"""Version of the issue plans' files in a :class:`ForecastPlans` ``cache_dir``."""
+
+IssuePlans = list[tuple[int, list[list[int]]]]
+"""(slot the plan was made at, the whole horizon's schedule: committed segments before it, the plan after)."""
 
 
 class ForecastPlans:
@@ -56,10 +77,15 @@ class ForecastPlans:
     :data:`PLAN_TIME_LIMIT_S` and :data:`PLAN_MIP_GAP`). Pickles without the oracle (subprocess envs).
     """
 
-    def __init__(self, oracle: Any = None, plans: dict[str, list[list[int]]] | None = None):
+    def __init__(self, oracle: Any = None, plans: dict[str, list[list[int]]] | None = None,
+                 cache_dir: str | Path | None = None):
         self._oracle = oracle
         self.plans: dict[str, list[list[int]]] = dict(plans or {})
         """Plans by :func:`plan_key`."""
+        self.issues: dict[str, IssuePlans] = {}
+        """Issue plans (:func:`issue_plans`) by :func:`plan_key`."""
+        self.cache_dir = Path(cache_dir) if cache_dir is not None else None
+        """Where issue plans are kept on disk (by key, oracle time limit and gap), or None."""
 
     def __getstate__(self) -> dict[str, Any]:
         return {**self.__dict__, "_oracle": None}
@@ -79,10 +105,48 @@ class ForecastPlans:
             found = self.plans[key] = forecast_plan_schedule(inst, self.oracle(), "dayahead")
         return found
 
-    def fill(self, instances: Iterable[Instance]) -> ForecastPlans:
+    def issue_plans(self, inst: Instance) -> IssuePlans:
+        """The instance's issue plans (solved on first request, or read from ``cache_dir``)."""
+        key = plan_key(inst)
+        found = self.issues.get(key)
+        if found is not None:
+            return found
+        oracle = self.oracle()
+        path = None
+        if self.cache_dir is not None:
+            import hashlib
+
+            tag = f"{key}/{oracle.time_limit_s!r}/{oracle.mip_gap!r}/{ISSUE_PLAN_FORMAT}"
+            path = self.cache_dir / f"{hashlib.sha1(tag.encode()).hexdigest()[:20]}.json"
+            if path.exists():
+                data = json.loads(path.read_text())
+                found = [(int(start), [list(map(int, row)) for row in sched]) for start, sched in data["plans"]]
+        if found is None:
+            found = issue_plans(inst, oracle)
+            if path is not None:
+                from aidc_env.io import write_json
+
+                path.parent.mkdir(parents=True, exist_ok=True)
+                write_json(path, {"key": key, "time_limit_s": oracle.time_limit_s, "mip_gap": oracle.mip_gap,
+                                  "plans": [[start, sched] for start, sched in found]})
+        self.issues[key] = found
+        return found
+
+    def tables(self, inst: Instance, plan: str = "forecast") -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(plan table, planned progress (J, T + 1), the plan's local choice (J, T + 1)) of the observed ``plan``
+        (:data:`PLANS`): :func:`plan_table` of the forecast plan, or :func:`issue_plan_tables`."""
+        if plan == "issues":
+            return issue_plan_tables(inst, self.issue_plans(inst))
+        schedule = self.plan(inst)
+        return (*plan_table(inst, schedule), plan_local(inst, schedule))
+
+    def fill(self, instances: Iterable[Instance], plan: str = "forecast") -> ForecastPlans:
         """Solve every instance's plan now (before envs are forked)."""
         for inst in instances:
-            self.plan(inst)
+            if plan == "issues":
+                self.issue_plans(inst)
+            else:
+                self.plan(inst)
         return self
 
 
@@ -138,6 +202,65 @@ def plan_table(inst: Instance, plan: Sequence[Sequence[int]]) -> tuple[np.ndarra
     return table, progress
 
 
+def plan_local(inst: Instance, plan: Sequence[Sequence[int]]) -> np.ndarray:
+    """(J, T + 1) int64: per slot, each job's local choice in the plan (choice + 1; 0 = pause and past the end)."""
+    local = np.zeros((len(inst.jobs), inst.slots + 1), dtype=np.int64)
+    for j, (job, row) in enumerate(zip(inst.jobs, plan, strict=True)):
+        local[j, : inst.slots] = np.repeat(np.asarray(row, dtype=np.int64) + 1, inst.slots_per_segment(job))
+    return local
+
+
+def issue_plans(inst: Instance, oracle: Any) -> IssuePlans:
+    """The plans ``mpc`` (:func:`agents.mpc.mpc_schedule`, day-ahead information) makes on ``inst``, each as the
+    whole horizon's schedule (segments committed before it was made, then the plan), with the slot it was made at.
+
+    At slot 0 and at every re-planning point whose outlook (the forecasts issued by then,
+    :func:`aidc_env.information.outlook`) is not the current plan's outlook's tail, the rest of the horizon is
+    re-solved from the state the committed segments reach; otherwise the plan is kept, as ``mpc`` keeps it. Reads
+    the forecasts only (tokens depend on the choices, not on the truth): what is known at each plan's slot."""
+    from agents.mpc import commit, current_choices, plan_tail, replanning_slots, rest_of_horizon, solved_plan
+    from agents.mpc import tokens_made
+
+    schedule = [[PAUSE] * job.segments for job in inst.jobs]
+    points = replanning_slots(inst) + [inst.slots]
+    out: IssuePlans = []
+    plan: list[list[int]] | None = None
+    known: tuple[np.ndarray, np.ndarray] | None = None
+    for start, stop in zip(points[:-1], points[1:], strict=True):
+        price, shape = outlook(inst, start, "dayahead")
+        unchanged = (plan is not None and known is not None and np.array_equal(known[0][-price.size:], price)
+                     and np.array_equal(known[1][-shape.size:], shape))
+        if not unchanged:
+            sub = rest_of_horizon(inst, start, current_choices(inst, schedule, start),
+                                  tokens_made(inst, schedule, start), price, shape)
+            plan = solved_plan(oracle.solve(sub), sub, plan)
+            known = (price, shape)
+            whole = [list(row) for row in schedule]
+            commit(inst, whole, plan, start, inst.slots)
+            out.append((start, whole))
+        assert plan is not None
+        commit(inst, schedule, plan, start, stop)
+        plan = plan_tail(inst, plan, start, stop)
+    return out
+
+
+def issue_plan_tables(inst: Instance, plans: IssuePlans) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(plan table, planned progress (J, T + 1), local choice (J, T + 1)) as :func:`plan_table` and
+    :func:`plan_local`, row t from the latest issue plan made at or before slot t (the last row: the last plan)."""
+    T = inst.slots
+    J = len(inst.jobs)
+    table = np.zeros((T + 1, J * PLAN_JOB_FEATURES), dtype=np.float32)
+    progress = np.zeros((J, T + 1))
+    local = np.zeros((J, T + 1), dtype=np.int64)
+    starts = [start for start, _ in plans] + [T + 1]
+    for (start, whole), stop in zip(plans, starts[1:], strict=True):
+        rows, plan_progress = plan_table(inst, whole)
+        table[start:stop] = rows[start:stop]
+        progress[:, start:stop] = plan_progress[:, start:stop]
+        local[:, start:stop] = plan_local(inst, whole)[:, start:stop]
+    return table, progress, local
+
+
 def realised_error_table(inst: Instance, price_scale_usd_per_mwh: float) -> np.ndarray:
     """(T + 1, 5) float32: per slot t, from the slots before t only: realised − forecast price / scale in slot
     t − 1, over the last hour and since the start; realised − forecast renewable share of the rated facility
@@ -176,6 +299,7 @@ def plan_bounds(inst: Instance, n_choices: int) -> tuple[np.ndarray, np.ndarray]
     return low, high
 
 
-__all__ = ["ERROR_CLIP", "PLAN_JOB_FEATURES", "PLAN_MIP_GAP", "PLAN_TIME_LIMIT_S", "PROGRESS_GAP_CLIP",
-           "REALISED_ERROR_FEATURES", "ForecastPlans", "plan_bounds", "plan_key", "plan_table", "planned_tokens_before",
+__all__ = ["ERROR_CLIP", "ISSUE_PLAN_FORMAT", "PLANS", "PLAN_JOB_FEATURES", "PLAN_MIP_GAP", "PLAN_TIME_LIMIT_S",
+           "PROGRESS_GAP_CLIP", "REALISED_ERROR_FEATURES", "ForecastPlans", "IssuePlans", "issue_plan_tables",
+           "issue_plans", "plan_bounds", "plan_key", "plan_local", "plan_table", "planned_tokens_before",
            "realised_error_table"]

@@ -135,6 +135,7 @@ def _schedule(name: str, inst: Instance, settings: PolicySettings) -> tuple[list
         from agents.plan_features import ForecastPlans
         from agents.ppo import ppo_schedule
 
-        # A model observing the forecast plan solves it with the settings' oracle (the forecast-plan row's).
+        # A model observing the forecast plan solves it with the settings' oracle (the forecast-plan row's); a model
+        # observing the issue plans (PPOConfig.plan) re-solves at each forecast issue as mpc does.
         return ppo_schedule(settings.ppo_model(), inst, ForecastPlans(settings.oracle())), {}
     raise ValueError(f"unknown policy {name!r}; known: {', '.join(POLICY_NAMES)}")

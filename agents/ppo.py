@@ -82,7 +82,7 @@ def make_vec_env(config: PPOConfig, instances: Sequence[Instance], plans: Foreca
 
     require(len(instances) > 0, "days", "no training day")
     if observes_plan(config):
-        plans = (plans or ForecastPlans()).fill(instances)
+        plans = (plans or ForecastPlans()).fill(instances, config.plan)
     thunks = [make_env(config, instances, i, plans) for i in range(config.n_envs)]
     if config.vec_env == "subproc" and config.n_envs > 1:
         vec = SubprocVecEnv(thunks, start_method="fork")

@@ -68,6 +68,10 @@ class PPOConfig:
     """With ``information="dayahead"``: observe the forecast plan (the oracle's schedule on the day-ahead point
     forecast) and the realised forecast error so far (:mod:`agents.plan_features`); no effect with "perfect".
     Configs saved before it existed mean False."""
+    plan: str = "forecast"
+    """With the forecast plan observed: which plan (:data:`agents.plan_features.PLANS`): ``"forecast"`` (made once at
+    slot 0) or ``"issues"`` (re-made at each forecast issue, ``mpc``'s plans; the default of horizons,
+    :data:`HORIZON_DEFAULTS`). The warm start clones the plan observed. Configs saved before it: forecast."""
     imitation_epochs: int = 50
     """With the forecast plan observed (or ``imitation="oracle"``): epochs of behaviour cloning on the training days
     before PPO (a warm start, :mod:`agents.imitation`; 0 = none)."""
@@ -108,8 +112,8 @@ class PPOConfig:
     """With D > 1 and day-ahead information: validation instances (evenly spread over those starting on a
     validation day, :func:`agents.selection.split_horizon_starts`)."""
     horizon_plan_time_limit_s: float = 30.0
-    """With D > 1: seconds per training or validation instance's forecast-plan solve (an incumbent plan when the
-    limit stops it; evaluate.py's plans keep :data:`agents.plan_features.PLAN_TIME_LIMIT_S`)."""
+    """With D > 1: seconds per training or validation instance's plan solve (each of the issue plans' re-solves with
+    ``plan="issues"``; an incumbent plan when the limit stops it; evaluate.py's plans use its ``--time-limit``)."""
 
     env: str = "auto"
     """Which env: ``"auto"`` (the per-job fleet env, :class:`aidc_env.fleet_env.FleetDispatchEnv`, for instances with
@@ -183,13 +187,16 @@ rewarded per job (each choice sees its own idle-GPU credit at its own step), wit
 advantages (GAE λ = 1 and 512 steps per env and update: an episode is ~140-190 agent steps). With λ = 0.95 or
 128 steps per env the advantages lean on the value net and PPO drifted away from the cloned policy (measured in
 docs/fleet.md, "The fleet defaults"). Every other setting is :class:`PPOConfig`'s default."""
-HORIZON_DEFAULTS: dict[str, Any] = {"total_timesteps": 25_000, "checkpoint_freq": 12_500}
+HORIZON_DEFAULTS: dict[str, Any] = {"total_timesteps": 25_000, "checkpoint_freq": 12_500, "plan": "issues"}
 """train.py's defaults with ``--horizon-days D`` > 1 (weeks; a week episode is 7 x 24 = 168 agent steps of the 2048
 case): 25,000 PPO steps with checkpoints every 12,500. Fine-tuning after the warm start made the validation weeks
 dearer at every checkpoint of a 100,000-step run (12 training weeks: $17,146 warm start, $17,311 at 27k up to
 $18,074 at 100k) and $63 cheaper at 14k in the 25,000-step run (24 weeks), so more steps buy nothing measured;
-the selection on validation weeks keeps the cheapest candidate (docs/training.md, "Weeks"). Every other setting
-is :class:`PPOConfig`'s default."""
+the selection on validation weeks keeps the cheapest candidate (docs/training.md, "Weeks"). ``plan="issues"``:
+the observed and cloned plan is re-made at each daily forecast issue (``mpc``'s plans,
+:func:`agents.plan_features.issue_plans`); the forecast plan, made once at slot 0 with day 1's forecast repeated
+over the week, is stale after day 1 (cloned, 70.4% of the saving on the 4 held-out weeks, against mpc's 81.4%).
+Every other setting is :class:`PPOConfig`'s default."""
 IMITATIONS = ("plan", "oracle")
 """``PPOConfig.imitation``."""
 

@@ -111,3 +111,72 @@ def test_bad_horizon_flags_exit_2_with_one_line(argv, field, capsys, tmp_path):
     assert run_cli(train.main, [*argv, "--out", str(tmp_path / "run")]) == EXIT_BAD_INPUT
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and field in err, err
+
+
+def test_overlaps_weeks_by_hand():
+    from agents.selection import overlaps_weeks
+
+    assert overlaps_weeks("2023-03-18", 7, ["2023-03-18"])
+    assert overlaps_weeks("2023-03-12", 7, ["2023-03-18"])  # 03-12..03-18 shares 03-18
+    assert not overlaps_weeks("2023-03-11", 7, ["2023-03-18"])  # 03-11..03-17
+    assert overlaps_weeks("2023-03-24", 7, ["2023-03-18"])  # the week's last day, 03-24
+    assert not overlaps_weeks("2023-03-25", 7, ["2023-03-18"])
+    assert not overlaps_weeks("2023-03-25", 1, ["2023-03-18", "2023-06-03"])
+    assert overlaps_weeks("2023-06-01", 3, ["2023-03-18", "2023-06-03"])
+    assert not overlaps_weeks("2023-03-18", 7, [])
+
+
+@pytest.mark.parametrize("every", [0, 7])
+@pytest.mark.parametrize("max_train,max_validation", [(24, 3), (1000, 1000)])
+def test_no_training_or_validation_week_shares_a_day_with_a_heldout_week(every, max_train, max_validation):
+    """The split by date: training and validation weeks keep clear of every day of the evaluated held-out weeks."""
+    from agents.days import DAYS_PER_WEEK, HELD_OUT_WEEK_STARTS
+
+    starts = week_starts(YEAR)
+    train_starts, validation, heldout = split_horizon_starts(YEAR, starts, every, max_train, max_validation,
+                                                             horizon_days=WEEK, held_out_weeks=HELD_OUT_WEEK_STARTS)
+    held_days = {(dt.date.fromisoformat(h) + dt.timedelta(days=k)).isoformat()
+                 for h in HELD_OUT_WEEK_STARTS for k in range(DAYS_PER_WEEK)}
+    assert len(held_days) == 4 * 7
+    for start in train_starts + validation:
+        days = {(dt.date.fromisoformat(start) + dt.timedelta(days=k)).isoformat() for k in range(WEEK)}
+        assert not days & held_days, start
+    # only the overlapping starts leave: 13 starts around each held-out week (6 before it, 7 in it)
+    before, before_validation, _ = split_horizon_starts(YEAR, starts, every, 1000, 1000)
+    after, after_validation, _ = split_horizon_starts(YEAR, starts, every, 1000, 1000, horizon_days=WEEK,
+                                                      held_out_weeks=HELD_OUT_WEEK_STARTS)
+    removed = set(before + before_validation) - set(after + after_validation)
+    assert len(removed) == 4 * 13 - 4  # of the 13 starts around a week, 1 is a held-out day (never trained)
+    assert heldout == [d for d in split_days(YEAR)[1] if d in set(starts)]  # evaluate.py's held-out weeks unchanged
+    assert set(after + after_validation) == set(before + before_validation) - removed  # nothing else leaves
+    assert set(train_starts) <= set(after) and set(validation) <= set(after_validation)
+    assert len(train_starts) == min(max_train, len(after))
+
+
+def test_horizon_instances_use_the_split_by_date():
+    """train.horizon_instances keeps training weeks clear of the held-out weeks (the config records the starts)."""
+    from agents.days import HELD_OUT_WEEK_STARTS
+    from agents.selection import overlaps_weeks
+
+    days = YEAR
+    instances = {d: SimpleNamespace(days=[(dt.date.fromisoformat(d) + dt.timedelta(days=k)).isoformat()
+                                          for k in range(WEEK)]) for d in week_starts(days)}
+    config = PPOConfig(horizon_train_instances=1000, horizon_validation_instances=0,
+                       train_days=split_days(days)[0], heldout_days=split_days(days)[1])
+    train.horizon_instances(config, instances, SimpleNamespace(dates=lambda: list(days)))
+    assert config.train_days and not any(overlaps_weeks(d, WEEK, HELD_OUT_WEEK_STARTS) for d in config.train_days)
+    assert any(overlaps_weeks(d, WEEK, HELD_OUT_WEEK_STARTS) for d in split_days(days)[0] if d in instances)
+
+
+def test_week_default_observes_the_issue_plans_and_the_day_default_the_forecast_plan():
+    assert HORIZON_DEFAULTS["plan"] == "issues"
+    assert train.parse_args(["--horizon-days", "7"]).plan == "issues"
+    assert train.parse_args([]).plan == train.parse_args(["--horizon-days", "1"]).plan == "forecast" == PPOConfig().plan
+    assert train.parse_args(["--horizon-days", "7", "--plan", "forecast"]).plan == "forecast"
+
+
+def test_bad_plan_flag_exits_2_with_one_line(capsys, tmp_path):
+    assert run_cli(train.main, ["--horizon-days", "7", "--plan", "later", "--out", str(tmp_path / "run")]) \
+        == EXIT_BAD_INPUT
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "plan" in err, err
