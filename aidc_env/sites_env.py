@@ -9,6 +9,7 @@ See ``docs/sites.md`` ("Env and PPO").
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -49,6 +50,9 @@ SITES_JOB_FEATURES = ("progress", "required_rate_ratio", "gpu_share", "mode_inde
 """Per-job observation features before the job's site one-hot, in order (see :class:`SitesDispatchEnv`)."""
 SITES_CHOICE_FEATURES = ("gpu_share", "coverage", "move")
 """Per-action features of the job deciding now, in order."""
+MAX_HOLD_ASSIGNMENTS = 4096
+"""The most assignments of the other jobs to hold sites the mask enumerates (S^(J-1); 27 on sites3): beyond it
+every job is held where it is (the reservation rule of issue 13 per site)."""
 SITES_INFORMATION = ("perfect",)
 """What the sites env can show: the truth of the look-ahead window (sites instances carry no day-ahead forecasts)."""
 
@@ -93,13 +97,15 @@ class SitesDispatchEnv(gym.Env):
     - **capacity**, per site: the mode's GPUs fit site s's pool in every slot of the segment, beside the GPUs of
       the choices already committed there (jobs mid-segment and jobs that decided earlier this slot); a job can
       only be at one site in a segment (one action), and can change site only here, at its checkpoint;
-    - with ``safety_mask`` (default), the **reservation rule** of :mod:`aidc_env.fleet_plan`, per site: after the
-      choice, every job holds, at the site of its committed segment, the fewest-GPU mode that still makes its
-      target by the end (τ_j lost unless it keeps its committed choice), and the committed choices plus these
-      holds fit every site's pool in every future slot. Sufficient: if the episode starts safe, following the
-      mask meets every target and the mask is never empty (a job can always take the mode its plan holds, at
-      the same site). If no choice passes (only after an unsafe start), the capacity mask is used and
-      ``info["safety_fallback"]`` is set.
+    - with ``safety_mask`` (default), the **reservation rule** of :mod:`aidc_env.fleet_plan` with holds at any
+      site: after the choice, every job holds, from the end of its committed segment to the horizon's end, the
+      fewest-GPU mode that still makes its target *at some site* σ_j (at its own site kept, or after τ_j; at
+      another site after a move, τ_j + its transfer time lost), and some assignment of the jobs to hold sites
+      fits, beside the committed choices, every site's pool in every future slot (:data:`MAX_HOLD_ASSIGNMENTS`
+      assignments at most, else each job is held where it is). Sufficient: if the episode starts safe,
+      following the mask meets every target and the mask is never empty (the job deciding next can take the mode
+      its plan holds at its plan's site; after a move the plan holds it there). If no choice passes (only after
+      an unsafe start), the capacity mask is used and ``info["safety_fallback"]`` is set.
 
     An action outside the mask never raises: the env keeps the job's current site and choice if valid, else takes
     the lowest valid action, and sets ``info["invalid_action"]``.
@@ -219,6 +225,14 @@ class SitesDispatchEnv(gym.Env):
         self._plan = FleetPlan(n_gpus=int(self._site_gpus.max()), slot_hours=self._dt, gpus_loc=self._gpus_loc,
                                rate3600_loc=rate3600, release=[0] * J, deadline=[T] * J,
                                restart_hours=[job.restart_hours for job in jobs], tranche_tokens=self._target)
+        # The same holds after a move: a job held at another site than its committed segment's loses its
+        # transfer time on top of the restart (a move into a running segment).
+        self._move_plan = FleetPlan(n_gpus=int(self._site_gpus.max()), slot_hours=self._dt, gpus_loc=self._gpus_loc,
+                                    rate3600_loc=rate3600, release=[0] * J, deadline=[T] * J,
+                                    restart_hours=[job.restart_hours + tr for job, tr
+                                                   in zip(jobs, self._transfer, strict=True)],
+                                    tranche_tokens=self._target)
+        self._site_plans = S ** max(J - 1, 0) <= MAX_HOLD_ASSIGNMENTS
         boundaries = sorted({s for sps in self._sps for s in range(0, T, sps)}) + [T]
         self._next_boundary = dict(zip(boundaries[:-1], boundaries[1:], strict=True))
         # Per action: its site's pool share (static part of the choice features).
@@ -262,14 +276,7 @@ class SitesDispatchEnv(gym.Env):
         self._schedule = [[PAUSE] * job.segments for job in inst.jobs]
         self._sites = [[h] * job.segments for job, h in zip(inst.jobs, self._home, strict=True)]
         self._committed = np.zeros((S, T), dtype=np.int64)
-        self._reserved = np.zeros((S, T), dtype=np.int64)
-        self._held = [0] * J
-        self._hold_site = list(self._home)
-        self._hold_from = [0] * J
-        for j in range(J):
-            need = np.full(self._sizes[j], self._plan.target_safe[j])
-            self._add_hold(j, self._home[j], 0, int(self._plan.held_gpus(j, 0, need, True)[self._cur[j]]))
-        self._start_safe = bool(np.all(self._reserved.max(axis=1) <= self._site_gpus))
+        self._start_safe = self._plan_assignment() is not None
         cached = self._day_cache.get(inst.day)
         if cached is None:
             views = inst.site_views
@@ -309,7 +316,7 @@ class SitesDispatchEnv(gym.Env):
         slot = self._t
         s, c = decode(a, self.n_choices)
         moved = s != self._site[j]
-        self._decide(j, s, c, int(self._held_after[s, c]))
+        self._decide(j, s, c)
         self._k += 1
         self._mask = None
         closed = self._k >= len(self._queue)
@@ -382,8 +389,17 @@ class SitesDispatchEnv(gym.Env):
         return self._committed.copy()
 
     def reserved_gpus(self) -> np.ndarray:
-        """(sites, slots): GPUs of the committed choices and the held modes of every job's plan."""
-        return self._reserved.copy()
+        """(sites, slots): GPUs of the committed choices and the held modes of a plan of every job that fits every
+        site (the first found; each job held where it is when no plan fits)."""
+        t = min(self._t, self.n_slots)
+        holds = self._hold_options()
+        where = self._plan_assignment()
+        if where is None:
+            where = list(self._site)
+        reserved = self._committed.copy()
+        for i, s in enumerate(where):
+            reserved[s, max(self._end[i], t):] += holds[i][s]
+        return reserved
 
     def action_of(self, job: int, site: int, choice: int) -> int:
         """The action of ``job`` taking ``choice`` (a mode index or ``PAUSE``) at ``site``."""
@@ -391,20 +407,8 @@ class SitesDispatchEnv(gym.Env):
 
     # ------------------------------------------------------------------ mechanics
 
-    def _add_hold(self, j: int, s: int, end: int, held: int) -> None:
-        self._hold_site[j] = s
-        self._hold_from[j] = end
-        if held and end < self.n_slots:
-            self._reserved[s, end:] += held
-            self._held[j] = held
-
-    def _drop_hold(self, j: int) -> None:
-        if self._held[j]:
-            self._reserved[self._hold_site[j], self._hold_from[j]:] -= self._held[j]
-            self._held[j] = 0
-
-    def _decide(self, j: int, s: int, c: int, held: int) -> None:
-        """Commit site s and local choice c of job j for its segment from the current slot, and its new hold."""
+    def _decide(self, j: int, s: int, c: int) -> None:
+        """Commit site s and local choice c of job j for its segment from the current slot."""
         t = self._t
         prev_s, prev_c = self._site[j], self._cur[j]
         if s != prev_s:
@@ -420,12 +424,9 @@ class SitesDispatchEnv(gym.Env):
         self._site[j], self._cur[j] = s, c
         end = t + self._sps[j]
         self._end[j] = end
-        self._drop_hold(j)
         g = int(self._gpus_loc[j][c])
         if g:
             self._committed[s, t:end] += g
-            self._reserved[s, t:end] += g
-        self._add_hold(j, s, end, held)
 
     def _forced(self, j: int) -> bool:
         return self.pause_when_done and self._tokens[j] >= self._target[j] * (1 - TRANCHE_TOLERANCE)
@@ -450,7 +451,7 @@ class SitesDispatchEnv(gym.Env):
             for j in range(self.n_jobs):
                 if t % self._sps[j] == 0:
                     if self._forced(j):
-                        self._decide(j, self._site[j], 0, 0)
+                        self._decide(j, self._site[j], 0)
                     else:
                         queue.append(j)
             self._queue = queue
@@ -495,35 +496,110 @@ class SitesDispatchEnv(gym.Env):
             total += slot_decision_cost_usd(view, grid, curtailment) + renewable * view.slot_hours * view.ppa_usd_per_mwh
         return total
 
-    def _compute_mask(self) -> np.ndarray:
-        """The exact mask of the job deciding now: per-site capacity, then the reservation rule."""
+    def _hold_options(self) -> list[list[int]]:
+        """Per job, per site σ: the GPUs of the fewest-GPU mode that makes its missing tokens when held at σ from
+        the end of its committed segment to the horizon's end (at its own site: kept without a restart when its
+        committed choice makes it, else after τ_j; elsewhere: after a move, τ_j + its transfer time)."""
+        out = []
+        for i in range(self.n_jobs):
+            need = self._plan.target_safe[i] - self._tokens[i]
+            e, here = self._end[i], self._site[i]
+            away = self._move_plan.held_gpus_paused(i, e, need)
+            row = [away] * self.n_sites
+            row[here] = int(self._plan.held_gpus_of(i, e, need, self._cur[i]))
+            out.append(row)
+        return out
+
+    def _intervals(self, starts: Sequence[int]) -> tuple[np.ndarray, np.ndarray]:
+        """The slot intervals from the current slot to the horizon's end cut at ``starts`` (first slots of the
+        intervals, and per site and interval the free GPUs beside the committed choices)."""
         t, T = self._t, self.n_slots
+        first = np.array(sorted({t, *(int(x) for x in starts if t <= x < T)}), dtype=np.int64)
+        stops = np.append(first[1:], T)
+        room = np.stack([self._site_gpus - self._committed[:, a:b].max(axis=1) for a, b in zip(first, stops,
+                                                                                               strict=True)], axis=1)
+        return first, room
+
+    def _other_loads(self, jobs: Sequence[int], holds: list[list[int]], first: np.ndarray, room: np.ndarray
+                     ) -> np.ndarray:
+        """(plans, sites, intervals): the GPUs the holds of ``jobs`` take, one row per assignment of the jobs to
+        hold sites (every assignment, or each job where it is when there are more than MAX_HOLD_ASSIGNMENTS) that
+        fits beside the committed choices."""
+        S, Q = self.n_sites, first.size
+        loads = np.zeros((1, S, Q), dtype=np.int64)
+        eye = np.eye(S, dtype=np.int64)
+        for i in jobs:
+            active = (first >= self._end[i]).astype(np.int64)
+            h = np.asarray(holds[i], dtype=np.int64)
+            if not self._site_plans:
+                h = np.where(np.arange(S) == self._site[i], h, self._site_gpus.max() + 1)
+            contrib = h[:, None, None] * eye[:, :, None] * active[None, None, :]  # (hold site, site, interval)
+            # A hold larger than its site's pool is no plan, even one starting at the horizon's end (a target missed).
+            contrib[h > self._site_gpus] = room.max() + 1
+            loads = (loads[:, None] + contrib[None]).reshape(-1, S, Q)
+            loads = loads[(loads <= room[None]).all(axis=(1, 2))]
+        return loads
+
+    def _plan_assignment(self) -> list[int] | None:
+        """A hold site per job such that the committed choices and the holds fit every site in every slot from
+        now on (None: no such plan)."""
+        if self._t >= self.n_slots:
+            return list(self._site)
+        holds = self._hold_options()
+        first, room = self._intervals(self._end)
+        S = self.n_sites
+        for where in itertools.product(range(S), repeat=self.n_jobs):
+            if not self._site_plans and list(where) != self._site:
+                continue
+            load = np.zeros_like(room)
+            for i, s in enumerate(where):
+                load[s] += holds[i][s] * (first >= self._end[i])
+            if np.all(load <= room) and all(holds[i][s] <= self._site_gpus[s] for i, s in enumerate(where)):
+                return list(where)
+        return None
+
+    def _compute_mask(self) -> np.ndarray:
+        """The exact mask of the job deciding now: per-site capacity, then the reservation rule (holds at any
+        site)."""
+        t = self._t
         j = self._queue[self._k]
         S, C = self.n_sites, self.n_choices
         n = self._sizes[j]
         end = t + self._sps[j]
         prev_s, prev_c = self._site[j], self._cur[j]
         g = self._gpus_loc[j]
-        base = self._plan.target_safe[j] - self._tokens[j]
-        held = np.zeros((S, n), dtype=np.int64)
-        for s in range(S):
-            if s == prev_s:
-                made = self._seg_restart[j].copy()
-                made[prev_c] = self._seg_keep[j][prev_c]
-            else:
-                made = self._seg_move[j]
-            held[s] = self._plan.held_gpus(j, end, base - made, True)
-        self._held_after = np.zeros((S, C), dtype=np.int64)
-        self._held_after[:, :n] = held
         cap = self._site_gpus - self._committed[:, t:end].max(axis=1)
         mask = np.zeros((S, C), dtype=bool)
         self._fallback = False
         if self.safety_mask:
-            own = np.zeros(S, dtype=np.int64)
-            own[self._hold_site[j]] = self._held[j]  # the job's hold covers [t, T) at its site
-            room_now = np.minimum(cap, self._site_gpus + own - self._reserved[:, t:end].max(axis=1))
-            room_after = (self._site_gpus + own - self._reserved[:, end:].max(axis=1)) if end < T else self._site_gpus
-            safe = (g[None, :] <= room_now[:, None]) & (held <= room_after[:, None])
+            base = self._plan.target_safe[j] - self._tokens[j]
+            # hold[s, c, σ]: job j's hold at σ after taking local choice c at site s now.
+            hold = np.empty((S, n, S), dtype=np.int64)
+            for s in range(S):
+                if s == prev_s:
+                    made = self._seg_restart[j].copy()
+                    made[prev_c] = self._seg_keep[j][prev_c]
+                else:
+                    made = self._seg_move[j]
+                need = base - made
+                away = self._move_plan.held_gpus(j, end, need, False)
+                hold[s] = away[:, None]
+                hold[s, :, s] = self._plan.held_gpus(j, end, need, True)
+            holds = self._hold_options()
+            others = [i for i in range(self.n_jobs) if i != j]
+            first, room = self._intervals([end, *(self._end[i] for i in others)])
+            loads = self._other_loads(others, holds, first, room)  # (plans, S, Q)
+            eye = np.eye(S, dtype=np.int64)
+            seg = (g[None, :, None, None] * eye[:, None, :, None]
+                   * (first < end)[None, None, None, :])  # (s, c, site, q)
+            after = (first >= end).astype(np.int64)
+            held = hold[:, :, :, None, None] * eye[None, None, :, :, None] * after  # (s, c, σ, site, q)
+            need_room = seg[:, :, None] + held  # (s, c, σ, site, q)
+            free = room[None] - loads  # (plans, site, q)
+            fits = (need_room[:, :, :, None] <= free[None, None, None]).all(axis=(-2, -1))  # (s, c, σ, plans)
+            # A hold larger than its site's pool fails even when it starts at the horizon's end (a target missed).
+            fits &= (hold <= self._site_gpus[None, None, :])[:, :, :, None]
+            safe = fits.any(axis=(2, 3))
             if safe.any():
                 mask[:, :n] = safe
                 self._mask = mask.reshape(-1)

@@ -132,20 +132,20 @@ def test_random_masked_episodes_keep_every_rule(two_sites, seed):
         assert env.tokens()[j] == pytest.approx(tokens, rel=1e-9)
 
 
-def test_a_move_into_a_pause_is_masked_by_the_destination_s_room(two_sites):
+def test_a_move_into_a_pause_is_allowed_when_the_job_can_move_back(two_sites):
     env = SitesDispatchEnv(case=two_sites)
     env.reset(seed=0)
     assert env.deciding_job == 0
-    base = two_sites.jobs[0].baseline_mode
-    # J1 paused at b would hold 128 GPUs there from its next checkpoint, beside J2's 128: b holds 128.
+    # J1 paused at b cannot run there beside J2 (b holds 128), but it can move back to a after the pause and
+    # still make its target (τ + transfer lost): allowed (the rule of issue 13 per site refused it).
     assert env.action_masks()[env.action_of(0, 0, PAUSE)]
-    assert not env.action_masks()[env.action_of(0, 1, PAUSE)]
-    env.step(env.action_of(0, 0, base))
-    assert env.deciding_job == 1
-    # J2 may take its checkpoint to a during a pause (a holds 256: J1's 128 and J2's 128).
-    assert env.action_masks()[env.action_of(1, 0, PAUSE)]
-    env.step(env.action_of(1, 0, PAUSE))
-    assert env.sites()[1][0] == 0 and env.tokens()[1] == 0.0
+    assert env.action_masks()[env.action_of(0, 1, PAUSE)]
+    env.step(env.action_of(0, 1, PAUSE))
+    assert env.sites()[0][0] == 1 and env.tokens()[0] == 0.0
+    # The plan found holds both jobs at a (256 GPUs) from J1's next checkpoint: every pool kept.
+    reserved = env.reserved_gpus()
+    assert np.array_equal(reserved[0, 6:], np.full(18, 256)) and reserved[1].max() == 0
+    assert np.all(reserved <= np.array([256, 128])[:, None])
 
 
 def perturbed(inst: Instance, t: int, seed: int) -> Instance:
