@@ -610,14 +610,16 @@ class SitesDispatchEnv(gym.Env):
         others = [i for i in range(self.n_jobs) if i != j]
         first, room = self._intervals(st, [end, *(st.end[i] for i in others)])
         loads = self._other_loads(st, others, holds, first, room)  # (plans, S, Q)
-        eye = np.eye(S, dtype=np.int64)
-        seg = g[None, :, None, None] * eye[:, None, :, None] * (first < end)[None, None, None, :]  # (s, c, site, q)
-        held = hold[:, :, :, None, None] * eye[None, None, :, :, None] * (first >= end)  # (s, c, σ, site, q)
-        over = np.maximum(seg[:, :, None, None] + held[:, :, :, None] - (room[None] - loads)[None, None, None], 0)
-        short = over.sum(axis=(-2, -1))  # (s, c, σ, plans)
-        # A hold larger than its site's pool fails even when it starts at the horizon's end (a target missed).
-        short += np.maximum(hold - self._site_gpus[None, None, :], 0)[:, :, :, None]
-        best = short.min(axis=(2, 3)) if short.size else np.full((S, n), self._site_gpus.max() + 1)
+        free = room[None] - loads  # (plans, site, q): what the other jobs' plans leave, never negative
+        now = first < end
+        # Job j's segment takes site s before its end, its hold site σ after (a hold starting at the horizon's end
+        # must still fit σ's pool: 0 GPUs, or no mode makes the target).
+        free_now = free[:, :, now].min(axis=2)  # (plans, s)
+        free_after = free[:, :, ~now].min(axis=2) if (~now).any() else np.broadcast_to(self._site_gpus, free_now.shape)
+        short_now = np.maximum(g[None, None, :] - free_now[:, :, None], 0)  # (plans, s, c)
+        short_after = np.maximum(hold[None] - free_after[:, None, None, :], 0)  # (plans, s, c, σ)
+        short = short_now[..., None] + short_after
+        best = short.min(axis=(0, 3)) if short.size else np.full((S, n), self._site_gpus.max() + 1)
         return cap, best == 0, best, hold
 
     def _child(self, st: _PlanState, j: int, s: int, c: int) -> _PlanState:
