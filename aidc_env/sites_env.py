@@ -21,6 +21,7 @@ from gymnasium import spaces
 
 from aidc_env.case import Case, build_instances
 from aidc_env.env import (
+    JobQueueMasks,
     DEFAULT_REWARD_SCALE_USD,
     DEFAULT_TERMINAL_PENALTY_FACTOR,
     check_day,
@@ -82,7 +83,7 @@ def decode(action: int, n_choices: int) -> tuple[int, int]:
     return divmod(int(action), n_choices)
 
 
-class SitesDispatchEnv(gym.Env):
+class SitesDispatchEnv(JobQueueMasks, gym.Env):
     """
     ## Description
 
@@ -351,15 +352,6 @@ class SitesDispatchEnv(gym.Env):
                 "terminal_penalty_usd": penalty}
         return self._observation(), reward, terminated, False, info
 
-    def action_masks(self) -> np.ndarray:
-        """Bool mask over the actions of the job deciding now (see the class docstring)."""
-        if self._inst is None:
-            raise gym.error.ResetNeeded("call reset() before action_masks()")
-        if self._t >= self.n_slots:
-            return np.ones(self.n_actions, dtype=bool)
-        mask = self._mask if self._mask is not None else self._compute_mask()
-        return mask.copy()
-
     def render(self):
         if self.render_mode != "ansi" or self._inst is None:
             return None
@@ -368,24 +360,6 @@ class SitesDispatchEnv(gym.Env):
         return f"{self._inst.day} slot {self._t}/{self.n_slots} job {self.deciding_job}: {jobs}"
 
     # ------------------------------------------------------------------ public state
-
-    @property
-    def slot(self) -> int:
-        return self._t
-
-    @property
-    def deciding_job(self) -> int | None:
-        return self._queue[self._k] if self._t < self.n_slots and self._k < len(self._queue) else None
-
-    @property
-    def starts_safe(self) -> bool:
-        return self._start_safe
-
-    @property
-    def safety_fallback(self) -> bool:
-        if self._inst is not None and self._t < self.n_slots and self._mask is None:
-            self._compute_mask()
-        return self._fallback
 
     def schedule(self) -> list[list[int]]:
         """Per job, per segment: a mode index or ``PAUSE``."""
