@@ -596,6 +596,44 @@ def _same_jobs(inst: Instance, reference: Instance) -> bool:
         job.to_dict() for job in reference.jobs]
 
 
+class JobQueueMasks:
+    """The masks and public state of an env that asks the jobs at a decision point one per agent step (the fleet
+    and sites envs). The env sets ``_inst``, ``_t``, ``n_slots``, ``n_actions``, ``_queue`` (the jobs of the
+    decision point, in order), ``_k`` (the one deciding now), ``_mask`` (None until computed), ``_fallback``,
+    ``_start_safe`` and defines ``_compute_mask()``."""
+
+    def action_masks(self) -> np.ndarray:
+        """Bool mask over the actions of the job deciding now (see the class docstring)."""
+        if self._inst is None:
+            raise gym.error.ResetNeeded("call reset() before action_masks()")
+        if self._t >= self.n_slots:
+            return np.ones(self.n_actions, dtype=bool)
+        mask = self._mask if self._mask is not None else self._compute_mask()
+        return mask.copy()
+
+    @property
+    def slot(self) -> int:
+        """The slot of the current decision point (``n_slots`` once the episode is over)."""
+        return self._t
+
+    @property
+    def deciding_job(self) -> int | None:
+        """Index of the job deciding now (None once the episode is over)."""
+        return self._queue[self._k] if self._t < self.n_slots and self._k < len(self._queue) else None
+
+    @property
+    def safety_fallback(self) -> bool:
+        """True if no choice passes the reservation rule now (the capacity mask is used)."""
+        if self._inst is not None and self._t < self.n_slots and self._mask is None:
+            self._compute_mask()
+        return self._fallback
+
+    @property
+    def starts_safe(self) -> bool:
+        """The episode's initial state passes the reservation rule (then the mask never falls back)."""
+        return self._start_safe
+
+
 def masked_action(action: Any, mask: np.ndarray, keep: int) -> tuple[int, bool]:
     """(the action taken, whether the one given was invalid): an action outside the mask (or not an integer) never
     raises; ``keep`` is taken if valid, else the lowest valid action."""

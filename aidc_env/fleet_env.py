@@ -19,6 +19,7 @@ from gymnasium import spaces
 
 from aidc_env.case import Case
 from aidc_env.env import (
+    JobQueueMasks,
     DEFAULT_REWARD_SCALE_USD,
     DEFAULT_TERMINAL_PENALTY_FACTOR,
     check_day,
@@ -100,7 +101,7 @@ REWARD_CREDITS = ("decision", "job")
 agent step the objective change attributable to that job's choice ("job"; see :class:`FleetDispatchEnv`)."""
 
 
-class FleetDispatchEnv(gym.Env):
+class FleetDispatchEnv(JobQueueMasks, gym.Env):
     """
     ## Description
 
@@ -466,15 +467,6 @@ class FleetDispatchEnv(gym.Env):
         self._last_info = info
         return self._observation(), reward, terminated, False, info
 
-    def action_masks(self) -> np.ndarray:
-        """Bool mask over the actions of the job deciding now (see the class docstring)."""
-        if self._inst is None:
-            raise gym.error.ResetNeeded("call reset() before action_masks()")
-        if self._t >= self.n_slots:
-            return np.ones(self.n_actions, dtype=bool)
-        mask = self._mask if self._mask is not None else self._compute_mask()
-        return mask.copy()
-
     def render(self):
         if self.render_mode != "ansi" or self._inst is None:
             return None
@@ -482,28 +474,6 @@ class FleetDispatchEnv(gym.Env):
         return f"{self._inst.day} slot {self._t}/{self.n_slots} job {self.deciding_job}: {modes}"
 
     # ------------------------------------------------------------------ public state
-
-    @property
-    def slot(self) -> int:
-        """The slot of the current decision point (``n_slots`` once the episode is over)."""
-        return self._t
-
-    @property
-    def deciding_job(self) -> int | None:
-        """Index of the job deciding now (None once the episode is over)."""
-        return self._queue[self._k] if self._t < self.n_slots and self._k < len(self._queue) else None
-
-    @property
-    def safety_fallback(self) -> bool:
-        """True if no choice passes the reservation rule now (the capacity mask is used)."""
-        if self._inst is not None and self._t < self.n_slots and self._mask is None:
-            self._compute_mask()
-        return self._fallback
-
-    @property
-    def starts_safe(self) -> bool:
-        """The episode's initial state passes the reservation rule (then the mask never falls back)."""
-        return self._start_safe
 
     def schedule(self) -> list[list[int]]:
         """The schedule taken so far: per job, per segment, a mode index or ``PAUSE``."""

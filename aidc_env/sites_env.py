@@ -9,6 +9,8 @@ See ``docs/sites.md`` ("Env and PPO").
 
 from __future__ import annotations
 
+import dataclasses
+import itertools
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -19,6 +21,7 @@ from gymnasium import spaces
 
 from aidc_env.case import Case, build_instances
 from aidc_env.env import (
+    JobQueueMasks,
     DEFAULT_REWARD_SCALE_USD,
     DEFAULT_TERMINAL_PENALTY_FACTOR,
     check_day,
@@ -49,6 +52,16 @@ SITES_JOB_FEATURES = ("progress", "required_rate_ratio", "gpu_share", "mode_inde
 """Per-job observation features before the job's site one-hot, in order (see :class:`SitesDispatchEnv`)."""
 SITES_CHOICE_FEATURES = ("gpu_share", "coverage", "move")
 """Per-action features of the job deciding now, in order."""
+MAX_HOLD_ASSIGNMENTS = 4096
+"""The most assignments of the other jobs to hold sites the mask enumerates (S^(J-1); 27 on sites3): beyond it
+every job is held where it is (the reservation rule of issue 13 per site)."""
+DEFAULT_MASK_SEARCH_NODES = 1
+"""States the mask's search visits per choice the reservation rule refuses (0: the rule alone). At 1 a refused
+choice is allowed when, after it, the next decision has a choice the rule allows (its plan then completes the
+episode): on the decomposition oracle's schedules of 63 training and 50 held-out days of sites3 this refuses 1 of
+2,790 and 0 of the held-out choices (the rule alone: 25 and 28; 2026-12-02). Each node costs one evaluation of the
+rule, so a larger budget is slower where many choices are refused (masked-random play); docs/sites.md "Env and
+PPO"."""
 SITES_INFORMATION = ("perfect",)
 """What the sites env can show: the truth of the look-ahead window (sites instances carry no day-ahead forecasts)."""
 
@@ -70,7 +83,7 @@ def decode(action: int, n_choices: int) -> tuple[int, int]:
     return divmod(int(action), n_choices)
 
 
-class SitesDispatchEnv(gym.Env):
+class SitesDispatchEnv(JobQueueMasks, gym.Env):
     """
     ## Description
 
@@ -93,12 +106,20 @@ class SitesDispatchEnv(gym.Env):
     - **capacity**, per site: the mode's GPUs fit site s's pool in every slot of the segment, beside the GPUs of
       the choices already committed there (jobs mid-segment and jobs that decided earlier this slot); a job can
       only be at one site in a segment (one action), and can change site only here, at its checkpoint;
-    - with ``safety_mask`` (default), the **reservation rule** of :mod:`aidc_env.fleet_plan`, per site: after the
-      choice, every job holds, at the site of its committed segment, the fewest-GPU mode that still makes its
-      target by the end (τ_j lost unless it keeps its committed choice), and the committed choices plus these
-      holds fit every site's pool in every future slot. Sufficient: if the episode starts safe, following the
-      mask meets every target and the mask is never empty (a job can always take the mode its plan holds, at
-      the same site). If no choice passes (only after an unsafe start), the capacity mask is used and
+    - with ``safety_mask`` (default), the **reservation rule** of :mod:`aidc_env.fleet_plan` with holds at any
+      site: after the choice, every job holds, from the end of its committed segment to the horizon's end, the
+      fewest-GPU mode that still makes its target *at some site* σ_j (at its own site kept, or after τ_j; at
+      another site after a move, τ_j + its transfer time lost), and some assignment of the jobs to hold sites
+      fits, beside the committed choices, every site's pool in every future slot (:data:`MAX_HOLD_ASSIGNMENTS`
+      assignments at most, else each job is held where it is). Sufficient: if the episode starts safe,
+      following the mask meets every target and the mask is never empty (the job deciding next can take the mode
+      its plan holds at its plan's site; after a move the plan holds it there).
+    - a choice the rule refuses is allowed when a depth-first search from the state after it reaches, within
+      ``mask_search_nodes`` states (:data:`DEFAULT_MASK_SEARCH_NODES`), a decision with a choice the rule allows
+      (the rule's plan then completes the episode; the search tries the choices whose plans are the fewest GPUs
+      short first and skips those after which the job could not make its target even alone). Still sufficient;
+      exact when the search would find every completion (measured: the oracle's choices all pass but one in
+      2,790). If no choice passes (only after an unsafe start), the capacity mask is used and
       ``info["safety_fallback"]`` is set.
 
     An action outside the mask never raises: the env keeps the job's current site and choice if valid, else takes
@@ -141,6 +162,7 @@ class SitesDispatchEnv(gym.Env):
       (``"sites3"``), TOML path or :class:`~aidc_env.case.Case` (built once for ``profiles``' days).
     - ``overrides``, ``profiles``, ``days``, ``lookahead``, ``reward_scale``, ``safety_mask``, ``pause_when_done``,
       ``terminal_penalty_factor``, ``render_mode``: as in :class:`~aidc_env.fleet_env.FleetDispatchEnv`.
+    - ``mask_search_nodes``: the search's budget per refused choice (0: the reservation rule alone).
     - ``information``: ``"perfect"`` only (the truth of the look-ahead window: sites instances carry no forecasts).
     - ``reward_baseline``: None (default) or ``"fixed"``.
 
@@ -155,7 +177,7 @@ class SitesDispatchEnv(gym.Env):
                  reward_scale: float = DEFAULT_REWARD_SCALE_USD, reward_baseline: str | None = None,
                  safety_mask: bool = True, pause_when_done: bool = True,
                  terminal_penalty_factor: float = DEFAULT_TERMINAL_PENALTY_FACTOR, render_mode: str | None = None,
-                 **ignored: Any):
+                 mask_search_nodes: int = DEFAULT_MASK_SEARCH_NODES, **ignored: Any):
         super().__init__()
         require(isinstance(lookahead, (int, np.integer)) and not isinstance(lookahead, bool) and lookahead >= 0,
                 "lookahead", f"must be an integer >= 0, got {lookahead!r}")
@@ -164,6 +186,9 @@ class SitesDispatchEnv(gym.Env):
         require(is_finite(reward_scale) and reward_scale > 0, "reward_scale", "must be a number > 0")
         require(is_finite(terminal_penalty_factor) and terminal_penalty_factor >= 0, "terminal_penalty_factor",
                 "must be a number >= 0")
+        require(isinstance(mask_search_nodes, (int, np.integer)) and not isinstance(mask_search_nodes, bool)
+                and mask_search_nodes >= 0, "mask_search_nodes", f"must be an integer >= 0, got {mask_search_nodes!r}")
+        self.mask_search_nodes = int(mask_search_nodes)
         require(reward_baseline in (None, "fixed"), "reward_baseline", f"must be None or 'fixed', got "
                 f"{reward_baseline!r}")
         require(not ignored.get("forecast_noise"), "forecast_noise", "the sites env has no forecast noise")
@@ -219,6 +244,14 @@ class SitesDispatchEnv(gym.Env):
         self._plan = FleetPlan(n_gpus=int(self._site_gpus.max()), slot_hours=self._dt, gpus_loc=self._gpus_loc,
                                rate3600_loc=rate3600, release=[0] * J, deadline=[T] * J,
                                restart_hours=[job.restart_hours for job in jobs], tranche_tokens=self._target)
+        # The same holds after a move: a job held at another site than its committed segment's loses its
+        # transfer time on top of the restart (a move into a running segment).
+        self._move_plan = FleetPlan(n_gpus=int(self._site_gpus.max()), slot_hours=self._dt, gpus_loc=self._gpus_loc,
+                                    rate3600_loc=rate3600, release=[0] * J, deadline=[T] * J,
+                                    restart_hours=[job.restart_hours + tr for job, tr
+                                                   in zip(jobs, self._transfer, strict=True)],
+                                    tranche_tokens=self._target)
+        self._site_plans = S ** max(J - 1, 0) <= MAX_HOLD_ASSIGNMENTS
         boundaries = sorted({s for sps in self._sps for s in range(0, T, sps)}) + [T]
         self._next_boundary = dict(zip(boundaries[:-1], boundaries[1:], strict=True))
         # Per action: its site's pool share (static part of the choice features).
@@ -262,14 +295,6 @@ class SitesDispatchEnv(gym.Env):
         self._schedule = [[PAUSE] * job.segments for job in inst.jobs]
         self._sites = [[h] * job.segments for job, h in zip(inst.jobs, self._home, strict=True)]
         self._committed = np.zeros((S, T), dtype=np.int64)
-        self._reserved = np.zeros((S, T), dtype=np.int64)
-        self._held = [0] * J
-        self._hold_site = list(self._home)
-        self._hold_from = [0] * J
-        for j in range(J):
-            need = np.full(self._sizes[j], self._plan.target_safe[j])
-            self._add_hold(j, self._home[j], 0, int(self._plan.held_gpus(j, 0, need, True)[self._cur[j]]))
-        self._start_safe = bool(np.all(self._reserved.max(axis=1) <= self._site_gpus))
         cached = self._day_cache.get(inst.day)
         if cached is None:
             views = inst.site_views
@@ -284,6 +309,7 @@ class SitesDispatchEnv(gym.Env):
         self._mask: np.ndarray | None = None
         self._queue: list[int] = []
         self._k = 0
+        self._start_safe = self._plan_assignment() is not None
         paid, base = self._advance(decided=False)
         self._pending_reward = self._reward(paid, base)
         return self._observation(), {"day": inst.day, "slot": self._t, "job": self.deciding_job,
@@ -309,7 +335,7 @@ class SitesDispatchEnv(gym.Env):
         slot = self._t
         s, c = decode(a, self.n_choices)
         moved = s != self._site[j]
-        self._decide(j, s, c, int(self._held_after[s, c]))
+        self._decide(j, s, c)
         self._k += 1
         self._mask = None
         closed = self._k >= len(self._queue)
@@ -326,15 +352,6 @@ class SitesDispatchEnv(gym.Env):
                 "terminal_penalty_usd": penalty}
         return self._observation(), reward, terminated, False, info
 
-    def action_masks(self) -> np.ndarray:
-        """Bool mask over the actions of the job deciding now (see the class docstring)."""
-        if self._inst is None:
-            raise gym.error.ResetNeeded("call reset() before action_masks()")
-        if self._t >= self.n_slots:
-            return np.ones(self.n_actions, dtype=bool)
-        mask = self._mask if self._mask is not None else self._compute_mask()
-        return mask.copy()
-
     def render(self):
         if self.render_mode != "ansi" or self._inst is None:
             return None
@@ -343,24 +360,6 @@ class SitesDispatchEnv(gym.Env):
         return f"{self._inst.day} slot {self._t}/{self.n_slots} job {self.deciding_job}: {jobs}"
 
     # ------------------------------------------------------------------ public state
-
-    @property
-    def slot(self) -> int:
-        return self._t
-
-    @property
-    def deciding_job(self) -> int | None:
-        return self._queue[self._k] if self._t < self.n_slots and self._k < len(self._queue) else None
-
-    @property
-    def starts_safe(self) -> bool:
-        return self._start_safe
-
-    @property
-    def safety_fallback(self) -> bool:
-        if self._inst is not None and self._t < self.n_slots and self._mask is None:
-            self._compute_mask()
-        return self._fallback
 
     def schedule(self) -> list[list[int]]:
         """Per job, per segment: a mode index or ``PAUSE``."""
@@ -382,8 +381,17 @@ class SitesDispatchEnv(gym.Env):
         return self._committed.copy()
 
     def reserved_gpus(self) -> np.ndarray:
-        """(sites, slots): GPUs of the committed choices and the held modes of every job's plan."""
-        return self._reserved.copy()
+        """(sites, slots): GPUs of the committed choices and the held modes of a plan of every job that fits every
+        site (the first found; each job held where it is when no plan fits)."""
+        t = min(self._t, self.n_slots)
+        holds = self._hold_options(self._state())
+        where = self._plan_assignment()
+        if where is None:
+            where = list(self._site)
+        reserved = self._committed.copy()
+        for i, s in enumerate(where):
+            reserved[s, max(self._end[i], t):] += holds[i][s]
+        return reserved
 
     def action_of(self, job: int, site: int, choice: int) -> int:
         """The action of ``job`` taking ``choice`` (a mode index or ``PAUSE``) at ``site``."""
@@ -391,20 +399,8 @@ class SitesDispatchEnv(gym.Env):
 
     # ------------------------------------------------------------------ mechanics
 
-    def _add_hold(self, j: int, s: int, end: int, held: int) -> None:
-        self._hold_site[j] = s
-        self._hold_from[j] = end
-        if held and end < self.n_slots:
-            self._reserved[s, end:] += held
-            self._held[j] = held
-
-    def _drop_hold(self, j: int) -> None:
-        if self._held[j]:
-            self._reserved[self._hold_site[j], self._hold_from[j]:] -= self._held[j]
-            self._held[j] = 0
-
-    def _decide(self, j: int, s: int, c: int, held: int) -> None:
-        """Commit site s and local choice c of job j for its segment from the current slot, and its new hold."""
+    def _decide(self, j: int, s: int, c: int) -> None:
+        """Commit site s and local choice c of job j for its segment from the current slot."""
         t = self._t
         prev_s, prev_c = self._site[j], self._cur[j]
         if s != prev_s:
@@ -420,12 +416,9 @@ class SitesDispatchEnv(gym.Env):
         self._site[j], self._cur[j] = s, c
         end = t + self._sps[j]
         self._end[j] = end
-        self._drop_hold(j)
         g = int(self._gpus_loc[j][c])
         if g:
             self._committed[s, t:end] += g
-            self._reserved[s, t:end] += g
-        self._add_hold(j, s, end, held)
 
     def _forced(self, j: int) -> bool:
         return self.pause_when_done and self._tokens[j] >= self._target[j] * (1 - TRANCHE_TOLERANCE)
@@ -450,7 +443,7 @@ class SitesDispatchEnv(gym.Env):
             for j in range(self.n_jobs):
                 if t % self._sps[j] == 0:
                     if self._forced(j):
-                        self._decide(j, self._site[j], 0, 0)
+                        self._decide(j, self._site[j], 0)
                     else:
                         queue.append(j)
             self._queue = queue
@@ -495,41 +488,193 @@ class SitesDispatchEnv(gym.Env):
             total += slot_decision_cost_usd(view, grid, curtailment) + renewable * view.slot_hours * view.ppa_usd_per_mwh
         return total
 
-    def _compute_mask(self) -> np.ndarray:
-        """The exact mask of the job deciding now: per-site capacity, then the reservation rule."""
-        t, T = self._t, self.n_slots
-        j = self._queue[self._k]
-        S, C = self.n_sites, self.n_choices
+    def _state(self) -> _PlanState:
+        """The env's state as the mask reads it."""
+        return _PlanState(self._t, tuple(self._queue[self._k:]), list(self._site), list(self._cur), list(self._end),
+                          list(self._tokens), self._committed)
+
+    def _hold_options(self, st: _PlanState) -> list[list[int]]:
+        """Per job, per site σ: the GPUs of the fewest-GPU mode that makes its missing tokens when held at σ from
+        the end of its committed segment to the horizon's end (at its own site: kept without a restart when its
+        committed choice makes it, else after τ_j; elsewhere: after a move, τ_j + its transfer time)."""
+        out = []
+        for i in range(self.n_jobs):
+            need = self._plan.target_safe[i] - st.tokens[i]
+            e, here = st.end[i], st.site[i]
+            away = self._move_plan.held_gpus_paused(i, e, need)
+            row = [away] * self.n_sites
+            row[here] = int(self._plan.held_gpus_of(i, e, need, st.cur[i]))
+            out.append(row)
+        return out
+
+    def _intervals(self, st: _PlanState, starts: Sequence[int]) -> tuple[np.ndarray, np.ndarray]:
+        """The slot intervals from the state's slot to the horizon's end cut at ``starts`` (first slots of the
+        intervals, and per site and interval the free GPUs beside the committed choices)."""
+        t, T = st.t, self.n_slots
+        first = np.array(sorted({t, *(int(x) for x in starts if t <= x < T)}), dtype=np.int64)
+        stops = np.append(first[1:], T)
+        room = np.stack([self._site_gpus - st.committed[:, a:b].max(axis=1) for a, b in zip(first, stops,
+                                                                                             strict=True)], axis=1)
+        return first, room
+
+    def _other_loads(self, st: _PlanState, jobs: Sequence[int], holds: list[list[int]], first: np.ndarray,
+                     room: np.ndarray) -> np.ndarray:
+        """(plans, sites, intervals): the GPUs the holds of ``jobs`` take, one row per assignment of the jobs to
+        hold sites (every assignment, or each job where it is when there are more than MAX_HOLD_ASSIGNMENTS) that
+        fits beside the committed choices."""
+        S, Q = self.n_sites, first.size
+        loads = np.zeros((1, S, Q), dtype=np.int64)
+        eye = np.eye(S, dtype=np.int64)
+        for i in jobs:
+            active = (first >= st.end[i]).astype(np.int64)
+            h = np.asarray(holds[i], dtype=np.int64)
+            if not self._site_plans:
+                h = np.where(np.arange(S) == st.site[i], h, self._site_gpus.max() + 1)
+            contrib = h[:, None, None] * eye[:, :, None] * active[None, None, :]  # (hold site, site, interval)
+            # A hold larger than its site's pool is no plan, even one starting at the horizon's end (a target missed).
+            contrib[h > self._site_gpus] = room.max() + 1
+            loads = (loads[:, None] + contrib[None]).reshape(-1, S, Q)
+            loads = loads[(loads <= room[None]).all(axis=(1, 2))]
+        return loads
+
+    def _plan_assignment(self) -> list[int] | None:
+        """A hold site per job such that the committed choices and the holds fit every site in every slot from
+        now on (None: no such plan)."""
+        if self._t >= self.n_slots:
+            return list(self._site)
+        st = self._state()
+        holds = self._hold_options(st)
+        first, room = self._intervals(st, self._end)
+        S = self.n_sites
+        for where in itertools.product(range(S), repeat=self.n_jobs):
+            if not self._site_plans and list(where) != self._site:
+                continue
+            load = np.zeros_like(room)
+            for i, s in enumerate(where):
+                load[s] += holds[i][s] * (first >= self._end[i])
+            if np.all(load <= room) and all(holds[i][s] <= self._site_gpus[s] for i, s in enumerate(where)):
+                return list(where)
+        return None
+
+    def _made(self, st: _PlanState, j: int, s: int) -> np.ndarray:
+        """Tokens job j makes in its segment from the state's slot with each local choice at site s."""
+        if s != st.site[j]:
+            return self._seg_move[j]
+        made = self._seg_restart[j].copy()
+        made[st.cur[j]] = self._seg_keep[j][st.cur[j]]
+        return made
+
+    def _rule(self, st: _PlanState, j: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """For job j deciding in state st, per (site, local choice): whether the capacity allows it, whether the
+        reservation rule (holds at any site) allows it, and how many GPUs short its best plan is (0 when allowed);
+        also (site, choice, hold site) the job's own holds."""
+        t = st.t
+        S = self.n_sites
         n = self._sizes[j]
         end = t + self._sps[j]
-        prev_s, prev_c = self._site[j], self._cur[j]
         g = self._gpus_loc[j]
-        base = self._plan.target_safe[j] - self._tokens[j]
-        held = np.zeros((S, n), dtype=np.int64)
+        cap = g[None, :] <= (self._site_gpus - st.committed[:, t:end].max(axis=1))[:, None]
+        base = self._plan.target_safe[j] - st.tokens[j]
+        hold = np.empty((S, n, S), dtype=np.int64)  # job j's hold at σ after taking local choice c at site s
         for s in range(S):
-            if s == prev_s:
-                made = self._seg_restart[j].copy()
-                made[prev_c] = self._seg_keep[j][prev_c]
-            else:
-                made = self._seg_move[j]
-            held[s] = self._plan.held_gpus(j, end, base - made, True)
-        self._held_after = np.zeros((S, C), dtype=np.int64)
-        self._held_after[:, :n] = held
-        cap = self._site_gpus - self._committed[:, t:end].max(axis=1)
+            need = base - self._made(st, j, s)
+            hold[s] = self._move_plan.held_gpus(j, end, need, False)[:, None]
+            hold[s, :, s] = self._plan.held_gpus(j, end, need, True)
+        holds = self._hold_options(st)
+        others = [i for i in range(self.n_jobs) if i != j]
+        first, room = self._intervals(st, [end, *(st.end[i] for i in others)])
+        loads = self._other_loads(st, others, holds, first, room)  # (plans, S, Q)
+        free = room[None] - loads  # (plans, site, q): what the other jobs' plans leave, never negative
+        now = first < end
+        # Job j's segment takes site s before its end, its hold site σ after (a hold starting at the horizon's end
+        # must still fit σ's pool: 0 GPUs, or no mode makes the target).
+        free_now = free[:, :, now].min(axis=2)  # (plans, s)
+        free_after = free[:, :, ~now].min(axis=2) if (~now).any() else np.broadcast_to(self._site_gpus, free_now.shape)
+        short_now = np.maximum(g[None, None, :] - free_now[:, :, None], 0)  # (plans, s, c)
+        short_after = np.maximum(hold[None] - free_after[:, None, None, :], 0)  # (plans, s, c, σ)
+        short = short_now[..., None] + short_after
+        best = short.min(axis=(0, 3)) if short.size else np.full((S, n), self._site_gpus.max() + 1)
+        return cap, best == 0, best, hold
+
+    def _child(self, st: _PlanState, j: int, s: int, c: int) -> _PlanState:
+        """The state after job j (the first of the state's queue) takes local choice c at site s: the next job of
+        the slot decides, or the next decision point (done jobs paused where they are, as the env does)."""
+        t = st.t
+        end = t + self._sps[j]
+        tokens, site, cur, ends = list(st.tokens), list(st.site), list(st.cur), list(st.end)
+        tokens[j] += float(self._made(st, j, s)[c])
+        site[j], cur[j], ends[j] = s, c, end
+        committed = st.committed
+        g = int(self._gpus_loc[j][c])
+        if g:
+            committed = committed.copy()
+            committed[s, t:end] += g
+        queue = st.queue[1:]
+        while not queue:
+            t = self._next_boundary[t]
+            if t >= self.n_slots:
+                break
+            queue = []
+            for i in range(self.n_jobs):
+                if t % self._sps[i] == 0:
+                    if self.pause_when_done and tokens[i] >= self._target[i] * (1 - TRANCHE_TOLERANCE):
+                        cur[i], ends[i] = 0, t + self._sps[i]
+                    else:
+                        queue.append(i)
+            queue = tuple(queue)
+        return _PlanState(t, tuple(queue), site, cur, ends, tokens, committed)
+
+    def _completable(self, st: _PlanState, budget: list[int]) -> bool:
+        """Whether some continuation from st meets every target within every pool: found by a depth-first search
+        that stops at a state the reservation rule allows (then the rule's plan completes it); False when the
+        search's node budget runs out (the mask stays sufficient)."""
+        if st.t >= self.n_slots:
+            return all(x >= w * (1 - TRANCHE_TOLERANCE) for x, w in zip(st.tokens, self._target, strict=True))
+        budget[0] -= 1
+        if budget[0] < 0:
+            return False
+        j = st.queue[0]
+        cap, safe, short, hold = self._rule(st, j)
+        if safe.any():
+            return True
+        alone = (hold <= self._site_gpus[None, None, :]).any(axis=2)  # the job could still finish on its own
+        order = np.argsort(np.where(cap & alone, short, np.iinfo(np.int64).max), axis=None, kind="stable")
+        for flat in order:
+            s, c = divmod(int(flat), short.shape[1])
+            if not (cap[s, c] and alone[s, c]):
+                break
+            if self._completable(self._child(st, j, s, c), budget):
+                return True
+            if budget[0] < 0:
+                return False
+        return False
+
+    def _compute_mask(self) -> np.ndarray:
+        """The mask of the job deciding now: per-site capacity, then the reservation rule (holds at any site),
+        then, for a choice the rule refuses, a bounded search for a continuation that completes the episode."""
+        st = self._state()
+        j = st.queue[0]
+        S, C = self.n_sites, self.n_choices
+        n = self._sizes[j]
         mask = np.zeros((S, C), dtype=bool)
         self._fallback = False
         if self.safety_mask:
-            own = np.zeros(S, dtype=np.int64)
-            own[self._hold_site[j]] = self._held[j]  # the job's hold covers [t, T) at its site
-            room_now = np.minimum(cap, self._site_gpus + own - self._reserved[:, t:end].max(axis=1))
-            room_after = (self._site_gpus + own - self._reserved[:, end:].max(axis=1)) if end < T else self._site_gpus
-            safe = (g[None, :] <= room_now[:, None]) & (held <= room_after[:, None])
+            cap, safe, _, hold = self._rule(st, j)
+            alone = (hold <= self._site_gpus[None, None, :]).any(axis=2)
+            if self.mask_search_nodes > 0:
+                for s, c in zip(*np.nonzero(cap & alone & ~safe), strict=True):
+                    if self._completable(self._child(st, j, int(s), int(c)), [self.mask_search_nodes]):
+                        safe[s, c] = True
             if safe.any():
                 mask[:, :n] = safe
                 self._mask = mask.reshape(-1)
                 return self._mask
             self._fallback = True
-        mask[:, :n] = g[None, :] <= cap[:, None]
+        else:
+            t = st.t
+            cap = self._gpus_loc[j][None, :] <= (self._site_gpus
+                                                 - st.committed[:, t:t + self._sps[j]].max(axis=1))[:, None]
+        mask[:, :n] = cap
         self._mask = mask.reshape(-1)
         return self._mask
 
@@ -577,6 +722,20 @@ class SitesDispatchEnv(gym.Env):
             choice[self._site[j], :, 2] = 0.0
         obs = np.concatenate([feats.ravel(), self._global_obs[min(t, T)], free, choice.ravel()])
         return obs.astype(np.float32)
+
+
+@dataclasses.dataclass(frozen=True)
+class _PlanState:
+    """What the mask reads of an env state: the slot, the jobs still to decide in it (the first decides now), per
+    job its site, local choice, end of its committed segment and tokens, and the committed GPUs (sites, slots)."""
+
+    t: int
+    queue: tuple[int, ...]
+    site: list[int]
+    cur: list[int]
+    end: list[int]
+    tokens: list[float]
+    committed: np.ndarray
 
 
 def _instances(case: Any, overrides: Mapping[str, Any] | None, profiles: Any) -> dict[str, Instance]:

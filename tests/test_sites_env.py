@@ -6,6 +6,7 @@ the warm start's action sequence of an oracle schedule replays to its cost."""
 from __future__ import annotations
 
 import dataclasses
+from copy import deepcopy
 from pathlib import Path
 
 import gymnasium as gym
@@ -20,6 +21,7 @@ from agents.sites_train import oracle_actions, sites_env
 from aidc_env import register_envs
 from aidc_env.case import build_instance
 from aidc_env.instance import PAUSE, SECONDS_PER_HOUR, Instance
+from aidc_env.simulator import TRANCHE_TOLERANCE
 from aidc_env.site_simulator import simulate_sites
 from aidc_env.sites_env import SitesDispatchEnv, decode
 from oracle.sites import solve_sites
@@ -132,20 +134,109 @@ def test_random_masked_episodes_keep_every_rule(two_sites, seed):
         assert env.tokens()[j] == pytest.approx(tokens, rel=1e-9)
 
 
-def test_a_move_into_a_pause_is_masked_by_the_destination_s_room(two_sites):
+def test_a_move_into_a_pause_is_allowed_when_the_job_can_move_back(two_sites):
     env = SitesDispatchEnv(case=two_sites)
     env.reset(seed=0)
     assert env.deciding_job == 0
-    base = two_sites.jobs[0].baseline_mode
-    # J1 paused at b would hold 128 GPUs there from its next checkpoint, beside J2's 128: b holds 128.
+    # J1 paused at b cannot run there beside J2 (b holds 128), but it can move back to a after the pause and
+    # still make its target (τ + transfer lost): allowed (the rule of issue 13 per site refused it).
     assert env.action_masks()[env.action_of(0, 0, PAUSE)]
-    assert not env.action_masks()[env.action_of(0, 1, PAUSE)]
-    env.step(env.action_of(0, 0, base))
-    assert env.deciding_job == 1
-    # J2 may take its checkpoint to a during a pause (a holds 256: J1's 128 and J2's 128).
-    assert env.action_masks()[env.action_of(1, 0, PAUSE)]
-    env.step(env.action_of(1, 0, PAUSE))
-    assert env.sites()[1][0] == 0 and env.tokens()[1] == 0.0
+    assert env.action_masks()[env.action_of(0, 1, PAUSE)]
+    env.step(env.action_of(0, 1, PAUSE))
+    assert env.sites()[0][0] == 1 and env.tokens()[0] == 0.0
+    # The plan found holds both jobs at a (256 GPUs) from J1's next checkpoint: every pool kept.
+    reserved = env.reserved_gpus()
+    assert np.array_equal(reserved[0, 6:], np.full(18, 256)) and reserved[1].max() == 0
+    assert np.all(reserved <= np.array([256, 128])[:, None])
+
+
+def completable(env: SitesDispatchEnv, state, memo: dict) -> bool:
+    """Brute force, independent of the env's rule and search: some continuation of the state within every pool
+    (any site and choice per decision) meets every target."""
+    if state.t >= env.n_slots:
+        return all(x >= w * (1 - TRANCHE_TOLERANCE) for x, w in zip(state.tokens, env._target, strict=True))
+    key = (state.t, state.queue, tuple(state.site), tuple(state.cur), tuple(state.end), tuple(state.tokens),
+           state.committed[:, state.t:].tobytes())
+    if key not in memo:
+        memo[key] = any(completable(env, env._child(state, state.queue[0], s, c), memo)
+                        for s, c in allowed_by_pools(env, state))
+    return memo[key]
+
+
+def allowed_by_pools(env: SitesDispatchEnv, state) -> list[tuple[int, int]]:
+    j, t = state.queue[0], state.t
+    free = env._site_gpus - state.committed[:, t:t + env._sps[j]].max(axis=1)
+    return [(s, c) for s in range(env.n_sites) for c in range(env._sizes[j]) if env._gpus_loc[j][c] <= free[s]]
+
+
+@settings(max_examples=12, deadline=None, derandomize=True)
+@given(seed=st.integers(0, 10_000))
+def test_the_mask_allows_exactly_the_choices_after_which_the_episode_can_be_completed(two_sites, seed):
+    # On the two-site instance, over a masked-random episode: a choice is allowed iff some continuation meets
+    # every target within every pool (brute force over all continuations). The hold rule alone refuses some.
+    env = SitesDispatchEnv(case=two_sites)
+    rng = np.random.default_rng(seed)
+    env.reset(seed=seed)
+    memo: dict = {}
+    done = False
+    while not done:
+        state = env._state()
+        exact = np.zeros((env.n_sites, env.n_choices), dtype=bool)
+        for s, c in allowed_by_pools(env, state):
+            exact[s, c] = completable(env, env._child(state, state.queue[0], s, c), memo)
+        mask = env.action_masks()
+        assert np.array_equal(mask, exact.reshape(-1))
+        _, _, done, _, info = env.step(int(rng.choice(np.flatnonzero(mask))))
+        assert not info["safety_fallback"]
+
+
+def test_the_hold_rule_alone_refuses_completable_choices_that_the_search_allows(two_sites):
+    refused = 0
+    for seed in range(30):
+        rule = SitesDispatchEnv(case=two_sites, mask_search_nodes=0)
+        searched = SitesDispatchEnv(case=two_sites)
+        rng = np.random.default_rng(seed)
+        rule.reset(seed=seed)
+        searched.reset(seed=seed)
+        done = False
+        while not done:
+            a, b = rule.action_masks(), searched.action_masks()
+            assert not np.any(a & ~b)
+            refused += int(np.sum(b & ~a))
+            action = int(rng.choice(np.flatnonzero(a)))
+            _, _, done, _, _ = rule.step(action)
+            searched.step(action)
+    assert refused == 2
+
+
+@settings(max_examples=2, deadline=None, derandomize=True)
+@given(seed=st.integers(0, 10_000))
+def test_every_allowed_sites3_choice_keeps_the_episode_completable(seed):
+    # sites3 (4 jobs, 3 sites): at random states of a masked-random episode, each allowed choice followed by
+    # masked-random play meets every target within every pool, and the mask is never empty.
+    env = SitesDispatchEnv(case="sites3")
+    rng = np.random.default_rng(seed)
+    env.reset(seed=seed)
+    done = False
+    while not done:
+        mask = env.action_masks()
+        if rng.random() < 0.15:
+            for action in rng.choice(np.flatnonzero(mask), size=min(3, int(mask.sum())), replace=False):
+                copy = deepcopy(env)
+                _, _, end, _, _ = copy.step(int(action))
+                while not end:
+                    m = copy.action_masks()
+                    assert m.any() and not copy.safety_fallback
+                    _, _, end, _, _ = copy.step(int(rng.choice(np.flatnonzero(m))))
+                result = simulate_sites(copy.instance(), copy.schedule(), copy.sites())
+                assert result.metrics.tranches_met and result.metrics.capacity_ok
+        _, _, done, _, _ = env.step(int(rng.choice(np.flatnonzero(mask))))
+
+
+def test_bad_mask_search_nodes_is_refused(two_sites):
+    for bad in (-1, 1.5, True):
+        with pytest.raises(Exception, match="mask_search_nodes"):
+            SitesDispatchEnv(case=two_sites, mask_search_nodes=bad)
 
 
 def perturbed(inst: Instance, t: int, seed: int) -> Instance:
