@@ -63,27 +63,11 @@ BEAM_WIDTH = 2
 """Labels kept per state and block by the heuristic search that finds the first schedule (see :func:`prove`)."""
 
 BEAM_CANDIDATES = 4
-"""The beam first keeps this × its width extensions per state (lowest bound), then drops dominated ones."""
-
-TOLERANCE_MARGIN = 1e-9
-"""A tolerance stop aims its last search this much (relative to the gap) above incumbent·(1 − gap)."""
-
-BEAM_WIDTH_HORIZON = 128
-"""Width of the beam that :func:`prove` runs on a horizon (several days) at a threshold whose exact search went over
-the budget, for an incumbent below that threshold (the tolerance stop then closes the gap). A tight threshold
-prunes the beam hard, so it is wide and still takes seconds: on the rest of the week from 2023-03-18 (slot 0,
-optimum $6,184.63, Lagrangian bound $6,179.80), at a threshold 1e-4 above the optimum widths 2 and 8 found
-nothing, at 1.5e-4 width 32 found $6,185.38 (1 s) and width 128 the optimum (3.2 s), at 1e-3 widths 2 and 8
-found $6,188.56 and $6,185.84, at load 7.7; unpruned (threshold: the most cost) width 32 took 47 s for
-$6,185.38 (probes in /work/runs/week-resolve)."""
+"""The beam first keeps this × BEAM_WIDTH extensions per state (lowest bound), then drops dominated ones."""
 
 TARGET_LABELS = 3_000
 """Size of the next search that the threshold's step aims at (the searches grow about exponentially in θ;
 with the completion bounds a search that returns the optimum keeps 10²-10⁴ labels, one far beyond it many more)."""
-
-BEAM_AFTER_LABELS = TARGET_LABELS
-"""On a horizon, :func:`prove` runs a beam for an incumbent after a search that found nothing with at least this
-many labels (the searches have become costly: smaller ones are cheaper than the beam)."""
 
 LABEL_GROWTH = 2.0
 """Beyond TARGET_LABELS, each next search aims at this × the last one's labels (so the budget ends a run of
@@ -168,8 +152,6 @@ class LabelSearch:
         self.table_log: list[tuple[float, float]] = []
         """(ceiling, seconds) of every build of the restricted completion tables."""
         """(θ, status, labels, seconds) of every search :meth:`run` made."""
-        self.incumbent: tuple[list[list[int]], float] | None = None
-        """The cheapest schedule (and its cost) a beam of :func:`prove` found, if any."""
         self._use_completion = completion
         self._restricted = span_days(data.inst) > 1 if restricted is None else restricted
         """Completion tables restricted to the pairs near the bound, on a finer grid (horizons: several days)."""
@@ -399,8 +381,7 @@ def _pareto(state: np.ndarray, cost: np.ndarray, tokens: np.ndarray) -> np.ndarr
 def prove(search: LabelSearch, lower_bound_usd: float, incumbent_usd: float | None = None, *,
           deadline: float = np.inf, max_labels: int = MAX_LABELS,
           stop: Callable[[], bool] | None = None,
-          target_usd: float | None = None, horizon_days: float = 1,
-          rel_gap: float | None = None, beam_width: int | None = None) -> tuple[LabelingOutcome, float]:
+          target_usd: float | None = None, horizon_days: float = 1) -> tuple[LabelingOutcome, float]:
     """Raise a threshold θ from the lower bound until the exact search finds the optimum.
 
     Each search that finds nothing proves that the optimum costs more than its θ; the first that finds a
@@ -420,23 +401,12 @@ def prove(search: LabelSearch, lower_bound_usd: float, incumbent_usd: float | No
     at or beyond a threshold that already went over budget (the next one aims half-way between the proof and
     it): on the week from 2023-06-03 the doubling step went from a search of 3,239 labels to one over the budget
     beyond a threshold already known to be over it (63 s), then retried that one (25 s).
-
-    ``beam_width`` (horizons only, with ``rel_gap``, the caller's relative gap): a beam of that width
-    (:data:`BEAM_WIDTH_HORIZON`, a heuristic) looks for an incumbent (1) after a search over budget at θ, at θ,
-    and (2) after a search that found nothing but kept at least :data:`BEAM_AFTER_LABELS` labels, at the most a
-    schedule may cost to be proven within ``rel_gap`` by the bound proven so far. A schedule cheaper than any
-    known becomes the incumbent (``search.incumbent``: schedule and cost) and lowers the cap to its target
-    (:func:`tolerance_target`), so the searches stop once that target is proven (the tolerance stop) instead of
-    climbing past the optimum, where the near-ties of a long horizon outgrow the budget. The beam only supplies
-    schedules: every bound is still proven by exact searches, and a search that finds a schedule returns the
-    optimum as before.
     """
     cap = incumbent_usd if target_usd is None else (
         target_usd if incumbent_usd is None else min(target_usd, incumbent_usd))
     scale = max(1.0, abs(lower_bound_usd))
     proven = lower_bound_usd
     horizon = horizon_days > 1
-    beaming = horizon and beam_width is not None and rel_gap is not None
     step = THRESHOLD_STEP0 * scale / (horizon_days if horizon else 1)
     seen: list[tuple[float, int]] = []  # (θ, labels) of the searches that found nothing
     failed = np.inf  # lowest θ whose search went over budget (horizons)
@@ -453,10 +423,6 @@ def prove(search: LabelSearch, lower_bound_usd: float, incumbent_usd: float | No
             return outcome, proven
         if outcome.status == "budget":  # too far at once: retry a smaller step from the last proof
             failed = min(failed, threshold)
-            if beaming and (search.incumbent is None or threshold < search.incumbent[1]):
-                cap = _beam(search, threshold, cap, rel_gap, beam_width, deadline, stop)
-                if cap is not None and proven >= cap:
-                    return outcome, proven  # the incumbent's target is proven (the tolerance stop)
             step /= 2.0
             if step < MIN_THRESHOLD_STEP * scale:
                 return outcome, proven
@@ -467,37 +433,7 @@ def prove(search: LabelSearch, lower_bound_usd: float, incumbent_usd: float | No
         if cap is not None and threshold >= cap:
             return outcome, proven  # the target is proven (or the incumbent is not inside: float noise)
         seen.append((threshold, max(outcome.max_labels, 1)))
-        if beaming and outcome.max_labels >= BEAM_AFTER_LABELS:
-            closing = _closing_cost(proven, rel_gap)  # an incumbent up to this is proven by now
-            if search.incumbent is None or closing < search.incumbent[1]:
-                cap = _beam(search, closing, cap, rel_gap, beam_width, deadline, stop)
-                if cap is not None and proven >= cap:
-                    return outcome, proven
         step = _next_step(seen, step)
-
-
-def tolerance_target(cost_usd: float, rel_gap: float) -> float:
-    """The threshold whose proof (no schedule costs ≤ it) leaves a schedule of ``cost_usd`` within ``rel_gap``
-    (:data:`TOLERANCE_MARGIN` inside it, so that float rounding cannot leave the gap a hair above)."""
-    return cost_usd - rel_gap * abs(cost_usd) * (1.0 - TOLERANCE_MARGIN)
-
-
-def _closing_cost(proven_usd: float, rel_gap: float) -> float:
-    """The most a schedule may cost to be within ``rel_gap`` of a proven bound (the inverse of tolerance_target)."""
-    factor = rel_gap * (1.0 - TOLERANCE_MARGIN)
-    return proven_usd / (1.0 - factor) if proven_usd >= 0 else proven_usd / (1.0 + factor)
-
-
-def _beam(search: LabelSearch, threshold: float, cap: float | None, rel_gap: float, width: int, deadline: float,
-          stop: Callable[[], bool] | None) -> float | None:
-    """A beam at ``threshold``; a schedule cheaper than the incumbent becomes it. Returns the cap, lowered to
-    the new incumbent's target."""
-    beam = search.run(threshold, deadline=deadline, beam=width, stop=stop)
-    if beam.objective_usd is None or (search.incumbent is not None and beam.objective_usd >= search.incumbent[1]):
-        return cap
-    search.incumbent = (beam.schedule, beam.objective_usd)
-    target = tolerance_target(beam.objective_usd, rel_gap)
-    return target if cap is None else min(cap, target)
 
 
 def _next_step(seen: list[tuple[float, int]], step: float) -> float:

@@ -46,7 +46,7 @@ PRICES = ("dual", "lp")
 duals of the LP relaxation (through the Pyomo model and HiGHS)."""
 REDUCTION_DELTA0 = 1e-3
 """First threshold of the Lagrangian reduction: LB·(1 + this) (see :meth:`OracleModel._solve_reduced`)."""
-TARGET_MARGIN = labeling.TOLERANCE_MARGIN
+TARGET_MARGIN = 1e-9
 """The tolerance stop aims its last search this much (relative to the gap) above incumbent·(1 − mip_gap), so
 that float rounding cannot leave the proven gap a hair above mip_gap."""
 MIN_SOLVE_SECONDS = 0.01
@@ -363,11 +363,9 @@ class OracleModel:
             target = None
             if start is not None and span_days(self.inst) > 1:  # the tolerance stop (labeling.prove)
                 target = start[1] - mip_gap * abs(start[1]) * (1.0 - TARGET_MARGIN)
-            horizon = span_days(self.inst) > 1
-            found, proven = labeling.prove(
-                search, lower, start[1] if start else None, deadline=budget, max_labels=self.max_labels, stop=stop,
-                target_usd=target, horizon_days=span_days(self.inst),
-                rel_gap=mip_gap if horizon else None, beam_width=labeling.BEAM_WIDTH_HORIZON if horizon else None)
+            found, proven = labeling.prove(search, lower, start[1] if start else None, deadline=budget,
+                                           max_labels=self.max_labels, stop=stop, target_usd=target,
+                                           horizon_days=span_days(self.inst))
             details["searches"] = len(search.log)
             details["max_labels"] = max((entry[2] for entry in search.log), default=0)
             proven = max(proven, lower)
@@ -376,15 +374,6 @@ class OracleModel:
                 objective = joint_objective_usd(data, found.schedule)
                 return RunOutcome("optimal", True, objective, objective, 0.0, elapsed()), \
                     found.schedule, "label-setting"
-            if search.incumbent is not None:  # a horizon's beam (labeling.prove) found a schedule
-                cost = joint_objective_usd(data, search.incumbent[0])
-                details["horizon_beam_usd"] = cost
-                if incumbent is None or cost < incumbent[1]:
-                    incumbent = (search.incumbent[0], cost)
-                if closed(incumbent[1], proven, mip_gap):  # its target proven by the searches (tolerance stop)
-                    details["labels"] = time.perf_counter() - label_tick
-                    return RunOutcome("optimal", True, incumbent[1], proven, 0.0, elapsed()), \
-                        incumbent[0], "label-setting"
             won = race_won(max(proven, lower))
             if won is not None:
                 details["labels"] = time.perf_counter() - label_tick

@@ -23,7 +23,6 @@ from agents.mpc import mpc_schedule, replanning_slots, rest_of_horizon
 from aidc_env.case import build_instance
 from aidc_env.instance import PAUSE
 from aidc_env.simulator import simulate
-from oracle import labeling
 from oracle.completion import CompletionBound, RestrictedCompletionBound
 from oracle.data import span_days
 from oracle.model import OracleModel
@@ -136,93 +135,3 @@ def test_mpc_on_a_day_stays_on_the_day_path():
     best = OracleModel(day).solve()
     assert simulate(day, schedule).metrics.operating_cost_usd == pytest.approx(best.objective_usd, rel=1e-6)
     assert np.isfinite(oracle.seconds).all()
-
-
-TOLERANCE_GAP = 1e-2
-"""A loose relative gap, so that the horizon beam's incumbents close the tolerance stop on tiny instances."""
-TINY_STEP = 1e-6
-"""A first threshold step (relative) so small that the first searches find nothing and the beams run."""
-
-
-@settings(max_examples=20, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
-@given(case=tiny_rest_of_three_days(), gap=st.sampled_from([EXACT_GAP, TOLERANCE_GAP]))
-def test_the_horizon_beam_never_changes_a_proven_optimum(case, gap, monkeypatch_module):
-    """With a beam after every search (labeling.BEAM_AFTER_LABELS = 0, tiny first steps) the oracle's answer on a rest of three days
-    is still proven: within the gap of the brute force's optimum (equal to it at the exact gap), never below it, its
-    bound never above it, its objective the simulator's replay."""
-    _, _, sub = case
-    best = brute_force(sub)
-    r = OracleModel(sub).solve(mip_gap=gap, time_limit_s=60)
-    if best is None:
-        assert r.status == "infeasible"
-        return
-    assert r.status == "optimal", r.reason
-    assert r.objective_usd >= best - 1e-6 * max(1.0, abs(best))
-    assert r.objective_usd - best <= gap * abs(r.objective_usd) + 1e-6 * max(1.0, abs(best))
-    assert r.best_bound_usd <= best + 1e-6 * max(1.0, abs(best))
-    assert r.metrics.operating_cost_usd == pytest.approx(r.objective_usd, rel=REPLAY_RTOL)
-    assert r.metrics.tranches_met
-
-
-@pytest.fixture(scope="module")
-def monkeypatch_module():
-    """labeling.BEAM_AFTER_LABELS = 0 and a tiny first threshold step for the module's hypothesis test (searches
-    that find nothing, each followed by a beam)."""
-    patch = pytest.MonkeyPatch()
-    patch.setattr(labeling, "BEAM_AFTER_LABELS", 0)
-    patch.setattr(labeling, "THRESHOLD_STEP0", TINY_STEP)
-    yield
-    patch.undo()
-
-
-@pytest.mark.parametrize("max_labels", [1, 4, labeling.MAX_LABELS])
-def test_prove_with_the_horizon_beam_keeps_its_bounds(max_labels, monkeypatch):
-    """labeling.prove on a rest of three days with a beam after every search and after every search over the
-    label budget (``max_labels`` 1 and 4 force those): the bound it returns never exceeds the brute force's optimum,
-    every incumbent the beams found is a real schedule (its cost the simulator's replay, its tranches met) costing
-    no less than the optimum, and when the incumbent's target is proven the incumbent is within the gap."""
-    monkeypatch.setattr(labeling, "BEAM_AFTER_LABELS", 0)
-    beams = 0
-    for seed in range(6):
-        _, _, sub = _fixed_rest(seed)
-        best = brute_force(sub)
-        if best is None:
-            continue
-        search = priced_search(sub)
-        outcome, proven = labeling.prove(search, search.lower_bound_usd, None, max_labels=max_labels,
-                                         horizon_days=span_days(sub), rel_gap=TOLERANCE_GAP,
-                                         beam_width=labeling.BEAM_WIDTH_HORIZON)
-        assert proven <= best + 1e-6 * max(1.0, abs(best))
-        if outcome.status == "optimal":
-            assert outcome.objective_usd == pytest.approx(best, rel=1e-6, abs=1e-6)
-        if search.incumbent is not None:
-            beams += 1
-            schedule, cost = search.incumbent
-            metrics = simulate(sub, schedule).metrics
-            assert metrics.operating_cost_usd == pytest.approx(cost, rel=REPLAY_RTOL)
-            assert metrics.tranches_met and metrics.capacity_ok
-            assert cost >= best - 1e-6 * max(1.0, abs(best))
-            if proven >= labeling.tolerance_target(cost, TOLERANCE_GAP):
-                assert cost - best <= TOLERANCE_GAP * abs(cost) + 1e-6
-    assert beams > 0  # the beams ran and found schedules
-
-
-def _fixed_rest(seed: int):
-    """A rest of a tiny three-day instance from a seeded draw (two jobs, noon of day 1)."""
-    rng = np.random.default_rng(seed)
-    n_gpus = 6
-    jobs = []
-    for j in range(2):
-        modes = tuple(mode(int(rng.integers(1, 4)), float(rng.uniform(5.0, 50.0)), float(rng.uniform(50.0, 900.0)))
-                      for _ in range(2))
-        max_tokens = max(m.tokens_per_s for m in modes) * 3600.0 * SLOT_HOURS * DAYS * SLOTS_PER_DAY
-        jobs.append(tiny_job(f"J{j}", segments=2 * DAYS, modes=modes, initial_mode=0, restart_hours=1.0,
-                             tranche_tokens=float(rng.uniform(0.2, 0.4)) * max_tokens))
-    slots = DAYS * SLOTS_PER_DAY
-    inst = dataclasses.replace(tiny_instance(jobs, price=list(rng.uniform(-20.0, 150.0, slots)),
-                                             shape=list(rng.uniform(0.0, 1.0, slots)), n_gpus=n_gpus,
-                                             slot_hours=SLOT_HOURS), horizon_days=DAYS)
-    start = 3
-    made = [0.1 * job.tranche_tokens for job in jobs]
-    sub = rest_of_horizon(inst, start, [0, 0], made, inst.price_usd_per_mwh[start:], inst.renewable_shape[start:])
-    return inst, start, sub
