@@ -9,7 +9,7 @@ multi-day settings (:func:`oracle.data.span_days`). Prints strict JSON: per re-s
 days, status, proof, gap and seconds, with the load average before and after each week, and the median, p90
 and max of the seconds.
 
-    python benchmarks/week_mpc.py --profiles CSV --forecasts CSV [--days D1 D2 ...] [--json OUT]
+    python benchmarks/week_mpc.py --profiles CSV --forecasts CSV [--days D1 D2 ...] [--mip-gap G] [--json OUT]
 """
 
 from __future__ import annotations
@@ -36,6 +36,7 @@ from aidc_env.forecasts import load_forecasts  # noqa: E402
 from aidc_env.io import atomic_write_text, dumps_json  # noqa: E402
 from aidc_env.profiles import load_profiles  # noqa: E402
 from aidc_env.simulator import simulate  # noqa: E402
+from oracle.constants import DEFAULT_MIP_GAP  # noqa: E402
 from oracle.rolling import RollingOracle  # noqa: E402
 
 GOAL_MEDIAN_S = 1.0
@@ -53,11 +54,14 @@ def main(argv: Sequence[str] | None = None) -> int:
                         help=f"first days of the weeks (default: the held-out weeks {' '.join(HELD_OUT_WEEKS)})")
     parser.add_argument("--time-limit", type=float, default=DEFAULT_TIME_LIMIT_S,
                         help=f"seconds per re-solve (default {DEFAULT_TIME_LIMIT_S:g})")
+    parser.add_argument("--mip-gap", type=float, default=DEFAULT_MIP_GAP,
+                        help=f"relative gap at which a re-solve counts as optimal (default {DEFAULT_MIP_GAP:g}, the oracle's)")
     parser.add_argument("--every-point", action="store_true",
                         help="re-solve at every re-planning point (default: only when a new forecast is known)")
     parser.add_argument("--json", help="also write the JSON to this file")
     args = parser.parse_args(argv)
     require(args.time_limit > 0, "time_limit", "must be > 0")
+    require(0 <= args.mip_gap < 1, "mip_gap", "must be in [0, 1)")
     profiles = load_profiles(args.profiles)
     instances = build_instances(args.case, args.days, profiles, horizon_days=HORIZON_DAYS)
     instances = dayahead_instances(instances, profiles, load_forecasts(args.forecasts), split_days(profiles.dates())[0])
@@ -65,7 +69,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     for day in args.days:
         require(day in instances, "days", f"{day} does not start {HORIZON_DAYS} days with forecasts")
         inst = instances[day]
-        oracle = RollingOracle(time_limit_s=args.time_limit)
+        oracle = RollingOracle(time_limit_s=args.time_limit, mip_gap=args.mip_gap)
         load_before, tick = os.getloadavg()[0], time.perf_counter()
         schedule = mpc_schedule(inst, "dayahead", oracle=oracle, reuse_plans=not args.every_point)
         weeks.append({"day": day, "seconds": time.perf_counter() - tick, "re_solves": len(oracle.log),
@@ -79,7 +83,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     summary = {"re_solves": solves, "weeks": weeks, "median_s": float(np.median(times)),
                "p90_s": float(np.percentile(times, 90)), "max_s": float(times.max()),
                "optimal": sum(s["status"] == "optimal" for s in solves), "goal_median_s": GOAL_MEDIAN_S,
-               "time_limit_s": args.time_limit, "every_point": args.every_point}
+               "time_limit_s": args.time_limit, "mip_gap": args.mip_gap, "every_point": args.every_point}
     text = dumps_json(summary, indent=1)
     if args.json:
         atomic_write_text(args.json, text + "\n")
