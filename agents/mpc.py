@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -154,11 +155,14 @@ def mpc_schedule(
     noise: ForecastNoise = ForecastNoise(),
     seed: int = 0,
     reuse_plans: bool = True,
+    on_replan: Callable[[int, list[list[int]]], None] | None = None,
 ) -> list[list[int]]:
     """Rolling-horizon oracle; returns the committed schedule (scored by the simulator as usual).
 
     ``oracle``: a :class:`oracle.rolling.RollingOracle` (shared across calls to reuse its built models;
-    its ``seconds`` record every re-solve). ``reuse_plans=False`` re-solves at every point.
+    its ``seconds`` record every re-solve). ``reuse_plans=False`` re-solves at every point. ``on_replan(slot,
+    whole)`` is called after each re-solve with the whole horizon's schedule it implies (the segments committed
+    before ``slot``, then the new plan): :func:`agents.plan_features.issue_plans`.
     """
     from oracle.rolling import RollingOracle  # the oracle imports the env's packages; agents stay importable
 
@@ -180,6 +184,10 @@ def mpc_schedule(
                                   tokens_made(inst, schedule, start), price, shape)
             plan = solved_plan(oracle.solve(sub), sub, plan)
             known = (price, shape)
+            if on_replan is not None:
+                whole = [list(row) for row in schedule]
+                commit(inst, whole, plan, start, inst.slots)
+                on_replan(start, whole)
         commit(inst, schedule, plan, start, stop)
         plan = plan_tail(inst, plan, start, stop)
     return schedule

@@ -42,7 +42,7 @@ from typing import Any
 import numpy as np
 
 from agents.open_loop import forecast_plan_schedule
-from aidc_env.information import outlook, slots_per_hour
+from aidc_env.information import slots_per_hour
 from aidc_env.instance import PAUSE, SECONDS_PER_HOUR, Instance
 from aidc_env.observation import PROGRESS_OBS_HIGH
 from aidc_env.simulator import slot_productive_hours
@@ -218,29 +218,10 @@ def issue_plans(inst: Instance, oracle: Any) -> IssuePlans:
     :func:`aidc_env.information.outlook`) is not the current plan's outlook's tail, the rest of the horizon is
     re-solved from the state the committed segments reach; otherwise the plan is kept, as ``mpc`` keeps it. Reads
     the forecasts only (tokens depend on the choices, not on the truth): what is known at each plan's slot."""
-    from agents.mpc import commit, current_choices, plan_tail, replanning_slots, rest_of_horizon, solved_plan
-    from agents.mpc import tokens_made
+    from agents.mpc import mpc_schedule
 
-    schedule = [[PAUSE] * job.segments for job in inst.jobs]
-    points = replanning_slots(inst) + [inst.slots]
     out: IssuePlans = []
-    plan: list[list[int]] | None = None
-    known: tuple[np.ndarray, np.ndarray] | None = None
-    for start, stop in zip(points[:-1], points[1:], strict=True):
-        price, shape = outlook(inst, start, "dayahead")
-        unchanged = (plan is not None and known is not None and np.array_equal(known[0][-price.size:], price)
-                     and np.array_equal(known[1][-shape.size:], shape))
-        if not unchanged:
-            sub = rest_of_horizon(inst, start, current_choices(inst, schedule, start),
-                                  tokens_made(inst, schedule, start), price, shape)
-            plan = solved_plan(oracle.solve(sub), sub, plan)
-            known = (price, shape)
-            whole = [list(row) for row in schedule]
-            commit(inst, whole, plan, start, inst.slots)
-            out.append((start, whole))
-        assert plan is not None
-        commit(inst, schedule, plan, start, stop)
-        plan = plan_tail(inst, plan, start, stop)
+    mpc_schedule(inst, "dayahead", oracle=oracle, on_replan=lambda start, whole: out.append((start, whole)))
     return out
 
 
