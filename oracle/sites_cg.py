@@ -52,7 +52,7 @@ from oracle.sites import SitesOracleResult, with_home
 from oracle.sites_bp import BranchAndPrice
 from oracle.sites_branch import fixings, restricted_milp
 from oracle.sites_graph import SitesData, network_of, sites_data
-from oracle.sites_patterns import PatternMaster, column_generation, lp_rounding, prices_from
+from oracle.sites_patterns import PatternMaster, column_generation, lp_rounding, pattern_dive, prices_from, stage_dive
 from oracle.sites_pricing import SiteLabelSearch
 
 COLUMNS_PER_JOB = 6
@@ -80,6 +80,9 @@ PATTERN_KEEP_USD = 0.5
 heuristic restriction, the closing step is what proves). Case day, load 13: 623 of 1,554 columns, $767.80 in 40 s
 (767.51 after best responses). The integer *pattern* master (:func:`oracle.sites_patterns.integer_patterns`) is
 restricted to the generated patterns and found nothing better than the baseline there: not used."""
+PATTERN_DIVE_SHARE = 0.5
+"""After the pattern master, share of the time left that the pattern dive (:func:`oracle.sites_patterns.
+pattern_dive`, price and fix on the pattern LP) may use; its schedule then starts the integer master."""
 BRANCH_SHARE = 0.6
 """Share of the time left after the closing step that the branch and price (:mod:`oracle.sites_bp`) may use to
 raise the bound; the neighbourhood search gets the rest."""
@@ -271,7 +274,7 @@ class SitesDecomposition:
 
     def solve(self, *, time_limit_s: float = DEFAULT_TIME_LIMIT_S, mip_gap: float = DEFAULT_MIP_GAP,
               threads: int | None = None, dive: bool = False, restricted: bool = False, neighbourhood: bool = True,
-              branch: bool = True, patterns: bool = True,
+              branch: bool = True, patterns: bool = True, pattern_dive_on: bool | str = "stage",
               start: tuple[Sequence[Sequence[int]], Sequence[Sequence[int]]] | None = None) -> SitesOracleResult:
         """Column generation, integer master, local search, closing (module docstring). ``dive``: also run the
         diving heuristic after the column generation (measured worse than the integer master on sites3: off);
@@ -365,9 +368,27 @@ class SitesDecomposition:
             reduced = np.asarray(pattern_master.h.getSolution().col_dual, dtype=float)
             near = [c for c, i in zip(pattern_master.columns, pattern_master.path_index, strict=True)
                     if reduced[i] <= PATTERN_KEEP_USD]
+            if pattern_dive_on:
+                t1 = time.perf_counter()
+                n_before = len(pattern_master.columns)
+                diver = stage_dive if pattern_dive_on == "stage" else pattern_dive
+                dived, dive_info = diver(pattern_master, self.searches, t1 + PATTERN_DIVE_SHARE * (deadline - t1))
+                details["pattern_dive"] = {k: v for k, v in dive_info.items() if k != "rounds"}
+                details.update(pattern_dive_s=time.perf_counter() - t1, pattern_dive_rounds=dive_info["rounds"])
+                near += pattern_master.columns[n_before:]
+                if dived is not None:
+                    value = data.objective_usd(dived)
+                    details["pattern_dive_usd"] = value
+                    dived = self.best_responses(dived, value, deadline)
+                    details["pattern_dive_local_usd"] = dived[1]
+                    if incumbent is None or dived[1] < incumbent[1]:
+                        incumbent = dived
+            if pattern_dive_on and incumbent is not None:
+                near = _unique(near + [make_column(data.graphs[j], j, p) for j, p in enumerate(incumbent[0])])
             details["integer_columns"] = len(near)
             run = integer_master(data, near, time_limit_s=PATTERN_INTEGER_SHARE * (deadline - time.perf_counter()),
-                                 mip_gap=max(mip_gap, INTEGER_MIN_GAP), threads=threads)
+                                 mip_gap=max(mip_gap, INTEGER_MIN_GAP), threads=threads,
+                                 start=incumbent[0] if incumbent is not None and pattern_dive_on else None)
             details["mip_s"] += time.perf_counter() - t0
             if run.paths is not None:
                 value = data.objective_usd(run.paths)
