@@ -52,7 +52,7 @@ from oracle.sites import SitesOracleResult, with_home
 from oracle.sites_bp import BranchAndPrice
 from oracle.sites_branch import fixings, restricted_milp
 from oracle.sites_graph import SitesData, network_of, sites_data
-from oracle.sites_patterns import PatternMaster, column_generation, lp_rounding, pattern_dive, prices_from, stage_dive
+from oracle.sites_patterns import PatternMaster, column_generation, lp_rounding, pattern_dive, prices_from, release, stage_dive
 from oracle.sites_pricing import SiteLabelSearch
 
 COLUMNS_PER_JOB = 6
@@ -83,6 +83,12 @@ restricted to the generated patterns and found nothing better than the baseline 
 PATTERN_DIVE_SHARE = 0.5
 """After the pattern master, share of the time left that the pattern dive (:func:`oracle.sites_patterns.
 pattern_dive`, price and fix on the pattern LP) may use; its schedule then starts the integer master."""
+MAX_DIVES = 20
+"""At most this many stage dives (the first by most flow, the others drawn among the ``DIVE_TOP`` fixings of most
+flow, each from the released pattern LP)."""
+DIVE_TOP = 3
+DIVE_SEED = 0
+"""Seed of the diversified dives' draws (the oracle stays deterministic for a given timing)."""
 BRANCH_SHARE = 0.6
 """Share of the time left after the closing step that the branch and price (:mod:`oracle.sites_bp`) may use to
 raise the bound; the neighbourhood search gets the rest."""
@@ -371,18 +377,28 @@ class SitesDecomposition:
             if pattern_dive_on:
                 t1 = time.perf_counter()
                 n_before = len(pattern_master.columns)
-                diver = stage_dive if pattern_dive_on == "stage" else pattern_dive
-                dived, dive_info = diver(pattern_master, self.searches, t1 + PATTERN_DIVE_SHARE * (deadline - t1))
-                details["pattern_dive"] = {k: v for k, v in dive_info.items() if k != "rounds"}
-                details.update(pattern_dive_s=time.perf_counter() - t1, pattern_dive_rounds=dive_info["rounds"])
+                dive_end = t1 + PATTERN_DIVE_SHARE * (deadline - t1)
+                rng = np.random.default_rng(DIVE_SEED)
+                dives: list[dict[str, Any]] = []
+                while time.perf_counter() < dive_end and len(dives) < MAX_DIVES:
+                    if pattern_dive_on != "stage":
+                        dived, dive_info = pattern_dive(pattern_master, self.searches, dive_end)
+                    else:
+                        if dives:
+                            release(pattern_master)
+                        dived, dive_info = stage_dive(pattern_master, self.searches, dive_end,
+                                                      rng if dives else None, DIVE_TOP)
+                    dives.append({k: v for k, v in dive_info.items()})
+                    if dived is not None:
+                        value = data.objective_usd(dived)
+                        dived = self.best_responses(dived, value, deadline)
+                        dives[-1].update(usd=value, local_usd=dived[1])
+                        if incumbent is None or dived[1] < incumbent[1]:
+                            incumbent = dived
+                    if pattern_dive_on != "stage":
+                        break
+                details.update(pattern_dives=dives, pattern_dive_s=time.perf_counter() - t1)
                 near += pattern_master.columns[n_before:]
-                if dived is not None:
-                    value = data.objective_usd(dived)
-                    details["pattern_dive_usd"] = value
-                    dived = self.best_responses(dived, value, deadline)
-                    details["pattern_dive_local_usd"] = dived[1]
-                    if incumbent is None or dived[1] < incumbent[1]:
-                        incumbent = dived
             if pattern_dive_on and incumbent is not None:
                 near = _unique(near + [make_column(data.graphs[j], j, p) for j, p in enumerate(incumbent[0])])
             details["integer_columns"] = len(near)

@@ -531,12 +531,21 @@ DIVE_FORBID_USD = 1e6
 never added: its reduced cost stays above this less the duals' range)."""
 
 
-def stage_dive(master: PatternMaster, searches, deadline: float) -> tuple[list[np.ndarray] | None, dict]:
+def release(master: PatternMaster) -> None:
+    """Undo a dive's fixings: every path column's bounds back to [0, ∞) (the box keeps the dive's penalty)."""
+    idx = np.array(master.path_index, dtype=np.int32)
+    master.h.changeColsBounds(idx.size, idx, np.zeros(idx.size), np.full(idx.size, INF))
+
+
+def stage_dive(master: PatternMaster, searches, deadline: float, rng: np.random.Generator | None = None,
+               top: int = 1) -> tuple[list[np.ndarray] | None, dict]:
     """Price and fix on the pattern master's LP by (job, stage): each round fixes every (job, stage) whose LP flow
     is on one state already, and the fractional (job, stage) with the most flow on one state to that state (the
     columns through other states bounded to 0, the pricing forbidding them), then re-optimises with column
     generation, until each job's flow is on one path. Finer than :func:`pattern_dive` (a job keeps its freedom on
-    the stages not fixed yet). Returns (one path per job, or None; counters); changes the master's bounds and box."""
+    the stages not fixed yet). With ``rng``, the fixing is drawn among the ``top`` fractional (job, stage)s of most
+    flow (a diversified dive). Returns (one path per job, or None; counters); changes the master's bounds and box
+    (:func:`release` undoes the bounds)."""
     data = master.data
     J = len(data.graphs)
     info: dict = {"rounds": 0, "fixings": 0}
@@ -584,7 +593,7 @@ def stage_dive(master: PatternMaster, searches, deadline: float) -> tuple[list[n
         integral = all(np.isclose(value[jobs == j].max(), 1.0, atol=1e-7) for j in range(J))
         if integral:
             break
-        best = (-1.0, -1, -1, -1)
+        candidates = []
         newly = 0
         for j, graph in enumerate(data.graphs):
             mine = np.flatnonzero((jobs == j) & (value > 1e-9))
@@ -597,10 +606,13 @@ def stage_dive(master: PatternMaster, searches, deadline: float) -> tuple[list[n
                 if flow[c] >= 1.0 - 1e-7:
                     forced[j][k] = c
                     newly += 1
-                elif flow[c] > best[0]:
-                    best = (float(flow[c]), j, k, c)
-        if best[1] >= 0:
-            forced[best[1]][best[2]] = best[3]
+                else:
+                    candidates.append((float(flow[c]), j, k, c))
+        if candidates:
+            candidates.sort(key=lambda item: -item[0])
+            pick = 0 if rng is None else int(rng.integers(min(top, len(candidates))))
+            _, j, k, c = candidates[pick]
+            forced[j][k] = c
             newly += 1
         if not newly:
             info["stopped"] = "no fixing"

@@ -365,11 +365,16 @@ def test_pattern_dive_schedule_is_feasible_exact_and_not_below_brute_force(tmp_p
     pm.add_patterns_of(start)
     out = column_generation(pm, dec.searches, prices_from(pm, prices.gpu, prices.load), time.perf_counter() + 60)
     assert out.converged and out.bound <= best + 1e-6
-    paths, info = getattr(sites_patterns, which)(pm, dec.searches, time.perf_counter() + 60)
-    assert paths is not None and data.fits(paths) and data.tokens_ok(paths)
-    value = data.objective_usd(paths)
-    replay = simulate_sites(inst, data.schedule(paths), data.site_rows(paths))
-    assert replay.metrics.feasible
-    assert replay.metrics.operating_cost_usd == pytest.approx(value, rel=1e-9, abs=1e-9)
-    assert value >= best - 1e-6
-    assert info["artificial"] <= 1e-9 and info["lp_usd"] == pytest.approx(value, rel=1e-9, abs=1e-6)
+    runs = [getattr(sites_patterns, which)(pm, dec.searches, time.perf_counter() + 60)]
+    if which == "stage_dive":  # released, then a diversified dive
+        sites_patterns.release(pm)
+        runs.append(sites_patterns.stage_dive(pm, dec.searches, time.perf_counter() + 60,
+                                              np.random.default_rng(1), top=3))
+    for paths, info in runs:
+        assert paths is not None and data.fits(paths) and data.tokens_ok(paths)
+        value = data.objective_usd(paths)
+        replay = simulate_sites(inst, data.schedule(paths), data.site_rows(paths))
+        assert replay.metrics.feasible
+        assert replay.metrics.operating_cost_usd == pytest.approx(value, rel=1e-9, abs=1e-9)
+        assert value >= best - 1e-6
+        assert info["artificial"] <= 1e-9 and info["lp_usd"] == pytest.approx(value, rel=1e-9, abs=1e-6)
