@@ -80,13 +80,15 @@ PATTERN_KEEP_USD = 0.5
 heuristic restriction, the closing step is what proves). Case day, load 13: 623 of 1,554 columns, $767.80 in 40 s
 (767.51 after best responses). The integer *pattern* master (:func:`oracle.sites_patterns.integer_patterns`) is
 restricted to the generated patterns and found nothing better than the baseline there: not used."""
-PATTERN_DIVE_SHARE = 0.5
+PATTERN_DIVE_SHARE = 0.75
 """After the pattern master, share of the time left that the pattern dive (:func:`oracle.sites_patterns.
 pattern_dive`, price and fix on the pattern LP) may use; its schedule then starts the integer master."""
 MAX_DIVES = 20
 """At most this many stage dives (the first by most flow, the others drawn among the ``DIVE_TOP`` fixings of most
 flow, each from the released pattern LP)."""
 DIVE_TOP = 3
+DIVE_FIX_FLOW = 0.9
+"""The diversified dives also fix every (job, stage) with at least this LP flow on one state (faster dives)."""
 DIVE_SEED = 0
 """Seed of the diversified dives' draws (the oracle stays deterministic for a given timing)."""
 BRANCH_SHARE = 0.6
@@ -387,7 +389,8 @@ class SitesDecomposition:
                         if dives:
                             release(pattern_master)
                         dived, dive_info = stage_dive(pattern_master, self.searches, dive_end,
-                                                      rng if dives else None, DIVE_TOP)
+                                                      rng if dives else None, DIVE_TOP,
+                                                      DIVE_FIX_FLOW if dives else 1.0 - 1e-7)
                     dives.append({k: v for k, v in dive_info.items()})
                     if dived is not None:
                         value = data.objective_usd(dived)

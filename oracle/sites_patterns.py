@@ -538,14 +538,15 @@ def release(master: PatternMaster) -> None:
 
 
 def stage_dive(master: PatternMaster, searches, deadline: float, rng: np.random.Generator | None = None,
-               top: int = 1) -> tuple[list[np.ndarray] | None, dict]:
+               top: int = 1, fix_above: float = 1.0 - 1e-7) -> tuple[list[np.ndarray] | None, dict]:
     """Price and fix on the pattern master's LP by (job, stage): each round fixes every (job, stage) whose LP flow
     is on one state already, and the fractional (job, stage) with the most flow on one state to that state (the
     columns through other states bounded to 0, the pricing forbidding them), then re-optimises with column
     generation, until each job's flow is on one path. Finer than :func:`pattern_dive` (a job keeps its freedom on
     the stages not fixed yet). With ``rng``, the fixing is drawn among the ``top`` fractional (job, stage)s of most
     flow (a diversified dive). Returns (one path per job, or None; counters); changes the master's bounds and box
-    (:func:`release` undoes the bounds)."""
+    (:func:`release` undoes the bounds). ``fix_above``: a (job, stage) with at least this flow on one state is
+    fixed to it along with the drawn one (below 1: fewer LP rounds, a coarser dive)."""
     data = master.data
     J = len(data.graphs)
     info: dict = {"rounds": 0, "fixings": 0}
@@ -603,7 +604,7 @@ def stage_dive(master: PatternMaster, searches, deadline: float, rng: np.random.
                     continue
                 flow = np.bincount(paths[:, k], weights=value[mine], minlength=graph.n_states)
                 c = int(flow.argmax())
-                if flow[c] >= 1.0 - 1e-7:
+                if flow[c] >= fix_above:
                     forced[j][k] = c
                     newly += 1
                 else:
