@@ -526,6 +526,8 @@ def pattern_dive(master: PatternMaster, searches, deadline: float) -> tuple[list
     return (paths if data.fits(paths) else None), info
 
 
+INTEGRAL_FLOW = 1.0 - 1e-7
+"""A (job, stage)'s LP flow on one state counts as all of it from this much (the LP's tolerance)."""
 DIVE_FORBID_USD = 1e6
 """In the stage dive, the pricing cost added to a state its (job, stage) fixing excludes (a path using one is
 never added: its reduced cost stays above this less the duals' range)."""
@@ -538,7 +540,7 @@ def release(master: PatternMaster) -> None:
 
 
 def stage_dive(master: PatternMaster, searches, deadline: float, rng: np.random.Generator | None = None,
-               top: int = 1, fix_above: float = 1.0 - 1e-7) -> tuple[list[np.ndarray] | None, dict]:
+               top: int = 1, fix_above: float = INTEGRAL_FLOW) -> tuple[list[np.ndarray] | None, dict]:
     """Price and fix on the pattern master's LP by (job, stage): each round fixes every (job, stage) whose LP flow
     is on one state already, and the fractional (job, stage) with the most flow on one state to that state (the
     columns through other states bounded to 0, the pricing forbidding them), then re-optimises with column
@@ -591,7 +593,7 @@ def stage_dive(master: PatternMaster, searches, deadline: float, rng: np.random.
         x = np.asarray(master.h.getSolution().col_value, dtype=float)
         value = np.array([x[i] for i in master.path_index])
         jobs = np.array([c.job for c in master.columns])
-        integral = all(np.isclose(value[jobs == j].max(), 1.0, atol=1e-7) for j in range(J))
+        integral = all(value[jobs == j].max() >= INTEGRAL_FLOW for j in range(J))
         if integral:
             break
         candidates = []
