@@ -13,9 +13,11 @@ checkpoints, paying transfer + restart), the master has per-site capacity rows a
    columns; its Lagrangian bound is far stronger (case day: $765.38 against $762.96; the direct MILP's bound after
    1,500 s was $764.35). The path master's LP slot cost is also its convex envelope over the reachable loads
    (:func:`oracle.fleet_master.hull_pieces`);
-2. **primal**: the baseline at home, each LP's rounding, then the integer master over every generated column
-   (exact costs), then best responses (each job's exact cheapest path with the others fixed); optionally a dive
-   (price and fix) first;
+2. **primal**: the baseline at home, each LP's rounding; with the pattern master, price-and-fix dives on its LP
+   (:func:`oracle.sites_patterns.stage_dive`, by (job, stage), repeated with seeded draws; case day $766.90 →
+   $766.20), whose best schedule starts the integer master over the near columns and the dives' paths; without
+   it, the integer master over every generated column (exact costs); then best responses (each job's exact
+   cheapest path with the others fixed); optionally the path master's dive (price and fix) first;
 3. **closing**: as the fleet oracle, every path within the gap at the best bound's prices is enumerated and the
    integer master solved over them: its optimum is then proven (proof ``enumeration``); optionally
    (``restricted``) reduced-cost fixing at those prices and the direct MILP over the nodes left
@@ -52,7 +54,8 @@ from oracle.sites import SitesOracleResult, with_home
 from oracle.sites_bp import BranchAndPrice
 from oracle.sites_branch import fixings, restricted_milp
 from oracle.sites_graph import SitesData, network_of, sites_data
-from oracle.sites_patterns import PatternMaster, column_generation, lp_rounding, prices_from
+from oracle.sites_patterns import (INTEGRAL_FLOW, PatternMaster, column_generation, lp_rounding, pattern_dive,
+                                   prices_from, release, stage_dive)
 from oracle.sites_pricing import SiteLabelSearch
 
 COLUMNS_PER_JOB = 6
@@ -80,6 +83,17 @@ PATTERN_KEEP_USD = 0.5
 heuristic restriction, the closing step is what proves). Case day, load 13: 623 of 1,554 columns, $767.80 in 40 s
 (767.51 after best responses). The integer *pattern* master (:func:`oracle.sites_patterns.integer_patterns`) is
 restricted to the generated patterns and found nothing better than the baseline there: not used."""
+PATTERN_DIVE_SHARE = 0.75
+"""After the pattern master, share of the time left that the pattern dive (:func:`oracle.sites_patterns.
+pattern_dive`, price and fix on the pattern LP) may use; its schedule then starts the integer master."""
+MAX_DIVES = 20
+"""At most this many stage dives (the first by most flow, the others drawn among the ``DIVE_TOP`` fixings of most
+flow, each from the released pattern LP)."""
+DIVE_TOP = 3
+DIVE_FIX_FLOW = 0.9
+"""The diversified dives also fix every (job, stage) with at least this LP flow on one state (faster dives)."""
+DIVE_SEED = 0
+"""Seed of the diversified dives' draws (the oracle stays deterministic for a given timing)."""
 BRANCH_SHARE = 0.6
 """Share of the time left after the closing step that the branch and price (:mod:`oracle.sites_bp`) may use to
 raise the bound; the neighbourhood search gets the rest."""
@@ -271,14 +285,17 @@ class SitesDecomposition:
 
     def solve(self, *, time_limit_s: float = DEFAULT_TIME_LIMIT_S, mip_gap: float = DEFAULT_MIP_GAP,
               threads: int | None = None, dive: bool = False, restricted: bool = False, neighbourhood: bool = True,
-              branch: bool = True, patterns: bool = True,
+              branch: bool = True, patterns: bool = True, dives: str = "stage",
               start: tuple[Sequence[Sequence[int]], Sequence[Sequence[int]]] | None = None) -> SitesOracleResult:
         """Column generation, integer master, local search, closing (module docstring). ``dive``: also run the
         diving heuristic after the column generation (measured worse than the integer master on sites3: off);
         ``restricted``: then reduced-cost fixing and the direct MILP (:mod:`oracle.sites_branch`; on sites3 it fixed
-        260 of 1,452 mode binaries and its bound stayed under the column generation's: off)."""
+        260 of 1,452 mode binaries and its bound stayed under the column generation's: off); ``dives``: the dives
+        on the pattern LP, "stage" (repeated :func:`~oracle.sites_patterns.stage_dive`), "job" (one
+        :func:`~oracle.sites_patterns.pattern_dive`) or "off"."""
         require(isinstance(time_limit_s, (int, float)) and time_limit_s > 0, "time_limit_s", "must be > 0")
         require(isinstance(mip_gap, (int, float)) and 0 <= mip_gap < 1, "mip_gap", "must be in [0, 1)")
+        require(dives in ("stage", "job", "off"), "dives", "must be 'stage', 'job' or 'off'")
         tick = time.perf_counter()
         deadline = tick + time_limit_s
         data = self.data
@@ -365,9 +382,38 @@ class SitesDecomposition:
             reduced = np.asarray(pattern_master.h.getSolution().col_dual, dtype=float)
             near = [c for c, i in zip(pattern_master.columns, pattern_master.path_index, strict=True)
                     if reduced[i] <= PATTERN_KEEP_USD]
+            if dives != "off":
+                t1 = time.perf_counter()
+                n_before = len(pattern_master.columns)
+                dive_end = t1 + PATTERN_DIVE_SHARE * (deadline - t1)
+                rng = np.random.default_rng(DIVE_SEED)
+                runs: list[dict[str, Any]] = []
+                while time.perf_counter() < dive_end and len(runs) < MAX_DIVES:
+                    if dives == "job":
+                        dived, dive_info = pattern_dive(pattern_master, self.searches, dive_end)
+                    else:
+                        if runs:
+                            release(pattern_master)
+                        dived, dive_info = stage_dive(pattern_master, self.searches, dive_end,
+                                                      rng if runs else None, DIVE_TOP,
+                                                      DIVE_FIX_FLOW if runs else INTEGRAL_FLOW)
+                    runs.append({k: v for k, v in dive_info.items()})
+                    if dived is not None:
+                        value = data.objective_usd(dived)
+                        dived = self.best_responses(dived, value, deadline)
+                        runs[-1].update(usd=value, local_usd=dived[1])
+                        if incumbent is None or dived[1] < incumbent[1]:
+                            incumbent = dived
+                    if dives == "job":
+                        break
+                details.update(pattern_dives=runs, pattern_dive_s=time.perf_counter() - t1)
+                near += pattern_master.columns[n_before:]
+            if dives != "off" and incumbent is not None:
+                near = _unique(near + [make_column(data.graphs[j], j, p) for j, p in enumerate(incumbent[0])])
             details["integer_columns"] = len(near)
             run = integer_master(data, near, time_limit_s=PATTERN_INTEGER_SHARE * (deadline - time.perf_counter()),
-                                 mip_gap=max(mip_gap, INTEGER_MIN_GAP), threads=threads)
+                                 mip_gap=max(mip_gap, INTEGER_MIN_GAP), threads=threads,
+                                 start=incumbent[0] if incumbent is not None and dives != "off" else None)
             details["mip_s"] += time.perf_counter() - t0
             if run.paths is not None:
                 value = data.objective_usd(run.paths)

@@ -462,3 +462,179 @@ def integer_patterns(master: PatternMaster, time_limit_s: float, mip_gap: float,
     if any(p is None for p in paths):
         return None, bound
     return [p for p in paths if p is not None], bound
+
+
+DIVE_PENALTY_USD = 1e4
+"""In the dive, the box's artificial columns cost this much per unit (they only keep the LP feasible when a fixed
+path has no fitting pattern yet; a dive whose last LP still uses them is dropped)."""
+DIVE_ROUNDS = 6
+"""Column generation rounds of the pattern dive between two fixings."""
+
+
+def pattern_dive(master: PatternMaster, searches, deadline: float) -> tuple[list[np.ndarray] | None, dict]:
+    """A primal heuristic on the pattern master's LP (price and fix): the unfixed job whose path column carries
+    the most flow is fixed to it (its other columns bounded to 0, no new paths priced for it), the LP re-optimised
+    with column generation over the other jobs' paths and all patterns, until every job is fixed. Returns (one
+    path per job, or None; counters). With every path fixed the LP's patterns are the site loads of those paths,
+    so its value is the schedule's exact cost (the caller replays it anyway). The master's column bounds and box
+    are changed: run it after everything else reading the master's LP."""
+    data = master.data
+    J = len(data.graphs)
+    info: dict = {"rounds": 0}
+    if master.box_first >= 0:
+        m = 2 * (master.n_rows - master.first_link)
+        index = np.arange(master.box_first, master.box_first + m, dtype=np.int32)
+        master.h.changeColsCost(m, index, np.full(m, DIVE_PENALTY_USD))
+    fixed: dict[int, int] = {}  # job -> its column's index in master.columns
+    while len(fixed) < J:
+        for _ in range(DIVE_ROUNDS):
+            info["rounds"] += 1
+            prices = master.solve()
+            if time.perf_counter() >= deadline:
+                break
+            _, found_all, reduced = lagrangian(master, searches, prices)
+            added = 0
+            for j, (graph, found) in enumerate(zip(data.graphs, found_all, strict=True)):
+                if j in fixed:
+                    continue
+                for p in found[:PATHS_PER_JOB]:
+                    if p.cost < prices.job[j] - REDUCED_COST_TOL_USD:
+                        added += master.add(make_column(graph, j, p.path))
+            for sb, r in enumerate(reduced):
+                for i in np.argsort(r)[:PATTERNS_PER_BLOCK]:
+                    if r[i] < prices.site_block[sb] - REDUCED_COST_TOL_USD:
+                        added += master.add_pattern(sb, int(i))
+            if not added:
+                break
+        if time.perf_counter() >= deadline:
+            info["stopped"] = "time"
+            return None, info
+        x = np.asarray(master.h.getSolution().col_value, dtype=float)
+        best_j, best_k, best_w = -1, -1, -1.0
+        for k, (column, i) in enumerate(zip(master.columns, master.path_index, strict=True)):
+            if column.job not in fixed and x[i] > best_w:
+                best_j, best_k, best_w = column.job, k, float(x[i])
+        fixed[best_j] = best_k
+        drop = np.array([i for k, (column, i) in enumerate(zip(master.columns, master.path_index, strict=True))
+                         if column.job == best_j and k != best_k], dtype=np.int32)
+        if drop.size:
+            master.h.changeColsBounds(drop.size, drop, np.zeros(drop.size), np.zeros(drop.size))
+    master.solve()
+    info["lp_usd"] = master.value + data.constant_usd
+    info["artificial"] = master.box_used()
+    paths = [master.columns[fixed[j]].path for j in range(J)]
+    return (paths if data.fits(paths) else None), info
+
+
+INTEGRAL_FLOW = 1.0 - 1e-7
+"""A (job, stage)'s LP flow on one state counts as all of it from this much (the LP's tolerance)."""
+DIVE_FORBID_USD = 1e6
+"""In the stage dive, the pricing cost added to a state its (job, stage) fixing excludes (a path using one is
+never added: its reduced cost stays above this less the duals' range)."""
+
+
+def release(master: PatternMaster) -> None:
+    """Undo a dive's fixings: every path column's bounds back to [0, ∞) (the box keeps the dive's penalty)."""
+    idx = np.array(master.path_index, dtype=np.int32)
+    master.h.changeColsBounds(idx.size, idx, np.zeros(idx.size), np.full(idx.size, INF))
+
+
+def stage_dive(master: PatternMaster, searches, deadline: float, rng: np.random.Generator | None = None,
+               top: int = 1, fix_above: float = INTEGRAL_FLOW) -> tuple[list[np.ndarray] | None, dict]:
+    """Price and fix on the pattern master's LP by (job, stage): each round fixes every (job, stage) whose LP flow
+    is on one state already, and the fractional (job, stage) with the most flow on one state to that state (the
+    columns through other states bounded to 0, the pricing forbidding them), then re-optimises with column
+    generation, until each job's flow is on one path. Finer than :func:`pattern_dive` (a job keeps its freedom on
+    the stages not fixed yet). With ``rng``, the fixing is drawn among the ``top`` fractional (job, stage)s of most
+    flow (a diversified dive). Returns (one path per job, or None; counters); changes the master's bounds and box
+    (:func:`release` undoes the bounds). ``fix_above``: a (job, stage) with at least this flow on one state is
+    fixed to it along with the drawn one (below 1: fewer LP rounds, a coarser dive)."""
+    data = master.data
+    J = len(data.graphs)
+    info: dict = {"rounds": 0, "fixings": 0}
+    if master.box_first >= 0:
+        m = 2 * (master.n_rows - master.first_link)
+        index = np.arange(master.box_first, master.box_first + m, dtype=np.int32)
+        master.h.changeColsCost(m, index, np.full(m, DIVE_PENALTY_USD))
+    forced = [np.full(g.n_stages, -1, dtype=np.int64) for g in data.graphs]
+    banned = np.zeros(0, dtype=bool)
+
+    def allowed(column: Column) -> bool:
+        f = forced[column.job]
+        return bool(np.all((f < 0) | (np.asarray(column.path) == f)))
+
+    while True:
+        for _ in range(DIVE_ROUNDS):
+            info["rounds"] += 1
+            prices = master.solve()
+            if time.perf_counter() >= deadline:
+                break
+            added = 0
+            for j, (graph, search) in enumerate(zip(data.graphs, searches, strict=True)):
+                costs = master.path_costs(j, prices)
+                for k, c in enumerate(forced[j]):
+                    if c >= 0:
+                        keep = costs[k, c]
+                        costs[k] += DIVE_FORBID_USD
+                        costs[k, c] = keep
+                for p in search.cheapest(costs)[:PATHS_PER_JOB]:
+                    if p.cost < prices.job[j] - REDUCED_COST_TOL_USD:
+                        added += master.add(make_column(graph, j, p.path))
+            for sb in range(len(master.site_blocks)):
+                r = master.pattern_reduced(sb, prices)
+                for i in np.argsort(r)[:PATTERNS_PER_BLOCK]:
+                    if r[i] < prices.site_block[sb] - REDUCED_COST_TOL_USD:
+                        added += master.add_pattern(sb, int(i))
+            if not added:
+                break
+        if time.perf_counter() >= deadline:
+            info["stopped"] = "time"
+            return None, info
+        x = np.asarray(master.h.getSolution().col_value, dtype=float)
+        value = np.array([x[i] for i in master.path_index])
+        jobs = np.array([c.job for c in master.columns])
+        integral = all(value[jobs == j].max() >= INTEGRAL_FLOW for j in range(J))
+        if integral:
+            break
+        candidates = []
+        newly = 0
+        for j, graph in enumerate(data.graphs):
+            mine = np.flatnonzero((jobs == j) & (value > 1e-9))
+            paths = np.array([master.columns[k].path for k in mine])
+            for k in range(graph.n_stages):
+                if forced[j][k] >= 0:
+                    continue
+                flow = np.bincount(paths[:, k], weights=value[mine], minlength=graph.n_states)
+                c = int(flow.argmax())
+                if flow[c] >= fix_above:
+                    forced[j][k] = c
+                    newly += 1
+                else:
+                    candidates.append((float(flow[c]), j, k, c))
+        if candidates:
+            candidates.sort(key=lambda item: -item[0])
+            pick = 0 if rng is None else int(rng.integers(min(top, len(candidates))))
+            _, j, k, c = candidates[pick]
+            forced[j][k] = c
+            newly += 1
+        if not newly:
+            info["stopped"] = "no fixing"
+            return None, info
+        info["fixings"] += newly
+        if banned.size < len(master.columns):
+            banned = np.concatenate([banned, np.zeros(len(master.columns) - banned.size, dtype=bool)])
+        drop = [k for k, column in enumerate(master.columns) if not banned[k] and not allowed(column)]
+        banned[drop] = True
+        idx = np.array([master.path_index[k] for k in drop], dtype=np.int32)
+        if idx.size:
+            master.h.changeColsBounds(idx.size, idx, np.zeros(idx.size), np.zeros(idx.size))
+    x = np.asarray(master.h.getSolution().col_value, dtype=float)
+    info["lp_usd"] = master.value + data.constant_usd
+    info["artificial"] = master.box_used()
+    paths = [None] * J
+    for column, i in zip(master.columns, master.path_index, strict=True):
+        if x[i] > 0.5:
+            paths[column.job] = column.path
+    if any(p is None for p in paths):
+        return None, info
+    return (paths if data.fits(paths) else None), info

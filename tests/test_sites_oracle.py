@@ -14,6 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from aidc_env.case import build_instance
+from aidc_env.errors import InputError
 from aidc_env.instance import PAUSE, SECONDS_PER_HOUR, Instance
 from aidc_env.site_simulator import simulate_sites
 from aidc_env.sites import SiteNetwork
@@ -328,6 +329,20 @@ def test_pattern_master_bound_below_brute_force_above_the_path_master(tmp_path, 
     assert value >= best - 1e-6
 
 
+def test_dives_option_checked_and_each_setting_keeps_the_optimum(tmp_path):
+    inst = two_sites(tmp_path, second=True, day="2023-06-17", link=2.0, ratio=0.5, segments=2, hours=12.0,
+                     hours2=10.0, home="a")
+    best = brute_force(inst)
+    dec = SitesDecomposition(inst)
+    for dives in ("stage", "job", "off"):
+        result = dec.solve(time_limit_s=60, mip_gap=1e-9, dives=dives)
+        assert result.objective_usd == pytest.approx(best, rel=1e-9)
+        replay = simulate_sites(inst, result.schedule, result.sites)
+        assert replay.metrics.operating_cost_usd == pytest.approx(result.objective_usd, rel=1e-9, abs=1e-9)
+    with pytest.raises(InputError):
+        dec.solve(time_limit_s=60, dives="both")
+
+
 def test_threads_one_after_a_default_solve_in_the_same_process(tmp_path):
     """HiGHS sizes its global scheduler at the first run; the masters resize it when asked for a thread count
     (before, solve_sites_cg(threads=1) after a default solve raised "restricted master LP ended Not Set")."""
@@ -335,3 +350,46 @@ def test_threads_one_after_a_default_solve_in_the_same_process(tmp_path):
     default = solve_sites_cg(inst, time_limit_s=30, mip_gap=1e-9)
     one = solve_sites_cg(inst, time_limit_s=30, mip_gap=1e-9, threads=1)
     assert one.objective_usd == pytest.approx(default.objective_usd, rel=1e-9)
+
+
+@pytest.mark.parametrize("day", ["2023-06-17", "2023-01-18"])
+@pytest.mark.parametrize("which", ["pattern_dive", "stage_dive"])
+def test_pattern_dive_schedule_is_feasible_exact_and_not_below_brute_force(tmp_path, day, which):
+    """oracle/sites_patterns.py pattern_dive and stage_dive: from the converged pattern master, its schedule fits,
+    meets the targets, its cost equals the simulator's replay and its final (all-fixed) LP value, and is ≥ the brute-force
+    optimum; the bound computed before it is unchanged."""
+    import time
+
+    from oracle.fleet_master import MasterLP, make_column
+    from oracle import sites_patterns
+    from oracle.sites_patterns import PatternMaster, column_generation, prices_from
+
+    inst = two_sites(tmp_path, second=True, day=day, link=2.0, ratio=0.5, segments=2, hours=12.0, hours2=10.0,
+                     home="a")
+    best = brute_force(inst)
+    dec = SitesDecomposition(inst)
+    data = dec.data
+    start = dec._starts(None)[0]
+    master = MasterLP(data)
+    for j, p in enumerate(start):
+        master.add(make_column(data.graphs[j], j, p))
+    prices = master.solve()
+    pm = PatternMaster(data)
+    for column in master.columns:
+        pm.add(column)
+    pm.add_patterns_of(start)
+    out = column_generation(pm, dec.searches, prices_from(pm, prices.gpu, prices.load), time.perf_counter() + 60)
+    assert out.converged and out.bound <= best + 1e-6
+    runs = [getattr(sites_patterns, which)(pm, dec.searches, time.perf_counter() + 60)]
+    if which == "stage_dive":  # released, then a diversified dive
+        sites_patterns.release(pm)
+        runs.append(sites_patterns.stage_dive(pm, dec.searches, time.perf_counter() + 60,
+                                              np.random.default_rng(1), top=3))
+    for paths, info in runs:
+        assert paths is not None and data.fits(paths) and data.tokens_ok(paths)
+        value = data.objective_usd(paths)
+        replay = simulate_sites(inst, data.schedule(paths), data.site_rows(paths))
+        assert replay.metrics.feasible
+        assert replay.metrics.operating_cost_usd == pytest.approx(value, rel=1e-9, abs=1e-9)
+        assert value >= best - 1e-6
+        assert info["artificial"] <= 1e-9 and info["lp_usd"] == pytest.approx(value, rel=1e-9, abs=1e-6)
