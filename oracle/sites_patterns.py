@@ -220,6 +220,17 @@ class PatternMaster:
             out[blk.stage[j]] -= prices.link[j][b]
         return out
 
+    def add_priced_patterns(self, prices: LinkPrices, reduced: Sequence[np.ndarray] | None = None) -> int:
+        """Per (site, block), add its :data:`PATTERNS_PER_BLOCK` cheapest patterns whose reduced cost at ``prices``
+        (``reduced``, else :meth:`pattern_reduced`) is below the block's price; returns how many were new."""
+        added = 0
+        for sb in range(len(self.site_blocks)):
+            r = reduced[sb] if reduced is not None else self.pattern_reduced(sb, prices)
+            for i in np.argsort(r)[:PATTERNS_PER_BLOCK]:
+                if r[i] < prices.site_block[sb] - REDUCED_COST_TOL_USD:
+                    added += self.add_pattern(sb, int(i))
+        return added
+
     def pattern_reduced(self, sb: int, prices: LinkPrices) -> np.ndarray:
         """Per pattern of (site, block) sb: its cost plus the linking duals of its options (the convexity dual
         not subtracted)."""
@@ -378,10 +389,7 @@ def column_generation(master: PatternMaster, searches, start: LinkPrices, deadli
             for p in found[:PATHS_PER_JOB]:
                 if p.cost < prices.job[j] - REDUCED_COST_TOL_USD:
                     added += master.add(make_column(graph, j, p.path))
-        for sb, r in enumerate(reduced):
-            for i in np.argsort(r)[:PATTERNS_PER_BLOCK]:
-                if r[i] < prices.site_block[sb] - REDUCED_COST_TOL_USD:
-                    added += master.add_pattern(sb, int(i))
+        added += master.add_priced_patterns(prices, reduced)
         binds = master.box_used() > BOX_TOL
         if bound > best + REDUCED_COST_TOL_USD:
             best, center, cheapest = bound, prices, [f[0].cost for f in found_all]
@@ -500,10 +508,7 @@ def pattern_dive(master: PatternMaster, searches, deadline: float) -> tuple[list
                 for p in found[:PATHS_PER_JOB]:
                     if p.cost < prices.job[j] - REDUCED_COST_TOL_USD:
                         added += master.add(make_column(graph, j, p.path))
-            for sb, r in enumerate(reduced):
-                for i in np.argsort(r)[:PATTERNS_PER_BLOCK]:
-                    if r[i] < prices.site_block[sb] - REDUCED_COST_TOL_USD:
-                        added += master.add_pattern(sb, int(i))
+            added += master.add_priced_patterns(prices, reduced)
             if not added:
                 break
         if time.perf_counter() >= deadline:
@@ -580,11 +585,7 @@ def stage_dive(master: PatternMaster, searches, deadline: float, rng: np.random.
                 for p in search.cheapest(costs)[:PATHS_PER_JOB]:
                     if p.cost < prices.job[j] - REDUCED_COST_TOL_USD:
                         added += master.add(make_column(graph, j, p.path))
-            for sb in range(len(master.site_blocks)):
-                r = master.pattern_reduced(sb, prices)
-                for i in np.argsort(r)[:PATTERNS_PER_BLOCK]:
-                    if r[i] < prices.site_block[sb] - REDUCED_COST_TOL_USD:
-                        added += master.add_pattern(sb, int(i))
+            added += master.add_priced_patterns(prices)
             if not added:
                 break
         if time.perf_counter() >= deadline:

@@ -238,6 +238,17 @@ def test_oracle_cli_dispatches_sites_to_the_decomposition_whose_moves_pay_their_
     check_moves(inst, schedule, sites, replay)
 
 
+def pattern_master(master, start):
+    """A pattern master (oracle/sites_patterns.py) with the path master's columns and the start's patterns."""
+    from oracle.sites_patterns import PatternMaster
+
+    pm = PatternMaster(master.data)
+    for column in master.columns:
+        pm.add(column)
+    pm.add_patterns_of(start)
+    return pm
+
+
 @pytest.mark.parametrize("day", ["2023-06-17", "2023-01-18"])
 def test_branch_and_price_bound_below_brute_force_and_its_schedules_exact(tmp_path, day):
     """oracle/sites_bp.py on its own, from the baseline and no column generation: the tree's proven bound is
@@ -293,7 +304,7 @@ def test_pattern_master_bound_below_brute_force_above_the_path_master(tmp_path, 
     import time
 
     from oracle.fleet_master import MasterLP, lagrangian_bound, make_column
-    from oracle.sites_patterns import PatternMaster, column_generation, integer_patterns, prices_from
+    from oracle.sites_patterns import column_generation, integer_patterns, prices_from
 
     inst = two_sites(tmp_path, second=True, day=day, link=2.0, ratio=0.5, segments=2, hours=12.0, hours2=10.0,
                      home="a")
@@ -313,10 +324,7 @@ def test_pattern_master_bound_below_brute_force_above_the_path_master(tmp_path, 
             path_bound, path_prices = bound, prices
         if not added:
             break
-    pm = PatternMaster(data)
-    for column in master.columns:
-        pm.add(column)
-    pm.add_patterns_of(start)
+    pm = pattern_master(master, start)
     out = column_generation(pm, dec.searches, prices_from(pm, path_prices.gpu, path_prices.load),
                             time.perf_counter() + 60)
     assert out.converged
@@ -362,7 +370,7 @@ def test_pattern_dive_schedule_is_feasible_exact_and_not_below_brute_force(tmp_p
 
     from oracle.fleet_master import MasterLP, make_column
     from oracle import sites_patterns
-    from oracle.sites_patterns import PatternMaster, column_generation, prices_from
+    from oracle.sites_patterns import column_generation, prices_from
 
     inst = two_sites(tmp_path, second=True, day=day, link=2.0, ratio=0.5, segments=2, hours=12.0, hours2=10.0,
                      home="a")
@@ -374,10 +382,7 @@ def test_pattern_dive_schedule_is_feasible_exact_and_not_below_brute_force(tmp_p
     for j, p in enumerate(start):
         master.add(make_column(data.graphs[j], j, p))
     prices = master.solve()
-    pm = PatternMaster(data)
-    for column in master.columns:
-        pm.add(column)
-    pm.add_patterns_of(start)
+    pm = pattern_master(master, start)
     out = column_generation(pm, dec.searches, prices_from(pm, prices.gpu, prices.load), time.perf_counter() + 60)
     assert out.converged and out.bound <= best + 1e-6
     runs = [getattr(sites_patterns, which)(pm, dec.searches, time.perf_counter() + 60)]
