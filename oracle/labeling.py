@@ -130,17 +130,26 @@ class LabelSearch:
         first_changed = states != initial[None, :]
         # gain[b][old, new, j]: job j's tokens credited when block b is entered in `new` after `old` (a segment's
         # tokens, kept or restarted, at its first block; 0 elsewhere); allowed[b][old, new]: the move is possible.
+        # A block after the first depends only on which jobs' segments it opens: blocks that open the same share
+        # one (read-only) pair of arrays (a week at K = 12 has 84 blocks and one such pattern).
         self.allowed: list[np.ndarray] = []
         self.gain: list[np.ndarray] = []
+        shared: dict[tuple[bool, ...], tuple[np.ndarray, np.ndarray]] = {}
         for b in range(self.n_blocks):
             opens = starts[b]
+            key = tuple(bool(v) for v in opens)
             if b == 0:
                 credit = np.where(first_changed, kept - lost, kept)[None, :, :]  # from the initial modes
                 allowed = np.ones((1, self.n_states), dtype=bool)
+                gain = np.where(opens[None, None, :], credit, 0.0)
+            elif key in shared:
+                gain, allowed = shared[key]
             else:
                 credit = np.where(changed, (kept - lost)[None, :, :], kept[None, :, :])
                 allowed = ~np.any(changed & ~opens[None, None, :], axis=-1)
-            self.gain.append(np.where(opens[None, None, :], credit, 0.0))
+                gain = np.where(opens[None, None, :], credit, 0.0)
+                shared[key] = gain, allowed
+            self.gain.append(gain)
             self.allowed.append(allowed)
         # Most tokens still reachable from (b, S); the backward and through bounds at the token prices μ.
         self.reachable = np.zeros((self.n_blocks, self.n_states, n_jobs))
@@ -183,8 +192,9 @@ class LabelSearch:
         mu = np.maximum(np.asarray(mu_per_token, dtype=float), 0.0)
         fwd = self.cost[0] - self.gain[0][0] @ mu
         parents = []
+        moves = self._moves(mu)
         for b in range(1, self.n_blocks):
-            length = np.where(self.allowed[b], fwd[:, None] - self.gain[b] @ mu, np.inf)
+            length = fwd[:, None] + moves[b]  # the same floats as fwd − gain·μ (inf where not allowed)
             parent = np.argmin(length, axis=0)
             parents.append(parent)
             fwd = self.cost[b] + length[parent, np.arange(self.n_states)]
@@ -202,6 +212,19 @@ class LabelSearch:
     def path_cost(self, path: list[int]) -> float:
         """The exact cost of a path of states (one per block), the constant PPA term included."""
         return float(self.cost[np.arange(self.n_blocks), path].sum() + self.constant)
+
+    def _moves(self, mu: np.ndarray) -> list[np.ndarray | None]:
+        """Per block b ≥ 1: −gain·μ of each move (old, new), +inf where it is not allowed; computed once per
+        distinct block (blocks share their arrays) and per μ. ``x + moves[b]`` is bit for bit
+        ``np.where(allowed[b], x − gain[b]·μ, inf)`` (a − b is a + (−b) in floating point)."""
+        done: dict[int, np.ndarray] = {}
+        moves: list[np.ndarray | None] = [None]
+        for b in range(1, self.n_blocks):
+            key = id(self.gain[b])
+            if key not in done:
+                done[key] = np.where(self.allowed[b], -(self.gain[b] @ mu), np.inf)
+            moves.append(done[key])
+        return moves
 
     def _backward(self, mu: np.ndarray) -> np.ndarray:
         """Least Lagrangian length (cost − μ·tokens) from the end of block b in state S to the end of the day."""
