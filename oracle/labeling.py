@@ -82,6 +82,11 @@ BOUND_RTOL = 1e-9
 TOKEN_RTOL = 1e-12
 """A final label meets a tranche if its tokens reach W·(1 − this) (the tranche W already has the model's margin)."""
 
+SCREEN_RTOL = 1e-9
+"""Slack of the screen of :meth:`LabelSearch.run` (relative to the largest term of its sum): the screen's sum is
+rounded differently from the bound's, by about 1e-16 × a few terms, so with this slack it never drops an extension
+the bound keeps."""
+
 
 @dataclass(frozen=True)
 class LabelingOutcome:
@@ -173,6 +178,8 @@ class LabelSearch:
         self.backward = self._backward(self.mu)
         self.through = self._forward(self.mu) + self.backward + float(self.mu @ self.tranche) + self.constant
         """Lower bound on the cost of every tranche-meeting schedule in S during block b."""
+        self.moves = self._moves(self.mu)
+        """Per block b ≥ 1: −μ·gain of each move (old, new), +inf where not allowed (the screen of :meth:`run`)."""
         self.completion = None
         if self._use_completion and self._restricted:
             lagrangian = float(self.through.min())
@@ -304,6 +311,8 @@ class LabelSearch:
             return LabelingOutcome("budget", None, None, threshold_usd, most, time.perf_counter() - tick)
 
         inside = [np.flatnonzero(self.through[b] <= limit) for b in range(self.n_blocks)]
+        slack = SCREEN_RTOL * max(1.0, abs(threshold_usd), float(self.mu @ need), float(np.abs(self.backward[np.isfinite(self.backward)]).max(initial=0.0)),
+                                  float(np.abs(self.cost).sum()))
         state = inside[0]
         cost = self.cost[0, state].copy()
         tokens = np.minimum(self.gain[0][0, state], need)
@@ -316,12 +325,18 @@ class LabelSearch:
                 break  # nothing left: no schedule costs ≤ θ
             cols = inside[b]
             chunk = max(1, CHUNK_EXTENSIONS // max(cols.size, 1))
+            entry = cost + self.constant + (need - tokens) @ self.mu  # tokens are capped at the tranche
+            ahead = self.cost[b, cols] + self.backward[b, cols]
             parts = []
             for first in range(0, state.size, chunk):  # extend the labels a chunk at a time (bounded memory)
                 if time.perf_counter() > deadline or (stop is not None and stop()):
                     return give_up(most)
                 rows = slice(first, first + chunk)
-                parent, k = np.nonzero(self.allowed[b][np.ix_(state[rows], cols)])
+                # Screen: the bound without the tranche cap, cost + μ·(W − tokens) − μ·gain + block b's cost and
+                # backward length, is never above the bound (μ·max(W − t − g, 0) ≥ μ·(W − t − g)); the pairs it
+                # puts above the threshold (most of them) are dropped before they are built. +inf: not allowed.
+                screen = (entry[rows, None] + ahead[None, :]) + self.moves[b][np.ix_(state[rows], cols)]
+                parent, k = np.nonzero(screen <= limit + slack)
                 parent += first
                 new = cols[k]
                 new_cost = cost[parent] + self.cost[b, new]
