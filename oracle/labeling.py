@@ -158,9 +158,11 @@ class LabelSearch:
             self.allowed.append(allowed)
         # Most tokens still reachable from (b, S); the backward and through bounds at the token prices μ.
         self.reachable = np.zeros((self.n_blocks, self.n_states, n_jobs))
+        masked: dict[int, np.ndarray] = {}  # per distinct block: its gains, −inf where the move is not allowed
         for b in range(self.n_blocks - 2, -1, -1):
-            more = self.gain[b + 1] + self.reachable[b + 1][None, :, :]
-            self.reachable[b] = np.max(np.where(self.allowed[b + 1][:, :, None], more, -np.inf), axis=1)
+            gains = masked.setdefault(id(self.gain[b + 1]),
+                                      np.where(self.allowed[b + 1][:, :, None], self.gain[b + 1], -np.inf))
+            self.reachable[b] = np.max(gains + self.reachable[b + 1][None, :, :], axis=1)  # −inf + finite = −inf
         self._tokens = (kept, kept - lost)
         self.log: list[tuple[float, str, int, float]] = []
         self.table_log: list[tuple[float, float]] = []

@@ -279,13 +279,18 @@ def reference_lagrangian(search: LabelSearch, mu: np.ndarray) -> tuple[float, fl
 @given(inst=tiny_two_days(), prices=st.lists(st.floats(0.0, 2.0), min_size=2, max_size=2))
 def test_the_lagrangian_shortest_path_equals_the_reference_to_the_bit(inst, prices):
     """The dual's shortest path reads −gain·μ once per distinct block: the same bound, cost and tokens, bit for bit
-    (so the same μ, which the day's path shares: tests/test_regression.py)."""
+    (so the same μ, which the day's path shares: tests/test_regression.py); the tokens still reachable too."""
     search = priced_search(inst)
     spread = float(np.ptp(search.cost.sum(axis=0))) + 1.0
     mu = np.asarray(prices[:len(inst.jobs)]) * spread / np.maximum(search.tranche, 1.0)
     value, cost, tokens = search.lagrangian(mu)
     ref_value, ref_cost, ref_tokens = reference_lagrangian(search, mu)
     assert value == ref_value and cost == ref_cost and np.array_equal(tokens, ref_tokens)
+    reachable = np.zeros_like(search.reachable)  # the most tokens still reachable, as first written
+    for b in range(search.n_blocks - 2, -1, -1):
+        more = search.gain[b + 1] + reachable[b + 1][None, :, :]
+        reachable[b] = np.max(np.where(search.allowed[b + 1][:, :, None], more, -np.inf), axis=1)
+    assert np.array_equal(search.reachable, reachable)
 
 
 @settings(max_examples=30, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
