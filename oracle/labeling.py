@@ -181,7 +181,8 @@ class LabelSearch:
         self.through = self._forward(self.mu) + self.backward + float(self.mu @ self.tranche) + self.constant
         """Lower bound on the cost of every tranche-meeting schedule in S during block b."""
         self.moves = self._moves(self.mu)
-        """Per block b ≥ 1: −μ·gain of each move (old, new), +inf where not allowed (the screen of :meth:`run`)."""
+        """Per block b ≥ 1: −μ·gain of each move (old, new), +inf where not allowed (the screen of
+        :meth:`run`)."""
         self.completion = None
         if self._use_completion and self._restricted:
             lagrangian = float(self.through.min())
@@ -313,8 +314,9 @@ class LabelSearch:
             return LabelingOutcome("budget", None, None, threshold_usd, most, time.perf_counter() - tick)
 
         inside = [np.flatnonzero(self.through[b] <= limit) for b in range(self.n_blocks)]
-        slack = SCREEN_RTOL * max(1.0, abs(threshold_usd), float(self.mu @ need), float(np.abs(self.backward[np.isfinite(self.backward)]).max(initial=0.0)),
-                                  float(np.abs(self.cost).sum()))
+        finite = self.backward[np.isfinite(self.backward)]
+        slack = SCREEN_RTOL * max(1.0, abs(threshold_usd), float(self.mu @ need),  # the screen's terms, at most
+                                  float(np.abs(finite).max(initial=0.0)), float(np.abs(self.cost).max(axis=1).sum()))
         state = inside[0]
         cost = self.cost[0, state].copy()
         tokens = np.minimum(self.gain[0][0, state], need)
