@@ -6,8 +6,9 @@ Each week (D = 7 days from its first day, the 2048 case, day-ahead information) 
 forecast is issued, as in the evaluation; ``--every-point``: at every re-planning point). A re-solve from a point
 inside the week is a flat rest-of-horizon sub-instance longer than a day, which the oracle solves with its
 multi-day settings (:func:`oracle.data.span_days`). Prints strict JSON: per re-solve its week, slot, span in
-days, status, proof, gap and seconds, with the load average before and after each week, and the median, p90
-and max of the seconds.
+days, status, proof, gap, seconds (wall), process CPU seconds (this process: a textbook MILP raced in a child
+process is not counted) and the load average before it, with the load before and after each week, and the
+median, p90 and max of the wall and CPU seconds.
 
     python benchmarks/week_mpc.py --profiles CSV --forecasts CSV [--days D1 D2 ...] [--mip-gap G] [--json OUT]
 """
@@ -45,6 +46,23 @@ DEFAULT_TIME_LIMIT_S = 60.0
 """evaluate.py's ``--time-limit`` of the week runs (docs/uncertainty.md, "Held-out weeks")."""
 
 
+class TimedOracle:
+    """A :class:`oracle.rolling.RollingOracle` that also records each re-solve's process CPU seconds and the load
+    average before it (the machine is shared: wall seconds alone do not compare runs)."""
+
+    def __init__(self, oracle: RollingOracle) -> None:
+        self.oracle = oracle
+        self.cpu_seconds: list[float] = []
+        self.load: list[float] = []
+
+    def solve(self, inst):
+        self.load.append(os.getloadavg()[0])
+        tick = time.process_time()
+        result = self.oracle.solve(inst)
+        self.cpu_seconds.append(time.process_time() - tick)
+        return result
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--profiles", required=True, help="profile CSV (e.g. caiso_2023_hourly.csv)")
@@ -70,18 +88,23 @@ def main(argv: Sequence[str] | None = None) -> int:
         require(day in instances, "days", f"{day} does not start {HORIZON_DAYS} days with forecasts")
         inst = instances[day]
         oracle = RollingOracle(time_limit_s=args.time_limit, mip_gap=args.mip_gap)
+        timed = TimedOracle(oracle)
         load_before, tick = os.getloadavg()[0], time.perf_counter()
-        schedule = mpc_schedule(inst, "dayahead", oracle=oracle, reuse_plans=not args.every_point)
+        schedule = mpc_schedule(inst, "dayahead", oracle=timed, reuse_plans=not args.every_point)
         weeks.append({"day": day, "seconds": time.perf_counter() - tick, "re_solves": len(oracle.log),
                       "cost_usd": simulate(inst, schedule).metrics.operating_cost_usd,
                       "load_before": load_before, "load_after": os.getloadavg()[0]})
-        solves += [{"day": day, "slot": inst.slots - entry["slots"], **entry} for entry in oracle.log]
+        solves += [{"day": day, "slot": inst.slots - entry["slots"], **entry, "cpu_seconds": cpu, "load": load}
+                   for entry, cpu, load in zip(oracle.log, timed.cpu_seconds, timed.load, strict=True)]
         print(f"{day}: {len(oracle.log)} re-solves, {weeks[-1]['seconds']:.1f} s, statuses "
               f"{[e['status'] for e in oracle.log]}, load {load_before:.1f}-{weeks[-1]['load_after']:.1f}",
               file=sys.stderr)
     times = np.array([s["seconds"] for s in solves])
+    cpu = np.array([s["cpu_seconds"] for s in solves])
     summary = {"re_solves": solves, "weeks": weeks, "median_s": float(np.median(times)),
                "p90_s": float(np.percentile(times, 90)), "max_s": float(times.max()),
+               "cpu_median_s": float(np.median(cpu)), "cpu_p90_s": float(np.percentile(cpu, 90)),
+               "cpu_max_s": float(cpu.max()),
                "optimal": sum(s["status"] == "optimal" for s in solves), "goal_median_s": GOAL_MEDIAN_S,
                "time_limit_s": args.time_limit, "mip_gap": args.mip_gap, "every_point": args.every_point}
     text = dumps_json(summary, indent=1)

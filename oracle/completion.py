@@ -249,75 +249,104 @@ class RestrictedCompletionBound(CompletionBound):
         """Rows of block b − 1's inside states on grid points first..last, from ``after`` (rows of block b's
         inside states on its window).
 
-        The grid is uniform, so a shift by g tokens of job j (c = ⌊g/step⌋ whole steps and a fraction f·step)
-        maps grid point i to the cell [i − c − 1, i − c], whose interpolated value is
-        max(H[i − c − 1], H[i − c] − P_j·f·step) (the rule of :meth:`CompletionBound._where`, rows of the same c
-        at once). A need below block b's window is bounded from its first two points (H is P_j-Lipschitz; a
-        need ≤ 0 is 0); one beyond it, past every token still reachable, is exactly its last point's value +
-        P_j × the distance (every completion falls short by the difference)."""
+        A transition's variant (which jobs change their choice entering block b) fixes each job's tokens, so
+        the minimum over S' splits by variant: S' = S (no job changes), S' sharing the kept job's choice (the
+        other job changes), any S' (both change); a changed variant is never below the kept one of the same S'
+        (fewer tokens), so a group may include S' = S. The rows are taken one state S' at a time (a row of a
+        few thousand points stays in the cache, where the whole block's arrays did not): job j's shift of S''s
+        row depends only on whether j changes (:meth:`_shift_row`, at most two per row), and each variant adds
+        its offset and takes the minimum into the row of S, of S's group, or of every S. Every value is the
+        same float expression as before (shift, + offset, minima; a minimum is exact in any order), so the
+        tables are the same to the bit."""
         into, out = self.inside[b], self.inside[b - 1]
         width = last - first + 1
         n_jobs = kept.shape[1]
         best = np.full((out.size, width), np.inf)
         if into.size == 0 or out.size == 0:
             return best
-        step, penalty, grid = self.step[j], self.penalty[j], self.grid[j]
-        start = int(self.first[j][b])  # block b's window starts at grid point `start`
-        span = after.shape[1]  # ... and has this many points
-        points = grid[first:last + 1]
         position = self.row[b - 1]  # state -> row of `best`, or -1
         choices = self._choices
-        for changed in range(1 << n_jobs):  # bit i set: job i changes its choice when entering the block
-            if any((changed >> i) & 1 and not opens[i] for i in range(n_jobs)):
-                continue  # a job inside a segment keeps its choice
-            gain = np.zeros((into.size, n_jobs))
-            for i in np.flatnonzero(opens):
-                gain[:, i] = (restarted if (changed >> i) & 1 else kept)[into, i]
-            others = sum((self.mu[i] * gain[:, i] for i in range(n_jobs) if i != j), np.zeros(into.size))
-            offset = cost[into] - others
-            whole = np.floor(gain[:, j] / step).astype(np.int64)
-            part = penalty * np.maximum(gain[:, j] - whole * step, 0.0)
-            value = np.empty((into.size, width))
-            for c in np.unique(whole).tolist():  # rows shifted by the same whole steps at once
-                rows = np.flatnonzero(whole == c)
-                table = after[rows]
-                shift = c + 1 + start - first  # output column u reads block b's columns u − shift, u − shift + 1
-                mid_lo, mid_hi = max(0, shift), min(width - 1, span - 2 + shift)
-                shifted = np.empty((rows.size, width))
-                if mid_lo <= mid_hi:
-                    np.maximum(table[:, mid_lo - shift:mid_hi - shift + 1],
-                               table[:, mid_lo - shift + 1:mid_hi - shift + 2] - part[rows, None],
-                               out=shifted[:, mid_lo:mid_hi + 1])
-                below = min(max(0, shift), width)  # columns whose need falls below block b's window
-                if below:
-                    x = np.maximum(points[None, :below] - gain[rows, j][:, None], 0.0)
-                    shifted[:, :below] = np.maximum(
-                        table[:, :1] - penalty * np.maximum(grid[start] - x, 0.0),
-                        table[:, 1:2] - penalty * (grid[start + 1] - x))
-                beyond = max(mid_hi + 1, below)  # columns whose need lies past block b's window
-                if beyond < width:
-                    x = points[None, beyond:] - gain[rows, j][:, None]
-                    shifted[:, beyond:] = table[:, -1:] + penalty * (x - grid[start + span - 1])
-                value[rows] = shifted
-            value += offset[:, None]
-            if changed == 0:  # S' = S
-                rows = np.flatnonzero(position[into] >= 0)
-                target = position[into[rows]]
-                best[target] = np.minimum(best[target], value[rows])
-                continue
-            # min over S' by group: a changed variant is never below the kept one of the same S' (fewer
-            # tokens), so a group may include S' = S, or any S' sharing the kept job's choice.
-            kept_jobs = [i for i in range(n_jobs) if not (changed >> i) & 1]
-            if not kept_jobs:
-                np.minimum(best, value.min(axis=0)[None, :], out=best)
-                continue
-            k = kept_jobs[0]  # two jobs at most: one kept job
-            mine, theirs = choices[into, k], choices[out, k]
-            for c in np.unique(mine):
-                target = np.flatnonzero(theirs == c)
-                if target.size:
-                    best[target] = np.minimum(best[target], value[mine == c].min(axis=0)[None, :])
+        others_of = [i for i in range(n_jobs) if i != j]
+        k = others_of[0] if others_of else None  # two jobs at most
+        opens_j, opens_k = bool(opens[j]), k is not None and bool(opens[k])
+        # the other job's price per S' for each of its moves (kept / changed); 0 inside its segment
+        offsets = {}
+        for moved_k in ((0, 1) if opens_k else (0,)):
+            gain = np.zeros(into.size) if k is None or not opens_k else (restarted if moved_k else kept)[into, k]
+            others = np.zeros(into.size) if k is None else np.zeros(into.size) + self.mu[k] * gain
+            offsets[moved_k] = cost[into] - others
+        # accumulators of the grouped variants: by j's choice (k changes), by k's choice (j changes), any (both)
+        mine, theirs = choices[into], choices[out]
+        j_groups = {c: np.full(width, np.inf) for c in np.unique(theirs[:, j]).tolist()} if opens_k else {}
+        k_groups = {c: np.full(width, np.inf) for c in np.unique(theirs[:, k]).tolist()} \
+            if opens_j and k is not None else {}
+        anywhere = np.full(width, np.inf) if opens_j and (k is None or opens_k) else None
+        buffer = np.empty(width)
+        here = position[into].tolist()
+        for r, state in enumerate(into.tolist()):
+            own, cj = here[r], int(mine[r, j])
+            group_j = j_groups.get(cj)
+            if own >= 0 or group_j is not None:  # j keeps its choice
+                shifted = self._shift_row(j, b, after[r], float(kept[state, j]) if opens_j else 0.0, first, last)
+                if own >= 0:  # S' = S
+                    np.add(shifted, offsets[0][r], out=buffer)
+                    np.minimum(best[own], buffer, out=best[own])
+                if group_j is not None:  # k changes
+                    np.add(shifted, offsets[1][r], out=buffer)
+                    np.minimum(group_j, buffer, out=group_j)
+            group_k = k_groups.get(int(mine[r, k])) if k is not None else None
+            if group_k is not None or anywhere is not None:  # j changes
+                shifted = self._shift_row(j, b, after[r], float(restarted[state, j]), first, last)
+                if group_k is not None:  # k keeps its choice
+                    np.add(shifted, offsets[0][r], out=buffer)
+                    np.minimum(group_k, buffer, out=group_k)
+                if anywhere is not None:  # k changes too (or there is no k)
+                    np.add(shifted, offsets[1 if k is not None else 0][r], out=buffer)
+                    np.minimum(anywhere, buffer, out=anywhere)
+        for o in range(out.size):
+            row = best[o]
+            if j_groups:
+                np.minimum(row, j_groups[int(theirs[o, j])], out=row)
+            if k_groups:
+                np.minimum(row, k_groups[int(theirs[o, k])], out=row)
+            if anywhere is not None:
+                np.minimum(row, anywhere, out=row)
         return best
+
+    def _shift_row(self, j: int, b: int, after: np.ndarray, own: float, first: int, last: int) -> np.ndarray:
+        """One row of H_j after block b (``after``, on block b's window) read at block b − 1's grid points
+        first..last, shifted by ``own`` (job j's tokens of the move into the row's state).
+
+        The grid is uniform, so a shift by g tokens of job j (c = ⌊g/step⌋ whole steps and a fraction f·step)
+        maps grid point i to the cell [i − c − 1, i − c], whose interpolated value is
+        max(H[i − c − 1], H[i − c] − P_j·f·step) (the rule of :meth:`CompletionBound._where`). A need below
+        block b's window is bounded from its first two points (H is P_j-Lipschitz; a need ≤ 0 is 0); one
+        beyond it, past every token still reachable, is exactly its last point's value + P_j × the distance
+        (every completion falls short by the difference)."""
+        width = last - first + 1
+        step, penalty, grid = self.step[j], self.penalty[j], self.grid[j]
+        start = int(self.first[j][b])  # block b's window starts at grid point `start`
+        span = after.shape[0]  # ... and has this many points
+        gain = np.float64(own)
+        whole = int(np.floor(gain / step))
+        part = penalty * np.maximum(gain - whole * step, 0.0)
+        shift = whole + 1 + start - first  # output column u reads block b's columns u − shift, u − shift + 1
+        mid_lo, mid_hi = max(0, shift), min(width - 1, span - 2 + shift)
+        shifted = np.empty(width)
+        if mid_lo <= mid_hi:
+            middle = shifted[mid_lo:mid_hi + 1]
+            np.subtract(after[mid_lo - shift + 1:mid_hi - shift + 2], part, out=middle)
+            np.maximum(after[mid_lo - shift:mid_hi - shift + 1], middle, out=middle)
+        below = min(max(0, shift), width)  # columns whose need falls below block b's window
+        if below:
+            x = np.maximum(grid[first:first + below] - gain, 0.0)
+            shifted[:below] = np.maximum(after[0] - penalty * np.maximum(grid[start] - x, 0.0),
+                                         after[1] - penalty * (grid[start + 1] - x))
+        beyond = max(mid_hi + 1, below)  # columns whose need lies past block b's window
+        if beyond < width:
+            x = grid[first + beyond:last + 1] - gain
+            shifted[beyond:] = after[-1] + penalty * (x - grid[start + span - 1])
+        return shifted
 
     def bound(self, block: int, state: np.ndarray, tokens: np.ndarray) -> np.ndarray:
         """As :meth:`CompletionBound.bound`, on each block's window (a need outside it as in

@@ -82,6 +82,11 @@ BOUND_RTOL = 1e-9
 TOKEN_RTOL = 1e-12
 """A final label meets a tranche if its tokens reach W·(1 − this) (the tranche W already has the model's margin)."""
 
+SCREEN_RTOL = 1e-9
+"""Slack of the screen of :meth:`LabelSearch.run` (relative to the largest term of its sum): the screen's sum is
+rounded differently from the bound's, by about 1e-16 × a few terms, so with this slack it never drops an extension
+the bound keeps."""
+
 
 @dataclass(frozen=True)
 class LabelingOutcome:
@@ -130,23 +135,34 @@ class LabelSearch:
         first_changed = states != initial[None, :]
         # gain[b][old, new, j]: job j's tokens credited when block b is entered in `new` after `old` (a segment's
         # tokens, kept or restarted, at its first block; 0 elsewhere); allowed[b][old, new]: the move is possible.
+        # A block after the first depends only on which jobs' segments it opens: blocks that open the same share
+        # one (read-only) pair of arrays (a week at K = 12 has 84 blocks and one such pattern).
         self.allowed: list[np.ndarray] = []
         self.gain: list[np.ndarray] = []
+        shared: dict[tuple[bool, ...], tuple[np.ndarray, np.ndarray]] = {}
         for b in range(self.n_blocks):
             opens = starts[b]
+            key = tuple(bool(v) for v in opens)
             if b == 0:
                 credit = np.where(first_changed, kept - lost, kept)[None, :, :]  # from the initial modes
                 allowed = np.ones((1, self.n_states), dtype=bool)
+                gain = np.where(opens[None, None, :], credit, 0.0)
+            elif key in shared:
+                gain, allowed = shared[key]
             else:
                 credit = np.where(changed, (kept - lost)[None, :, :], kept[None, :, :])
                 allowed = ~np.any(changed & ~opens[None, None, :], axis=-1)
-            self.gain.append(np.where(opens[None, None, :], credit, 0.0))
+                gain = np.where(opens[None, None, :], credit, 0.0)
+                shared[key] = gain, allowed
+            self.gain.append(gain)
             self.allowed.append(allowed)
         # Most tokens still reachable from (b, S); the backward and through bounds at the token prices μ.
         self.reachable = np.zeros((self.n_blocks, self.n_states, n_jobs))
+        masked: dict[int, np.ndarray] = {}  # per distinct block: its gains, −inf where the move is not allowed
         for b in range(self.n_blocks - 2, -1, -1):
-            more = self.gain[b + 1] + self.reachable[b + 1][None, :, :]
-            self.reachable[b] = np.max(np.where(self.allowed[b + 1][:, :, None], more, -np.inf), axis=1)
+            gains = masked.setdefault(id(self.gain[b + 1]),
+                                      np.where(self.allowed[b + 1][:, :, None], self.gain[b + 1], -np.inf))
+            self.reachable[b] = np.max(gains + self.reachable[b + 1][None, :, :], axis=1)  # −inf + finite = −inf
         self._tokens = (kept, kept - lost)
         self.log: list[tuple[float, str, int, float]] = []
         self.table_log: list[tuple[float, float]] = []
@@ -164,6 +180,9 @@ class LabelSearch:
         self.backward = self._backward(self.mu)
         self.through = self._forward(self.mu) + self.backward + float(self.mu @ self.tranche) + self.constant
         """Lower bound on the cost of every tranche-meeting schedule in S during block b."""
+        self.moves = self._moves(self.mu)
+        """Per block b ≥ 1: −μ·gain of each move (old, new), +inf where not allowed (the screen of
+        :meth:`run`)."""
         self.completion = None
         if self._use_completion and self._restricted:
             lagrangian = float(self.through.min())
@@ -183,8 +202,9 @@ class LabelSearch:
         mu = np.maximum(np.asarray(mu_per_token, dtype=float), 0.0)
         fwd = self.cost[0] - self.gain[0][0] @ mu
         parents = []
+        moves = self._moves(mu)
         for b in range(1, self.n_blocks):
-            length = np.where(self.allowed[b], fwd[:, None] - self.gain[b] @ mu, np.inf)
+            length = fwd[:, None] + moves[b]  # the same floats as fwd − gain·μ (inf where not allowed)
             parent = np.argmin(length, axis=0)
             parents.append(parent)
             fwd = self.cost[b] + length[parent, np.arange(self.n_states)]
@@ -202,6 +222,19 @@ class LabelSearch:
     def path_cost(self, path: list[int]) -> float:
         """The exact cost of a path of states (one per block), the constant PPA term included."""
         return float(self.cost[np.arange(self.n_blocks), path].sum() + self.constant)
+
+    def _moves(self, mu: np.ndarray) -> list[np.ndarray | None]:
+        """Per block b ≥ 1: −gain·μ of each move (old, new), +inf where it is not allowed; computed once per
+        distinct block (blocks share their arrays) and per μ. ``x + moves[b]`` is bit for bit
+        ``np.where(allowed[b], x − gain[b]·μ, inf)`` (a − b is a + (−b) in floating point)."""
+        done: dict[int, np.ndarray] = {}
+        moves: list[np.ndarray | None] = [None]
+        for b in range(1, self.n_blocks):
+            key = id(self.gain[b])
+            if key not in done:
+                done[key] = np.where(self.allowed[b], -(self.gain[b] @ mu), np.inf)
+            moves.append(done[key])
+        return moves
 
     def _backward(self, mu: np.ndarray) -> np.ndarray:
         """Least Lagrangian length (cost − μ·tokens) from the end of block b in state S to the end of the day."""
@@ -281,6 +314,9 @@ class LabelSearch:
             return LabelingOutcome("budget", None, None, threshold_usd, most, time.perf_counter() - tick)
 
         inside = [np.flatnonzero(self.through[b] <= limit) for b in range(self.n_blocks)]
+        finite = self.backward[np.isfinite(self.backward)]
+        slack = SCREEN_RTOL * max(1.0, abs(threshold_usd), float(self.mu @ need),  # the screen's terms, at most
+                                  float(np.abs(finite).max(initial=0.0)), float(np.abs(self.cost).max(axis=1).sum()))
         state = inside[0]
         cost = self.cost[0, state].copy()
         tokens = np.minimum(self.gain[0][0, state], need)
@@ -293,12 +329,18 @@ class LabelSearch:
                 break  # nothing left: no schedule costs ≤ θ
             cols = inside[b]
             chunk = max(1, CHUNK_EXTENSIONS // max(cols.size, 1))
+            entry = cost + self.constant + (need - tokens) @ self.mu  # tokens are capped at the tranche
+            ahead = self.cost[b, cols] + self.backward[b, cols]
             parts = []
             for first in range(0, state.size, chunk):  # extend the labels a chunk at a time (bounded memory)
                 if time.perf_counter() > deadline or (stop is not None and stop()):
                     return give_up(most)
                 rows = slice(first, first + chunk)
-                parent, k = np.nonzero(self.allowed[b][np.ix_(state[rows], cols)])
+                # Screen: the bound without the tranche cap, cost + μ·(W − tokens) − μ·gain + block b's cost and
+                # backward length, is never above the bound (μ·max(W − t − g, 0) ≥ μ·(W − t − g)); the pairs it
+                # puts above the threshold (most of them) are dropped before they are built. +inf: not allowed.
+                screen = (entry[rows, None] + ahead[None, :]) + self.moves[b][np.ix_(state[rows], cols)]
+                parent, k = np.nonzero(screen <= limit + slack)
                 parent += first
                 new = cols[k]
                 new_cost = cost[parent] + self.cost[b, new]

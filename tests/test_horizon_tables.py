@@ -5,7 +5,9 @@ On a horizon of several days the label search prunes with per-job completion tab
 against every schedule of tiny two-day instances (enumerated): for every schedule costing at most the ceiling,
 at every block, the cost so far plus the table's bound never exceeds the schedule's cost; the oracle on those
 horizons reaches the brute force's optimum, its objective equal to the simulator's replay; a day keeps the
-day's tables.
+day's tables; the tables built row by row equal, to the bit, the reference built one transition variant at a time
+over whole blocks (the first implementation, kept here), the dual's shortest paths equal their reference, and the
+screen of the label extensions never changes a search.
 """
 
 from __future__ import annotations
@@ -17,8 +19,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from agents.mpc import rest_of_horizon
+from aidc_env.case import build_instance
 from aidc_env.instance import PAUSE
-from oracle.completion import CompletionBound, RestrictedCompletionBound
+from oracle.completion import RESTRICT_MARGIN, CompletionBound, RestrictedCompletionBound
 from oracle.dual import lagrangian_prices
 from oracle.formulations import tranche_tokens, usable_state_ids
 from oracle.labeling import TOKEN_RTOL, LabelSearch
@@ -146,3 +150,160 @@ def test_a_day_keeps_the_day_tables():
     inst = tiny_instance([job], price=[10.0, 20.0, 5.0, 40.0], shape=[0.1, 0.2, 0.3, 0.0], slot_hours=6.0)
     search = priced_search(inst)
     assert type(search.completion) is CompletionBound and search.table_log == []
+
+
+class ReferenceTables(RestrictedCompletionBound):
+    """The restricted tables as first written (one transition variant at a time over whole blocks): the reference
+    that the row-by-row build of :meth:`RestrictedCompletionBound._restricted_back` must equal to the bit."""
+
+    def _restricted_back(self, j, b, cost, after, opens, kept, restarted, first, last):
+        into, out = self.inside[b], self.inside[b - 1]
+        width = last - first + 1
+        n_jobs = kept.shape[1]
+        best = np.full((out.size, width), np.inf)
+        if into.size == 0 or out.size == 0:
+            return best
+        step, penalty, grid = self.step[j], self.penalty[j], self.grid[j]
+        start = int(self.first[j][b])
+        span = after.shape[1]
+        points = grid[first:last + 1]
+        position = self.row[b - 1]
+        choices = self._choices
+        for changed in range(1 << n_jobs):
+            if any((changed >> i) & 1 and not opens[i] for i in range(n_jobs)):
+                continue
+            gain = np.zeros((into.size, n_jobs))
+            for i in np.flatnonzero(opens):
+                gain[:, i] = (restarted if (changed >> i) & 1 else kept)[into, i]
+            others = sum((self.mu[i] * gain[:, i] for i in range(n_jobs) if i != j), np.zeros(into.size))
+            offset = cost[into] - others
+            whole = np.floor(gain[:, j] / step).astype(np.int64)
+            part = penalty * np.maximum(gain[:, j] - whole * step, 0.0)
+            value = np.empty((into.size, width))
+            for c in np.unique(whole).tolist():
+                rows = np.flatnonzero(whole == c)
+                table = after[rows]
+                shift = c + 1 + start - first
+                mid_lo, mid_hi = max(0, shift), min(width - 1, span - 2 + shift)
+                shifted = np.empty((rows.size, width))
+                if mid_lo <= mid_hi:
+                    np.maximum(table[:, mid_lo - shift:mid_hi - shift + 1],
+                               table[:, mid_lo - shift + 1:mid_hi - shift + 2] - part[rows, None],
+                               out=shifted[:, mid_lo:mid_hi + 1])
+                below = min(max(0, shift), width)
+                if below:
+                    x = np.maximum(points[None, :below] - gain[rows, j][:, None], 0.0)
+                    shifted[:, :below] = np.maximum(
+                        table[:, :1] - penalty * np.maximum(grid[start] - x, 0.0),
+                        table[:, 1:2] - penalty * (grid[start + 1] - x))
+                beyond = max(mid_hi + 1, below)
+                if beyond < width:
+                    x = points[None, beyond:] - gain[rows, j][:, None]
+                    shifted[:, beyond:] = table[:, -1:] + penalty * (x - grid[start + span - 1])
+                value[rows] = shifted
+            value += offset[:, None]
+            if changed == 0:
+                rows = np.flatnonzero(position[into] >= 0)
+                target = position[into[rows]]
+                best[target] = np.minimum(best[target], value[rows])
+                continue
+            kept_jobs = [i for i in range(n_jobs) if not (changed >> i) & 1]
+            if not kept_jobs:
+                np.minimum(best, value.min(axis=0)[None, :], out=best)
+                continue
+            k = kept_jobs[0]
+            mine, theirs = choices[into, k], choices[out, k]
+            for c in np.unique(mine):
+                target = np.flatnonzero(theirs == c)
+                if target.size:
+                    best[target] = np.minimum(best[target], value[mine == c].min(axis=0)[None, :])
+        return best
+
+
+def assert_same_tables(search: LabelSearch, ceiling: float, **options) -> None:
+    """The row-by-row tables equal the reference's to the bit (every job, every block, the windows too)."""
+    fast = RestrictedCompletionBound(search, *search._tokens, ceiling, **options)
+    slow = ReferenceTables(search, *search._tokens, ceiling, **options)
+    assert fast.tracked == slow.tracked
+    for j in fast.tracked:
+        assert np.array_equal(fast.first[j], slow.first[j])
+        for b, (a, r) in enumerate(zip(fast.tables[j], slow.tables[j], strict=True)):
+            assert a.shape == r.shape and np.array_equal(a, r), (j, b)
+
+
+@settings(max_examples=40, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
+@given(inst=tiny_two_days(), share=st.floats(0.0, 1.0), grid_points=st.sampled_from([2, 5, 40]),
+       prices=st.none() | st.lists(st.floats(0.05, 2.0), min_size=2, max_size=2))
+def test_row_by_row_tables_equal_the_reference_to_the_bit(inst, share, grid_points, prices):
+    """One or two jobs, segments opening together or not (1 or 2 a day), any ceiling up to the dearest schedule."""
+    search = priced_search(inst, prices)
+    lagrangian = float(search.through.min())
+    ceiling = lagrangian + share * (search.most_cost_usd - lagrangian)
+    assert_same_tables(search, ceiling, grid_points=grid_points, grid_factor=1)
+
+
+def test_row_by_row_tables_equal_the_reference_on_two_days_of_the_2048_case():
+    """The 2048 case over two days (K = 12, 220 joint states), re-solved from 10:00 of day 1 off its initial state,
+    at the oracle's first ceiling and one three times as far above the Lagrangian bound."""
+    two = build_instance("2048", day="2023-04-15", horizon_days=2)
+    start = 40
+    sub = rest_of_horizon(two, start, [0] * len(two.jobs), [0.3 * job.tranche_tokens for job in two.jobs],
+                          two.price_usd_per_mwh[start:], two.renewable_shape[start:])
+    search = priced_search(sub)
+    lagrangian = float(search.through.min())
+    for margin in (RESTRICT_MARGIN, 3 * RESTRICT_MARGIN):
+        assert_same_tables(search, lagrangian + margin * abs(lagrangian))
+
+
+def reference_lagrangian(search: LabelSearch, mu: np.ndarray) -> tuple[float, float, np.ndarray]:
+    """:meth:`LabelSearch.lagrangian` as first written (gain·μ and the allowed mask applied block by block)."""
+    fwd = search.cost[0] - search.gain[0][0] @ mu
+    parents = []
+    for b in range(1, search.n_blocks):
+        length = np.where(search.allowed[b], fwd[:, None] - search.gain[b] @ mu, np.inf)
+        parent = np.argmin(length, axis=0)
+        parents.append(parent)
+        fwd = search.cost[b] + length[parent, np.arange(search.n_states)]
+    state = int(np.argmin(fwd))
+    path = [state]
+    for parent in reversed(parents):
+        path.append(int(parent[path[-1]]))
+    path.reverse()
+    tokens = search.gain[0][0, path[0]].copy()
+    for b in range(1, search.n_blocks):
+        tokens += search.gain[b][path[b - 1], path[b]]
+    return float(fwd[state]) + float(mu @ search.tranche) + search.constant, search.path_cost(path), tokens
+
+
+@settings(max_examples=30, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
+@given(inst=tiny_two_days(), prices=st.lists(st.floats(0.0, 2.0), min_size=2, max_size=2))
+def test_the_lagrangian_shortest_path_equals_the_reference_to_the_bit(inst, prices):
+    """The dual's shortest path reads −gain·μ once per distinct block: the same bound, cost and tokens, bit for bit
+    (so the same μ, which the day's path shares: tests/test_regression.py); the tokens still reachable too."""
+    search = priced_search(inst)
+    spread = float(np.ptp(search.cost.sum(axis=0))) + 1.0
+    mu = np.asarray(prices[:len(inst.jobs)]) * spread / np.maximum(search.tranche, 1.0)
+    value, cost, tokens = search.lagrangian(mu)
+    ref_value, ref_cost, ref_tokens = reference_lagrangian(search, mu)
+    assert value == ref_value and cost == ref_cost and np.array_equal(tokens, ref_tokens)
+    reachable = np.zeros_like(search.reachable)  # the most tokens still reachable, as first written
+    for b in range(search.n_blocks - 2, -1, -1):
+        more = search.gain[b + 1] + reachable[b + 1][None, :, :]
+        reachable[b] = np.max(np.where(search.allowed[b + 1][:, :, None], more, -np.inf), axis=1)
+    assert np.array_equal(search.reachable, reachable)
+
+
+@settings(max_examples=30, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
+@given(inst=tiny_two_days(), share=st.floats(0.0, 1.0),
+       prices=st.none() | st.lists(st.floats(0.05, 2.0), min_size=2, max_size=2))
+def test_the_screen_never_changes_a_search(inst, share, prices):
+    """The screen of the extensions (the bound without the tranche cap) drops only pairs the bound drops: with it
+    and without it (every allowed pair built), a search returns the same status, schedule, cost and labels."""
+    search = priced_search(inst, prices)
+    lagrangian = float(search.through.min())
+    threshold = lagrangian + share * (search.most_cost_usd - lagrangian)
+    screened = search.run(threshold)
+    search.moves = [None] + [np.where(allowed, -np.inf, np.inf) for allowed in search.allowed[1:]]
+    unscreened = search.run(threshold)
+    assert (screened.status, screened.schedule, screened.objective_usd, screened.max_labels) == \
+        (unscreened.status, unscreened.schedule, unscreened.objective_usd, unscreened.max_labels)
