@@ -388,7 +388,8 @@ class SitesDecomposition:
                 dive_end = t1 + PATTERN_DIVE_SHARE * (deadline - t1)
                 rng = np.random.default_rng(DIVE_SEED)
                 runs: list[dict[str, Any]] = []
-                while time.perf_counter() < dive_end and len(runs) < MAX_DIVES:
+                while time.perf_counter() < dive_end and len(runs) < MAX_DIVES and not (
+                        incumbent is not None and closed(incumbent[1], best_bound, mip_gap)):
                     if dives == "job":
                         dived, dive_info = pattern_dive(pattern_master, self.searches, dive_end)
                     else:
@@ -411,15 +412,16 @@ class SitesDecomposition:
             if dives != "off" and incumbent is not None:
                 near = _unique(near + [make_column(data.graphs[j], j, p) for j, p in enumerate(incumbent[0])])
             details["integer_columns"] = len(near)
-            run = integer_master(data, near, time_limit_s=PATTERN_INTEGER_SHARE * (deadline - time.perf_counter()),
-                                 mip_gap=max(mip_gap, INTEGER_MIN_GAP), threads=threads,
-                                 start=incumbent[0] if incumbent is not None and dives != "off" else None)
+            if not (incumbent is not None and closed(incumbent[1], best_bound, mip_gap)):
+                run = integer_master(data, near, time_limit_s=PATTERN_INTEGER_SHARE * (deadline - time.perf_counter()),
+                                     mip_gap=max(mip_gap, INTEGER_MIN_GAP), threads=threads,
+                                     start=incumbent[0] if incumbent is not None and dives != "off" else None)
+                if run.paths is not None:
+                    value = data.objective_usd(run.paths)
+                    details["integer_master_usd"] = value
+                    if incumbent is None or value < incumbent[1]:
+                        incumbent = (run.paths, value)
             details["mip_s"] += time.perf_counter() - t0
-            if run.paths is not None:
-                value = data.objective_usd(run.paths)
-                details["integer_master_usd"] = value
-                if incumbent is None or value < incumbent[1]:
-                    incumbent = (run.paths, value)
         elif not (incumbent is not None and closed(incumbent[1], best_bound, mip_gap)):
             t0 = time.perf_counter()
             run = integer_master(data, master.columns, time_limit_s=INTEGER_SHARE * (deadline - time.perf_counter()),
