@@ -767,10 +767,10 @@ def evaluate_node(master: PatternMaster, searches, node: BranchNode, deadline: f
 
 
 def branch_bound(master: PatternMaster, searches, root: BranchNode, incumbent_usd: float, deadline: float,
-                 info: dict) -> tuple[float, list[list[np.ndarray]]]:
+                 info: dict, stop_usd: float = np.inf) -> tuple[float, list[list[np.ndarray]]]:
     """A shallow branch and price on the pattern master for the bound: best first, the open node of least bound
     is split on its most fractional (job, stage) state (that state / not that state); each child is re-optimised
-    (:func:`evaluate_node`). Returns (the least bound of the open nodes, or the incumbent's value when every node
+    (:func:`evaluate_node`); it stops when that least bound reaches ``stop_usd``. Returns (the least bound of the open nodes, or the incumbent's value when every node
     is pruned; the schedules met at integral nodes). The master's column bounds and box are changed."""
     import heapq
     root, _ = evaluate_node(master, searches, root, deadline, rounds=1)
@@ -779,7 +779,7 @@ def branch_bound(master: PatternMaster, searches, root: BranchNode, incumbent_us
     info.update(nodes=1, pruned=0)
     while heap and time.perf_counter() < deadline:
         bound, _, node = heap[0]
-        if bound >= incumbent_usd or node.branch is None:
+        if bound >= min(incumbent_usd, stop_usd) or node.branch is None:
             break
         heapq.heappop(heap)
         j, k, c = node.branch
