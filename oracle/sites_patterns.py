@@ -346,7 +346,10 @@ BOX_TOL = 1e-9
 """The box binds when the artificial columns carry more than this."""
 REDUCED_COST_TOL_USD = 1e-6
 CONVERGED_RTOL = 1e-6
-"""The column generation stops when the LP value is within this share of the best bound."""
+"""The column generation stops when the (box) LP's value is within this share of the best bound: the box LP's
+value is at least the Lagrangian dual at the box's centre, so the dual (concave) is then within about this share
+times (distance ÷ box width) of its maximum. A stopping rule only: the bound is the best dual evaluated. 2023-07-22
+(load 5): 175 iterations, not converged in 77 s, with the LP $0.001 above the bound."""
 
 
 def lagrangian(master: PatternMaster, searches, prices: LinkPrices
@@ -399,6 +402,9 @@ def column_generation(master: PatternMaster, searches, start: LinkPrices, deadli
             master.set_box(center, box_usd)
         if not added and not binds:
             converged = True
+            break
+        if master.value + data.constant_usd - best <= CONVERGED_RTOL * max(abs(best), 1.0):
+            converged = True  # the box LP's value meets the bound at its centre: a concave dual maximal there
             break
     return PatternOutcome(bound=best, prices=center, cheapest=cheapest, iterations=iterations, converged=converged,
                           lp_value=master.value + data.constant_usd)
@@ -734,8 +740,9 @@ def evaluate_node(master: PatternMaster, searches, node: BranchNode, deadline: f
             prices = master.solve()
         except RuntimeError:
             break
-        if not added and master.box_used() <= BOX_TOL:
-            converged = True
+        if (not added and master.box_used() <= BOX_TOL) or \
+                master.value + data.constant_usd - best <= CONVERGED_RTOL * max(abs(best), 1.0):
+            converged = not added and master.box_used() <= BOX_TOL
             bound, _ = ruled_lagrangian(master, searches, prices, node.rules)
             best = max(best, bound)
             break
