@@ -22,9 +22,12 @@ checkpoints, paying transfer + restart), the master has per-site capacity rows a
    integer master solved over them: its optimum is then proven (proof ``enumeration``); optionally
    (``restricted``) reduced-cost fixing at those prices and the direct MILP over the nodes left
    (:mod:`oracle.sites_branch`, proof ``reduced-cost-fixing``);
-4. **branch and price** (:mod:`oracle.sites_bp`, on by default): best-first over (job, segment, site) decisions
-   from the column generation's columns, for a share of the time left; its least open bound, when higher, is the
-   bound (proof ``branch-and-price`` if it closes the gap); then the large-neighbourhood search for the rest.
+4. **branch and price** (on by default): with the pattern master, after the dives, best-first over (job, stage,
+   state) rules on the pattern master (:func:`oracle.sites_patterns.branch_bound`, ``PATTERN_BRANCH_SHARE`` of the
+   time left; case day $765.3758 → $765.4512 after one split); without it, :mod:`oracle.sites_bp` over (job,
+   segment, site) decisions from the column generation's columns. Its least open bound, when higher, is the bound
+   (proof ``pattern-branch-and-price`` / ``branch-and-price`` if it closes the gap); then the large-neighbourhood
+   search for the rest.
 
 Measured on sites3 (docs/sites.md): the column generation's bound is the strongest part (0.3 % above the direct
 MILP's best bound after 120 s); neither the dive nor the restricted MILP beat the integer master + best
