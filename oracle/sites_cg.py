@@ -366,6 +366,7 @@ class SitesDecomposition:
                     best_bound, proof = pattern_bound, "pattern-column-generation"
                 else:
                     pattern_costs = None
+        lagrangian_usd = best_bound  # the Lagrangian dual at the closing's prices (a tree's bound is not one)
         if dive and not (incumbent is not None and closed(incumbent[1], best_bound, mip_gap)):
             t0 = time.perf_counter()
             dived = self.dive(master.columns, deadline, threads, details)
@@ -467,9 +468,8 @@ class SitesDecomposition:
             else:
                 costs = [stage_costs(g, best_prices.gpu, best_prices.load) for g in data.graphs]
                 cheapest = best_cheapest
-            # the gap at the Lagrangian bound of those prices (not a branch's bound: the enumeration's proof needs it)
-            at_prices = pattern_bound if pattern_costs is not None else best_bound
-            closing = self._close(costs, cheapest, at_prices, incumbent, deadline, threads, details)
+            # the gap at the Lagrangian dual of those prices, not at a tree's bound: the enumeration's proof needs it
+            closing = self._close(costs, cheapest, lagrangian_usd, incumbent, deadline, threads, details)
             if closing is not None:
                 incumbent, best_bound = closing
                 proof = "enumeration"
