@@ -347,11 +347,12 @@ BOX_TOL = 1e-9
 """The box binds when the artificial columns carry more than this."""
 REDUCED_COST_TOL_USD = 1e-6
 CONVERGED_RTOL = 1e-6
-"""The column generation stops when the box does not bind and the LP's value (then the restricted master's, at
-least the master LP's optimum, itself at least every Lagrangian dual) is within this share of the best bound. A
-stopping rule only: the bound is the best dual evaluated. (Without the box condition it stopped 2023-07-22's
-column generation at $1,687.03, LP $0.0006 above, when $1,687.68 was reachable: the LP's duals were at the box's
-edge.)"""
+"""A branch node's column generation (:func:`evaluate_node`) stops when the box does not bind and the LP's value
+(then the restricted master's, at least the node's LP optimum, itself at least every Lagrangian dual of the node)
+is within this share of the node's best bound. A stopping rule only: the bound is the best dual evaluated. Not used
+by the root's column generation: there it changed the case day's LP (43 iterations, $0.0001 lower) and so every
+dive after it (the first three $766.73, 766.61, 767.26 instead of 766.65, 766.37, 766.67, load 4-6); and without
+the box condition it stopped 2023-07-22 at $1,687.03 when $1,687.68 was reachable (duals at the box's edge)."""
 
 
 def lagrangian(master: PatternMaster, searches, prices: LinkPrices
@@ -404,9 +405,6 @@ def column_generation(master: PatternMaster, searches, start: LinkPrices, deadli
             master.set_box(center, box_usd)
         if not added and not binds:
             converged = True
-            break
-        if not binds and master.value + data.constant_usd - best <= CONVERGED_RTOL * max(abs(best), 1.0):
-            converged = True  # the master LP's value (the box not binding) is within the tolerance of the bound
             break
     return PatternOutcome(bound=best, prices=center, cheapest=cheapest, iterations=iterations, converged=converged,
                           lp_value=master.value + data.constant_usd)
