@@ -86,7 +86,7 @@ PATTERN_KEEP_USD = 0.5
 heuristic restriction, the closing step is what proves). Case day, load 13: 623 of 1,554 columns, $767.80 in 40 s
 (767.51 after best responses). The integer *pattern* master (:func:`oracle.sites_patterns.integer_patterns`) is
 restricted to the generated patterns and found nothing better than the baseline there: not used."""
-PATTERN_DIVE_SHARE = 0.7
+PATTERN_DIVE_SHARE = 0.75
 """After the pattern master, share of the time left that the pattern dive (:func:`oracle.sites_patterns.
 pattern_dive`, price and fix on the pattern LP) may use; its schedule then starts the integer master."""
 MAX_DIVES = 20
