@@ -101,6 +101,10 @@ PATTERN_BRANCH_SHARE = 0.5
 """After the dives, share of the time left that the branch and price on the pattern master (:func:`oracle.
 sites_patterns.branch_bound`) may use to raise the bound; the integer master then gets its share of the rest.
 Case day (load 7): the root's $765.3758 → $765.4512 after its first split (2 nodes), $765.53 after 8."""
+PATTERN_BRANCH_MIN_S = 5.0
+"""... and runs only when that share is at least this many seconds (a node takes ~2-12 s on the case day, by load;
+with a 4-s limit the integer master's time matters more: the CLI test at K = 4 found its move 1 time in 3 with the
+branch, 3 in 3 without, load 4)."""
 BRANCH_SHARE = 0.6
 """Share of the time left after the closing step that the branch and price (:mod:`oracle.sites_bp`) may use to
 raise the bound; the neighbourhood search gets the rest."""
@@ -417,7 +421,8 @@ class SitesDecomposition:
                         break
                 details.update(pattern_dives=runs, pattern_dive_s=time.perf_counter() - t1)
                 near += pattern_master.columns[n_before:]
-            if branch and not (incumbent is not None and closed(incumbent[1], best_bound, mip_gap)):
+            if branch and not (incumbent is not None and closed(incumbent[1], best_bound, mip_gap)) \
+                    and PATTERN_BRANCH_SHARE * (deadline - time.perf_counter()) >= PATTERN_BRANCH_MIN_S:
                 t1 = time.perf_counter()
                 n_before = len(pattern_master.columns)
                 release(pattern_master)
