@@ -22,9 +22,12 @@ checkpoints, paying transfer + restart), the master has per-site capacity rows a
    integer master solved over them: its optimum is then proven (proof ``enumeration``); optionally
    (``restricted``) reduced-cost fixing at those prices and the direct MILP over the nodes left
    (:mod:`oracle.sites_branch`, proof ``reduced-cost-fixing``);
-4. **branch and price** (:mod:`oracle.sites_bp`, on by default): best-first over (job, segment, site) decisions
-   from the column generation's columns, for a share of the time left; its least open bound, when higher, is the
-   bound (proof ``branch-and-price`` if it closes the gap); then the large-neighbourhood search for the rest.
+4. **branch and price** (on by default): with the pattern master, after the dives, best-first over (job, stage,
+   state) rules on the pattern master (:func:`oracle.sites_patterns.branch_bound`, ``PATTERN_BRANCH_SHARE`` of the
+   time left; case day $765.3758 → $765.4512 after one split); without it, :mod:`oracle.sites_bp` over (job,
+   segment, site) decisions from the column generation's columns. Its least open bound, when higher, is the bound
+   (proof ``pattern-branch-and-price`` / ``branch-and-price`` if it closes the gap); then the large-neighbourhood
+   search for the rest.
 
 Measured on sites3 (docs/sites.md): the column generation's bound is the strongest part (0.3 % above the direct
 MILP's best bound after 120 s); neither the dive nor the restricted MILP beat the integer master + best
@@ -49,13 +52,13 @@ from aidc_env.site_simulator import SitesResult, simulate_sites
 from oracle.constants import DEFAULT_MIP_GAP, DEFAULT_TIME_LIMIT_S
 from oracle.fleet_master import Column, MasterLP, integer_master, lagrangian_bound, make_column
 from oracle.fleet_pricing import exact_stage_costs, stage_costs
-from oracle.result import OBJECTIVE_ATOL_USD, OBJECTIVE_RTOL, closed, relative_gap
+from oracle.result import MIP_ABS_GAP_USD, OBJECTIVE_ATOL_USD, OBJECTIVE_RTOL, closed, relative_gap
 from oracle.sites import SitesOracleResult, with_home
 from oracle.sites_bp import BranchAndPrice
 from oracle.sites_branch import fixings, restricted_milp
 from oracle.sites_graph import SitesData, network_of, sites_data
-from oracle.sites_patterns import (INTEGRAL_FLOW, PatternMaster, column_generation, lp_rounding, pattern_dive,
-                                   prices_from, release, stage_dive)
+from oracle.sites_patterns import (INTEGRAL_FLOW, BranchNode, LinkPrices, PatternMaster, branch_bound,
+                                   column_generation, lp_rounding, pattern_dive, prices_from, release, stage_dive)
 from oracle.sites_pricing import SiteLabelSearch
 
 COLUMNS_PER_JOB = 6
@@ -94,6 +97,14 @@ DIVE_FIX_FLOW = 0.9
 """The diversified dives also fix every (job, stage) with at least this LP flow on one state (faster dives)."""
 DIVE_SEED = 0
 """Seed of the diversified dives' draws (the oracle stays deterministic for a given timing)."""
+PATTERN_BRANCH_SHARE = 0.5
+"""After the dives, share of the time left that the branch and price on the pattern master (:func:`oracle.
+sites_patterns.branch_bound`) may use to raise the bound; the integer master then gets its share of the rest.
+Case day (load 7): the root's $765.3758 → $765.4512 after its first split (2 nodes), $765.53 after 8."""
+PATTERN_BRANCH_MIN_S = 5.0
+"""... and runs only when that share is at least this many seconds (a node takes ~2-12 s on the case day, by load;
+with a 4-s limit the integer master's time matters more: the CLI test at K = 4 found its move 1 time in 3 with the
+branch, 3 in 3 without, load 4)."""
 BRANCH_SHARE = 0.6
 """Share of the time left after the closing step that the branch and price (:mod:`oracle.sites_bp`) may use to
 raise the bound; the neighbourhood search gets the rest."""
@@ -352,13 +363,14 @@ class SitesDecomposition:
             found = self._patterns(master, best_prices, tick + PATTERN_SHARE * time_limit_s, threads, start, details)
             details["pattern_s"] = time.perf_counter() - t0
             if found is not None:
-                pattern_bound, pattern_costs, pattern_cheapest, pattern_master = found
+                pattern_bound, pattern_costs, pattern_cheapest, pattern_master, pattern_prices = found
                 for column in pattern_master.columns:
                     master.add(column)
                 if pattern_bound > best_bound:
                     best_bound, proof = pattern_bound, "pattern-column-generation"
                 else:
                     pattern_costs = None
+        lagrangian_usd = best_bound  # the Lagrangian dual at the closing's prices (a tree's bound is not one)
         if dive and not (incumbent is not None and closed(incumbent[1], best_bound, mip_gap)):
             t0 = time.perf_counter()
             dived = self.dive(master.columns, deadline, threads, details)
@@ -388,7 +400,8 @@ class SitesDecomposition:
                 dive_end = t1 + PATTERN_DIVE_SHARE * (deadline - t1)
                 rng = np.random.default_rng(DIVE_SEED)
                 runs: list[dict[str, Any]] = []
-                while time.perf_counter() < dive_end and len(runs) < MAX_DIVES:
+                while time.perf_counter() < dive_end and len(runs) < MAX_DIVES and not (
+                        incumbent is not None and closed(incumbent[1], best_bound, mip_gap)):
                     if dives == "job":
                         dived, dive_info = pattern_dive(pattern_master, self.searches, dive_end)
                     else:
@@ -408,18 +421,40 @@ class SitesDecomposition:
                         break
                 details.update(pattern_dives=runs, pattern_dive_s=time.perf_counter() - t1)
                 near += pattern_master.columns[n_before:]
+            if branch and not (incumbent is not None and closed(incumbent[1], best_bound, mip_gap)) \
+                    and PATTERN_BRANCH_SHARE * (deadline - time.perf_counter()) >= PATTERN_BRANCH_MIN_S:
+                t1 = time.perf_counter()
+                n_before = len(pattern_master.columns)
+                release(pattern_master)
+                upper = incumbent[1] if incumbent is not None else np.inf
+                tree: dict[str, Any] = {}
+                tree_bound, schedules = branch_bound(
+                    pattern_master, self.searches, BranchNode((), pattern_bound, pattern_prices), upper,
+                    t1 + PATTERN_BRANCH_SHARE * (deadline - t1), tree,
+                    stop_usd=upper - max(mip_gap * abs(upper), MIP_ABS_GAP_USD))
+                for paths in schedules:
+                    if data.fits(paths):
+                        found_paths = self.best_responses(paths, data.objective_usd(paths), deadline)
+                        if incumbent is None or found_paths[1] < incumbent[1]:
+                            incumbent = found_paths
+                if tree_bound > best_bound:
+                    best_bound, proof = tree_bound, "pattern-branch-and-price"
+                near += pattern_master.columns[n_before:]
+                details.update(pattern_branch_nodes=tree["nodes"], pattern_branch_bound_usd=tree_bound,
+                               pattern_branch_s=time.perf_counter() - t1)
             if dives != "off" and incumbent is not None:
                 near = _unique(near + [make_column(data.graphs[j], j, p) for j, p in enumerate(incumbent[0])])
             details["integer_columns"] = len(near)
-            run = integer_master(data, near, time_limit_s=PATTERN_INTEGER_SHARE * (deadline - time.perf_counter()),
-                                 mip_gap=max(mip_gap, INTEGER_MIN_GAP), threads=threads,
-                                 start=incumbent[0] if incumbent is not None and dives != "off" else None)
+            if not (incumbent is not None and closed(incumbent[1], best_bound, mip_gap)):
+                run = integer_master(data, near, time_limit_s=PATTERN_INTEGER_SHARE * (deadline - time.perf_counter()),
+                                     mip_gap=max(mip_gap, INTEGER_MIN_GAP), threads=threads,
+                                     start=incumbent[0] if incumbent is not None and dives != "off" else None)
+                if run.paths is not None:
+                    value = data.objective_usd(run.paths)
+                    details["integer_master_usd"] = value
+                    if incumbent is None or value < incumbent[1]:
+                        incumbent = (run.paths, value)
             details["mip_s"] += time.perf_counter() - t0
-            if run.paths is not None:
-                value = data.objective_usd(run.paths)
-                details["integer_master_usd"] = value
-                if incumbent is None or value < incumbent[1]:
-                    incumbent = (run.paths, value)
         elif not (incumbent is not None and closed(incumbent[1], best_bound, mip_gap)):
             t0 = time.perf_counter()
             run = integer_master(data, master.columns, time_limit_s=INTEGER_SHARE * (deadline - time.perf_counter()),
@@ -438,7 +473,8 @@ class SitesDecomposition:
             else:
                 costs = [stage_costs(g, best_prices.gpu, best_prices.load) for g in data.graphs]
                 cheapest = best_cheapest
-            closing = self._close(costs, cheapest, best_bound, incumbent, deadline, threads, details)
+            # the gap at the Lagrangian dual of those prices, not at a tree's bound: the enumeration's proof needs it
+            closing = self._close(costs, cheapest, lagrangian_usd, incumbent, deadline, threads, details)
             if closing is not None:
                 incumbent, best_bound = closing
                 proof = "enumeration"
@@ -496,7 +532,7 @@ class SitesDecomposition:
 
     def _patterns(self, master: MasterLP, prices, deadline: float, threads: int | None,
                   start: tuple[Sequence[Sequence[int]], Sequence[Sequence[int]]] | None, details: dict[str, Any]
-                  ) -> tuple[float, list[np.ndarray], list[float], PatternMaster] | None:
+                  ) -> tuple[float, list[np.ndarray], list[float], PatternMaster, LinkPrices] | None:
         """The pattern master (:mod:`oracle.sites_patterns`) from the column generation's columns and prices:
         (its bound, each job's stage costs and least path cost at the bound's prices, the master), or None
         (no start fits, too many patterns, or the clock)."""
@@ -519,7 +555,7 @@ class SitesDecomposition:
                        pattern_bound_usd=out.bound, pattern_lp_usd=out.lp_value, pattern_columns=len(pm.columns),
                        patterns_added=pm.n_patterns)
         costs = [pm.path_costs(j, out.prices) for j in range(len(data.graphs))]
-        return out.bound, costs, out.cheapest, pm
+        return out.bound, costs, out.cheapest, pm, out.prices
 
     def _close(self, costs: Sequence[np.ndarray], cheapest: Sequence[float], bound: float,
                incumbent: tuple[Paths, float], deadline: float, threads: int | None, details: dict[str, Any]

@@ -23,6 +23,7 @@ construction). The bound is computed from its definition at every iteration, nev
 
 from __future__ import annotations
 
+import heapq
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -346,7 +347,12 @@ BOX_TOL = 1e-9
 """The box binds when the artificial columns carry more than this."""
 REDUCED_COST_TOL_USD = 1e-6
 CONVERGED_RTOL = 1e-6
-"""The column generation stops when the LP value is within this share of the best bound."""
+"""A branch node's column generation (:func:`evaluate_node`) stops when the box does not bind and the LP's value
+(then the restricted master's, at least the node's LP optimum, itself at least every Lagrangian dual of the node)
+is within this share of the node's best bound. A stopping rule only: the bound is the best dual evaluated. Not used
+by the root's column generation: there it changed the case day's LP (43 iterations, $0.0001 lower) and so every
+dive after it (the first three $766.73, 766.61, 767.26 instead of 766.65, 766.37, 766.67, load 4-6); and without
+the box condition it stopped 2023-07-22 at $1,687.03 when $1,687.68 was reachable (duals at the box's edge)."""
 
 
 def lagrangian(master: PatternMaster, searches, prices: LinkPrices
@@ -639,3 +645,162 @@ def stage_dive(master: PatternMaster, searches, deadline: float, rng: np.random.
     if any(p is None for p in paths):
         return None, info
     return (paths if data.fits(paths) else None), info
+
+
+BRANCH_ROUNDS = 12
+"""Column generation rounds of a branch node of :func:`branch_bound` (its bound is the best Lagrangian dual seen,
+valid after any number of rounds)."""
+
+
+@dataclass
+class BranchNode:
+    """A node of :func:`branch_bound`: (job, stage, state, keep) rules (keep: the job's path is in that state at
+    that stage; else it is not), its proven bound and the prices it was found at."""
+
+    rules: tuple[tuple[int, int, int, bool], ...]
+    bound: float
+    prices: LinkPrices
+    branch: tuple[int, int, int] | None = None
+    """The (job, stage, state) of most fractional flow in its last LP (None: integral, or not solved)."""
+
+
+def ruled_costs(master: PatternMaster, j: int, prices: LinkPrices, rules) -> np.ndarray:
+    """Job j's stage costs at the linking prices with the node's rules as a penalty of :data:`DIVE_FORBID_USD` on
+    the states they exclude. A penalised minimum is at most the minimum over the allowed paths, so a Lagrangian
+    dual computed with these costs is a lower bound of the node's schedules."""
+    costs = master.path_costs(j, prices)
+    for job, k, c, keep in rules:
+        if job != j:
+            continue
+        if keep:
+            own = costs[k, c]
+            costs[k] += DIVE_FORBID_USD
+            costs[k, c] = own
+        else:
+            costs[k, c] += DIVE_FORBID_USD
+    return costs
+
+
+def ruled_lagrangian(master: PatternMaster, searches, prices: LinkPrices, rules) -> tuple[float, list]:
+    """(the Lagrangian dual of the node at the linking prices, each job's cheapest paths under the rules):
+    const + Σ_j min over the paths of the penalised costs + Σ_{s,b} min over the patterns. Every schedule the
+    rules allow costs at least this (+∞ when a job has no path meeting its target)."""
+    bound = master.data.constant_usd
+    found_all = []
+    for j, search in enumerate(searches):
+        found = search.cheapest(ruled_costs(master, j, prices, rules))
+        if not found:
+            return np.inf, []
+        bound += found[0].cost
+        found_all.append(found)
+    for sb in range(len(master.site_blocks)):
+        bound += float((master.pattern_reduced(sb, prices)).min())
+    return bound, found_all
+
+
+def allowed_by(column: Column, rules) -> bool:
+    path = np.asarray(column.path)
+    return all((path[k] == c) == keep for job, k, c, keep in rules if job == column.job)
+
+
+def evaluate_node(master: PatternMaster, searches, node: BranchNode, deadline: float,
+                  rounds: int = BRANCH_ROUNDS) -> tuple[BranchNode, list[np.ndarray] | None]:
+    """Re-optimise the pattern master under the node's rules (other path columns bounded to 0, the pricing
+    penalised, box step around the node's prices): its bound is the best Lagrangian dual met (at least the
+    parent's); (the node with its bound and branching choice, one path per job if its last LP is integral)."""
+    data = master.data
+    allowed = np.array([allowed_by(c, node.rules) for c in master.columns])
+    idx = np.array(master.path_index, dtype=np.int32)
+    upper = np.where(allowed, INF, 0.0)
+    master.h.changeColsBounds(idx.size, idx, np.zeros(idx.size), upper)
+    if master.box_first >= 0:
+        master.set_box(node.prices, BOX_USD)
+    best, center = node.bound, node.prices
+    prices = node.prices
+    converged = False
+    for _ in range(rounds):
+        bound, found_all = ruled_lagrangian(master, searches, prices, node.rules)
+        if bound > best:
+            best, center = bound, prices
+            master.set_box(center, BOX_USD)
+        if not np.isfinite(bound):
+            return BranchNode(node.rules, np.inf, prices), None
+        added = 0
+        for j, (graph, found) in enumerate(zip(data.graphs, found_all, strict=True)):
+            for p in found[:PATHS_PER_JOB]:
+                if p.cost < min(prices.job[j], DIVE_FORBID_USD / 2) - REDUCED_COST_TOL_USD:
+                    n = len(master.columns)
+                    if master.add(make_column(graph, j, p.path)) and not allowed_by(master.columns[n], node.rules):
+                        master.h.changeColBounds(master.path_index[n], 0.0, 0.0)
+                    added += len(master.columns) > n
+        added += master.add_priced_patterns(prices)
+        if time.perf_counter() >= deadline:
+            break
+        try:
+            prices = master.solve()
+        except RuntimeError:
+            break
+        interior = master.box_used() <= BOX_TOL
+        if interior and (not added or master.value + data.constant_usd - best <= CONVERGED_RTOL * max(abs(best), 1.0)):
+            converged = not added
+            bound, _ = ruled_lagrangian(master, searches, prices, node.rules)
+            best = max(best, bound)
+            break
+    out = BranchNode(node.rules, best, center)
+    x = np.asarray(master.h.getSolution().col_value, dtype=float)
+    fixed = {(job, k) for job, k, _, keep in node.rules if keep}
+    most, choice = 1.0, None
+    paths: list = [None] * len(data.graphs)
+    for j, graph in enumerate(data.graphs):
+        mine = [(master.columns[k], x[i]) for k, i in enumerate(master.path_index)
+                if master.columns[k].job == j and x[i] > 1e-9]
+        if not mine:
+            continue
+        top = max(mine, key=lambda item: item[1])
+        if top[1] >= INTEGRAL_FLOW:
+            paths[j] = top[0].path
+        states = np.array([c.path for c, _ in mine])
+        weights = np.array([w for _, w in mine])
+        for k in range(graph.n_stages):
+            if (j, k) in fixed:
+                continue
+            flow = np.bincount(states[:, k], weights=weights, minlength=graph.n_states)
+            c = int(flow.argmax())
+            if abs(flow[c] - 0.5) < most and flow[c] < INTEGRAL_FLOW:
+                most, choice = abs(flow[c] - 0.5), (j, k, c)
+    out.branch = choice
+    integral = converged and choice is None and all(p is not None for p in paths) and master.box_used() <= BOX_TOL
+    return out, (paths if integral else None)
+
+
+def branch_bound(master: PatternMaster, searches, root: BranchNode, incumbent_usd: float, deadline: float,
+                 info: dict, stop_usd: float = np.inf) -> tuple[float, list[list[np.ndarray]]]:
+    """A shallow branch and price on the pattern master for the bound: best first, the open node of least bound
+    is split on its most fractional (job, stage) state (that state / not that state); each child is re-optimised
+    (:func:`evaluate_node`); it stops when that least bound reaches ``stop_usd``. Returns (the least bound of the
+    open nodes, or the incumbent's value when every node is pruned; the schedules met at integral nodes). A child
+    the clock leaves unevaluated keeps its parent's bound. The master's column bounds and box are changed."""
+    root, _ = evaluate_node(master, searches, root, deadline, rounds=1)
+    heap = [(root.bound, 0, root)]
+    count, schedules = 1, []
+    info.update(nodes=1, pruned=0)
+    while heap and time.perf_counter() < deadline:
+        bound, _, node = heap[0]
+        if bound >= min(incumbent_usd, stop_usd) or node.branch is None:
+            break
+        heapq.heappop(heap)
+        j, k, c = node.branch
+        for keep in (True, False):
+            child = BranchNode(node.rules + ((j, k, c, keep),), node.bound, node.prices)
+            if time.perf_counter() < deadline:  # else it keeps its parent's bound (and stays open)
+                child, paths = evaluate_node(master, searches, child, deadline)
+                info["nodes"] += 1
+                if paths is not None:
+                    schedules.append(paths)
+            if child.bound >= incumbent_usd:
+                info["pruned"] += 1
+                continue
+            count += 1
+            heapq.heappush(heap, (child.bound, count, child))
+    least = min([b for b, _, _ in heap], default=incumbent_usd)
+    return min(least, incumbent_usd), schedules

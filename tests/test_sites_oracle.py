@@ -398,3 +398,70 @@ def test_pattern_dive_schedule_is_feasible_exact_and_not_below_brute_force(tmp_p
         assert replay.metrics.operating_cost_usd == pytest.approx(value, rel=1e-9, abs=1e-9)
         assert value >= best - 1e-6
         assert info["artificial"] <= 1e-9 and info["lp_usd"] == pytest.approx(value, rel=1e-9, abs=1e-6)
+
+
+def brute_force_paths(inst: Instance, data) -> list[tuple[list[np.ndarray], float]]:
+    """Every feasible (schedule, sites) as the decomposition's paths, with the simulator's cost."""
+    options = []
+    for job in inst.jobs:
+        per_segment = [(c, s) for c in [PAUSE, *range(job.n_modes)] for s in range(len(inst.sites))]
+        options.append(list(itertools.product(per_segment, repeat=job.segments)))
+    out = []
+    for combo in itertools.product(*options):
+        schedule = [[c for c, _ in row] for row in combo]
+        sites = [[s for _, s in row] for row in combo]
+        metrics = simulate_sites(inst, schedule, sites).metrics
+        if not metrics.feasible:
+            continue
+        try:
+            paths = data.paths_of(schedule, sites)
+        except KeyError:
+            continue
+        out.append((paths, metrics.operating_cost_usd))
+    return out
+
+
+@pytest.mark.parametrize("day", ["2023-06-17", "2023-01-18"])
+def test_pattern_branch_bound_never_above_the_brute_force_optimum_of_its_nodes(tmp_path, day):
+    """oracle/sites_patterns.py branch_bound and evaluate_node: under random (job, stage, state, keep) rules a node's
+    bound is at most the cheapest brute-force schedule the rules allow (+∞ only when none), at least its parent's;
+    the whole tree's bound is at most the optimum, and its integral nodes' schedules are exact and not below it."""
+    import time
+
+    from oracle.fleet_master import MasterLP, make_column
+    from oracle.sites_patterns import BranchNode, branch_bound, column_generation, evaluate_node, prices_from
+
+    inst = two_sites(tmp_path, second=True, day=day, link=2.0, ratio=0.5, segments=2, hours=12.0, hours2=10.0,
+                     home="a")
+    dec = SitesDecomposition(inst)
+    data = dec.data
+    every = brute_force_paths(inst, data)
+    best = min(value for _, value in every)
+    start = dec._starts(None)[0]
+    master = MasterLP(data)
+    for j, p in enumerate(start):
+        master.add(make_column(data.graphs[j], j, p))
+    prices = master.solve()
+    pm = pattern_master(master, start)
+    out = column_generation(pm, dec.searches, prices_from(pm, prices.gpu, prices.load), time.perf_counter() + 60)
+    root = BranchNode((), out.bound, out.prices)
+    rng = np.random.default_rng(0)
+    raised = 0
+    for _ in range(12):
+        rules = []
+        for _ in range(int(rng.integers(1, 4))):
+            j = int(rng.integers(len(data.graphs)))
+            paths, _ = every[int(rng.integers(len(every)))]
+            k = int(rng.integers(data.graphs[j].n_stages))
+            rules.append((j, k, int(paths[j][k]), bool(rng.integers(2))))
+        allowed = [v for paths, v in every if all((paths[j][k] == c) == keep for j, k, c, keep in rules)]
+        node, _ = evaluate_node(pm, dec.searches, BranchNode(tuple(rules), root.bound, root.prices),
+                                time.perf_counter() + 60)
+        assert root.bound - 1e-9 <= node.bound <= min(allowed, default=np.inf) + 1e-6
+        raised += node.bound > root.bound + 1e-3
+    assert raised >= 3  # the rules do raise the bound (the check is not vacuous)
+    info: dict = {}
+    bound, schedules = branch_bound(pm, dec.searches, root, np.inf, time.perf_counter() + 60, info)
+    assert out.bound - 1e-9 <= bound <= best + 1e-6 and info["nodes"] >= 1
+    for paths in schedules:
+        assert data.fits(paths) and data.objective_usd(paths) >= best - 1e-6
