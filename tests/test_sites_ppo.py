@@ -13,7 +13,7 @@ import evaluate
 import train
 from agents import sites_oracle
 from agents.sites_oracle import DEFAULT_METHOD, METHOD_TAGS, METHODS, cache_path, solve_days
-from agents.sites_train import ORACLE_TRAIN_DAYS, SITES_DEFAULTS
+from agents.sites_train import ORACLE_TRAIN_DAYS, SITES_DEFAULTS, SITES_ENV_KWARGS
 from aidc_env.case import build_instance
 from aidc_env.errors import EXIT_BAD_INPUT, InputError, run_cli
 from aidc_env.site_simulator import simulate_sites
@@ -51,6 +51,24 @@ def test_train_sites3_config_takes_300k_steps(monkeypatch, tmp_path):
     assert config.total_timesteps == SITES_DEFAULTS["total_timesteps"] == 300_000
     assert (config.learning_rate, config.ent_coef, config.gae_lambda, config.n_steps) == (3e-5, 0.0, 1.0, 512)
     assert seen["method"] == "decomposition"
+    assert config.env_kwargs["pause_when_done"] is False and SITES_ENV_KWARGS == {"pause_when_done": False}
+
+
+def test_sites_env_takes_the_recorded_pause_setting_and_one_site_keeps_its_default(monkeypatch, tmp_path):
+    """A sites run records pause_when_done=False (SITES_ENV_KWARGS) and its env is built with it; a model trained
+    before (config with True) replays in the env it was trained in; the PPOConfig default stays True."""
+    from agents.ppo_config import PPOConfig
+    from agents.sites_train import sites_env
+
+    seen = {}
+    monkeypatch.setattr(train, "train_sites", lambda args, config, out: seen.update(config=config) or 0)
+    assert train.main(["--case", "sites3", "--out", str(tmp_path / "run")]) == 0
+    inst = build_instance("sites3")
+    assert sites_env(seen["config"], [inst]).sites_env.pause_when_done is False
+    assert sites_env(PPOConfig(), [inst]).sites_env.pause_when_done is True
+    restored = PPOConfig.from_dict(seen["config"].to_dict())
+    assert restored.env_kwargs["pause_when_done"] is False
+    assert PPOConfig().env_kwargs["pause_when_done"] is True  # the one-site (and fleet) default
 
 
 @pytest.mark.parametrize("main,argv,field", [
