@@ -55,10 +55,14 @@ as the oracle may. With the env's default forced pause, the oracle's held-out sc
 cost up to 1.046 x the oracle (1.000 without it), and PPO with train.py's other defaults measured mean 1.053 / max
 1.155 against 1.050 / 1.115 without it (50 held-out days; docs/sites.md "Env and PPO")."""
 
-ORACLE_TRAIN_DAYS = 63
-"""Training days whose oracle schedules are cloned (evenly spread over the training split): the fleet's count
-(issue 13: 63 days captured 92 % of the fleet oracle's saving, 21 days 68 %); at 30 s a day (the decomposition
-does not converge sooner on sites3 at K = 12) they took 17.6 min with 2 workers at load 5-17 (2026-12-02)."""
+ORACLE_TRAIN_DAYS = 125
+"""Training days whose oracle schedules are cloned (evenly spread over the training split, :func:`agents.days.spread`).
+125 = 2 x 63 - 1, so the spread holds the 63 days of the earlier default (the fleet's count, issue 13: 63 days
+captured 92 % of the fleet oracle's saving, 21 days 68 %) and their cached answers are reused: spread(days, 2k - 1)
+takes every k-spread index plus the midpoints. At 30 s a day (the decomposition does not converge sooner on sites3
+at K = 12) the first 63 took 17.6 min with 2 workers at load 5-17, the 62 added 16 min at load 4-7 (2026-12-02);
+with 63 days the clone matched 99.8 % of its training decisions but not the held-out days well enough
+(docs/sites.md "Env and PPO")."""
 
 
 # ---------------------------------------------------------------------------------------------- the agent's view

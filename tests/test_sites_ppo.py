@@ -27,7 +27,7 @@ def test_train_sites3_defaults_are_the_sites_recipe():
     args = train.parse_args(["--case", "sites3"])
     assert args.learning_rate == 3e-5 and args.lr_schedule == "constant" and args.ent_coef == 0.0
     assert args.gae_lambda == 1.0 and args.n_steps == 512 and args.imitation_epochs == 200
-    assert args.oracle_days == ORACLE_TRAIN_DAYS == 63
+    assert args.oracle_days == ORACLE_TRAIN_DAYS == 125
     assert args.oracle_method == DEFAULT_METHOD == "decomposition"
     assert args.oracle_time_limit == sites_oracle.DEFAULT_TRAIN_TIME_LIMIT_S == 30.0
     assert {k: getattr(args, k) for k in SITES_DEFAULTS if k != "total_timesteps"} == {
@@ -79,6 +79,18 @@ def test_bad_oracle_flags_exit_2_with_one_line(capsys, tmp_path, main, argv, fie
     assert run_cli(main, [*argv, "--out", str(tmp_path / "out")]) == EXIT_BAD_INPUT
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and field in err[0], err
+
+
+def test_the_teacher_days_hold_the_earlier_63_so_their_cache_is_reused():
+    """spread(days, 2k - 1) contains spread(days, k): the 125 teacher days hold the 63 of the earlier default (on the
+    sites3 split's 301 training days and on every length up to 400)."""
+    from agents.days import spread
+
+    for n in range(1, 401):
+        days = [f"d{i:03d}" for i in range(n)]
+        assert set(spread(days, 63)) <= set(spread(days, ORACLE_TRAIN_DAYS)), n
+    days = [f"d{i:03d}" for i in range(301)]
+    assert len(spread(days, ORACLE_TRAIN_DAYS)) == 125
 
 
 def test_solve_days_refuses_an_unknown_method(tmp_path):
