@@ -26,7 +26,7 @@ TINY = TINY_SITES.format(segments=3, hours=14.0, link=0.5)
 def test_train_sites3_defaults_are_the_sites_recipe():
     args = train.parse_args(["--case", "sites3"])
     assert args.learning_rate == 3e-5 and args.lr_schedule == "constant" and args.ent_coef == 0.0
-    assert args.gae_lambda == 1.0 and args.n_steps == 512 and args.imitation_epochs == 200
+    assert args.gae_lambda == 1.0 and args.n_steps == 512 and args.imitation_epochs == 60
     assert args.oracle_days == ORACLE_TRAIN_DAYS == 125
     assert args.oracle_method == DEFAULT_METHOD == "decomposition"
     assert args.oracle_time_limit == sites_oracle.DEFAULT_TRAIN_TIME_LIMIT_S == 30.0
