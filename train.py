@@ -64,7 +64,7 @@ from agents.selection import (
     write_selection,
 )
 from agents.sites_oracle import DEFAULT_METHOD, DEFAULT_TRAIN_TIME_LIMIT_S, METHODS
-from agents.sites_train import ORACLE_TRAIN_DAYS, SITES_DEFAULTS
+from agents.sites_train import ORACLE_TRAIN_DAYS, SITES_DEFAULTS, SITES_ENV_KWARGS
 from agents.ppo_config import FLEET_DEFAULTS, HORIZON_DEFAULTS, IMITATIONS, defaults_for_case
 from aidc_env.fleet_env import REWARD_CREDITS
 from aidc_env import limits
@@ -306,7 +306,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     else:
         config = PPOConfig(
             case=args.case, profiles=args.profiles, forecasts=args.forecasts, overrides=case_overrides(args),
-            env_kwargs={**DEFAULTS.env_kwargs, "lookahead": args.lookahead, "information": args.information},
+            env_kwargs={**DEFAULTS.env_kwargs, **(SITES_ENV_KWARGS if case.sites else {}), "lookahead": args.lookahead,
+                        "information": args.information},
             reward_scale_usd=args.reward_scale_usd, reward_day_scaled=args.reward_day_scaled,
             factored_actions=args.factored_actions, choice_features=args.choice_features, env=args.env,
             forecast_plan=args.forecast_plan, imitation_epochs=args.imitation_epochs, finetune=args.finetune,

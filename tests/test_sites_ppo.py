@@ -13,7 +13,7 @@ import evaluate
 import train
 from agents import sites_oracle
 from agents.sites_oracle import DEFAULT_METHOD, METHOD_TAGS, METHODS, cache_path, solve_days
-from agents.sites_train import ORACLE_TRAIN_DAYS, SITES_DEFAULTS
+from agents.sites_train import ORACLE_TRAIN_DAYS, SITES_DEFAULTS, SITES_ENV_KWARGS
 from aidc_env.case import build_instance
 from aidc_env.errors import EXIT_BAD_INPUT, InputError, run_cli
 from aidc_env.site_simulator import simulate_sites
@@ -26,8 +26,8 @@ TINY = TINY_SITES.format(segments=3, hours=14.0, link=0.5)
 def test_train_sites3_defaults_are_the_sites_recipe():
     args = train.parse_args(["--case", "sites3"])
     assert args.learning_rate == 3e-5 and args.lr_schedule == "constant" and args.ent_coef == 0.0
-    assert args.gae_lambda == 1.0 and args.n_steps == 512 and args.imitation_epochs == 200
-    assert args.oracle_days == ORACLE_TRAIN_DAYS == 63
+    assert args.gae_lambda == 1.0 and args.n_steps == 512 and args.imitation_epochs == 60
+    assert args.oracle_days == ORACLE_TRAIN_DAYS == 125
     assert args.oracle_method == DEFAULT_METHOD == "decomposition"
     assert args.oracle_time_limit == sites_oracle.DEFAULT_TRAIN_TIME_LIMIT_S == 30.0
     assert {k: getattr(args, k) for k in SITES_DEFAULTS if k != "total_timesteps"} == {
@@ -51,6 +51,24 @@ def test_train_sites3_config_takes_300k_steps(monkeypatch, tmp_path):
     assert config.total_timesteps == SITES_DEFAULTS["total_timesteps"] == 300_000
     assert (config.learning_rate, config.ent_coef, config.gae_lambda, config.n_steps) == (3e-5, 0.0, 1.0, 512)
     assert seen["method"] == "decomposition"
+    assert config.env_kwargs["pause_when_done"] is False and SITES_ENV_KWARGS == {"pause_when_done": False}
+
+
+def test_sites_env_takes_the_recorded_pause_setting_and_one_site_keeps_its_default(monkeypatch, tmp_path):
+    """A sites run records pause_when_done=False (SITES_ENV_KWARGS) and its env is built with it; a model trained
+    before (config with True) replays in the env it was trained in; the PPOConfig default stays True."""
+    from agents.ppo_config import PPOConfig
+    from agents.sites_train import sites_env
+
+    seen = {}
+    monkeypatch.setattr(train, "train_sites", lambda args, config, out: seen.update(config=config) or 0)
+    assert train.main(["--case", "sites3", "--out", str(tmp_path / "run")]) == 0
+    inst = build_instance("sites3")
+    assert sites_env(seen["config"], [inst]).sites_env.pause_when_done is False
+    assert sites_env(PPOConfig(), [inst]).sites_env.pause_when_done is True
+    restored = PPOConfig.from_dict(seen["config"].to_dict())
+    assert restored.env_kwargs["pause_when_done"] is False
+    assert PPOConfig().env_kwargs["pause_when_done"] is True  # the one-site (and fleet) default
 
 
 @pytest.mark.parametrize("main,argv,field", [
@@ -61,6 +79,18 @@ def test_bad_oracle_flags_exit_2_with_one_line(capsys, tmp_path, main, argv, fie
     assert run_cli(main, [*argv, "--out", str(tmp_path / "out")]) == EXIT_BAD_INPUT
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and field in err[0], err
+
+
+def test_the_teacher_days_hold_the_earlier_63_so_their_cache_is_reused():
+    """spread(days, 2k - 1) contains spread(days, k): the 125 teacher days hold the 63 of the earlier default (on the
+    sites3 split's 301 training days and on every length up to 400)."""
+    from agents.days import spread
+
+    for n in range(1, 401):
+        days = [f"d{i:03d}" for i in range(n)]
+        assert set(spread(days, 63)) <= set(spread(days, ORACLE_TRAIN_DAYS)), n
+    days = [f"d{i:03d}" for i in range(301)]
+    assert len(spread(days, ORACLE_TRAIN_DAYS)) == 125
 
 
 def test_solve_days_refuses_an_unknown_method(tmp_path):
