@@ -33,8 +33,6 @@ only over the (block, state) pairs near the Lagrangian bound, on a finer grid (d
 
 from __future__ import annotations
 
-import threading
-import weakref
 from typing import Any
 
 import numpy as np
@@ -165,45 +163,27 @@ above it. A search at a threshold beyond it rebuilds the tables (:meth:`Restrict
 
 
 class TableWorkspace:
-    """Reusable memory of the restricted completion tables: one flat buffer that a build carves its tables from
-    (:class:`RestrictedCompletionBound`), so that a later build writes into pages an earlier one already touched
-    instead of freshly mapped ones (the first write to fresh memory, huge-page faults included, was a large share
-    of a build's time). It reserves at least :data:`MAX_TABLE_ENTRIES` (address space only: a page costs when
-    first written) and grows to a larger build if one ever needs it.
-
-    The buffer serves one set of tables at a time: it is handed to a build only once the tables it holds are no
-    longer referenced (their bound was dropped); while they are, a build gets fresh memory instead. So tables are
-    never overwritten under a live bound, whoever shares the workspace (every search of a thread by default,
-    :func:`shared_workspace`: MPC's re-solves one after the other)."""
+    """Reusable memory of the restricted completion tables: one flat buffer that every build carves its tables
+    from (:class:`RestrictedCompletionBound`), so that a rebuild writes into pages an earlier build already
+    touched instead of freshly mapped ones (the first write to fresh memory, huge-page faults included, was a
+    large share of a build's time). It reserves at least :data:`MAX_TABLE_ENTRIES` (address space only: a page
+    costs when first written) and grows to a larger build if one ever needs it. The tables of a build are valid
+    until the next build from the same workspace: one owner (a :class:`oracle.labeling.LabelSearch`) keeps
+    only its latest tables."""
 
     def __init__(self) -> None:
         self._buffer = np.empty(0)
-        self._holder: weakref.ref | None = None
 
     @property
     def buffer(self) -> np.ndarray:
-        """The whole buffer (the tables it serves are views of it)."""
+        """The whole buffer (every build's tables are views of it)."""
         return self._buffer
 
-    def take(self, entries: int, holder: object) -> np.ndarray:
-        """A flat float64 array of ``entries`` (uninitialised) for ``holder``'s tables: the start of the buffer
-        if no live object holds it, else fresh memory."""
-        if self._holder is not None and self._holder() is not None:
-            return np.empty(entries)
+    def take(self, entries: int) -> np.ndarray:
+        """A flat float64 array of ``entries`` (uninitialised) at the start of the buffer."""
         if entries > self._buffer.size:
             self._buffer = np.empty(max(entries, MAX_TABLE_ENTRIES))
-        self._holder = weakref.ref(holder)
         return self._buffer[:entries]
-
-
-_THREAD = threading.local()
-
-
-def shared_workspace() -> TableWorkspace:
-    """This thread's workspace, the default of every label search (its memory is kept for the next search)."""
-    if not hasattr(_THREAD, "workspace"):
-        _THREAD.workspace = TableWorkspace()
-    return _THREAD.workspace
 
 
 class RestrictedCompletionBound(CompletionBound):
@@ -261,7 +241,7 @@ class RestrictedCompletionBound(CompletionBound):
         sizes = {j: [m.size * int(hi - lo + 1) for m, lo, hi in zip(self.inside, self.first[j], windows[j])]
                  for j in self.tracked}
         total = sum(sum(v) for v in sizes.values())
-        flat = np.empty(total) if workspace is None else workspace.take(total, self)
+        flat = np.empty(total) if workspace is None else workspace.take(total)
         offset = 0
         for j in self.tracked:
             first, last = self.first[j], windows[j]

@@ -34,7 +34,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from oracle.completion import RESTRICT_MARGIN, CompletionBound, RestrictedCompletionBound, TableWorkspace, shared_workspace
+from oracle.completion import RESTRICT_MARGIN, CompletionBound, RestrictedCompletionBound, TableWorkspace
 from oracle.data import OracleData, daily_rows, span_days
 from oracle.reduction import joint_tokens
 
@@ -171,9 +171,8 @@ class LabelSearch:
         self._use_completion = completion
         self._restricted = span_days(data.inst) > 1 if restricted is None else restricted
         """Completion tables restricted to the pairs near the bound, on a finer grid (horizons: several days)."""
-        self.workspace = shared_workspace() if workspace is None else workspace
-        """The memory the (re)builds of the restricted tables write into (by default the thread's, which the
-        next search, e.g. MPC's next re-solve, reuses)."""
+        self.workspace = TableWorkspace() if workspace is None else workspace
+        """The memory every (re)build of the restricted tables writes into (only the latest build is kept)."""
         if mu_per_token is not None:
             self.price(mu_per_token)
 
@@ -196,7 +195,6 @@ class LabelSearch:
     def _restrict_to(self, ceiling_usd: float) -> None:
         """(Re)build the restricted completion tables for searches at thresholds up to ``ceiling_usd``."""
         tick = time.perf_counter()
-        self.completion = None  # the old tables' memory is free for the new ones
         self.completion = RestrictedCompletionBound(self, *self._tokens, ceiling_usd, workspace=self.workspace)
         self.table_log.append((ceiling_usd, time.perf_counter() - tick))
 
@@ -286,9 +284,7 @@ class LabelSearch:
         Restricted completion tables that do not cover the threshold are rebuilt first (twice as far above the
         Lagrangian bound), except for a beam (a heuristic: they then only narrow it)."""
         completion = self.completion
-        rebuild = isinstance(completion, RestrictedCompletionBound) and beam is None and not completion.covers(threshold_usd)
-        del completion  # no reference kept to tables about to be rebuilt
-        if rebuild:
+        if isinstance(completion, RestrictedCompletionBound) and beam is None and not completion.covers(threshold_usd):
             lagrangian = float(self.through.min())
             self._restrict_to(min(threshold_usd + max(threshold_usd - lagrangian, 0.0), self.most_cost_usd))
         outcome = self._run(threshold_usd, deadline, max_labels, beam, stop)

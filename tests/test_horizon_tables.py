@@ -23,8 +23,7 @@ from hypothesis import strategies as st
 from agents.mpc import rest_of_horizon
 from aidc_env.case import build_instance
 from aidc_env.instance import PAUSE
-from oracle.completion import RESTRICT_MARGIN, CompletionBound, RestrictedCompletionBound, TableWorkspace, \
-    shared_workspace
+from oracle.completion import RESTRICT_MARGIN, CompletionBound, RestrictedCompletionBound, TableWorkspace
 from oracle.dual import lagrangian_prices
 from oracle.formulations import tranche_tokens, usable_state_ids
 from oracle.labeling import TOKEN_RTOL, LabelSearch
@@ -259,37 +258,27 @@ def test_row_by_row_tables_equal_the_reference_on_two_days_of_the_2048_case():
 
 def test_tables_from_a_reused_workspace_equal_fresh_ones():
     """Tables carved from a workspace that earlier builds (larger, smaller, of another search) left dirty equal
-    a build into fresh memory, to the bit; tables still referenced are never written over (a build then gets fresh
-    memory); a search's rebuilds and the next search reuse the thread's workspace."""
+    a build into fresh memory, to the bit; a search's rebuilds reuse its own workspace (no new buffer)."""
     two = build_instance("2048", day="2023-04-15", horizon_days=2)
     workspace = TableWorkspace()
-    workspace.take(1000, workspace)[:] = np.nan  # garbage where the tables will go (its holder lives on)
-    workspace = TableWorkspace()
-    workspace.take(1000, np.zeros(1).view)[:] = np.nan  # ... and here, released (the holder is gone)
+    workspace.take(1000)[:] = np.nan  # garbage where the tables will go
     for start in (40, 64):
         sub = rest_of_horizon(two, start, [0] * len(two.jobs), [0.3 * job.tranche_tokens for job in two.jobs],
                               two.price_usd_per_mwh[start:], two.renewable_shape[start:])
         search = priced_search(sub)
-        assert search.workspace is shared_workspace() and np.shares_memory(
-            search.completion.tables[search.completion.tracked[0]][0], shared_workspace().buffer)
         lagrangian = float(search.through.min())
         for margin in (3 * RESTRICT_MARGIN, RESTRICT_MARGIN, 2 * RESTRICT_MARGIN):
             ceiling = lagrangian + margin * abs(lagrangian)
             reused = RestrictedCompletionBound(search, *search._tokens, ceiling, workspace=workspace)
-            kept = RestrictedCompletionBound(search, *search._tokens, ceiling, workspace=workspace)  # reused lives
             fresh = RestrictedCompletionBound(search, *search._tokens, ceiling)
             for j in fresh.tracked:
-                for b, (a, k, r) in enumerate(zip(reused.tables[j], kept.tables[j], fresh.tables[j], strict=True)):
-                    assert a.shape == r.shape and np.array_equal(a, r) and np.array_equal(k, r), (start, margin, j, b)
-                    assert r.size == 0 or (np.shares_memory(a, workspace.buffer)
-                                           and not np.shares_memory(k, workspace.buffer))
-            del reused, kept
+                for b, (a, r) in enumerate(zip(reused.tables[j], fresh.tables[j], strict=True)):
+                    assert a.shape == r.shape and np.array_equal(a, r), (start, margin, j, b)
+                    assert r.size == 0 or np.shares_memory(a, workspace.buffer)
         own = search.workspace.buffer
         search._restrict_to(lagrangian + 3 * RESTRICT_MARGIN * abs(lagrangian))
-        search.run(lagrangian + 3.5 * RESTRICT_MARGIN * abs(lagrangian))  # beyond the ceiling: rebuilt from run
-        assert len(search.table_log) == 3 and search.workspace.buffer is own and all(
+        assert search.workspace.buffer is own and all(
             np.shares_memory(table, own) for tables in search.completion.tables.values() for table in tables if table.size)
-        del search
 
 
 def reference_lagrangian(search: LabelSearch, mu: np.ndarray) -> tuple[float, float, np.ndarray]:
