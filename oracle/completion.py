@@ -174,11 +174,6 @@ class TableWorkspace:
     def __init__(self) -> None:
         self._buffer = np.empty(0)
 
-    @property
-    def buffer(self) -> np.ndarray:
-        """The whole buffer (every build's tables are views of it)."""
-        return self._buffer
-
     def take(self, entries: int) -> np.ndarray:
         """A flat float64 array of ``entries`` (uninitialised) at the start of the buffer."""
         if entries > self._buffer.size:

@@ -7,8 +7,7 @@ at every block, the cost so far plus the table's bound never exceeds the schedul
 horizons reaches the brute force's optimum, its objective equal to the simulator's replay; a day keeps the
 day's tables; the tables built row by row equal, to the bit, the reference built one transition variant at a time
 over whole blocks (the first implementation, kept here), the dual's shortest paths equal their reference, and the
-screen of the label extensions never changes a search; tables carved from a reused (dirty) workspace equal fresh
-ones.
+screen of the label extensions never changes a search.
 """
 
 from __future__ import annotations
@@ -23,7 +22,7 @@ from hypothesis import strategies as st
 from agents.mpc import rest_of_horizon
 from aidc_env.case import build_instance
 from aidc_env.instance import PAUSE
-from oracle.completion import RESTRICT_MARGIN, CompletionBound, RestrictedCompletionBound, TableWorkspace
+from oracle.completion import RESTRICT_MARGIN, CompletionBound, RestrictedCompletionBound
 from oracle.dual import lagrangian_prices
 from oracle.formulations import tranche_tokens, usable_state_ids
 from oracle.labeling import TOKEN_RTOL, LabelSearch
@@ -254,31 +253,6 @@ def test_row_by_row_tables_equal_the_reference_on_two_days_of_the_2048_case():
     lagrangian = float(search.through.min())
     for margin in (RESTRICT_MARGIN, 3 * RESTRICT_MARGIN):
         assert_same_tables(search, lagrangian + margin * abs(lagrangian))
-
-
-def test_tables_from_a_reused_workspace_equal_fresh_ones():
-    """Tables carved from a workspace that earlier builds (larger, smaller, of another search) left dirty equal
-    a build into fresh memory, to the bit; a search's rebuilds reuse its own workspace (no new buffer)."""
-    two = build_instance("2048", day="2023-04-15", horizon_days=2)
-    workspace = TableWorkspace()
-    workspace.take(1000)[:] = np.nan  # garbage where the tables will go
-    for start in (40, 64):
-        sub = rest_of_horizon(two, start, [0] * len(two.jobs), [0.3 * job.tranche_tokens for job in two.jobs],
-                              two.price_usd_per_mwh[start:], two.renewable_shape[start:])
-        search = priced_search(sub)
-        lagrangian = float(search.through.min())
-        for margin in (3 * RESTRICT_MARGIN, RESTRICT_MARGIN, 2 * RESTRICT_MARGIN):
-            ceiling = lagrangian + margin * abs(lagrangian)
-            reused = RestrictedCompletionBound(search, *search._tokens, ceiling, workspace=workspace)
-            fresh = RestrictedCompletionBound(search, *search._tokens, ceiling)
-            for j in fresh.tracked:
-                for b, (a, r) in enumerate(zip(reused.tables[j], fresh.tables[j], strict=True)):
-                    assert a.shape == r.shape and np.array_equal(a, r), (start, margin, j, b)
-                    assert r.size == 0 or np.shares_memory(a, workspace.buffer)
-        own = search.workspace.buffer
-        search._restrict_to(lagrangian + 3 * RESTRICT_MARGIN * abs(lagrangian))
-        assert search.workspace.buffer is own and all(
-            np.shares_memory(table, own) for tables in search.completion.tables.values() for table in tables if table.size)
 
 
 def reference_lagrangian(search: LabelSearch, mu: np.ndarray) -> tuple[float, float, np.ndarray]:
