@@ -162,25 +162,6 @@ RESTRICT_MARGIN = 1e-3
 above it. A search at a threshold beyond it rebuilds the tables (:meth:`RestrictedCompletionBound.covers`)."""
 
 
-class TableWorkspace:
-    """Reusable memory of the restricted completion tables: one flat buffer that every build carves its tables
-    from (:class:`RestrictedCompletionBound`), so that a rebuild writes into pages an earlier build already
-    touched instead of freshly mapped ones (the first write to fresh memory, huge-page faults included, was a
-    large share of a build's time). It reserves at least :data:`MAX_TABLE_ENTRIES` (address space only: a page
-    costs when first written) and grows to a larger build if one ever needs it. The tables of a build are valid
-    until the next build from the same workspace: one owner (a :class:`oracle.labeling.LabelSearch`) keeps
-    only its latest tables."""
-
-    def __init__(self) -> None:
-        self._buffer = np.empty(0)
-
-    def take(self, entries: int) -> np.ndarray:
-        """A flat float64 array of ``entries`` (uninitialised) at the start of the buffer."""
-        if entries > self._buffer.size:
-            self._buffer = np.empty(max(entries, MAX_TABLE_ENTRIES))
-        return self._buffer[:entries]
-
-
 class RestrictedCompletionBound(CompletionBound):
     """The tables H_j restricted to completions that stay inside the (block, state) pairs whose Lagrangian
     through-bound is at most ``ceiling`` (θ_max), on a grid :data:`HORIZON_GRID_FACTOR` × finer.
@@ -197,7 +178,7 @@ class RestrictedCompletionBound(CompletionBound):
 
     def __init__(self, search: Any, kept: np.ndarray, restarted: np.ndarray, ceiling: float, *,
                  penalty_factor: float = PENALTY_FACTOR, grid_points: int = GRID_POINTS,
-                 grid_factor: int | None = None, workspace: TableWorkspace | None = None) -> None:
+                 grid_factor: int | None = None) -> None:
         states = search.states
         n_blocks, n_states = search.n_blocks, search.n_states
         n_jobs = states.shape[1]
@@ -225,33 +206,17 @@ class RestrictedCompletionBound(CompletionBound):
         self.first: dict[int, np.ndarray] = {}
         """Per job and block: the grid index of the window's first point (its table's column 0)."""
         self.tables = {}
-        windows = {}
         for j in self.tracked:
             first = np.array([min(int(np.floor(lo * per_job)), per_job - 1) for lo, _ in spans[j]], dtype=np.int64)
             last = np.array([min(max(int(np.ceil(hi * per_job)), k + 1), per_job)
                              for k, (_, hi) in zip(first, spans[j], strict=True)], dtype=np.int64)
             self.first[j] = first
-            windows[j] = last
-        # every table's rows × window, carved in turn from one flat array (a workspace's touched memory)
-        sizes = {j: [m.size * int(hi - lo + 1) for m, lo, hi in zip(self.inside, self.first[j], windows[j])]
-                 for j in self.tracked}
-        total = sum(sum(v) for v in sizes.values())
-        flat = np.empty(total) if workspace is None else workspace.take(total)
-        offset = 0
-        for j in self.tracked:
-            first, last = self.first[j], windows[j]
-            carved = []
-            for b in range(n_blocks):
-                carved.append(flat[offset:offset + sizes[j][b]].reshape(self.inside[b].size, int(last[b] - first[b] + 1)))
-                offset += sizes[j][b]
             table: list[np.ndarray] = [np.empty((0, 2))] * n_blocks
             end = self.grid[j][first[-1]:last[-1] + 1]
-            table[n_blocks - 1] = carved[-1]
-            table[n_blocks - 1][...] = self.penalty[j] * end
+            table[n_blocks - 1] = np.broadcast_to(self.penalty[j] * end, (self.inside[-1].size, end.size)).copy()
             for b in range(n_blocks - 1, 0, -1):
                 table[b - 1] = self._restricted_back(j, b, search.cost[b], table[b], search.segment_start[b],
-                                                     kept, restarted, int(first[b - 1]), int(last[b - 1]),
-                                                     carved[b - 1])
+                                                     kept, restarted, int(first[b - 1]), int(last[b - 1]))
             self.tables[j] = table
 
     def _spans(self, search: Any, j: int) -> list[tuple[float, float]]:
@@ -280,10 +245,9 @@ class RestrictedCompletionBound(CompletionBound):
         return threshold_usd <= self.ceiling
 
     def _restricted_back(self, j: int, b: int, cost: np.ndarray, after: np.ndarray, opens: np.ndarray,
-                         kept: np.ndarray, restarted: np.ndarray, first: int, last: int,
-                         best: np.ndarray | None = None) -> np.ndarray:
+                         kept: np.ndarray, restarted: np.ndarray, first: int, last: int) -> np.ndarray:
         """Rows of block b − 1's inside states on grid points first..last, from ``after`` (rows of block b's
-        inside states on its window), written into ``best`` when given (rows × window, its old values ignored).
+        inside states on its window).
 
         A transition's variant (which jobs change their choice entering block b) fixes each job's tokens, so
         the minimum over S' splits by variant: S' = S (no job changes), S' sharing the kept job's choice (the
@@ -297,9 +261,7 @@ class RestrictedCompletionBound(CompletionBound):
         into, out = self.inside[b], self.inside[b - 1]
         width = last - first + 1
         n_jobs = kept.shape[1]
-        if best is None:
-            best = np.empty((out.size, width))
-        best.fill(np.inf)
+        best = np.full((out.size, width), np.inf)
         if into.size == 0 or out.size == 0:
             return best
         position = self.row[b - 1]  # state -> row of `best`, or -1

@@ -34,7 +34,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from oracle.completion import RESTRICT_MARGIN, CompletionBound, RestrictedCompletionBound, TableWorkspace
+from oracle.completion import RESTRICT_MARGIN, CompletionBound, RestrictedCompletionBound
 from oracle.data import OracleData, daily_rows, span_days
 from oracle.reduction import joint_tokens
 
@@ -118,7 +118,7 @@ class LabelSearch:
 
     def __init__(self, data: OracleData, states: np.ndarray, block_cost_usd: np.ndarray,
                  mu_per_token: np.ndarray | None, tranche_tokens: np.ndarray, *, completion: bool = True,
-                 restricted: bool | None = None, workspace: TableWorkspace | None = None):
+                 restricted: bool | None = None):
         inst = data.inst
         self.data, self.states = data, states
         self.n_blocks, self.n_states = block_cost_usd.shape
@@ -171,8 +171,6 @@ class LabelSearch:
         self._use_completion = completion
         self._restricted = span_days(data.inst) > 1 if restricted is None else restricted
         """Completion tables restricted to the pairs near the bound, on a finer grid (horizons: several days)."""
-        self.workspace = TableWorkspace() if workspace is None else workspace
-        """The memory every (re)build of the restricted tables writes into (only the latest build is kept)."""
         if mu_per_token is not None:
             self.price(mu_per_token)
 
@@ -195,7 +193,7 @@ class LabelSearch:
     def _restrict_to(self, ceiling_usd: float) -> None:
         """(Re)build the restricted completion tables for searches at thresholds up to ``ceiling_usd``."""
         tick = time.perf_counter()
-        self.completion = RestrictedCompletionBound(self, *self._tokens, ceiling_usd, workspace=self.workspace)
+        self.completion = RestrictedCompletionBound(self, *self._tokens, ceiling_usd)
         self.table_log.append((ceiling_usd, time.perf_counter() - tick))
 
     def lagrangian(self, mu_per_token: np.ndarray) -> tuple[float, float, np.ndarray]:

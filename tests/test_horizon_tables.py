@@ -156,7 +156,7 @@ class ReferenceTables(RestrictedCompletionBound):
     """The restricted tables as first written (one transition variant at a time over whole blocks): the reference
     that the row-by-row build of :meth:`RestrictedCompletionBound._restricted_back` must equal to the bit."""
 
-    def _restricted_back(self, j, b, cost, after, opens, kept, restarted, first, last, into_buffer=None):
+    def _restricted_back(self, j, b, cost, after, opens, kept, restarted, first, last):
         into, out = self.inside[b], self.inside[b - 1]
         width = last - first + 1
         n_jobs = kept.shape[1]
