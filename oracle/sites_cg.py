@@ -97,10 +97,6 @@ DIVE_FIX_FLOW = 0.9
 """The diversified dives also fix every (job, stage) with at least this LP flow on one state (faster dives)."""
 DIVE_SEED = 0
 """Seed of the diversified dives' draws (the oracle stays deterministic for a given timing)."""
-FIRST_DIVE_SHARE = 0.6
-"""The first dive may use at most this share of the dives' window; when it does not finish in it, no further dive
-and no branch run (the schedule side is the weak one) and the integer master gets the time left. Case day: the first
-dive takes ~12 s of a ~75 s window on a quiet machine; 2023-07-29 at a 50 % CPU share did not finish in 36 s."""
 DIVE_FAR_GAP = 0.003
 """No further dive once the best schedule after a dive is more than this relative gap above the bound: the dives'
 schedules differ little from one another (case day: 4 dives within 0.06 %, 2023-07-22: 2 within 0.02 %, load 3-7),
@@ -416,8 +412,7 @@ class SitesDecomposition:
                     else:
                         if runs:
                             release(pattern_master)
-                        dived, dive_info = stage_dive(pattern_master, self.searches,
-                                                      dive_end if runs else t1 + FIRST_DIVE_SHARE * (dive_end - t1),
+                        dived, dive_info = stage_dive(pattern_master, self.searches, dive_end,
                                                       rng if runs else None, DIVE_TOP,
                                                       DIVE_FIX_FLOW if runs else INTEGRAL_FLOW)
                     runs.append({k: v for k, v in dive_info.items()})
@@ -429,9 +424,6 @@ class SitesDecomposition:
                             incumbent = dived
                     if dives == "job":
                         break
-                    if len(runs) == 1 and dived is None and dive_info.get("stopped") == "time":
-                        details["pattern_dives_stop"] = "first dive unfinished"
-                        break
                     far = relative_gap(incumbent[1], best_bound) if incumbent is not None else None
                     if far is not None and far > DIVE_FAR_GAP:
                         details["pattern_dives_stop"] = "far"
@@ -439,7 +431,6 @@ class SitesDecomposition:
                 details.update(pattern_dives=runs, pattern_dive_s=time.perf_counter() - t1)
                 near += pattern_master.columns[n_before:]
             if branch and not (incumbent is not None and closed(incumbent[1], best_bound, mip_gap)) \
-                    and details.get("pattern_dives_stop") != "first dive unfinished" \
                     and PATTERN_BRANCH_SHARE * (deadline - time.perf_counter()) >= PATTERN_BRANCH_MIN_S:
                 t1 = time.perf_counter()
                 n_before = len(pattern_master.columns)

@@ -483,22 +483,3 @@ def test_dives_stop_when_far_above_the_bound_and_the_result_stays_exact(tmp_path
     assert result.objective_usd == pytest.approx(best, rel=1e-9)
     replay = simulate_sites(inst, result.schedule, result.sites)
     assert replay.metrics.operating_cost_usd == pytest.approx(result.objective_usd, rel=1e-9, abs=1e-9)
-
-
-def test_an_unfinished_first_dive_stops_the_dives_and_the_branch(tmp_path, monkeypatch):
-    """oracle/sites_cg.py FIRST_DIVE_SHARE: when the first dive does not finish in its share, no further dive and no
-    branch run; the integer master's schedule is still replay-exact and not below the brute-force optimum."""
-    import oracle.sites_cg as sites_cg
-    monkeypatch.setattr(sites_cg, "FIRST_DIVE_SHARE", 0.0)
-    monkeypatch.setattr(sites_cg, "closed", lambda *args: False)
-    inst = two_sites(tmp_path, second=True, day="2023-06-17", link=2.0, ratio=0.5, segments=2, hours=12.0,
-                     hours2=10.0, home="a")
-    best = brute_force(inst)
-    result = SitesDecomposition(inst).solve(time_limit_s=6, mip_gap=1e-9, dives="stage")
-    assert len(result.details["pattern_dives"]) == 1
-    assert result.details["pattern_dives"][0]["stopped"] == "time"
-    assert result.details["pattern_dives_stop"] == "first dive unfinished"
-    assert "pattern_branch_nodes" not in result.details
-    assert result.best_bound_usd <= best + 1e-6 <= result.objective_usd + 2e-6
-    replay = simulate_sites(inst, result.schedule, result.sites)
-    assert replay.metrics.operating_cost_usd == pytest.approx(result.objective_usd, rel=1e-9, abs=1e-9)
