@@ -97,11 +97,6 @@ DIVE_FIX_FLOW = 0.9
 """The diversified dives also fix every (job, stage) with at least this LP flow on one state (faster dives)."""
 DIVE_SEED = 0
 """Seed of the diversified dives' draws (the oracle stays deterministic for a given timing)."""
-DIVE_FAR_GAP = 0.003
-"""No further dive once the best schedule after a dive is more than this relative gap above the bound: the dives'
-schedules differ little from one another (case day: 4 dives within 0.06 %, 2023-07-22: 2 within 0.02 %, load 3-7),
-so they cannot close such a gap, and the branch and the integer master get the time. Case day after its first dive:
-0.17 % (goes on); 2023-07-22: 0.53 % (stops; its integer master alone reached 0.15 %)."""
 PATTERN_BRANCH_SHARE = 0.5
 """After the dives, share of the time left that the branch and price on the pattern master (:func:`oracle.
 sites_patterns.branch_bound`) may use to raise the bound; the integer master then gets its share of the rest.
@@ -423,10 +418,6 @@ class SitesDecomposition:
                         if incumbent is None or dived[1] < incumbent[1]:
                             incumbent = dived
                     if dives == "job":
-                        break
-                    far = relative_gap(incumbent[1], best_bound) if incumbent is not None else None
-                    if far is not None and far > DIVE_FAR_GAP:
-                        details["pattern_dives_stop"] = "far"
                         break
                 details.update(pattern_dives=runs, pattern_dive_s=time.perf_counter() - t1)
                 near += pattern_master.columns[n_before:]
