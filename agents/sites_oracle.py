@@ -9,7 +9,7 @@ seconds). The direct MILP does not close its gap on sites3 at K = 12 (docs/sites
 the fixed schedule on 2 loaded cores it often returns the start after 30 s, hence the per-site start), so the
 schedules are incumbents after ``time_limit_s``: good schedules, not proven optima; the bound and gap are recorded.
 A cached answer is reused only if its instance fingerprint (the case, the day, every price, plant shape and job)
-matches.
+and, for the decomposition, the oracle's revision (:data:`oracle.constants.SITES_ORACLE_REVISION`) match.
 """
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ from typing import Any
 from aidc_env.errors import require
 from aidc_env.instance import Instance
 from aidc_env.io import dumps_json, read_json_file, write_json
+from oracle.constants import SITES_ORACLE_REVISION
 
 DEFAULT_TRAIN_TIME_LIMIT_S = 30.0
 """Seconds per training day's solve (after the per-site start, ~1 s): measured on training day 2023-02-05 at
@@ -62,6 +63,13 @@ def fingerprint(inst: Instance) -> str:
 METHOD_TAGS = {"per-site-milp": "home-optimum+sites-milp", "decomposition": "home-optimum+sites-decomposition"}
 """The solve recorded in each cache file (a file of another method is solved again); "per-site-milp" keeps the tag
 its files were written with."""
+
+
+def revision(method: str) -> int | None:
+    """The oracle revision a cached answer of ``method`` must carry: :data:`oracle.constants.SITES_ORACLE_REVISION`
+    for the decomposition (an answer of an earlier revision, or of none, is solved again); none for the direct
+    MILP's files."""
+    return SITES_ORACLE_REVISION if method == "decomposition" else None
 
 
 def cache_path(folder: Path, inst: Instance, time_limit_s: float, method: str = DEFAULT_METHOD) -> Path:
@@ -114,7 +122,8 @@ def _solve(inst: Instance, time_limit_s: float, method: str = DEFAULT_METHOD) ->
             "gap": res.gap, "best_bound_usd": res.best_bound_usd, "home_optimum_usd": home_usd,
             "seconds": home_seconds + res.build_seconds + res.solve_seconds,
             "schedule": res.schedule if better else schedule, "sites": res.sites if better else sites,
-            "time_limit_s": time_limit_s, "fingerprint": fingerprint(inst), "method": METHOD_TAGS[method]}
+            "time_limit_s": time_limit_s, "fingerprint": fingerprint(inst), "method": METHOD_TAGS[method],
+            "oracle_revision": revision(method)}
 
 
 def _read(path: Path, inst: Instance, method: str = DEFAULT_METHOD) -> OracleDay | None:
@@ -122,7 +131,7 @@ def _read(path: Path, inst: Instance, method: str = DEFAULT_METHOD) -> OracleDay
         return None
     data = read_json_file(path, "oracle cache")
     if (not isinstance(data, dict) or data.get("fingerprint") != fingerprint(inst)
-            or data.get("method") != METHOD_TAGS[method]):
+            or data.get("method") != METHOD_TAGS[method] or data.get("oracle_revision") != revision(method)):
         return None
     return OracleDay(day=data["day"], status=data["status"], objective_usd=data["objective_usd"], gap=data["gap"],
                      seconds=data["seconds"], schedule=data["schedule"], sites=data["sites"])
@@ -160,4 +169,5 @@ def solve_days(instances: Sequence[Instance], folder: str | Path, time_limit_s: 
     return {inst.day: out[inst.day] for inst in instances}
 
 
-__all__ = ["DEFAULT_METHOD", "DEFAULT_TRAIN_TIME_LIMIT_S", "METHODS", "METHOD_TAGS", "OracleDay", "cache_path", "fingerprint", "solve_days"]
+__all__ = ["DEFAULT_METHOD", "DEFAULT_TRAIN_TIME_LIMIT_S", "METHODS", "METHOD_TAGS", "OracleDay", "cache_path", "fingerprint", "revision",
+           "solve_days"]

@@ -17,6 +17,7 @@ from agents.sites_train import ORACLE_TRAIN_DAYS, SITES_DEFAULTS, SITES_ENV_KWAR
 from aidc_env.case import build_instance
 from aidc_env.errors import EXIT_BAD_INPUT, InputError, run_cli
 from aidc_env.site_simulator import simulate_sites
+from oracle.constants import SITES_ORACLE_REVISION
 from tests.test_sites import TINY_SITES
 
 TINY = TINY_SITES.format(segments=3, hours=14.0, link=0.5)
@@ -126,6 +127,15 @@ def test_decomposition_answer_is_cached_replayed_and_never_worse_than_home(tmp_p
     # the other method's file name is not there: its answer is not taken from the decomposition's
     assert sites_oracle._read(cache_path(folder, inst, 10.0, "per-site-milp"), inst, "per-site-milp") is None
     assert sites_oracle._read(cache_path(folder, inst, 10.0), inst, "per-site-milp") is None
+    # an answer of an earlier oracle revision (or of none: written before revisions were recorded) is solved again
+    assert data["oracle_revision"] == SITES_ORACLE_REVISION
+    for stale in (SITES_ORACLE_REVISION - 1, None):
+        data["oracle_revision"] = stale
+        cache_path(folder, inst, 10.0).write_text(json.dumps(data))
+        assert sites_oracle._read(cache_path(folder, inst, 10.0), inst, "decomposition") is None
+    monkeypatch.undo()  # the stale day is solved again (in a worker) and its file rewritten at this revision
+    solve_days([inst], folder, 10.0, progress=False)
+    assert json.loads(cache_path(folder, inst, 10.0).read_text())["oracle_revision"] == SITES_ORACLE_REVISION
 
 
 def test_evaluate_sites_names_its_reference(tmp_path):
