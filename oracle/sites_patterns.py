@@ -221,6 +221,12 @@ class PatternMaster:
             out[blk.stage[j]] -= prices.link[j][b]
         return out
 
+    def add_priced_paths(self, graph, j: int, found: Sequence, job_price_usd: float) -> int:
+        """Add the first :data:`PATHS_PER_JOB` of job ``j``'s priced paths ``found`` whose reduced cost is below
+        ``job_price_usd`` (the job's convexity dual); how many were new."""
+        return sum(self.add(make_column(graph, j, p.path)) for p in found[:PATHS_PER_JOB]
+                   if p.cost < job_price_usd - REDUCED_COST_TOL_USD)
+
     def add_priced_patterns(self, prices: LinkPrices, reduced: Sequence[np.ndarray] | None = None) -> int:
         """Per (site, block), add its :data:`PATTERNS_PER_BLOCK` cheapest patterns whose reduced cost at ``prices``
         (``reduced``, else :meth:`pattern_reduced`) is below the block's price; returns how many were new."""
@@ -392,9 +398,7 @@ def column_generation(master: PatternMaster, searches, start: LinkPrices, deadli
         bound, found_all, reduced = lagrangian(master, searches, prices)
         added = 0
         for j, (graph, found) in enumerate(zip(data.graphs, found_all, strict=True)):
-            for p in found[:PATHS_PER_JOB]:
-                if p.cost < prices.job[j] - REDUCED_COST_TOL_USD:
-                    added += master.add(make_column(graph, j, p.path))
+            added += master.add_priced_paths(graph, j, found, prices.job[j])
         added += master.add_priced_patterns(prices, reduced)
         binds = master.box_used() > BOX_TOL
         if bound > best + REDUCED_COST_TOL_USD:
@@ -511,9 +515,7 @@ def pattern_dive(master: PatternMaster, searches, deadline: float) -> tuple[list
             for j, (graph, found) in enumerate(zip(data.graphs, found_all, strict=True)):
                 if j in fixed:
                     continue
-                for p in found[:PATHS_PER_JOB]:
-                    if p.cost < prices.job[j] - REDUCED_COST_TOL_USD:
-                        added += master.add(make_column(graph, j, p.path))
+                added += master.add_priced_paths(graph, j, found, prices.job[j])
             added += master.add_priced_patterns(prices, reduced)
             if not added:
                 break
@@ -588,9 +590,7 @@ def stage_dive(master: PatternMaster, searches, deadline: float, rng: np.random.
                         keep = costs[k, c]
                         costs[k] += DIVE_FORBID_USD
                         costs[k, c] = keep
-                for p in search.cheapest(costs)[:PATHS_PER_JOB]:
-                    if p.cost < prices.job[j] - REDUCED_COST_TOL_USD:
-                        added += master.add(make_column(graph, j, p.path))
+                added += master.add_priced_paths(graph, j, search.cheapest(costs), prices.job[j])
             added += master.add_priced_patterns(prices)
             if not added:
                 break
