@@ -37,19 +37,21 @@ SITES_DEFAULTS: dict[str, Any] = {
     "gae_lambda": 1.0,
     "n_steps": 512,
     "imitation_epochs": 60,
-    "total_timesteps": 300_000,
+    "total_timesteps": 900_000,
     "lookahead": 0,
 }
-"""train.py's defaults for a sites case (flags override them): a warm start by behaviour cloning of the sites
-oracle's schedules (the decomposition with migration, :data:`agents.sites_oracle.DEFAULT_METHOD`, on
+"""train.py's defaults for a sites case (flags override them): a warm start by behaviour cloning of the sites oracle's
+schedules (the decomposition with migration, :data:`agents.sites_oracle.DEFAULT_METHOD`, on
 :data:`ORACLE_TRAIN_DAYS` training days; 60 epochs, :mod:`agents.imitation`), then PPO fine-tuning at 3e-5
-(constant) with no entropy bonus, whole-episode Monte Carlo advantages (GAE λ = 1, 512 steps per env and update;
-an episode is ~43 agent steps), 300,000 agent steps: the fleet's recipe (issue 13,
-:data:`agents.ppo_config.FLEET_DEFAULTS`), so that PPO refines the cloned policy rather than unlearning it. The
-sites env has one reward credit (per closed decision point). Cloning 60 epochs, not 200 (2026-12-02, 125 teacher
-days, 50 held-out days, seed 0): the clone then matches 87.8 % of its training decisions instead of 100 %, and PPO
-fine-tunes it to mean 1.038 / p90 1.066 x the oracle instead of 1.049 / 1.078. Measured: docs/sites.md "Env and
-PPO"."""
+(constant) with no entropy bonus, whole-episode Monte Carlo advantages (GAE λ = 1, 512 steps per env and update; an
+episode is ~43 agent steps): the fleet's recipe (issue 13, :data:`agents.ppo_config.FLEET_DEFAULTS`), so that PPO
+refines the cloned policy rather than unlearning it, for 900,000 agent steps (300,000 until 2026-12-02: with the
+teacher solved by the current oracle, seed 0's held-out mean ratio to the oracle went 1.060, 1.059, 1.052, 1.047,
+1.041, 1.042, 1.039, 1.038, 1.039 at its checkpoints of 0.1-0.9 M steps; train.py 16.6 min wall with the teacher
+cached, load 2-3). The sites env has one reward credit (per closed decision point). Cloning 60 epochs, not 200
+(2026-12-02, 125 teacher days, 50 held-out days, seed 0): the clone then matches 87.8 % of its training decisions
+instead of 100 %, and PPO fine-tunes it to mean 1.038 / p90 1.066 x the oracle instead of 1.049 / 1.078 (against the
+reference of then). Measured: docs/sites.md "Env and PPO"."""
 
 SITES_ENV_KWARGS: dict[str, Any] = {"pause_when_done": False}
 """train.py's env settings for a sites case (recorded in the run's config, so evaluate.py replays a model in the env

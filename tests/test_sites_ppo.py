@@ -49,7 +49,7 @@ def test_train_sites3_config_takes_300k_steps(monkeypatch, tmp_path):
     monkeypatch.setattr(train, "train_sites", fake)
     assert train.main(["--case", "sites3", "--out", str(tmp_path / "run")]) == 0
     config = seen["config"]
-    assert config.total_timesteps == SITES_DEFAULTS["total_timesteps"] == 300_000
+    assert config.total_timesteps == SITES_DEFAULTS["total_timesteps"] == 900_000
     assert (config.learning_rate, config.ent_coef, config.gae_lambda, config.n_steps) == (3e-5, 0.0, 1.0, 512)
     assert seen["method"] == "decomposition"
     assert config.env_kwargs["pause_when_done"] is False and SITES_ENV_KWARGS == {"pause_when_done": False}
