@@ -63,8 +63,9 @@ PROGRESS_GAP_CLIP = 1.0
 PLANS = ("forecast", "issues")
 """``PPOConfig.plan``: the plan observed (and cloned): the forecast plan made once at slot 0, or the plans re-made
 at each forecast issue (:func:`issue_plans`)."""
-ISSUE_PLAN_FORMAT = 1
-"""Version of the issue plans' files in a :class:`ForecastPlans` ``cache_dir``."""
+ISSUE_PLAN_FORMAT = 2
+"""Version of the issue plans' files in a :class:`ForecastPlans` ``cache_dir`` (2: keyed by the whole instance,
+:func:`plan_key`)."""
 
 IssuePlans = list[tuple[int, list[list[int]]]]
 """(slot the plan was made at, the whole horizon's schedule: committed segments before it, the plan after)."""
@@ -151,12 +152,13 @@ class ForecastPlans:
 
 
 def plan_key(inst: Instance) -> str:
-    """The cache key of an instance's plan: its first day, horizon and a digest of its point forecast."""
+    """The cache key of an instance's plan: its first day, horizon and a digest of the whole instance (its exchange
+    JSON: jobs, sites, truth and point forecast), so that another case on the same day and forecast never reads this
+    one's plans (until 2026-12-02 the digest covered the forecast only)."""
     import hashlib
 
-    forecast = inst.forecast
-    assert forecast is not None  # the env refuses day-ahead instances without forecasts
-    digest = hashlib.sha1(forecast.price_usd_per_mwh.tobytes() + forecast.renewable_shape.tobytes()).hexdigest()
+    assert inst.forecast is not None  # the env refuses day-ahead instances without forecasts
+    digest = hashlib.sha1(inst.to_json().encode()).hexdigest()
     return f"{inst.day}/{inst.horizon_days}/{digest[:16]}"
 
 

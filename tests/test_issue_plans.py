@@ -196,3 +196,20 @@ def test_the_forecast_plan_tables_are_unchanged(plans):
             expected_local[j, : inst.slots] = np.repeat(np.asarray(row, dtype=np.int64) + 1, inst.slots_per_segment(job))
         np.testing.assert_array_equal(local, expected_local)
         assert local.dtype == expected_local.dtype and table.dtype == expected_table.dtype
+
+
+def test_another_case_on_the_same_day_and_forecast_gets_its_own_plans(tmp_path):
+    """The cache key covers the whole instance: job B's target halved (same day, same forecast) is another file
+    and another plan, never the first case's plan read back (until 2026-12-02 the key was the forecast only)."""
+    inst = dayahead_instance(1)
+    other = dataclasses.replace(inst, jobs=(inst.jobs[0], dataclasses.replace(
+        inst.jobs[1], tranche_tokens=inst.jobs[1].tranche_tokens / 2)))
+    assert other.forecast is inst.forecast and other.day == inst.day
+    first = ForecastPlans(cache_dir=tmp_path)
+    made = first.issue_plans(inst)
+    again = ForecastPlans(cache_dir=tmp_path)
+    theirs = again.issue_plans(other)
+    assert again.oracle().seconds  # solved, not read
+    assert len(list(tmp_path.glob("*.json"))) == 2
+    assert theirs != made  # a smaller target is planned with less running
+    assert again.issue_plans(inst) == made and len(list(tmp_path.glob("*.json"))) == 2
