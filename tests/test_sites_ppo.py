@@ -39,7 +39,7 @@ def test_train_sites3_defaults_are_the_sites_recipe():
     assert one_site.n_steps == 128 and one_site.gae_lambda == 0.95
 
 
-def test_train_sites3_config_takes_300k_steps(monkeypatch, tmp_path):
+def test_train_sites3_config_takes_900k_steps(monkeypatch, tmp_path):
     seen = {}
 
     def fake(args, config, out):
