@@ -249,6 +249,24 @@ def pattern_master(master, start):
     return pm
 
 
+def converged_pattern_master(dec):
+    """The pattern master of a decomposition, started from its first start's path master and prices, after its
+    column generation (60 s at most): (the master, the column generation's outcome)."""
+    import time
+
+    from oracle.fleet_master import MasterLP, make_column
+    from oracle.sites_patterns import column_generation, prices_from
+
+    data = dec.data
+    start = dec._starts(None)[0]
+    master = MasterLP(data)
+    for j, p in enumerate(start):
+        master.add(make_column(data.graphs[j], j, p))
+    prices = master.solve()
+    pm = pattern_master(master, start)
+    return pm, column_generation(pm, dec.searches, prices_from(pm, prices.gpu, prices.load), time.perf_counter() + 60)
+
+
 @pytest.mark.parametrize("day", ["2023-06-17", "2023-01-18"])
 def test_branch_and_price_bound_below_brute_force_and_its_schedules_exact(tmp_path, day):
     """oracle/sites_bp.py on its own, from the baseline and no column generation: the tree's proven bound is
@@ -368,22 +386,14 @@ def test_pattern_dive_schedule_is_feasible_exact_and_not_below_brute_force(tmp_p
     optimum; the bound computed before it is unchanged."""
     import time
 
-    from oracle.fleet_master import MasterLP, make_column
     from oracle import sites_patterns
-    from oracle.sites_patterns import column_generation, prices_from
 
     inst = two_sites(tmp_path, second=True, day=day, link=2.0, ratio=0.5, segments=2, hours=12.0, hours2=10.0,
                      home="a")
     best = brute_force(inst)
     dec = SitesDecomposition(inst)
     data = dec.data
-    start = dec._starts(None)[0]
-    master = MasterLP(data)
-    for j, p in enumerate(start):
-        master.add(make_column(data.graphs[j], j, p))
-    prices = master.solve()
-    pm = pattern_master(master, start)
-    out = column_generation(pm, dec.searches, prices_from(pm, prices.gpu, prices.load), time.perf_counter() + 60)
+    pm, out = converged_pattern_master(dec)
     assert out.converged and out.bound <= best + 1e-6
     runs = [getattr(sites_patterns, which)(pm, dec.searches, time.perf_counter() + 60)]
     if which == "stage_dive":  # released, then a diversified dive
@@ -428,8 +438,7 @@ def test_pattern_branch_bound_never_above_the_brute_force_optimum_of_its_nodes(t
     the whole tree's bound is at most the optimum, and its integral nodes' schedules are exact and not below it."""
     import time
 
-    from oracle.fleet_master import MasterLP, make_column
-    from oracle.sites_patterns import BranchNode, branch_bound, column_generation, evaluate_node, prices_from
+    from oracle.sites_patterns import BranchNode, branch_bound, evaluate_node
 
     inst = two_sites(tmp_path, second=True, day=day, link=2.0, ratio=0.5, segments=2, hours=12.0, hours2=10.0,
                      home="a")
@@ -437,13 +446,7 @@ def test_pattern_branch_bound_never_above_the_brute_force_optimum_of_its_nodes(t
     data = dec.data
     every = brute_force_paths(inst, data)
     best = min(value for _, value in every)
-    start = dec._starts(None)[0]
-    master = MasterLP(data)
-    for j, p in enumerate(start):
-        master.add(make_column(data.graphs[j], j, p))
-    prices = master.solve()
-    pm = pattern_master(master, start)
-    out = column_generation(pm, dec.searches, prices_from(pm, prices.gpu, prices.load), time.perf_counter() + 60)
+    pm, out = converged_pattern_master(dec)
     root = BranchNode((), out.bound, out.prices)
     rng = np.random.default_rng(0)
     raised = 0
