@@ -39,21 +39,22 @@ def oracle_schedule(inst: Instance, oracle):
 def forecast_plan_schedule(inst: Instance, oracle, information: str = "dayahead") -> list[list[int]]:
     """Open loop: the oracle's plan made once, at the first day's issue time, on the point forecast.
 
-    At the first day's issue time only that day's forecast is issued; later days repeat it (the rule of
-    :func:`~aidc_env.information.outlook`), exactly the view at slot 0. Never revised. On a one-day instance
+    At the first day's issue time only that day's forecast is issued; later days are the outlook of that issue
+    (:func:`~aidc_env.information.outlook`), exactly the view at slot 0. Never revised. On a one-day instance
     with day-ahead information this equals ``mpc`` (nothing new is issued within the day).
     """
     return oracle_schedule(viewed(inst, information, 0), oracle)[0]
 
 
 def with_persistence_price(inst: Instance) -> Instance:
-    """``inst`` whose point price forecast is its forecast's persistence price (renewable forecast kept)."""
+    """``inst`` whose point price forecast is its forecast's persistence price (renewable forecast kept); later
+    days repeat the first day's (no issue outlook: the naive operator has no forecaster)."""
     forecast = inst.forecast
     require(forecast is not None and forecast.persistence_price_usd_per_mwh is not None, "forecasts",
             "the day-ahead plan needs the persistence price in the instance's forecast (build the instances "
             "with aidc_env.dayahead)")
     return dataclasses.replace(inst, forecast=dataclasses.replace(
-        forecast, price_usd_per_mwh=forecast.persistence_price_usd_per_mwh))
+        forecast, price_usd_per_mwh=forecast.persistence_price_usd_per_mwh, issue_outlook_price_usd_per_mwh=None))
 
 
 def dayahead_plan_schedule(inst: Instance, oracle, information: str = "dayahead") -> list[list[int]]:

@@ -4,7 +4,9 @@
 (:func:`aidc_env.price_forecast.fit_price_forecaster`) on the training days only and returns the instances
 whose every day has a forecast, each carrying an :class:`~aidc_env.information.Forecast`: per day of its
 horizon the point forecast of the price and of the renewable shape (as issued the day before at 10:00),
-the persistence price (the latest prices known at that issue time), and S scenarios (a seeded bootstrap of the forecaster's residual training days). Below this module nothing
+the persistence price (the latest prices known at that issue time), on a horizon of several days the outlook
+of each issue (the issued days' forecasts, then the recent mean price at each clock hour for the days whose
+forecast is not issued yet), and S scenarios (a seeded bootstrap of the forecaster's residual training days). Below this module nothing
 re-reads a CSV: the env, the oracle and the policies read ``inst.forecast`` through
 :func:`aidc_env.information.outlook`.
 """
@@ -21,7 +23,8 @@ from aidc_env.instance import Instance
 from aidc_env.errors import require
 from aidc_env.forecasts import ForecastSet
 from aidc_env.information import Forecast
-from aidc_env.price_forecast import PriceForecaster, fit_price_forecaster, persistence_forecast
+from aidc_env.price_forecast import (RECENT_MEAN_DAYS, PriceForecaster, fit_price_forecaster, persistence_forecast,
+                                   recent_mean_forecast)
 from aidc_env.profiles import ProfileSet, hourly_to_slots
 
 DEFAULT_SCENARIOS = 10
@@ -37,18 +40,30 @@ def scenario_seed(seed: int, date: str) -> int:
 
 def forecast_of(inst: Instance, forecaster: PriceForecaster, profiles: ProfileSet, forecasts: ForecastSet,
                 n_scenarios: int = DEFAULT_SCENARIOS, seed: int = DEFAULT_SEED) -> Forecast:
-    """The day-ahead forecast of every slot of ``inst`` (each day as issued the day before)."""
+    """The day-ahead forecast of every slot of ``inst`` (each day as issued the day before).
+
+    On a horizon of several days, also the outlook made at each day's issue time
+    (:attr:`~aidc_env.information.Forecast.issue_outlook_price_usd_per_mwh`): the forecasts issued so far, then
+    for every later day the recent mean price at each clock hour known at that issue time
+    (:func:`~aidc_env.price_forecast.recent_mean_forecast`).
+    """
     spd = inst.slots_per_day
-    price, persistence, shape, scen_price, scen_shape = [], [], [], [], []
+    price, persistence, recent, shape, scen_price, scen_shape = [], [], [], [], [], []
     for date in inst.days:
         price.append(hourly_to_slots(forecaster.price(profiles, forecasts, date), spd))
         persistence.append(hourly_to_slots(persistence_forecast(profiles, date), spd))
+        if len(inst.days) > 1:
+            recent.append(hourly_to_slots(recent_mean_forecast(profiles, date), spd))
         shape.append(hourly_to_slots(forecasts.day(date).renewable_shape(inst.renewable_capacity_mw,
                                                                          forecaster.renewable_scale), spd))
         if n_scenarios > 0:
             scen = forecaster.scenarios(profiles, forecasts, date, n_scenarios, scenario_seed(seed, date))
             scen_price.append(np.stack([hourly_to_slots(p, spd) for p in scen.price_usd_per_mwh]))
             scen_shape.append(np.stack([hourly_to_slots(s, spd) for s in scen.renewable_shape]))
+    issue_outlook = None
+    if recent:
+        issue_outlook = np.stack([np.concatenate(price[:k + 1] + [recent[k]] * (len(price) - k - 1))
+                                  for k in range(len(price))])
     return Forecast(
         price_usd_per_mwh=np.concatenate(price),
         renewable_shape=np.concatenate(shape),
@@ -57,8 +72,11 @@ def forecast_of(inst: Instance, forecaster: PriceForecaster, profiles: ProfileSe
         source=f"gradient-boosting price forecast fitted on {len(forecaster.train_dates)} training days "
                f"({forecaster.train_dates[0]}..{forecaster.train_dates[-1]}); CAISO day-ahead solar and wind "
                f"forecast x {forecaster.renewable_scale:.3f}; {n_scenarios} residual-day scenarios, seed {seed}; "
-               "persistence price (latest prices known at issue time)",
+               "persistence price (latest prices known at issue time)"
+               + (f"; later days: the mean price of the {RECENT_MEAN_DAYS} days before each issue, per clock hour"
+                  if recent else ""),
         persistence_price_usd_per_mwh=np.concatenate(persistence),
+        issue_outlook_price_usd_per_mwh=issue_outlook,
     )
 
 

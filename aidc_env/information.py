@@ -10,9 +10,11 @@ issued the day before, and S equally likely scenarios of the same days. Policies
 future only through :func:`outlook` (and the past through :func:`realised`):
 
 - ``information="perfect"``: the truth (hindsight; the oracle's view);
-- ``information="dayahead"``: the forecast of every day already issued at slot t; days whose forecast is
-  not issued yet repeat the last issued day's forecast (documented persistence of the forecast, the
-  simplest rule an operator would use for days beyond the market).
+- ``information="dayahead"``: the forecast of every day already issued at slot t; the price of days whose
+  forecast is not issued yet is the forecast's *issue outlook* (:attr:`Forecast.issue_outlook_price_usd_per_mwh`:
+  what was known at the last issue, e.g. the recent mean price at each clock hour), and without one, as their
+  renewables always, the last issued day's forecast repeated (persistence of the forecast, the simplest rule an
+  operator would use for days beyond the market).
 
 The simulator never reads the forecast: costs are always paid on the truth.
 """
@@ -50,6 +52,12 @@ class Forecast:
     """(T,) optional persistence price forecast: each day's latest prices known at its issue time (10:00 of
     d − 1: yesterday's prices before 10:00, the day before's after; :func:`aidc_env.price_forecast.
     persistence_forecast`). The naive price an operator has without a forecaster (the ``dayahead-plan`` rule)."""
+    issue_outlook_price_usd_per_mwh: np.ndarray | None = None
+    """(D, T) optional, one row per day of the horizon: row k is the price of every slot as known at day k's
+    issue time (10:00 of day k − 1): the issued forecasts of days 0..k and, for the later days, whose forecast
+    is not issued yet, an outlook made from what is known then (:func:`aidc_env.dayahead.forecast_of`: the
+    mean price of the last days at each clock hour). :func:`outlook` reads the later days from the row of the
+    last issue. None: later days repeat the last issued day's forecast."""
 
     def __post_init__(self) -> None:
         price = np.array(self.price_usd_per_mwh, dtype=float)
@@ -74,6 +82,13 @@ class Forecast:
             require(bool(np.all(np.isfinite(persistence))), "forecast.persistence_price_usd_per_mwh",
                     "contains NaN or infinite values")
             arrays["persistence_price_usd_per_mwh"] = persistence
+        if self.issue_outlook_price_usd_per_mwh is not None:
+            rows = np.array(self.issue_outlook_price_usd_per_mwh, dtype=float)
+            require(rows.ndim == 2 and rows.shape[0] > 0 and rows.shape[1] == price.size,
+                    "forecast.issue_outlook_price_usd_per_mwh", f"must be one row of {price.size} values per day")
+            require(bool(np.all(np.isfinite(rows))), "forecast.issue_outlook_price_usd_per_mwh",
+                    "contains NaN or infinite values")
+            arrays["issue_outlook_price_usd_per_mwh"] = rows
         for name, arr in arrays.items():
             arr.setflags(write=False)
             object.__setattr__(self, name, arr)
@@ -95,6 +110,8 @@ class Forecast:
             "source": self.source,
             **({} if self.persistence_price_usd_per_mwh is None
                else {"persistence_price_usd_per_mwh": self.persistence_price_usd_per_mwh.tolist()}),
+            **({} if self.issue_outlook_price_usd_per_mwh is None
+               else {"issue_outlook_price_usd_per_mwh": self.issue_outlook_price_usd_per_mwh.tolist()}),
         }
 
     @classmethod
@@ -106,7 +123,8 @@ class Forecast:
                    price_scenarios_usd_per_mwh=data.get("price_scenarios_usd_per_mwh", []),
                    renewable_shape_scenarios=data.get("renewable_shape_scenarios", []),
                    source=str(data.get("source", "")),
-                   persistence_price_usd_per_mwh=data.get("persistence_price_usd_per_mwh"))
+                   persistence_price_usd_per_mwh=data.get("persistence_price_usd_per_mwh"),
+                   issue_outlook_price_usd_per_mwh=data.get("issue_outlook_price_usd_per_mwh"))
 
 
 def slots_per_hour(inst) -> int:
@@ -123,11 +141,16 @@ def issued_days(inst, t: int) -> int:
     return sum(1 for d in range(inst.horizon_days) if issue_slot(inst, d) <= t)
 
 
-def _forward(inst, t: int, values: np.ndarray, issued: int) -> np.ndarray:
-    """``values`` (T,) for slots t..T−1, days past the last issued one repeating that day's values."""
+def _forward(inst, t: int, values: np.ndarray, issued: int, later: np.ndarray | None = None) -> np.ndarray:
+    """``values`` (T,) for slots t..T−1, days past the last issued one taken from ``later`` (T,), the last
+    issue's outlook, or without it repeating the last issued day's values."""
     spd = inst.slots_per_day
     out = np.array(values[t:], dtype=float)
     last = issued - 1
+    if later is not None:
+        start = max(issued * spd, t)
+        out[start - t:] = later[start:]
+        return out
     for d in range(issued, inst.horizon_days):
         lo, hi = d * spd, (d + 1) * spd
         start = max(lo, t)
@@ -153,12 +176,18 @@ def outlook(inst, t: int, information: str = "dayahead", scenario: int | None = 
     require(forecast.slots == inst.slots, "forecast", f"has {forecast.slots} slots, the instance {inst.slots}")
     if scenario is None:
         price, shape = forecast.price_usd_per_mwh, forecast.renewable_shape
+        later = forecast.issue_outlook_price_usd_per_mwh
     else:
         require(0 <= scenario < forecast.n_scenarios, "scenario", f"must be within 0..{forecast.n_scenarios - 1}")
         price = forecast.price_scenarios_usd_per_mwh[scenario]
         shape = forecast.renewable_shape_scenarios[scenario]
+        later = None  # a scenario's later days repeat its last issued day (smpc re-centres them on the outlook)
     issued = issued_days(inst, t)  # >= 1: the first day's forecast is issued before the instance starts
-    return _forward(inst, t, price, issued), _forward(inst, t, shape, issued)
+    if later is not None:
+        require(later.shape[0] == inst.horizon_days, "forecast.issue_outlook_price_usd_per_mwh",
+                f"has {later.shape[0]} rows, the instance {inst.horizon_days} days")
+        later = later[issued - 1]
+    return _forward(inst, t, price, issued, later), _forward(inst, t, shape, issued)
 
 
 def realised(inst, t: int) -> tuple[np.ndarray, np.ndarray]:

@@ -48,6 +48,10 @@ SEASONAL_LAGS_DAYS = (7, 14)
 """Seasonal-naive: same clock hour one week before, or two if that day is missing."""
 LEVEL_DAYS = 7
 """Days of known prices whose mean is the price level the model's target is taken relative to."""
+RECENT_MEAN_DAYS = 7
+"""Days of known prices averaged, per clock hour, into the outlook of the days whose forecast is not issued yet
+(:func:`recent_mean_forecast`). Chosen on training weeks by the cost of MPC's plans (docs/uncertainty.md,
+"The outlook of later days")."""
 WEEKEND_FIRST_WEEKDAY = 5
 """datetime.weekday() of Saturday."""
 
@@ -142,6 +146,22 @@ def persistence_forecast(profiles: ProfileSet, date: str) -> np.ndarray:
 def seasonal_naive_forecast(profiles: ProfileSet, date: str) -> np.ndarray:
     """The price at the same clock hour one week before (two weeks if that day is missing)."""
     return _require_known(_first_known(profiles, date, SEASONAL_LAGS_DAYS), date, "seasonal-naive")
+
+
+def recent_mean_forecast(profiles: ProfileSet, date: str, days: int = RECENT_MEAN_DAYS) -> np.ndarray:
+    """Per clock hour, the mean of the prices known at day ``date``'s issue time over the ``days`` days before
+    it (hours ≥ 10 of d − 1 are not known yet, and days missing from the source are left out), shape (24,).
+
+    What an operator knows of a day whose own forecast is not issued yet (a day two or more days ahead): the
+    recent price at each clock hour, with no weather forecast to say more.
+    """
+    rows = np.stack([known_prices(profiles, date, lag) for lag in range(1, days + 1)])
+    known = np.isfinite(rows)
+    counts = known.sum(axis=0)
+    if (counts == 0).any():
+        raise InputError("day", f"{date}: no known price in the {days} days before the issue time at hours "
+                                f"{np.flatnonzero(counts == 0).tolist()}")
+    return np.where(known, rows, 0.0).sum(axis=0) / counts
 
 
 def _has_price_history(profiles: ProfileSet, date: str) -> bool:

@@ -229,6 +229,23 @@ def test_persistence_uses_what_is_known_at_ten(synthetic):
         seasonal_naive_forecast(profiles, _date(3))
 
 
+def test_recent_mean_is_the_mean_of_the_known_prices_at_each_hour(synthetic):
+    """By hand: hours < 10 average d − 1 .. d − 7, hours ≥ 10 (d − 1 not known yet) d − 2 .. d − 7; a day missing
+    from the source is left out; no known price at all is an error."""
+    profiles, _ = synthetic
+    target = _date(20)
+    prices = {lag: profiles.day(_date(20 - lag)).price_usd_per_mwh for lag in range(1, 8)}
+    expected = np.concatenate([np.mean([prices[lag][:ISSUE_HOUR] for lag in range(1, 8)], axis=0),
+                               np.mean([prices[lag][ISSUE_HOUR:] for lag in range(2, 8)], axis=0)])
+    np.testing.assert_allclose(price_forecast.recent_mean_forecast(profiles, target), expected, rtol=1e-12)
+    gap = ProfileSet({d: p for d, p in profiles.days.items() if d != _date(17)}, {}, 15000.0, "gap")
+    expected_gap = np.concatenate([np.mean([prices[lag][:ISSUE_HOUR] for lag in (1, 2, 4, 5, 6, 7)], axis=0),
+                                   np.mean([prices[lag][ISSUE_HOUR:] for lag in (2, 4, 5, 6, 7)], axis=0)])
+    np.testing.assert_allclose(price_forecast.recent_mean_forecast(gap, target), expected_gap, rtol=1e-12)
+    with pytest.raises(InputError, match="no known price"):
+        price_forecast.recent_mean_forecast(profiles, target, days=1)  # hours >= 10: nothing known of d − 1 yet
+
+
 def test_point_forecast_ignores_prices_after_the_issue_time(synthetic, forecaster):
     """Leakage: perturb every actual price after 10:00 of d − 1: the forecast of d does not move."""
     profiles, forecasts = synthetic
@@ -243,7 +260,8 @@ def test_point_forecast_ignores_prices_after_the_issue_time(synthetic, forecaste
         return price + 50.0 * (date == _date(26)) * (np.arange(24) < ISSUE_HOUR)
 
     functions = [lambda p: forecaster.price(p, forecasts, target), lambda p: persistence_forecast(p, target),
-                 lambda p: forecaster.scenarios(p, forecasts, target, 4, seed=1).price_usd_per_mwh]
+                 lambda p: forecaster.scenarios(p, forecasts, target, 4, seed=1).price_usd_per_mwh,
+                 lambda p: price_forecast.recent_mean_forecast(p, target)]
     for function in functions:
         base = function(profiles)
         np.testing.assert_array_equal(function(_with_prices(profiles, after_issue)), base)
@@ -317,6 +335,7 @@ def test_dayahead_instances_carry_each_days_issued_forecast(synthetic, forecaste
     from aidc_env.case import build_instances
     from aidc_env.dayahead import attach_forecasts, forecast_of
     from aidc_env.information import outlook
+    from aidc_env.price_forecast import recent_mean_forecast
     from aidc_env.profiles import hourly_to_slots
 
     profiles, forecasts = synthetic
@@ -334,10 +353,51 @@ def test_dayahead_instances_carry_each_days_issued_forecast(synthetic, forecaste
         np.testing.assert_array_equal(again.price_scenarios_usd_per_mwh, fc.price_scenarios_usd_per_mwh)
         other = forecast_of(inst, forecaster, profiles, forecasts, n_scenarios=3, seed=6)
         assert not np.array_equal(other.price_scenarios_usd_per_mwh, fc.price_scenarios_usd_per_mwh)
-        # The truth is untouched and the view at slot 0 is the forecast of day 0 then day 0 repeated.
+        # The truth is untouched; the view at slot 0 is the forecast of day 0, then (day 1 not issued yet) the
+        # recent mean price known at day 0's issue time; the renewables repeat day 0's forecast.
         np.testing.assert_array_equal(inst.price_usd_per_mwh, instances[first].price_usd_per_mwh)
-        price, _ = outlook(inst, 0, "dayahead")
-        np.testing.assert_array_equal(price[96:], fc.price_usd_per_mwh[:96])
+        price, shape = outlook(inst, 0, "dayahead")
+        np.testing.assert_array_equal(price[:96], fc.price_usd_per_mwh[:96])
+        np.testing.assert_array_equal(price[96:], hourly_to_slots(recent_mean_forecast(profiles, inst.days[0]), 96))
+        np.testing.assert_array_equal(shape[96:], fc.renewable_shape[:96])
+        # Once day 1 is issued (10:00 of day 0), its own forecast.
+        price, _ = outlook(inst, 40, "dayahead")
+        np.testing.assert_array_equal(price[96 - 40:], fc.price_usd_per_mwh[96:])
+        assert not np.array_equal(price[96 - 40:], hourly_to_slots(recent_mean_forecast(profiles, inst.days[0]), 96))
+
+
+def test_each_issue_outlook_is_made_from_what_is_known_at_its_issue(synthetic, forecaster):
+    """Row k of a week's issue outlook: the forecasts issued up to day k's issue, then the recent mean known then.
+    Perturbing every price from 10:00 of day k − 1 on leaves row k as it was; a day instance has no outlook."""
+    from aidc_env.case import build_instances
+    from aidc_env.dayahead import forecast_of
+    from aidc_env.price_forecast import recent_mean_forecast
+    from aidc_env.profiles import hourly_to_slots
+
+    profiles, forecasts = synthetic
+    first = HELD[1]
+    inst = build_instances("2048", [first], profiles, horizon_days=3)[first]
+    rows = forecast_of(inst, forecaster, profiles, forecasts, n_scenarios=0).issue_outlook_price_usd_per_mwh
+    assert rows.shape == (3, 3 * 96)
+    point = forecast_of(inst, forecaster, profiles, forecasts, n_scenarios=0).price_usd_per_mwh
+    for k, date in enumerate(inst.days):
+        np.testing.assert_array_equal(rows[k, :(k + 1) * 96], point[:(k + 1) * 96])
+        recent = hourly_to_slots(recent_mean_forecast(profiles, date), 96)
+        for later in range(k + 1, 3):
+            np.testing.assert_array_equal(rows[k, later * 96:(later + 1) * 96], recent)
+        issue = pd.Timestamp(date) - pd.Timedelta(days=1) + pd.Timedelta(hours=ISSUE_HOUR)
+
+        def after_issue(day, price, issue=issue):
+            hour_start = pd.Timestamp(day) + pd.to_timedelta(np.arange(24), unit="h")
+            return np.where(hour_start >= issue, price + 500.0, price)
+
+        moved = _with_prices(profiles, after_issue)
+        moved_rows = forecast_of(inst, forecaster, moved, forecasts, n_scenarios=0).issue_outlook_price_usd_per_mwh
+        np.testing.assert_array_equal(moved_rows[k], rows[k])
+        if k + 1 < 3:
+            assert not np.array_equal(moved_rows[k + 1], rows[k + 1])  # the next issue knows the perturbed hours
+    day = build_instances("2048", [first], profiles)[first]
+    assert forecast_of(day, forecaster, profiles, forecasts, n_scenarios=0).issue_outlook_price_usd_per_mwh is None
 
 
 def test_days_without_forecast_or_history_are_dropped(synthetic, forecaster):

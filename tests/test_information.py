@@ -63,6 +63,8 @@ def test_perfect_information_is_the_truth_and_dayahead_the_issued_forecast():
 @given(t=st.integers(0, 72), seed=st.integers(0, 1000), days=st.integers(1, 3))
 def test_no_view_at_slot_t_depends_on_the_truth_from_t_on(t, seed, days):
     inst = horizon_instance(days=days, seed=seed)
+    if seed % 2:
+        inst = with_issue_outlook(inst, seed)
     t = min(t, inst.slots)
     rng = np.random.default_rng(seed + 1)
     price = inst.price_usd_per_mwh.copy()
@@ -76,11 +78,52 @@ def test_no_view_at_slot_t_depends_on_the_truth_from_t_on(t, seed, days):
         np.testing.assert_array_equal(a, b)
 
 
+def with_issue_outlook(inst: Instance, seed: int = 7) -> Instance:
+    """``inst`` whose forecast carries an issue outlook: row k = issued days 0..k, then row k's own later days."""
+    rng = np.random.default_rng(seed)
+    fc = inst.forecast
+    rows = np.tile(fc.price_usd_per_mwh, (inst.horizon_days, 1))
+    for k in range(inst.horizon_days):
+        rows[k, (k + 1) * SLOTS_PER_DAY:] = rng.uniform(200, 300, inst.slots - (k + 1) * SLOTS_PER_DAY)
+    return dataclasses.replace(inst, forecast=dataclasses.replace(fc, issue_outlook_price_usd_per_mwh=rows))
+
+
+def test_later_days_take_the_outlook_of_the_last_issue():
+    inst = with_issue_outlook(horizon_instance(days=3))
+    fc = inst.forecast
+    rows = fc.issue_outlook_price_usd_per_mwh
+    # Before 10:00 of day 0: day 0 issued, days 1 and 2 from row 0; renewables still repeat day 0.
+    price, shape = outlook(inst, 5, "dayahead")
+    np.testing.assert_array_equal(price[: 24 - 5], fc.price_usd_per_mwh[5:24])
+    np.testing.assert_array_equal(price[24 - 5:], rows[0, 24:])
+    np.testing.assert_array_equal(shape[48 - 5:], fc.renewable_shape[:24])
+    # After 10:00 of day 0: day 1 issued, day 2 from row 1; after 10:00 of day 1 everything is issued.
+    price, _ = outlook(inst, 30, "dayahead")
+    np.testing.assert_array_equal(price[: 48 - 30], fc.price_usd_per_mwh[30:48])
+    np.testing.assert_array_equal(price[48 - 30:], rows[1, 48:])
+    price, _ = outlook(inst, 50, "dayahead")
+    np.testing.assert_array_equal(price, fc.price_usd_per_mwh[50:])
+    # Scenarios keep the repeat rule (smpc re-centres them on the point outlook).
+    price, _ = outlook(inst, 5, "dayahead", scenario=0)
+    np.testing.assert_array_equal(price[48 - 5:], fc.price_scenarios_usd_per_mwh[0, :24])
+    # One row per day of the instance, or the view is refused.
+    two_rows = dataclasses.replace(fc, issue_outlook_price_usd_per_mwh=rows[:2])
+    with pytest.raises(InputError, match="issue_outlook"):
+        outlook(dataclasses.replace(inst, forecast=two_rows), 5, "dayahead")
+    with pytest.raises(InputError, match="issue_outlook"):
+        dataclasses.replace(fc, issue_outlook_price_usd_per_mwh=rows[:, :10])
+    with pytest.raises(InputError, match="issue_outlook"):
+        dataclasses.replace(fc, issue_outlook_price_usd_per_mwh=np.where(rows > 250, np.inf, rows))
+
+
 def test_forecast_round_trips_through_the_instance_json():
-    inst = horizon_instance(days=2)
+    inst = with_issue_outlook(horizon_instance(days=2))
     back = Instance.from_dict(json.loads(inst.to_json()))
     assert back.forecast is not None
     np.testing.assert_array_equal(back.forecast.price_scenarios_usd_per_mwh, inst.forecast.price_scenarios_usd_per_mwh)
+    np.testing.assert_array_equal(back.forecast.issue_outlook_price_usd_per_mwh,
+                                  inst.forecast.issue_outlook_price_usd_per_mwh)
+    assert "issue_outlook_price_usd_per_mwh" not in json.loads(horizon_instance(days=2).to_json())["forecast"]
     assert "forecast" not in json.loads(dataclasses.replace(inst, forecast=None).to_json())
 
 
