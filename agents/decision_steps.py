@@ -369,7 +369,7 @@ class DecisionSteps(gym.Wrapper):
 
 def day_price_scale(inst: Instance, information: str = "perfect") -> float:
     """The episode's price scale: mean |λ| of the outlook at slot 0 (the whole instance with ``perfect``; the
-    first day's forecast, repeated, with ``dayahead``), at least $5/MWh."""
+    first day's forecast and the later days' outlook with ``dayahead``), at least $5/MWh."""
     price, _ = outlook(inst, 0, information)
     return max(float(np.mean(np.abs(price))), PRICE_SCALE_FLOOR_USD_PER_MWH)
 

@@ -22,7 +22,7 @@ slots before t (checked by ``tests/test_leakage.py``).
 
 **The plan re-made at each forecast issue** (``PPOConfig.plan = "issues"``, the default of horizons of several
 days, :data:`PLANS`). On a week the forecast plan above is made once, at the first day's issue, with the later days
-repeating day 1's forecast, so it is stale after day 1. The *issue plans* (:func:`issue_plans`) are instead the
+priced by that issue's outlook (:func:`aidc_env.information.outlook`), so it is stale after day 1. The *issue plans* (:func:`issue_plans`) are instead the
 plans ``mpc`` makes: at slot 0 and at every re-planning point where a new forecast has been issued since the
 current plan was made, the oracle re-solves the rest of the horizon on the outlook known then
 (:func:`aidc_env.information.outlook`), from the state the previous plans reach (tokens depend on the choices only,

@@ -194,8 +194,9 @@ dearer at every checkpoint of a 100,000-step run (12 training weeks: $17,146 war
 $18,074 at 100k) and $63 cheaper at 14k in the 25,000-step run (24 weeks), so more steps buy nothing measured;
 the selection on validation weeks keeps the cheapest candidate (docs/training.md, "Weeks"). ``plan="issues"``:
 the observed and cloned plan is re-made at each daily forecast issue (``mpc``'s plans,
-:func:`agents.plan_features.issue_plans`); the forecast plan, made once at slot 0 with day 1's forecast repeated
-over the week, is stale after day 1 (cloned, 70.4% of the saving on the 4 held-out weeks, against mpc's 81.4%).
+:func:`agents.plan_features.issue_plans`); the forecast plan, made once at slot 0 on that issue's outlook, is stale
+after day 1 (cloned, with the later days then repeating day 1: 70.4% of the saving on the 4 held-out weeks, against
+mpc's 81.4%; with the issue plans and the later days priced by the recent mean, 85.0% against mpc's 86.7%).
 Every other setting is :class:`PPOConfig`'s default."""
 IMITATIONS = ("plan", "oracle")
 """``PPOConfig.imitation``."""
