@@ -6,8 +6,8 @@ whose every day has a forecast, each carrying an :class:`~aidc_env.information.F
 horizon the point forecast of the price and of the renewable shape (as issued the day before at 10:00),
 the persistence price (the latest prices known at that issue time), on a horizon of several days the outlook
 of each issue (the issued days' forecasts, then the recent mean price at each clock hour for the days whose
-forecast is not issued yet), and S scenarios (a seeded bootstrap of the forecaster's residual training days). Below this module nothing
-re-reads a CSV: the env, the oracle and the policies read ``inst.forecast`` through
+forecast is not issued yet), and S scenarios (a seeded bootstrap of the forecaster's residual training days).
+Below this module nothing re-reads a CSV: the env, the oracle and the policies read ``inst.forecast`` through
 :func:`aidc_env.information.outlook`.
 """
 
