@@ -25,8 +25,9 @@ days, :data:`PLANS`). On a week the forecast plan above is made once, at the fir
 priced by that issue's outlook (:func:`aidc_env.information.outlook`), so it is stale after day 1. The *issue
 plans* (:func:`issue_plans`) are instead the plans ``mpc`` makes: at slot 0 and at every re-planning point where a
 new forecast has been issued since the current plan was made, the oracle re-solves the rest of the horizon on the
-outlook known then (:func:`aidc_env.information.outlook`), from the state the previous plans reach (tokens depend on the choices only,
-never on prices or renewables, so that state is a function of the forecasts issued so far). At slot t the agent
+outlook known then (:func:`aidc_env.information.outlook`), from the state the previous plans reach (tokens depend
+on the choices only, never on prices or renewables, so that state is a function of the forecasts issued so far). At
+slot t the agent
 sees the plan of the latest issue at or before t (:func:`issue_plan_tables`): its choice now and for the next
 segment and its planned progress; never a choice made at a later issue. Followed, the issue plans are ``mpc``'s
 schedule decision for decision (the warm start's teacher). On one day they are the forecast plan.
