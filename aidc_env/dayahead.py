@@ -5,8 +5,9 @@
 whose every day has a forecast, each carrying an :class:`~aidc_env.information.Forecast`: per day of its
 horizon the point forecast of the price and of the renewable shape (as issued the day before at 10:00),
 the persistence price (the latest prices known at that issue time), on a horizon of several days the outlook
-of each issue (the issued days' forecasts, then the recent mean price at each clock hour for the days whose
-forecast is not issued yet), and S scenarios (a seeded bootstrap of the forecaster's residual training days).
+of each issue (the issued days' forecasts, then for the days whose forecast is not issued yet a blend of the
+last issued day's forecast and the recent mean price at each clock hour), and S scenarios (a seeded bootstrap
+of the forecaster's residual training days).
 Below this module nothing re-reads a CSV: the env, the oracle and the policies read ``inst.forecast`` through
 :func:`aidc_env.information.outlook`.
 """
@@ -23,8 +24,8 @@ from aidc_env.instance import Instance
 from aidc_env.errors import require
 from aidc_env.forecasts import ForecastSet
 from aidc_env.information import Forecast
-from aidc_env.price_forecast import (RECENT_MEAN_DAYS, PriceForecaster, fit_price_forecaster, persistence_forecast,
-                                   recent_mean_forecast)
+from aidc_env.price_forecast import (LATER_DAY_REPEAT_WEIGHT, RECENT_MEAN_DAYS, PriceForecaster, fit_price_forecaster,
+                                   later_day_outlook, persistence_forecast)
 from aidc_env.profiles import ProfileSet, hourly_to_slots
 
 DEFAULT_SCENARIOS = 10
@@ -44,16 +45,17 @@ def forecast_of(inst: Instance, forecaster: PriceForecaster, profiles: ProfileSe
 
     On a horizon of several days, also the outlook made at each day's issue time
     (:attr:`~aidc_env.information.Forecast.issue_outlook_price_usd_per_mwh`): the forecasts issued so far, then
-    for every later day the recent mean price at each clock hour known at that issue time
-    (:func:`~aidc_env.price_forecast.recent_mean_forecast`).
+    for every later day the blend of the last issued day's forecast and the recent mean price known at that issue
+    time (:func:`~aidc_env.price_forecast.later_day_outlook`).
     """
     spd = inst.slots_per_day
-    price, persistence, recent, shape, scen_price, scen_shape = [], [], [], [], [], []
+    price, persistence, later, shape, scen_price, scen_shape = [], [], [], [], [], []
     for date in inst.days:
-        price.append(hourly_to_slots(forecaster.price(profiles, forecasts, date), spd))
+        day_price = forecaster.price(profiles, forecasts, date)
+        price.append(hourly_to_slots(day_price, spd))
         persistence.append(hourly_to_slots(persistence_forecast(profiles, date), spd))
         if len(inst.days) > 1:
-            recent.append(hourly_to_slots(recent_mean_forecast(profiles, date), spd))
+            later.append(hourly_to_slots(later_day_outlook(profiles, date, day_price), spd))
         shape.append(hourly_to_slots(forecasts.day(date).renewable_shape(inst.renewable_capacity_mw,
                                                                          forecaster.renewable_scale), spd))
         if n_scenarios > 0:
@@ -61,8 +63,8 @@ def forecast_of(inst: Instance, forecaster: PriceForecaster, profiles: ProfileSe
             scen_price.append(np.stack([hourly_to_slots(p, spd) for p in scen.price_usd_per_mwh]))
             scen_shape.append(np.stack([hourly_to_slots(s, spd) for s in scen.renewable_shape]))
     issue_outlook = None
-    if recent:
-        issue_outlook = np.stack([np.concatenate(price[:k + 1] + [recent[k]] * (len(price) - k - 1))
+    if later:
+        issue_outlook = np.stack([np.concatenate(price[:k + 1] + [later[k]] * (len(price) - k - 1))
                                   for k in range(len(price))])
     return Forecast(
         price_usd_per_mwh=np.concatenate(price),
@@ -73,8 +75,9 @@ def forecast_of(inst: Instance, forecaster: PriceForecaster, profiles: ProfileSe
                f"({forecaster.train_dates[0]}..{forecaster.train_dates[-1]}); CAISO day-ahead solar and wind "
                f"forecast x {forecaster.renewable_scale:.3f}; {n_scenarios} residual-day scenarios, seed {seed}; "
                "persistence price (latest prices known at issue time)"
-               + (f"; later days: the mean price of the {RECENT_MEAN_DAYS} days before each issue, per clock hour"
-                  if recent else ""),
+               + (f"; later days: {LATER_DAY_REPEAT_WEIGHT:g} x the last issued day's price + "
+                  f"{1 - LATER_DAY_REPEAT_WEIGHT:g} x the mean price of the {RECENT_MEAN_DAYS} days before its issue, "
+                  "per clock hour" if later else ""),
         persistence_price_usd_per_mwh=np.concatenate(persistence),
         issue_outlook_price_usd_per_mwh=issue_outlook,
     )

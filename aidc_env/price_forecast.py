@@ -50,8 +50,13 @@ LEVEL_DAYS = 7
 """Days of known prices whose mean is the price level the model's target is taken relative to."""
 RECENT_MEAN_DAYS = 7
 """Days of known prices averaged, per clock hour, into the outlook of the days whose forecast is not issued yet
-(:func:`recent_mean_forecast`). Chosen on training weeks by the cost of MPC's plans (docs/uncertainty.md,
-"The outlook of later days")."""
+(:func:`recent_mean_forecast`, blended by :func:`later_day_outlook`). Chosen on training weeks by the cost of MPC's
+plans, against 14 days (docs/uncertainty.md, "Held-out weeks")."""
+LATER_DAY_REPEAT_WEIGHT = 0.5
+"""Weight of the last issued day's forecast in the price outlook of a day whose own forecast is not issued yet;
+the rest, 1 − weight, is the recent mean price (:func:`later_day_outlook`). Chosen on 15 training weeks by the cost
+of MPC's plans among 1 (the repeat of the last issued day), 0 (the recent mean alone) and 0.5 (docs/uncertainty.md,
+"Held-out weeks"): 0.5 was the cheapest."""
 WEEKEND_FIRST_WEEKDAY = 5
 """datetime.weekday() of Saturday."""
 
@@ -162,6 +167,22 @@ def recent_mean_forecast(profiles: ProfileSet, date: str, days: int = RECENT_MEA
         raise InputError("day", f"{date}: no known price in the {days} days before the issue time at hours "
                                 f"{np.flatnonzero(counts == 0).tolist()}")
     return np.where(known, rows, 0.0).sum(axis=0) / counts
+
+
+def later_day_outlook(profiles: ProfileSet, date: str, issued_price_usd_per_mwh: np.ndarray,
+                      repeat_weight: float = LATER_DAY_REPEAT_WEIGHT) -> np.ndarray:
+    """The price outlook, made at day ``date``'s issue time, of each later day whose forecast is not issued yet,
+    per clock hour, shape (24,): ``repeat_weight`` × ``date``'s own issued forecast (``issued_price_usd_per_mwh``,
+    shape (24,)) + (1 − ``repeat_weight``) × the recent mean price known then (:func:`recent_mean_forecast`).
+
+    The issued forecast carries the weather and the level of the coming days; the recent mean pulls the days
+    beyond it back to the usual day, since the next day's deviation fades with the lead.
+    """
+    require(0.0 <= repeat_weight <= 1.0, "repeat_weight", f"must be within 0..1, got {repeat_weight}")
+    issued = np.asarray(issued_price_usd_per_mwh, dtype=np.float64)
+    require(issued.shape == (HOURS_PER_DAY,), "issued_price_usd_per_mwh",
+            f"must hold {HOURS_PER_DAY} hourly prices, got shape {issued.shape}")
+    return repeat_weight * issued + (1.0 - repeat_weight) * recent_mean_forecast(profiles, date)
 
 
 def _has_price_history(profiles: ProfileSet, date: str) -> bool:

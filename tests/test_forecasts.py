@@ -246,6 +246,26 @@ def test_recent_mean_is_the_mean_of_the_known_prices_at_each_hour(synthetic):
         price_forecast.recent_mean_forecast(profiles, target, days=1)  # hours >= 10: nothing known of d − 1 yet
 
 
+def test_later_day_outlook_blends_the_issued_forecast_with_the_recent_mean(synthetic):
+    """Weight 1 is the repeat of the issued day, 0 the recent mean, in between their mix; a weight outside 0..1
+    or a forecast that is not 24 hourly prices is an input error."""
+    profiles, _ = synthetic
+    target = _date(20)
+    issued = np.linspace(20.0, 90.0, 24)
+    recent = price_forecast.recent_mean_forecast(profiles, target)
+    np.testing.assert_array_equal(price_forecast.later_day_outlook(profiles, target, issued, 1.0), issued)
+    np.testing.assert_array_equal(price_forecast.later_day_outlook(profiles, target, issued, 0.0), recent)
+    np.testing.assert_allclose(price_forecast.later_day_outlook(profiles, target, issued, 0.25),
+                               0.25 * issued + 0.75 * recent, rtol=1e-12)
+    np.testing.assert_allclose(price_forecast.later_day_outlook(profiles, target, issued),
+                               price_forecast.LATER_DAY_REPEAT_WEIGHT * issued
+                               + (1 - price_forecast.LATER_DAY_REPEAT_WEIGHT) * recent, rtol=1e-12)
+    with pytest.raises(InputError, match="repeat_weight"):
+        price_forecast.later_day_outlook(profiles, target, issued, 1.5)
+    with pytest.raises(InputError, match="24 hourly prices"):
+        price_forecast.later_day_outlook(profiles, target, issued[:23])
+
+
 def test_point_forecast_ignores_prices_after_the_issue_time(synthetic, forecaster):
     """Leakage: perturb every actual price after 10:00 of d − 1: the forecast of d does not move."""
     profiles, forecasts = synthetic
@@ -335,7 +355,7 @@ def test_dayahead_instances_carry_each_days_issued_forecast(synthetic, forecaste
     from aidc_env.case import build_instances
     from aidc_env.dayahead import attach_forecasts, forecast_of
     from aidc_env.information import outlook
-    from aidc_env.price_forecast import recent_mean_forecast
+    from aidc_env.price_forecast import LATER_DAY_REPEAT_WEIGHT, recent_mean_forecast
     from aidc_env.profiles import hourly_to_slots
 
     profiles, forecasts = synthetic
@@ -353,22 +373,25 @@ def test_dayahead_instances_carry_each_days_issued_forecast(synthetic, forecaste
         np.testing.assert_array_equal(again.price_scenarios_usd_per_mwh, fc.price_scenarios_usd_per_mwh)
         other = forecast_of(inst, forecaster, profiles, forecasts, n_scenarios=3, seed=6)
         assert not np.array_equal(other.price_scenarios_usd_per_mwh, fc.price_scenarios_usd_per_mwh)
-        # The truth is untouched; the view at slot 0 is the forecast of day 0, then (day 1 not issued yet) the
-        # recent mean price known at day 0's issue time; the renewables repeat day 0's forecast.
+        # The truth is untouched; the view at slot 0 is the forecast of day 0, then (day 1 not issued yet) half
+        # day 0's forecast, half the recent mean price known at day 0's issue time; the renewables repeat day 0's.
         np.testing.assert_array_equal(inst.price_usd_per_mwh, instances[first].price_usd_per_mwh)
         price, shape = outlook(inst, 0, "dayahead")
         np.testing.assert_array_equal(price[:96], fc.price_usd_per_mwh[:96])
-        np.testing.assert_array_equal(price[96:], hourly_to_slots(recent_mean_forecast(profiles, inst.days[0]), 96))
+        recent = hourly_to_slots(recent_mean_forecast(profiles, inst.days[0]), 96)
+        assert LATER_DAY_REPEAT_WEIGHT == 0.5
+        np.testing.assert_allclose(price[96:], 0.5 * fc.price_usd_per_mwh[:96] + 0.5 * recent, rtol=0, atol=1e-9)
         np.testing.assert_array_equal(shape[96:], fc.renewable_shape[:96])
         # Once day 1 is issued (10:00 of day 0), its own forecast.
         price, _ = outlook(inst, 40, "dayahead")
         np.testing.assert_array_equal(price[96 - 40:], fc.price_usd_per_mwh[96:])
-        assert not np.array_equal(price[96 - 40:], hourly_to_slots(recent_mean_forecast(profiles, inst.days[0]), 96))
+        assert not np.allclose(price[96 - 40:], 0.5 * fc.price_usd_per_mwh[:96] + 0.5 * recent)
 
 
 def test_each_issue_outlook_is_made_from_what_is_known_at_its_issue(synthetic, forecaster):
-    """Row k of a week's issue outlook: the forecasts issued up to day k's issue, then the recent mean known then.
-    Perturbing every price from 10:00 of day k − 1 on leaves row k as it was; a day instance has no outlook."""
+    """Row k of a week's issue outlook: the forecasts issued up to day k's issue, then for every later day half
+    day k's forecast and half the recent mean known at its issue. Perturbing every price from 10:00 of day k − 1 on
+    leaves row k as it was; a day instance has no outlook."""
     from aidc_env.case import build_instances
     from aidc_env.dayahead import forecast_of
     from aidc_env.price_forecast import recent_mean_forecast
@@ -383,8 +406,10 @@ def test_each_issue_outlook_is_made_from_what_is_known_at_its_issue(synthetic, f
     for k, date in enumerate(inst.days):
         np.testing.assert_array_equal(rows[k, :(k + 1) * 96], point[:(k + 1) * 96])
         recent = hourly_to_slots(recent_mean_forecast(profiles, date), 96)
+        issued = point[k * 96:(k + 1) * 96]
         for later in range(k + 1, 3):
-            np.testing.assert_array_equal(rows[k, later * 96:(later + 1) * 96], recent)
+            np.testing.assert_allclose(rows[k, later * 96:(later + 1) * 96], 0.5 * issued + 0.5 * recent,
+                                       rtol=0, atol=1e-9)
         issue = pd.Timestamp(date) - pd.Timedelta(days=1) + pd.Timedelta(hours=ISSUE_HOUR)
 
         def after_issue(day, price, issue=issue):
