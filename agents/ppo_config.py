@@ -196,7 +196,8 @@ the selection on validation weeks keeps the cheapest candidate (docs/training.md
 the observed and cloned plan is re-made at each daily forecast issue (``mpc``'s plans,
 :func:`agents.plan_features.issue_plans`); the forecast plan, made once at slot 0 on that issue's outlook, is stale
 after day 1 (cloned, with the later days then repeating day 1: 70.4% of the saving on the 4 held-out weeks, against
-mpc's 81.4%; with the issue plans and the later days priced by the recent mean, 85.0% against mpc's 86.7%).
+mpc's 81.4%; with the issue plans and the later days priced by the recent mean, 85.0% against mpc's 86.7%; by the
+blend of the last issued day and the recent mean, 84.9% against mpc's 85.7%).
 Every other setting is :class:`PPOConfig`'s default."""
 IMITATIONS = ("plan", "oracle")
 """``PPOConfig.imitation``."""
