@@ -12,9 +12,9 @@ future only through :func:`outlook` (and the past through :func:`realised`):
 - ``information="perfect"``: the truth (hindsight; the oracle's view);
 - ``information="dayahead"``: the forecast of every day already issued at slot t; the price of days whose
   forecast is not issued yet is the forecast's *issue outlook* (:attr:`Forecast.issue_outlook_price_usd_per_mwh`:
-  what was known at the last issue, e.g. a blend of its forecast and the recent mean price), and without one, as their
-  renewables always, the last issued day's forecast repeated (persistence of the forecast, the simplest rule an
-  operator would use for days beyond the market).
+  what was known at the last issue, e.g. a blend of its forecast and the recent mean price), and without one, as
+  their renewables always, the last issued day's forecast repeated (persistence of the forecast, the simplest rule
+  an operator would use for days beyond the market).
 
 The simulator never reads the forecast: costs are always paid on the truth.
 """

@@ -378,22 +378,23 @@ def test_dayahead_instances_carry_each_days_issued_forecast(synthetic, forecaste
         np.testing.assert_array_equal(inst.price_usd_per_mwh, instances[first].price_usd_per_mwh)
         price, shape = outlook(inst, 0, "dayahead")
         np.testing.assert_array_equal(price[:96], fc.price_usd_per_mwh[:96])
+        w = LATER_DAY_REPEAT_WEIGHT
         recent = hourly_to_slots(recent_mean_forecast(profiles, inst.days[0]), 96)
-        assert LATER_DAY_REPEAT_WEIGHT == 0.5
-        np.testing.assert_allclose(price[96:], 0.5 * fc.price_usd_per_mwh[:96] + 0.5 * recent, rtol=0, atol=1e-9)
+        np.testing.assert_allclose(price[96:], w * fc.price_usd_per_mwh[:96] + (1 - w) * recent, rtol=0, atol=1e-9)
         np.testing.assert_array_equal(shape[96:], fc.renewable_shape[:96])
         # Once day 1 is issued (10:00 of day 0), its own forecast.
         price, _ = outlook(inst, 40, "dayahead")
         np.testing.assert_array_equal(price[96 - 40:], fc.price_usd_per_mwh[96:])
-        assert not np.allclose(price[96 - 40:], 0.5 * fc.price_usd_per_mwh[:96] + 0.5 * recent)
+        assert not np.allclose(price[96 - 40:], w * fc.price_usd_per_mwh[:96] + (1 - w) * recent)
 
 
 def test_each_issue_outlook_is_made_from_what_is_known_at_its_issue(synthetic, forecaster):
-    """Row k of a week's issue outlook: the forecasts issued up to day k's issue, then for every later day half
-    day k's forecast and half the recent mean known at its issue. Perturbing every price from 10:00 of day k − 1 on
+    """Row k of a week's issue outlook: the forecasts issued up to day k's issue, then for every later day the blend
+    of day k's forecast and the recent mean known at its issue. Perturbing every price from 10:00 of day k − 1 on
     leaves row k as it was; a day instance has no outlook."""
     from aidc_env.case import build_instances
     from aidc_env.dayahead import forecast_of
+    from aidc_env.price_forecast import LATER_DAY_REPEAT_WEIGHT as w
     from aidc_env.price_forecast import recent_mean_forecast
     from aidc_env.profiles import hourly_to_slots
 
@@ -408,7 +409,7 @@ def test_each_issue_outlook_is_made_from_what_is_known_at_its_issue(synthetic, f
         recent = hourly_to_slots(recent_mean_forecast(profiles, date), 96)
         issued = point[k * 96:(k + 1) * 96]
         for later in range(k + 1, 3):
-            np.testing.assert_allclose(rows[k, later * 96:(later + 1) * 96], 0.5 * issued + 0.5 * recent,
+            np.testing.assert_allclose(rows[k, later * 96:(later + 1) * 96], w * issued + (1 - w) * recent,
                                        rtol=0, atol=1e-9)
         issue = pd.Timestamp(date) - pd.Timedelta(days=1) + pd.Timedelta(hours=ISSUE_HOUR)
 
