@@ -17,6 +17,7 @@ import hashlib
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import gymnasium as gym
 import numpy as np
@@ -85,11 +86,22 @@ def instance_key(inst: Instance) -> str:
     return hashlib.sha256(inst.to_json().encode()).hexdigest()[:16]
 
 
+def reusable(record: Any, time_limit_s: float) -> bool:
+    """Whether a cached answer serves a request at ``time_limit_s``: its format is :data:`ORACLE_CACHE_VERSION` and
+    it was proven optimal, or solved with at least that time limit (an incumbent found in less time is solved
+    again)."""
+    if not (isinstance(record, dict) and record.get("version") == ORACLE_CACHE_VERSION):
+        return False
+    solved_with = record.get("time_limit_s")
+    return record.get("status") == "optimal" or (isinstance(solved_with, (int, float))
+                                                 and solved_with >= time_limit_s)
+
+
 def oracle_schedules(instances: Sequence[Instance], cache: str | Path,
                      time_limit_s: float = ORACLE_TIME_LIMIT_S) -> dict[str, list[list[int]]]:
     """The oracle's schedule of every instance (by day), read from ``cache`` (a folder, one JSON per instance keyed
-    by :func:`instance_key`) or solved once and written there atomically. Days without a feasible schedule are
-    left out (a run warns)."""
+    by :func:`instance_key`) when :func:`reusable`, else solved and written there atomically. Days without a
+    feasible schedule are left out (a run warns)."""
     from oracle.model import solve
 
     folder = Path(cache)
@@ -98,9 +110,10 @@ def oracle_schedules(instances: Sequence[Instance], cache: str | Path,
     for inst in instances:
         path = folder / f"{inst.day}-{instance_key(inst)}.json"
         record = read_json_file(path, "oracle-cache") if path.is_file() else None
-        if not (isinstance(record, dict) and record.get("version") == ORACLE_CACHE_VERSION):
+        if not reusable(record, time_limit_s):
             result = solve(inst, time_limit_s=time_limit_s)
             record = {"version": ORACLE_CACHE_VERSION, "day": inst.day, "status": result.status,
+                      "time_limit_s": time_limit_s,
                       "objective_usd": result.metrics.objective_usd if result.metrics is not None else None,
                       "schedule": [list(map(int, row)) for row in result.schedule] if result.schedule else None}
             write_json(path, record)
@@ -205,4 +218,4 @@ def pretrain(model, demos: Demonstrations, epochs: int, seed: int = 0, vf_coef: 
 
 __all__ = ["IMITATION_BATCH_SIZE", "IMITATION_LEARNING_RATE", "ORACLE_CACHE_VERSION", "ORACLE_TIME_LIMIT_S",
            "Demonstrations", "follow_schedule", "instance_key", "oracle_demonstrations", "oracle_schedules",
-           "plan_demonstrations", "pretrain", "schedule_action"]
+           "plan_demonstrations", "pretrain", "reusable", "schedule_action"]

@@ -12,6 +12,7 @@ train.py's fleet defaults.
 from __future__ import annotations
 
 import dataclasses
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -41,6 +42,31 @@ def fleet_day():
     inference = tuple(dataclasses.replace(s, gpus=np.ceil(s.gpus / 4).astype(np.int64), peak_gpus=s.peak_gpus // 4)
                       for s in inst.inference)
     return dataclasses.replace(inst, jobs=jobs, n_gpus=4096, inference=inference)
+
+
+def test_oracle_cache_solves_again_an_incumbent_found_with_less_time(fleet_day, tmp_path, monkeypatch):
+    """A cached answer is reused when it was proven optimal or solved with at least the time limit asked; an
+    incumbent cached at a shorter limit is solved again, and the new answer replaces it."""
+    inst = fleet_day
+    schedule = fixed_schedule(inst)
+    asked, answers = [], ["time_limit", "optimal"]
+
+    def fake_solve(instance, time_limit_s):
+        asked.append(time_limit_s)
+        return SimpleNamespace(status=answers[len(asked) - 1], metrics=None, schedule=schedule)
+
+    monkeypatch.setattr("oracle.model.solve", fake_solve)
+    expected = {inst.day: schedule}
+    assert oracle_schedules([inst], tmp_path, time_limit_s=10.0) == expected
+    assert oracle_schedules([inst], tmp_path, time_limit_s=10.0) == expected  # the same limit: reused
+    assert oracle_schedules([inst], tmp_path, time_limit_s=5.0) == expected  # solved with more time: reused
+    assert asked == [10.0]
+    assert oracle_schedules([inst], tmp_path, time_limit_s=30.0) == expected  # an incumbent of 10 s: solved again
+    assert asked == [10.0, 30.0]
+    assert oracle_schedules([inst], tmp_path, time_limit_s=300.0) == expected  # proven optimal: reused
+    assert asked == [10.0, 30.0]
+    assert not imitation.reusable({"version": imitation.ORACLE_CACHE_VERSION, "status": "time_limit"}, 1.0)
+    assert not imitation.reusable({"version": -1, "status": "optimal"}, 1.0)
 
 
 def test_oracle_schedule_replays_in_the_fleet_env_and_is_cached(fleet_day, tmp_path, monkeypatch):
