@@ -8,7 +8,13 @@ held-out days' are. On every validation day it runs ``mpc`` and ``smpc`` with ea
 total and per day). The chosen threshold is the one with the largest VSS total (ties: the larger threshold,
 the one closer to MPC).
 
+With ``--horizon-days D`` (e.g. 7) the validation instances are D-day horizons starting on training days, clear of
+the evaluated held-out weeks (:data:`agents.days.HELD_OUT_WEEK_STARTS`), and the forecaster is fitted without any of
+their days (:func:`validation_split`); on a week a departure moves the rest of the week, not one day.
+
     python -m experiments.smpc_threshold --case 2048 --profiles P --forecasts F --json /work/runs/smpc/tune.json
+    python -m experiments.smpc_threshold --case 2048 --profiles P --forecasts F --horizon-days 7 \
+        --validation-days 6 --thresholds 1,5,25 --time-limit 60 --json /work/runs/smpc/tune_weeks.json
 """
 
 from __future__ import annotations
@@ -18,8 +24,10 @@ import sys
 import time
 from collections.abc import Sequence
 from concurrent.futures import ProcessPoolExecutor
+from datetime import date, timedelta
 
-from agents.days import split_days, spread
+from agents.days import HELD_OUT_WEEK_STARTS, split_days, spread
+from agents.selection import overlaps_weeks
 from agents.policies import PolicySettings, run_policy
 from agents.smpc import DEFAULT_STAGES, SMPC_STAGES
 from aidc_env import limits
@@ -40,13 +48,30 @@ SCENARIOS = 3
 """smpc's scenarios, as evaluate.py's default ``--smpc-scenarios``."""
 
 
-def validation_split(dates: Sequence[str], forecast_dates: Sequence[str], count: int) -> tuple[list[str], list[str]]:
-    """(fit days, validation days): ``count`` training days inside the forecast period, evenly spread, and the
-    other training days. Held-out days are in neither."""
+def validation_split(dates: Sequence[str], forecast_dates: Sequence[str], count: int,
+                     starts: Sequence[str] | None = None, horizon_days: int = 1,
+                     held_out_weeks: Sequence[str] = ()) -> tuple[list[str], list[str]]:
+    """(fit days, validation first days): ``count`` training days inside the forecast period, evenly spread, and
+    the training days outside every validation instance. Held-out days are in neither list.
+
+    On a horizon of ``horizon_days`` > 1 days, a validation instance starts on a training day of ``starts`` (first
+    days of D consecutive complete days), has forecasts for all its days and shares no day with a week of
+    ``held_out_weeks``; none of its D days is a fit day, so its forecasts are out of sample. (Its days may
+    include held-out *days* of the split: 7 consecutive days hold one.)
+    """
     train = split_days(dates)[0]
-    inside = sorted(set(train) & set(forecast_dates))
-    validation = spread(inside, count)
-    return [d for d in train if d not in set(validation)], validation
+    covered = set(forecast_dates)
+    candidates = [d for d in (train if starts is None else sorted(set(starts) & set(train)))
+                  if set(_horizon(d, horizon_days)) <= covered and not overlaps_weeks(d, horizon_days, held_out_weeks)]
+    validation = spread(candidates, count)
+    used = {day for first in validation for day in _horizon(first, horizon_days)}
+    return [d for d in train if d not in used], validation
+
+
+def _horizon(first: str, days: int) -> list[str]:
+    """The ``days`` calendar days from ``first`` (ISO dates)."""
+    start = date.fromisoformat(first)
+    return [(start + timedelta(days=k)).isoformat() for k in range(days)]
 
 
 def _run_day(inst: Instance, thresholds: tuple[float, ...], scenarios: int, time_limit_s: float,
@@ -71,7 +96,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--case", default="2048")
     parser.add_argument("--profiles", required=True)
     parser.add_argument("--forecasts", required=True)
-    parser.add_argument("--validation-days", type=int, default=VALIDATION_DAYS)
+    parser.add_argument("--validation-days", type=int, default=VALIDATION_DAYS,
+                        help=f"validation instances (default {VALIDATION_DAYS})")
+    parser.add_argument("--horizon-days", type=int, default=1,
+                        help="days D of each validation instance (default 1; with D > 1 the instances start on "
+                             "training days, share no day with the held-out weeks of agents.days."
+                             "HELD_OUT_WEEK_STARTS, and the forecaster is fitted without any of their days)")
     parser.add_argument("--thresholds", default=",".join(f"{t:g}" for t in THRESHOLDS_USD),
                         help="comma-separated $ per re-planning point")
     parser.add_argument("--smpc-scenarios", type=int, default=SCENARIOS)
@@ -83,6 +113,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     require_number(args.validation_days, "validation-days", 1, limits.MAX_DAYS, integer=True)
     require_number(args.workers, "workers", 1, limits.MAX_WORKERS, integer=True)
+    require_number(args.horizon_days, "horizon-days", 1, limits.MAX_HORIZON_DAYS, integer=True)
     try:
         thresholds = tuple(float(t) for t in args.thresholds.split(",") if t.strip())
     except ValueError:
@@ -95,11 +126,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     require_one_site_case(case, "experiments.smpc_threshold")
     profiles = load_profiles(args.profiles, renewable_capacity_mw=case.renewable_capacity_mw)
     forecasts = load_forecasts(args.forecasts)
-    fit, validation = validation_split(profiles.dates(), common_dates(forecasts, profiles), args.validation_days)
-    instances = dayahead_instances(build_instances(case, validation, profiles), profiles, forecasts, fit,
-                                   seed=args.seed)
+    horizon = args.horizon_days
+    several = horizon > 1
+    fit, validation = validation_split(profiles.dates(), common_dates(forecasts, profiles), args.validation_days,
+                                       starts=profiles.horizon_starts(horizon) if several else None,
+                                       horizon_days=horizon, held_out_weeks=HELD_OUT_WEEK_STARTS if several else ())
+    require(len(validation) > 0, "horizon-days", f"no {horizon}-day instance starts on a training day with forecasts")
+    instances = dayahead_instances(build_instances(case, validation, profiles, horizon_days=horizon), profiles,
+                                   forecasts, fit, seed=args.seed)
     days = [d for d in validation if d in instances]
-    print(f"{len(days)} validation days {days[0]}..{days[-1]}; forecaster fitted on {len(fit)} other training days",
+    what = f"{horizon}-day instances from" if several else "days"
+    print(f"{len(days)} validation {what} {days[0]}..{days[-1]}; forecaster fitted on {len(fit)} other training days",
           file=sys.stderr)
     tick = time.perf_counter()
     with ProcessPoolExecutor(args.workers) as pool:
@@ -118,7 +155,7 @@ def main(argv: Sequence[str] | None = None) -> int:
               f"{rows[f'{t:g}']['cheaper']}, equal {rows[f'{t:g}']['equal']}, dearer {rows[f'{t:g}']['dearer']})")
     best = max(rows.values(), key=lambda r: (round(r["vss_usd"], 6), r["threshold_usd"]))
     print(f"chosen threshold: {best['threshold_usd']:g} $ (VSS {best['vss_usd']:+.2f} $ on {len(days)} days)")
-    write_json(args.json, {"case": case.name, "validation_days": days, "fit_days": len(fit),
+    write_json(args.json, {"case": case.name, "validation_days": days, "horizon_days": horizon, "fit_days": len(fit),
                            "smpc_scenarios": args.smpc_scenarios, "smpc_stages": args.smpc_stages, "seed": args.seed,
                            "mpc_total_usd": sum(runs[d]["costs"]["mpc"] for d in days), "thresholds": rows,
                            "chosen_threshold_usd": best["threshold_usd"], "runs": runs,

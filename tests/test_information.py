@@ -72,8 +72,9 @@ def test_no_view_at_slot_t_depends_on_the_truth_from_t_on(t, seed, days):
     price[t:] = rng.uniform(-100, 900, inst.slots - t)
     shape[t:] = rng.uniform(0, 1, inst.slots - t)
     moved = dataclasses.replace(inst, price_usd_per_mwh=price, renewable_shape=shape)
-    for a, b in zip(outlook(inst, t, "dayahead"), outlook(moved, t, "dayahead"), strict=True):
-        np.testing.assert_array_equal(a, b)
+    for scenario in (None, *range(inst.forecast.n_scenarios)):
+        for a, b in zip(outlook(inst, t, "dayahead", scenario), outlook(moved, t, "dayahead", scenario), strict=True):
+            np.testing.assert_array_equal(a, b)
     for a, b in zip(realised(inst, t), realised(moved, t), strict=True):
         np.testing.assert_array_equal(a, b)
 
@@ -103,9 +104,17 @@ def test_later_days_take_the_outlook_of_the_last_issue():
     np.testing.assert_array_equal(price[48 - 30:], rows[1, 48:])
     price, _ = outlook(inst, 50, "dayahead")
     np.testing.assert_array_equal(price, fc.price_usd_per_mwh[50:])
-    # Scenarios keep the repeat rule (smpc re-centres them on the point outlook).
-    price, _ = outlook(inst, 5, "dayahead", scenario=0)
-    np.testing.assert_array_equal(price[48 - 5:], fc.price_scenarios_usd_per_mwh[0, :24])
+    # A scenario's issued days are its own; its later days repeat its last issued day (smpc re-centres them on the
+    # point outlook; docs/uncertainty.md, "Scenarios of the later days").
+    for s in range(fc.n_scenarios):
+        price, shape = outlook(inst, 5, "dayahead", scenario=s)
+        np.testing.assert_array_equal(price[: 24 - 5], fc.price_scenarios_usd_per_mwh[s, 5:24])
+        np.testing.assert_array_equal(price[24 - 5: 48 - 5], fc.price_scenarios_usd_per_mwh[s, :24])
+        np.testing.assert_array_equal(price[48 - 5:], fc.price_scenarios_usd_per_mwh[s, :24])
+        np.testing.assert_array_equal(shape[48 - 5:], fc.renewable_shape_scenarios[s, :24])
+        price, _ = outlook(inst, 30, "dayahead", scenario=s)
+        np.testing.assert_array_equal(price[: 48 - 30], fc.price_scenarios_usd_per_mwh[s, 30:48])
+        np.testing.assert_array_equal(price[48 - 30:], fc.price_scenarios_usd_per_mwh[s, 24:48])
     # One row per day of the instance, or the view is refused.
     two_rows = dataclasses.replace(fc, issue_outlook_price_usd_per_mwh=rows[:2])
     with pytest.raises(InputError, match="issue_outlook"):

@@ -14,7 +14,9 @@ from agents.days import split_days
 from agents.mpc import mpc_schedule
 from agents.policies import PolicySettings, run_policy
 from agents.smpc import centre_scenarios, scenario_subs, smpc_schedule
+from aidc_env.errors import run_cli
 from aidc_env.information import Forecast, outlook
+from experiments import smpc_threshold
 from experiments.smpc_threshold import validation_split
 from tests.test_policies_uncertainty import DAYAHEAD, horizon_instance
 
@@ -107,6 +109,37 @@ def test_validation_days_are_training_days_and_left_out_of_the_fit():
     assert len(validation) == 12 and set(validation) <= set(train) & set(forecast_dates)
     assert not set(validation) & set(fit) and not set(held) & (set(fit) | set(validation))
     assert set(fit) | set(validation) == set(train)
+
+
+def test_validation_weeks_start_on_training_days_and_none_of_their_days_is_fitted():
+    dates = [f"2023-{m:02d}-{d:02d}" for m in range(1, 13) for d in range(1, 29)]  # gaps at month ends
+    forecast_dates = dates[60:300]
+    starts = [d for d in dates if all(f"{d[:8]}{int(d[8:]) + k:02d}" in dates for k in range(7))]
+    held_out_week = "2023-06-10"
+    fit, validation = validation_split(dates, forecast_dates, 5, starts=starts, horizon_days=7,
+                                       held_out_weeks=[held_out_week])
+    train, held = split_days(dates)
+    assert len(validation) == 5 and set(validation) <= set(train) & set(starts)
+    weeks = [[f"{d[:8]}{int(d[8:]) + k:02d}" for k in range(7)] for d in validation]
+    for week in weeks:
+        assert set(week) <= set(forecast_dates)  # forecasts for every day
+        assert not set(week) & set(fit)  # out of sample for the forecaster
+        assert not set(week) & {f"2023-06-{10 + k:02d}" for k in range(7)}  # clear of the held-out week
+    assert set(fit) == set(train) - {day for week in weeks for day in week}
+    assert not set(held) & set(fit)
+    # D = 1 without starts is the day split unchanged.
+    assert validation_split(dates, forecast_dates, 12) == validation_split(dates, forecast_dates, 12, horizon_days=1)
+
+
+@pytest.mark.parametrize(("argv", "field"), [(["--horizon-days", "0"], "horizon-days"),
+                                             (["--horizon-days", "2.5"], "horizon-days"),
+                                             (["--thresholds", "1,x"], "thresholds")])
+def test_bad_tuning_input_exits_2_with_one_line(argv, field, tmp_path, capsys):
+    code = run_cli(smpc_threshold.main, ["--profiles", "p.csv", "--forecasts", "f.csv",
+                                         "--json", str(tmp_path / "t.json"), *argv])
+    err = capsys.readouterr().err.splitlines()
+    assert code == 2 and len(err) == 1 and field in err[0], err
+    assert not any(tmp_path.iterdir())
 
 
 @pytest.mark.parametrize("t", [7, 30])
