@@ -27,8 +27,8 @@ from concurrent.futures import ProcessPoolExecutor
 from datetime import date, timedelta
 
 from agents.days import HELD_OUT_WEEK_STARTS, split_days, spread
-from agents.selection import overlaps_weeks
 from agents.policies import PolicySettings, run_policy
+from agents.selection import overlaps_weeks
 from agents.smpc import DEFAULT_STAGES, SMPC_STAGES
 from aidc_env import limits
 from aidc_env.case import build_instances, load_case, require_one_site_case
@@ -154,7 +154,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"threshold {t:g}: VSS {rows[f'{t:g}']['vss_usd']:+.2f} $ (smpc cheaper on "
               f"{rows[f'{t:g}']['cheaper']}, equal {rows[f'{t:g}']['equal']}, dearer {rows[f'{t:g}']['dearer']})")
     best = max(rows.values(), key=lambda r: (round(r["vss_usd"], 6), r["threshold_usd"]))
-    print(f"chosen threshold: {best['threshold_usd']:g} $ (VSS {best['vss_usd']:+.2f} $ on {len(days)} days)")
+    print(f"chosen threshold: {best['threshold_usd']:g} $ (VSS {best['vss_usd']:+.2f} $ on {len(days)} "
+          f"{'days' if not several else f'{horizon}-day instances'})")
     write_json(args.json, {"case": case.name, "validation_days": days, "horizon_days": horizon, "fit_days": len(fit),
                            "smpc_scenarios": args.smpc_scenarios, "smpc_stages": args.smpc_stages, "seed": args.seed,
                            "mpc_total_usd": sum(runs[d]["costs"]["mpc"] for d in days), "thresholds": rows,
