@@ -6,7 +6,8 @@ refitted on the *other* training days, so that the validation days' forecasts ar
 held-out days' are. On every validation day it runs ``mpc`` and ``smpc`` with each threshold of
 ``--thresholds`` and reports, per threshold, the value of the stochastic solution (VSS = mpc − smpc, $,
 total and per day). The chosen threshold is the one with the largest VSS total (ties: the larger threshold,
-the one closer to MPC).
+the one closer to MPC). It also prints how spread the scenarios are against the error they stand for
+(:func:`scenario_calibration`): a threshold tuned where they differ from the evaluated days' may not transfer.
 
 With ``--horizon-days D`` (e.g. 7) the validation instances are D-day horizons starting on training days, clear of
 the evaluated held-out weeks (:data:`agents.days.HELD_OUT_WEEK_STARTS`), and the forecaster is fitted without any of
@@ -26,18 +27,21 @@ from collections.abc import Sequence
 from concurrent.futures import ProcessPoolExecutor
 from datetime import date, timedelta
 
+import numpy as np
+
 from agents.days import HELD_OUT_WEEK_STARTS, split_days, spread
 from agents.policies import PolicySettings, run_policy
 from agents.selection import overlaps_weeks
 from agents.smpc import DEFAULT_STAGES, SMPC_STAGES
 from aidc_env import limits
 from aidc_env.case import build_instances, load_case, require_one_site_case
-from aidc_env.dayahead import dayahead_instances
+from aidc_env.dayahead import attach_forecasts
 from aidc_env.errors import CliParser, require, require_number, run_cli
-from aidc_env.forecasts import common_dates, load_forecasts
+from aidc_env.forecasts import ForecastSet, common_dates, load_forecasts
 from aidc_env.instance import Instance
 from aidc_env.io import check_output_file, write_json
-from aidc_env.profiles import load_profiles
+from aidc_env.price_forecast import PriceForecaster, fit_price_forecaster
+from aidc_env.profiles import ProfileSet, load_profiles
 from aidc_env.simulator import simulate
 
 THRESHOLDS_USD = (0.0, 0.5, 1.0, 2.0)
@@ -66,6 +70,17 @@ def validation_split(dates: Sequence[str], forecast_dates: Sequence[str], count:
     validation = spread(candidates, count)
     used = {day for first in validation for day in _horizon(first, horizon_days)}
     return [d for d in train if d not in used], validation
+
+
+def scenario_calibration(forecaster: PriceForecaster, profiles: ProfileSet, forecasts: ForecastSet,
+                         dates: Sequence[str]) -> dict[str, float]:
+    """How spread smpc's price scenarios are against the error they stand for ($/MWh): the mean absolute out-of-fold
+    residual the scenarios bootstrap (training days) and the mean absolute error of the forecast issued for
+    ``dates`` (the validation days). A threshold tuned where the two differ from the evaluated days' may not
+    transfer (docs/uncertainty.md, "A learned outlook of the later days")."""
+    errors = [forecaster.price(profiles, forecasts, d) - profiles.days[d].price_usd_per_mwh for d in dates]
+    return {"scenario_residual_mae_usd_per_mwh": float(np.abs(forecaster.price_residuals).mean()),
+            "issued_forecast_mae_usd_per_mwh": float(np.abs(np.concatenate(errors)).mean())}
 
 
 def _horizon(first: str, days: int) -> list[str]:
@@ -132,12 +147,19 @@ def main(argv: Sequence[str] | None = None) -> int:
                                        starts=profiles.horizon_starts(horizon) if several else None,
                                        horizon_days=horizon, held_out_weeks=HELD_OUT_WEEK_STARTS if several else ())
     require(len(validation) > 0, "horizon-days", f"no {horizon}-day instance starts on a training day with forecasts")
-    instances = dayahead_instances(build_instances(case, validation, profiles, horizon_days=horizon), profiles,
-                                   forecasts, fit, seed=args.seed)
+    forecaster = fit_price_forecaster(profiles, forecasts, fit, seed=args.seed)
+    instances = attach_forecasts(build_instances(case, validation, profiles, horizon_days=horizon), forecaster,
+                                 profiles, forecasts, seed=args.seed)
     days = [d for d in validation if d in instances]
+    require(len(days) > 0, "forecasts", f"none of the {len(validation)} validation instances has the price history "
+            "its forecast needs")
     what = f"{horizon}-day instances from" if several else "days"
     print(f"{len(days)} validation {what} {days[0]}..{days[-1]}; forecaster fitted on {len(fit)} other training days",
           file=sys.stderr)
+    calibration = scenario_calibration(forecaster, profiles, forecasts, [d for f in days for d in instances[f].days])
+    print(f"scenario residual MAE {calibration['scenario_residual_mae_usd_per_mwh']:.2f} $/MWh (training days, out of "
+          f"fold); the issued forecast's MAE on the validation days "
+          f"{calibration['issued_forecast_mae_usd_per_mwh']:.2f} $/MWh", file=sys.stderr)
     tick = time.perf_counter()
     with ProcessPoolExecutor(args.workers) as pool:
         runs = dict(zip(days, pool.map(_run_day, [instances[d] for d in days], [thresholds] * len(days),
@@ -159,6 +181,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     write_json(args.json, {"case": case.name, "validation_days": days, "horizon_days": horizon, "fit_days": len(fit),
                            "smpc_scenarios": args.smpc_scenarios, "smpc_stages": args.smpc_stages, "seed": args.seed,
                            "mpc_total_usd": sum(runs[d]["costs"]["mpc"] for d in days), "thresholds": rows,
+                           "scenario_calibration": calibration,
                            "chosen_threshold_usd": best["threshold_usd"], "runs": runs,
                            "wall_seconds": time.perf_counter() - tick})
     return 0

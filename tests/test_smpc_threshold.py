@@ -131,6 +131,22 @@ def test_validation_weeks_start_on_training_days_and_none_of_their_days_is_fitte
     assert validation_split(dates, forecast_dates, 12) == validation_split(dates, forecast_dates, 12, horizon_days=1)
 
 
+def test_scenario_calibration_compares_the_bootstrapped_residuals_with_the_issued_forecasts_error():
+    """By hand: residuals |±3|, |6| → 4; the issued forecast 10 $/MWh on both days, the truth 12 then 5 → 3.5."""
+    from aidc_env.profiles import DayProfile, ProfileSet
+
+    class Issued:
+        price_residuals = np.array([[3.0] * 24, [-3.0] * 24, [6.0] * 24])
+
+        def price(self, profiles, forecasts, date):
+            return np.full(24, 10.0)
+
+    days = {d: DayProfile(d, np.full(24, p), np.zeros(24), np.zeros(24))
+            for d, p in (("2023-05-01", 12.0), ("2023-05-02", 5.0))}
+    calibration = smpc_threshold.scenario_calibration(Issued(), ProfileSet(days, {}, 1.0, "hand"), None, list(days))
+    assert calibration == {"scenario_residual_mae_usd_per_mwh": 4.0, "issued_forecast_mae_usd_per_mwh": 3.5}
+
+
 @pytest.mark.parametrize(("argv", "field"), [(["--horizon-days", "0"], "horizon-days"),
                                              (["--horizon-days", "2.5"], "horizon-days"),
                                              (["--thresholds", "1,x"], "thresholds")])
