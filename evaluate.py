@@ -33,7 +33,7 @@ from agents.days import split_days, spread as spread_days
 from agents.mpc import ForecastNoise
 from agents.policies import HEAVY_POLICIES, POLICY_NAMES, PolicySettings, run_policy
 from agents.sites_oracle import DEFAULT_METHOD as DEFAULT_SITES_ORACLE_METHOD, METHODS as SITES_ORACLE_METHODS
-from agents.smpc import DEFAULT_STAGES, DEFAULT_THRESHOLD_USD, SMPC_STAGES
+from agents.smpc import DEFAULT_EVALUATION_SCENARIOS, DEFAULT_STAGES, DEFAULT_THRESHOLD_USD, SMPC_STAGES
 from aidc_env import limits
 from aidc_env.case import add_case_arguments, build_instances, case_overrides, load_case, require_one_site_case
 from aidc_env.dayahead import DEFAULT_SCENARIOS
@@ -254,6 +254,10 @@ def main(argv: Sequence[str] | None = None) -> int:
                         help="expected saving ($ per first decision) the stochastic MPC needs before it departs "
                         f"from MPC's plan (inf: never; default {DEFAULT_THRESHOLD_USD}, tuned on validation days of "
                         "the training period)")
+    parser.add_argument("--smpc-evaluation-scenarios", type=int, default=DEFAULT_EVALUATION_SCENARIOS,
+                        help="further scenarios of the forecast, after the S that propose the stochastic MPC's "
+                        "candidate first decisions, on which it costs them (0: on those S, in sample; S + this <= "
+                        f"{DEFAULT_SCENARIOS}; default {DEFAULT_EVALUATION_SCENARIOS})")
     parser.add_argument("--smpc-stages", choices=SMPC_STAGES, default=DEFAULT_STAGES,
                         help="what the stochastic MPC's first decision spans: up to the next forecast issue "
                         f"(issues) or up to the next re-planning point (points); default {DEFAULT_STAGES}")
@@ -348,6 +352,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     settings = PolicySettings(time_limit_s=args.time_limit, seed=args.seed, model_path=model_path,
                               information=args.information, smpc_scenarios=args.smpc_scenarios,
                               smpc_threshold_usd=args.smpc_threshold, smpc_stages=args.smpc_stages,
+                              smpc_evaluation_scenarios=args.smpc_evaluation_scenarios,
                               mpc_noise=ForecastNoise(args.mpc_noise, args.mpc_noise))
     print(f"{len(policies)} policies x {len(days)} {horizon}-day instances of case {case.name} ({profiles.source}, "
           f"information {args.information})")
@@ -355,6 +360,7 @@ def main(argv: Sequence[str] | None = None) -> int:
              "overrides": overrides, "information": args.information, "forecasts": args.forecasts,
              "smpc_scenarios": args.smpc_scenarios if "smpc" in policies else None,
              "smpc_stages": args.smpc_stages if "smpc" in policies else None,
+             "smpc_evaluation_scenarios": args.smpc_evaluation_scenarios if "smpc" in policies else None,
              "smpc_threshold_usd": (None if "smpc" not in policies else args.smpc_threshold
                                     if math.isfinite(args.smpc_threshold) else "inf"), "time_limit_s": args.time_limit}
     results: Results = {}
@@ -517,6 +523,8 @@ def validate_args(args) -> None:
     if args.max_days is not None:
         require_number(args.max_days, "max-days", 1, limits.MAX_DAYS, integer=True)
     require_number(args.smpc_scenarios, "smpc-scenarios", 1, DEFAULT_SCENARIOS, integer=True)
+    require_number(args.smpc_evaluation_scenarios, "smpc-evaluation-scenarios", 0,
+                   DEFAULT_SCENARIOS - args.smpc_scenarios, integer=True)
     require(not math.isnan(args.smpc_threshold) and args.smpc_threshold >= 0, "smpc-threshold",
             f"must be >= 0 (inf: never depart from MPC), got {args.smpc_threshold}")
 

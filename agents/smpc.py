@@ -34,6 +34,13 @@ whole day, chosen among MPC's plan and the scenarios' optima by expected cost); 
 one per re-planning point, with a recourse that assumes its scenario known from the next point on. ``threshold_usd=inf`` is MPC decision for
 decision; :data:`DEFAULT_THRESHOLD_USD` was tuned on validation days of the training period
 (``python -m experiments.smpc_threshold``), never on held-out days.
+
+**Costing candidates out of sample** (``evaluation_scenarios`` E > 0, opt-in). A scenario's own optimum is
+costed, by default, over a sample that contains that scenario, where its first decision is the best there is;
+MPC's first decision has no such advantage, so the expected saving of a departure is biased upwards (the
+optimiser's curse). With E > 0 the S scenarios only propose candidates and E further scenarios of the forecast
+cost them. Measured on validation weeks and held-out weeks (docs/uncertainty.md, "Costing smpc's candidates out
+of sample"): it did not make smpc cheaper than MPC on weeks, so it is not the default.
 """
 
 from __future__ import annotations
@@ -63,6 +70,10 @@ the forecaster refitted on the 289 other training days, S = 3) by ``python -m ex
 --thresholds 0,0.5,1,2 --smpc-stages issues`` (/work/runs/smpc/tune_issues.json): VSS +4.43 $ at 0, 0.5 and 1
 (one departure, on one day), 0 at 2; the largest VSS, ties to the larger threshold. With ``stages="points"``
 the same tuning gave VSS -125.62, -56.82, -57.52, -45.26 $ (best: 2; /work/runs/smpc/tune.json)."""
+
+DEFAULT_EVALUATION_SCENARIOS = 0
+"""Scenarios, beyond the S that propose candidates, on which smpc costs them by default (0: the same S, in
+sample; :func:`stochastic_step`'s ``evaluation_subs``)."""
 
 Decision = tuple[tuple[int, ...], ...]
 """A first decision: per job, its choices of the segments in ``start:stop``."""
@@ -137,20 +148,27 @@ def _evaluate(subs: list[Instance], span: int, decision: Decision, oracle,
 
 
 def stochastic_step(subs: list[Instance], span: int, oracle, *, point_plan: list[list[int]] | None = None,
-                    exhaustive: bool = False) -> StochasticStep:
+                    exhaustive: bool = False, evaluation_subs: list[Instance] | None = None) -> StochasticStep:
     """The two-stage choice over the scenario sub-instances ``subs`` (same state, the scenarios' prices).
 
     ``span``: slots of the first decision. ``point_plan``: MPC's plan (its first decision is the first
-    candidate).
+    candidate). ``evaluation_subs``: other scenarios (same state) on which the candidates are costed instead of
+    ``subs``, which then only propose them: a scenario's own optimum is the best first decision *for that
+    scenario*, so costed over a sample that contains it, it looks better than it is (the optimiser's curse),
+    and MPC's first decision has no such advantage. The returned recourse and costs are then the evaluation
+    scenarios'.
     """
     require(len(subs) > 0, "scenarios", "stochastic MPC needs at least one scenario in the forecast")
+    require(evaluation_subs is None or len(evaluation_subs) > 0, "evaluation-scenarios",
+            "an independent evaluation needs at least one scenario")
     optima = [oracle.solve(sub) for sub in subs]
     require(all(r.schedule is not None for r in optima), "tranche",
             f"no schedule meets the tranches from this state: {optima[0].reason}")
     known: dict[Decision, dict[int, tuple[list, float]]] = {}  # decision -> {scenario: (its optimum, cost)}
-    for s, r in enumerate(optima):
-        known.setdefault(first_decision(subs[s], r.schedule, span), {})[s] = (
-            [list(row) for row in r.schedule], r.objective_usd)
+    if evaluation_subs is None:
+        for s, r in enumerate(optima):
+            known.setdefault(first_decision(subs[s], r.schedule, span), {})[s] = (
+                [list(row) for row in r.schedule], r.objective_usd)
     ordered = [first_decision(subs[0], point_plan, span)] if point_plan is not None else []
     ordered += [first_decision(subs[s], r.schedule, span) for s, r in enumerate(optima)]
     if exhaustive:
@@ -159,7 +177,8 @@ def stochastic_step(subs: list[Instance], span: int, oracle, *, point_plan: list
     best: tuple[float, Decision, list, np.ndarray] | None = None
     expected = np.full(len(candidates), np.inf)
     for i, decision in enumerate(candidates):
-        plans, costs = _evaluate(subs, span, decision, oracle, known.get(decision, {}))
+        plans, costs = _evaluate(subs if evaluation_subs is None else evaluation_subs, span, decision, oracle,
+                                 known.get(decision, {}))
         expected[i] = float(np.mean(costs))
         if np.isfinite(expected[i]) and (best is None or expected[i] < best[0]):
             best = (expected[i], decision, plans, costs)
@@ -190,19 +209,20 @@ def centre_scenarios(point: np.ndarray, scenarios: np.ndarray, low: float = -np.
 
 def scenario_subs(inst: Instance, start: int, current: list[int], made: list[float],
                   information: str = "dayahead", n_scenarios: int | None = None,
-                  centre: bool = False) -> list[Instance]:
+                  centre: bool = False, first_scenario: int = 0) -> list[Instance]:
     """The rest of the horizon from ``start`` under each scenario of the forecast (as known at ``start``).
 
-    With ``information="perfect"`` the one scenario is the truth. ``n_scenarios``: the first S only (all: None).
-    ``centre``: the S scenarios re-centred on the point forecast (:func:`centre_scenarios`; renewables
-    within [0, 1]): their mean is the point forecast's outlook.
+    With ``information="perfect"`` the one scenario is the truth. ``n_scenarios``: the S scenarios from
+    ``first_scenario`` on only (all from there: None). ``centre``: the S scenarios re-centred on the point
+    forecast (:func:`centre_scenarios`; renewables within [0, 1]): their mean is the point forecast's outlook.
     """
     if information == "perfect":
         return [rest_of_horizon(inst, start, current, made, *outlook(inst, start, "perfect"))]
-    require(inst.forecast is not None and inst.forecast.n_scenarios > 0, "forecasts",
-            "stochastic MPC needs forecasts with scenarios")
-    count = inst.forecast.n_scenarios if n_scenarios is None else min(n_scenarios, inst.forecast.n_scenarios)
-    views = [outlook(inst, start, "dayahead", scenario=s) for s in range(count)]
+    require(inst.forecast is not None and inst.forecast.n_scenarios > first_scenario, "forecasts",
+            f"stochastic MPC needs forecasts with more than {first_scenario} scenarios")
+    left = inst.forecast.n_scenarios - first_scenario
+    count = left if n_scenarios is None else min(n_scenarios, left)
+    views = [outlook(inst, start, "dayahead", scenario=s) for s in range(first_scenario, first_scenario + count)]
     if centre:
         price, shape = outlook(inst, start, "dayahead")
         prices = centre_scenarios(price, np.stack([v[0] for v in views]))
@@ -222,7 +242,8 @@ or the extensive form (:func:`oracle.stochastic.solve_two_stage`, exact over eve
 def smpc_schedule(inst: Instance, information: str = "dayahead", *, oracle=None, method: str = "candidates",
                   n_scenarios: int | None = None, exhaustive: bool = False,
                   threshold_usd: float = DEFAULT_THRESHOLD_USD, centre: bool = True,
-                  stages: str = DEFAULT_STAGES, log: list[dict] | None = None) -> list[list[int]]:
+                  stages: str = DEFAULT_STAGES, log: list[dict] | None = None,
+                  evaluation_scenarios: int = DEFAULT_EVALUATION_SCENARIOS) -> list[list[int]]:
     """Stochastic MPC over the forecast's scenarios; returns the committed schedule (scored on the truth).
 
     MPC's plan (the point forecast's, re-solved only when something new is known, as in
@@ -234,7 +255,9 @@ def smpc_schedule(inst: Instance, information: str = "dayahead", *, oracle=None,
     (``"points"``), or up to the first re-planning point at or after the next forecast issue (``"issues"``:
     the recourse starts when new information does; on a one-day instance the whole day is one decision,
     chosen among MPC's plan and the scenarios' optima by expected cost, without recourse). ``method="extensive"`` (threshold and log not applied) falls back to the candidates when the
-    extensive form finds no schedule in time.
+    extensive form finds no schedule in time. ``evaluation_scenarios`` E > 0: the S scenarios (``n_scenarios``)
+    propose the candidates and the next E of the forecast's scenarios, disjoint from them, cost them (the
+    threshold then compares expected costs over those E).
     """
     from oracle.rolling import RollingOracle
     from oracle.stochastic import solve_two_stage
@@ -242,6 +265,14 @@ def smpc_schedule(inst: Instance, information: str = "dayahead", *, oracle=None,
     require(method in SMPC_METHODS, "method", f"must be one of {', '.join(SMPC_METHODS)}")
     require(threshold_usd >= 0, "smpc-threshold", f"must be >= 0, got {threshold_usd!r}")
     require(stages in SMPC_STAGES, "stages", f"must be one of {', '.join(SMPC_STAGES)}")
+    require(evaluation_scenarios >= 0, "smpc-evaluation-scenarios", f"must be >= 0, got {evaluation_scenarios!r}")
+    proposing = None
+    if evaluation_scenarios > 0 and information != "perfect":
+        require(n_scenarios is not None and inst.forecast is not None
+                and n_scenarios + evaluation_scenarios <= inst.forecast.n_scenarios, "smpc-evaluation-scenarios",
+                f"{n_scenarios} proposing + {evaluation_scenarios} evaluation scenarios exceed the forecast's "
+                f"{inst.forecast.n_scenarios if inst.forecast is not None else 0}")
+        proposing = n_scenarios
     oracle = oracle if oracle is not None else RollingOracle()
     schedule = [[PAUSE] * job.segments for job in inst.jobs]
     points = replanning_slots(inst) + [inst.slots]
@@ -275,7 +306,10 @@ def smpc_schedule(inst: Instance, information: str = "dayahead", *, oracle=None,
         decision: list[list[int]] = plan
         if method == "extensive" or np.isfinite(threshold_usd):
             subs = scenario_subs(inst, start, current, made, information, n_scenarios, centre)
-            step = stochastic_step(subs, stop - start, oracle, point_plan=plan, exhaustive=exhaustive)
+            judges = (None if proposing is None else
+                      scenario_subs(inst, start, current, made, information, evaluation_scenarios, centre, proposing))
+            step = stochastic_step(subs, stop - start, oracle, point_plan=plan, exhaustive=exhaustive,
+                                   evaluation_subs=judges)
             mpc_expected = float(step.candidate_costs_usd[0])
             depart = step.expected_cost_usd < mpc_expected - threshold_usd
             if log is not None:

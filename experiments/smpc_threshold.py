@@ -32,10 +32,10 @@ import numpy as np
 from agents.days import HELD_OUT_WEEK_STARTS, split_days, spread
 from agents.policies import PolicySettings, run_policy
 from agents.selection import overlaps_weeks
-from agents.smpc import DEFAULT_STAGES, SMPC_STAGES
+from agents.smpc import DEFAULT_EVALUATION_SCENARIOS, DEFAULT_STAGES, SMPC_STAGES
 from aidc_env import limits
 from aidc_env.case import build_instances, load_case, require_one_site_case
-from aidc_env.dayahead import attach_forecasts
+from aidc_env.dayahead import DEFAULT_SCENARIOS, attach_forecasts
 from aidc_env.errors import CliParser, require, require_number, run_cli
 from aidc_env.forecasts import ForecastSet, common_dates, load_forecasts
 from aidc_env.instance import Instance
@@ -90,17 +90,19 @@ def _horizon(first: str, days: int) -> list[str]:
 
 
 def _run_day(inst: Instance, thresholds: tuple[float, ...], scenarios: int, time_limit_s: float,
-             stages: str = DEFAULT_STAGES) -> dict:
+             stages: str = DEFAULT_STAGES, evaluation_scenarios: int = DEFAULT_EVALUATION_SCENARIOS) -> dict:
     costs, facts = {}, {}
     for name, threshold in [("mpc", math.inf), *[(f"smpc@{t:g}", t) for t in thresholds]]:
         settings = PolicySettings(information="dayahead", time_limit_s=time_limit_s, smpc_scenarios=scenarios,
-                                  smpc_threshold_usd=threshold, smpc_stages=stages)
+                                  smpc_threshold_usd=threshold, smpc_stages=stages,
+                                  smpc_evaluation_scenarios=evaluation_scenarios)
         tick = time.perf_counter()
         schedule, info = run_policy("mpc" if name == "mpc" else "smpc", inst, settings)
         metrics = simulate(inst, schedule).metrics
         require(metrics.tranches_met, "tranche", f"{name} missed a tranche on {inst.days[0]}")
         costs[name] = metrics.operating_cost_usd
-        facts[name] = {"wall_seconds": time.perf_counter() - tick, "departures": info.get("departures")}
+        facts[name] = {"wall_seconds": time.perf_counter() - tick, "departures": info.get("departures"),
+                       "expected_saving_usd": info.get("expected_saving_usd")}
     print(f"{inst.days[0]}: " + ", ".join(f"{k} {v:.2f} ({facts[k]['wall_seconds']:.0f} s)" for k, v in costs.items()),
           file=sys.stderr, flush=True)
     return {"costs": costs, "facts": facts}
@@ -121,6 +123,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                         help="comma-separated $ per re-planning point")
     parser.add_argument("--smpc-scenarios", type=int, default=SCENARIOS)
     parser.add_argument("--smpc-stages", choices=SMPC_STAGES, default=DEFAULT_STAGES)
+    parser.add_argument("--smpc-evaluation-scenarios", type=int, default=DEFAULT_EVALUATION_SCENARIOS,
+                        help="further scenarios that cost the candidates (evaluate.py's flag)")
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--time-limit", type=float, default=120.0)
     parser.add_argument("--seed", type=int, default=0)
@@ -128,6 +132,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     require_number(args.validation_days, "validation-days", 1, limits.MAX_DAYS, integer=True)
     require_number(args.workers, "workers", 1, limits.MAX_WORKERS, integer=True)
+    require_number(args.smpc_scenarios, "smpc-scenarios", 1, DEFAULT_SCENARIOS, integer=True)
+    require_number(args.smpc_evaluation_scenarios, "smpc-evaluation-scenarios", 0,
+                   DEFAULT_SCENARIOS - args.smpc_scenarios, integer=True)
     require_number(args.horizon_days, "horizon-days", 1, limits.MAX_HORIZON_DAYS, integer=True)
     try:
         thresholds = tuple(float(t) for t in args.thresholds.split(",") if t.strip())
@@ -164,7 +171,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     with ProcessPoolExecutor(args.workers) as pool:
         runs = dict(zip(days, pool.map(_run_day, [instances[d] for d in days], [thresholds] * len(days),
                                        [args.smpc_scenarios] * len(days), [args.time_limit] * len(days),
-                                       [args.smpc_stages] * len(days)),
+                                       [args.smpc_stages] * len(days),
+                                       [args.smpc_evaluation_scenarios] * len(days)),
                         strict=True))
     rows = {}
     for t in thresholds:
@@ -179,7 +187,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(f"chosen threshold: {best['threshold_usd']:g} $ (VSS {best['vss_usd']:+.2f} $ on {len(days)} "
           f"{'days' if not several else f'{horizon}-day instances'})")
     write_json(args.json, {"case": case.name, "validation_days": days, "horizon_days": horizon, "fit_days": len(fit),
-                           "smpc_scenarios": args.smpc_scenarios, "smpc_stages": args.smpc_stages, "seed": args.seed,
+                           "smpc_scenarios": args.smpc_scenarios, "smpc_stages": args.smpc_stages,
+                           "smpc_evaluation_scenarios": args.smpc_evaluation_scenarios, "seed": args.seed,
                            "mpc_total_usd": sum(runs[d]["costs"]["mpc"] for d in days), "thresholds": rows,
                            "scenario_calibration": calibration,
                            "chosen_threshold_usd": best["threshold_usd"], "runs": runs,

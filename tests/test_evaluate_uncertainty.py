@@ -43,6 +43,8 @@ def test_comparisons_without_a_saving_to_capture_are_null_not_nan():
     (["--information", "dayahead", "--forecasts", "f.csv", "--smpc-scenarios", "0"], "smpc-scenarios"),
     (["--smpc-scenarios", "11"], "smpc-scenarios"),
     (["--smpc-threshold", "-1"], "smpc-threshold"),
+    (["--smpc-scenarios", "8", "--smpc-evaluation-scenarios", "3"], "smpc-evaluation-scenarios"),
+    (["--smpc-evaluation-scenarios", "-1"], "smpc-evaluation-scenarios"),
     (["--smpc-threshold", "nan"], "smpc-threshold"),
     (["--information", "hindsight"], "information"),
 ])
