@@ -257,7 +257,8 @@ def smpc_schedule(inst: Instance, information: str = "dayahead", *, oracle=None,
     chosen among MPC's plan and the scenarios' optima by expected cost, without recourse). ``method="extensive"`` (threshold and log not applied) falls back to the candidates when the
     extensive form finds no schedule in time. ``evaluation_scenarios`` E > 0: the S scenarios (``n_scenarios``)
     propose the candidates and the next E of the forecast's scenarios, disjoint from them, cost them (the
-    threshold then compares expected costs over those E).
+    threshold then compares expected costs over those E; ignored with ``information="perfect"``, whose one
+    scenario is the truth).
     """
     from oracle.rolling import RollingOracle
     from oracle.stochastic import solve_two_stage
@@ -268,10 +269,11 @@ def smpc_schedule(inst: Instance, information: str = "dayahead", *, oracle=None,
     require(evaluation_scenarios >= 0, "smpc-evaluation-scenarios", f"must be >= 0, got {evaluation_scenarios!r}")
     proposing = None
     if evaluation_scenarios > 0 and information != "perfect":
-        require(n_scenarios is not None and inst.forecast is not None
-                and n_scenarios + evaluation_scenarios <= inst.forecast.n_scenarios, "smpc-evaluation-scenarios",
-                f"{n_scenarios} proposing + {evaluation_scenarios} evaluation scenarios exceed the forecast's "
-                f"{inst.forecast.n_scenarios if inst.forecast is not None else 0}")
+        require(n_scenarios is not None, "smpc-evaluation-scenarios",
+                "needs the number of proposing scenarios (n_scenarios) to know where the evaluation ones start")
+        require(inst.forecast is not None and n_scenarios + evaluation_scenarios <= inst.forecast.n_scenarios,
+                "smpc-evaluation-scenarios", f"{n_scenarios} proposing + {evaluation_scenarios} evaluation scenarios "
+                f"exceed the forecast's {inst.forecast.n_scenarios if inst.forecast is not None else 0}")
         proposing = n_scenarios
     oracle = oracle if oracle is not None else RollingOracle()
     schedule = [[PAUSE] * job.segments for job in inst.jobs]

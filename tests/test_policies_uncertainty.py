@@ -214,6 +214,8 @@ def test_independent_evaluation_needs_that_many_further_scenarios():
         smpc_schedule(inst, oracle=DAYAHEAD.oracle(), n_scenarios=3, evaluation_scenarios=2)
     with pytest.raises(InputError, match="smpc-evaluation-scenarios"):
         smpc_schedule(inst, oracle=DAYAHEAD.oracle(), n_scenarios=2, evaluation_scenarios=-1)
+    with pytest.raises(InputError, match="proposing scenarios"):
+        smpc_schedule(inst, oracle=DAYAHEAD.oracle(), evaluation_scenarios=2)
 
 
 @pytest.mark.parametrize("seed", [0, 2])
