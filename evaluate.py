@@ -242,7 +242,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                         "trained with (its config)")
     parser.add_argument("--forecasts", help="day-ahead forecast CSV (load, solar, wind; e.g. ../shared/data/caiso/"
                         "caiso_2023_dayahead_forecast_hourly.csv): the price forecaster is fitted on the training "
-                        "split only and the days are those inside the forecast period; needed with "
+                        "split only, never on a day of the instance it forecasts (a week from a held-out day gets "
+                        "its own fit without its six training days), and the days are those inside the forecast "
+                        "period; needed with "
                         "--information dayahead and by a model trained with it")
     parser.add_argument("--information", choices=INFORMATION, default="perfect",
                         help="what the causal policies know: the truth (perfect, default) or the day-ahead forecasts "
@@ -324,19 +326,28 @@ def main(argv: Sequence[str] | None = None) -> int:
     days = [d for d in select_days(args.days, profiles.dates(), case.day, None) if d in starts]
     require(bool(days), "days", f"none of the selected days starts {horizon} consecutive days of the profile source")
 
-    # 2. Instances (with --forecasts: the forecaster fitted on the training split only, days without forecasts left).
+    # 2. Instances (with --forecasts: the forecaster fitted on the training split outside each instance, days without
+    # forecasts left).
     instances = build_instances(case, days, profiles, **overrides)
     if args.forecasts is not None:
-        from aidc_env.dayahead import dayahead_instances
+        from aidc_env.dayahead import dayahead_instances, forecastable
         from aidc_env.forecasts import load_forecasts
 
-        before = len(instances)
-        instances = dayahead_instances(instances, profiles, load_forecasts(args.forecasts),
-                                       split_days(profiles.dates())[0], seed=args.seed)
-        days = [d for d in days if d in instances]
+        forecast_set = load_forecasts(args.forecasts)
+        before = len(days)
+        days = [d for d in days if forecastable(instances[d], forecast_set, profiles)]
+        require(bool(days), "forecasts", f"none of the {before} instances lies inside the forecast period "
+                f"({forecast_set.dates()[0]}..{forecast_set.dates()[-1]})")
         print(f"{len(days)} of {before} instances lie inside the forecast period", file=sys.stderr)
     days = spread(days, args.max_days)
     instances = {d: instances[d] for d in days}
+    if args.forecasts is not None:  # after the spread: a week's forecaster is fitted for the weeks evaluated only
+        train_days = split_days(profiles.dates())[0]
+        refits = sum(1 for d in days if set(instances[d].days) & set(train_days))
+        if refits:
+            print(f"fitting the price forecaster outside each of the {refits} instances with training days (out of "
+                  "sample, a few seconds each)", file=sys.stderr)
+        instances = dayahead_instances(instances, profiles, forecast_set, train_days, seed=args.seed)
 
     # 3. Policies (a given model must load and suit the information; the default one may be missing).
     model_path = resolve_model_path(args.model, case.name)

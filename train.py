@@ -39,7 +39,7 @@ from agents.checkpoints import (
     save_model_atomically,
     stop_callback,
 )
-from agents.days import HELD_OUT_WEEK_STARTS, HOLDOUT_EVERY, split_days, spread
+from agents.days import HELD_OUT_WEEK_STARTS, HOLDOUT_EVERY, split_days, spread, week_days
 from agents.fleet_steps import ENVS, uses_fleet_env
 from agents.imitation import oracle_demonstrations, oracle_schedules, plan_demonstrations, pretrain
 from agents.plan_features import PLANS, ForecastPlans
@@ -69,7 +69,7 @@ from agents.ppo_config import FLEET_DEFAULTS, HORIZON_DEFAULTS, IMITATIONS, defa
 from aidc_env.fleet_env import REWARD_CREDITS
 from aidc_env import limits
 from aidc_env.case import add_case_arguments, build_instances, case_overrides, load_case, require_one_site_case
-from aidc_env.dayahead import dayahead_instances
+from aidc_env.dayahead import dayahead_instances, fit_days_outside
 from aidc_env.forecasts import load_forecasts
 from aidc_env.information import INFORMATION
 from aidc_env.errors import EXIT_INTERRUPTED, CliParser, InputError, require, require_number, run_cli
@@ -340,7 +340,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         instances = horizon_instances(config, instances, profiles)
     elif config.information == "dayahead":  # forecasts fitted on the training days; days without forecasts leave
         forecasts = load_forecasts(config.forecasts)
-        instances = dayahead_instances(instances, profiles, forecasts, config.train_days, seed=config.seed)
+        instances = dayahead_instances(instances, profiles, forecasts, config.train_days, seed=config.seed,
+                                       out_of_sample=False)
         config.train_days = [day for day in config.train_days if day in instances]
         config.heldout_days = [day for day in config.heldout_days if day in instances]
         require(len(config.train_days) > 0, "forecasts", "no training day inside the forecast period")
@@ -466,8 +467,9 @@ def horizon_instances(config: PPOConfig, instances: dict, profiles) -> dict:
     ``config.train_days``, ``validation_days`` and ``heldout_days`` to their first days
     (:func:`agents.selection.split_horizon_starts`: starts on training days train or validate, starts on held-out
     days are held out, as evaluate.py's held-out weeks; none shares a day with a week of
-    :data:`agents.days.HELD_OUT_WEEK_STARTS`, the evaluated held-out weeks). The price forecaster is fitted on the split's training
-    days, as evaluate.py fits it, and only the chosen instances carry forecasts."""
+    :data:`agents.days.HELD_OUT_WEEK_STARTS`, the evaluated held-out weeks). Only the chosen instances carry
+    forecasts, each out of sample as evaluate.py makes a held-out week's: from a price forecaster fitted on the
+    split's training days outside the instance and outside the held-out weeks."""
     split_train = list(config.train_days)
     dayahead = config.information == "dayahead"
     forecasts = load_forecasts(config.forecasts) if dayahead else None
@@ -479,7 +481,8 @@ def horizon_instances(config: PPOConfig, instances: dict, profiles) -> dict:
         horizon_days=max((len(inst.days) for inst in instances.values()), default=1), held_out_weeks=HELD_OUT_WEEK_STARTS)
     chosen = {day: instances[day] for day in train + validation}
     if forecasts is not None and chosen:
-        chosen = dayahead_instances(chosen, profiles, forecasts, split_train, seed=config.seed)
+        chosen = dayahead_instances(chosen, profiles, forecasts,
+                                    fit_days_outside(split_train, week_days(HELD_OUT_WEEK_STARTS)), seed=config.seed)
     config.train_days = [day for day in train if day in chosen]
     config.validation_days = [day for day in validation if day in chosen]
     config.heldout_days = heldout

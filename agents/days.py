@@ -12,6 +12,7 @@ held-out figure and is left for a session that can re-measure them.
 
 from __future__ import annotations
 
+import datetime as dt
 from collections.abc import Sequence
 
 import numpy as np
@@ -25,6 +26,15 @@ HELD_OUT_WEEK_STARTS = ("2023-03-18", "2023-06-03", "2023-08-12", "2023-10-28")
 --max-days 4``); nothing in the oracle was tuned on them (2023-06-12, issue 12's example, was)."""
 DAYS_PER_WEEK = 7
 """A week's horizon in days (``--horizon-days 7``)."""
+
+
+def week_days(starts: Sequence[str], days: int = DAYS_PER_WEEK) -> list[str]:
+    """The calendar days (YYYY-MM-DD) of the ``days``-day horizons from each of ``starts``, in order, each once."""
+    out: list[str] = []
+    for start in starts:
+        first = dt.date.fromisoformat(start)
+        out.extend(str(first + dt.timedelta(days=k)) for k in range(days))
+    return list(dict.fromkeys(out))
 
 
 def split_days(dates: Sequence[str], holdout_every: int = HOLDOUT_EVERY) -> tuple[list[str], list[str]]:

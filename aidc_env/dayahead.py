@@ -1,7 +1,8 @@
 """Instances with day-ahead forecasts: the entry points' one call for ``information="dayahead"``.
 
 ``dayahead_instances(instances, profiles, forecasts, train_days)`` fits the price forecaster
-(:func:`aidc_env.price_forecast.fit_price_forecaster`) on the training days only and returns the instances
+(:func:`aidc_env.price_forecast.fit_price_forecaster`) on the training days only, never on a day of the instance
+it forecasts (a held-out week gets its own fit without its training days), and returns the instances
 whose every day has a forecast, each carrying an :class:`~aidc_env.information.Forecast`: per day of its
 horizon the point forecast of the price and of the renewable shape (as issued the day before at 10:00),
 the persistence price (the latest prices known at that issue time), on a horizon of several days the outlook
@@ -16,7 +17,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 
 import numpy as np
 
@@ -24,8 +25,8 @@ from aidc_env.instance import Instance
 from aidc_env.errors import require
 from aidc_env.forecasts import ForecastSet
 from aidc_env.information import Forecast
-from aidc_env.price_forecast import (LATER_DAY_REPEAT_WEIGHT, RECENT_MEAN_DAYS, PriceForecaster, fit_price_forecaster,
-                                   later_day_outlook, persistence_forecast)
+from aidc_env.price_forecast import (LATER_DAY_REPEAT_WEIGHT, RECENT_MEAN_DAYS, PriceForecaster, day_features,
+                                   fit_price_forecaster, later_day_outlook, persistence_forecast)
 from aidc_env.profiles import ProfileSet, hourly_to_slots
 
 DEFAULT_SCENARIOS = 10
@@ -83,12 +84,13 @@ def forecast_of(inst: Instance, forecaster: PriceForecaster, profiles: ProfileSe
     )
 
 
-def forecastable(inst: Instance, forecasts: ForecastSet, forecaster: PriceForecaster, profiles: ProfileSet) -> bool:
-    """Whether every day of the instance has a day-ahead forecast and the price history its forecast needs."""
+def forecastable(inst: Instance, forecasts: ForecastSet, profiles: ProfileSet) -> bool:
+    """Whether every day of the instance has a day-ahead forecast and the price history its forecast needs (whatever
+    the forecaster's fit)."""
     try:
         for date in inst.days:
             forecasts.day(date)
-            forecaster.price(profiles, forecasts, date)
+            day_features(profiles, forecasts, date)
             persistence_forecast(profiles, date)
     except (KeyError, ValueError):  # InputError is a ValueError: a day without forecast or price history
         return False
@@ -101,18 +103,41 @@ def attach_forecasts(instances: Mapping[str, Instance], forecaster: PriceForecas
     """The instances whose every day can be forecast, each with its :class:`Forecast` (others dropped)."""
     return {day: dataclasses.replace(inst, forecast=forecast_of(inst, forecaster, profiles, forecasts,
                                                                 n_scenarios, seed))
-            for day, inst in instances.items() if forecastable(inst, forecasts, forecaster, profiles)}
+            for day, inst in instances.items() if forecastable(inst, forecasts, profiles)}
 
 
 def dayahead_instances(instances: Mapping[str, Instance], profiles: ProfileSet, forecasts: ForecastSet,
                        train_days: Sequence[str], n_scenarios: int = DEFAULT_SCENARIOS,
-                       seed: int = DEFAULT_SEED) -> dict[str, Instance]:
-    """Fit the price forecaster on ``train_days`` (only) and attach forecasts to the forecastable instances."""
-    forecaster = fit_price_forecaster(profiles, forecasts, train_days, seed=seed)
-    out = attach_forecasts(instances, forecaster, profiles, forecasts, n_scenarios, seed)
+                       seed: int = DEFAULT_SEED, *, out_of_sample: bool = True) -> dict[str, Instance]:
+    """Fit the price forecaster on ``train_days`` (only) and attach forecasts to the forecastable instances.
+
+    ``out_of_sample`` (default): no instance's forecasts come from a fit that saw its own days. An instance none
+    of whose days is in ``train_days`` (a held-out day) takes the forecaster fitted on all of them; one whose
+    horizon contains training days (a held-out week of :func:`agents.days.split_days`: six of its seven days are
+    training days) takes a forecaster fitted on the training days outside it (:func:`fit_days_outside`), one fit
+    per distinct set of its days. ``out_of_sample=False``: one forecaster fitted on all of ``train_days`` for every
+    instance (train.py's training days: their forecasts in sample, as on a one-day horizon they always were).
+    """
+    fits: dict[frozenset[str], PriceForecaster] = {}
+    out: dict[str, Instance] = {}
+    for day, inst in instances.items():
+        if not forecastable(inst, forecasts, profiles):
+            continue
+        own = frozenset(inst.days).intersection(train_days) if out_of_sample else frozenset()
+        if own not in fits:
+            fits[own] = fit_price_forecaster(profiles, forecasts, fit_days_outside(train_days, own), seed=seed)
+        out.update(attach_forecasts({day: inst}, fits[own], profiles, forecasts, n_scenarios, seed))
     require(len(out) > 0, "forecasts", f"none of the {len(instances)} instances lies inside the forecast period "
             f"({forecasts.dates()[0]}..{forecasts.dates()[-1]})")
     return out
 
 
-__all__ = ["DEFAULT_SCENARIOS", "attach_forecasts", "dayahead_instances", "forecast_of", "forecastable"]
+def fit_days_outside(train_days: Sequence[str], days: Collection[str]) -> list[str]:
+    """The days of ``train_days`` (in their order) that are not among ``days``: the fit days of an instance's
+    out-of-sample forecaster."""
+    excluded = set(days)
+    return [d for d in train_days if d not in excluded]
+
+
+__all__ = ["DEFAULT_SCENARIOS", "attach_forecasts", "dayahead_instances", "fit_days_outside", "forecast_of",
+           "forecastable"]

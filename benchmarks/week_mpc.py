@@ -1,14 +1,14 @@
 """Seconds and proofs of MPC's week re-solves (issue 12: MPC's re-solve ≤ 1 s median) on the held-out weeks.
 
 Each week (D = 7 days from its first day, the 2048 case, day-ahead information) is built as evaluate.py builds it
-(the forecaster fitted on the training split only, :func:`aidc_env.dayahead.dayahead_instances`) and run through
-:func:`agents.mpc.mpc_schedule` with one :class:`oracle.rolling.RollingOracle` per week (a re-solve when a new
-forecast is issued, as in the evaluation; ``--every-point``: at every re-planning point). A re-solve from a point
-inside the week is a flat rest-of-horizon sub-instance longer than a day, which the oracle solves with its
-multi-day settings (:func:`oracle.data.span_days`). Prints strict JSON: per re-solve its week, slot, span in
-days, status, proof, gap, seconds (wall), process CPU seconds (this process: a textbook MILP raced in a child
-process is not counted) and the load average before it, with the load before and after each week, and the
-median, p90 and max of the wall and CPU seconds.
+(the forecaster fitted on the training split outside each week, :func:`aidc_env.dayahead.dayahead_instances`) and
+run through :func:`agents.mpc.mpc_schedule` with one :class:`oracle.rolling.RollingOracle` per week (a re-solve when
+a new forecast is issued, as in the evaluation; ``--every-point``: at every re-planning point). A re-solve from a
+point inside the week is a flat rest-of-horizon sub-instance longer than a day, which the oracle solves with its
+multi-day settings (:func:`oracle.data.span_days`). Prints strict JSON: per re-solve its week, slot, span in days,
+status, proof, gap, seconds (wall), process CPU seconds (this process: a textbook MILP raced in a child process is
+not counted) and the load average before it, with the load before and after each week, and the median, p90 and max
+of the wall and CPU seconds.
 
     python benchmarks/week_mpc.py --profiles CSV --forecasts CSV [--days D1 D2 ...] [--mip-gap G] [--json OUT]
 """

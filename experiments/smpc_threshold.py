@@ -25,11 +25,10 @@ import sys
 import time
 from collections.abc import Sequence
 from concurrent.futures import ProcessPoolExecutor
-from datetime import date, timedelta
 
 import numpy as np
 
-from agents.days import HELD_OUT_WEEK_STARTS, split_days, spread
+from agents.days import HELD_OUT_WEEK_STARTS, split_days, spread, week_days
 from agents.policies import PolicySettings, run_policy
 from agents.selection import overlaps_weeks
 from agents.smpc import DEFAULT_EVALUATION_SCENARIOS, DEFAULT_STAGES, SMPC_STAGES
@@ -66,9 +65,10 @@ def validation_split(dates: Sequence[str], forecast_dates: Sequence[str], count:
     train = split_days(dates)[0]
     covered = set(forecast_dates)
     candidates = [d for d in (train if starts is None else sorted(set(starts) & set(train)))
-                  if set(_horizon(d, horizon_days)) <= covered and not overlaps_weeks(d, horizon_days, held_out_weeks)]
+                  if set(week_days([d], horizon_days)) <= covered
+                  and not overlaps_weeks(d, horizon_days, held_out_weeks)]
     validation = spread(candidates, count)
-    used = {day for first in validation for day in _horizon(first, horizon_days)}
+    used = {day for first in validation for day in week_days([first], horizon_days)}
     return [d for d in train if d not in used], validation
 
 
@@ -81,12 +81,6 @@ def scenario_calibration(forecaster: PriceForecaster, profiles: ProfileSet, fore
     errors = [forecaster.price(profiles, forecasts, d) - profiles.days[d].price_usd_per_mwh for d in dates]
     return {"scenario_residual_mae_usd_per_mwh": float(np.abs(forecaster.price_residuals).mean()),
             "issued_forecast_mae_usd_per_mwh": float(np.abs(np.concatenate(errors)).mean())}
-
-
-def _horizon(first: str, days: int) -> list[str]:
-    """The ``days`` calendar days from ``first`` (ISO dates)."""
-    start = date.fromisoformat(first)
-    return [(start + timedelta(days=k)).isoformat() for k in range(days)]
 
 
 def _run_day(inst: Instance, thresholds: tuple[float, ...], scenarios: int, time_limit_s: float,

@@ -433,3 +433,49 @@ def test_days_without_forecast_or_history_are_dropped(synthetic, forecaster):
     profiles, forecasts = synthetic
     instances = build_instances("2048", [_date(0), HELD[0]], profiles)
     assert set(attach_forecasts(instances, forecaster, profiles, forecasts, n_scenarios=0)) == {HELD[0]}
+
+
+def test_dayahead_instances_never_forecast_an_instance_from_a_fit_on_its_own_days(synthetic, forecaster):
+    """A held-out day takes the forecaster fitted on every training day (as before, bit for bit); a horizon that
+    contains training days takes one fitted on the training days outside it; ``out_of_sample=False`` fits once."""
+    from aidc_env.case import build_instances
+    from aidc_env.dayahead import attach_forecasts, dayahead_instances, fit_days_outside
+
+    profiles, forecasts = synthetic
+    days = build_instances("2048", HELD[:2], profiles)
+    got = dayahead_instances(days, profiles, forecasts, TRAIN, n_scenarios=2, seed=3)
+    want = attach_forecasts(days, forecaster, profiles, forecasts, n_scenarios=2, seed=3)
+    for day in HELD[:2]:
+        assert got[day].forecast.source == want[day].forecast.source
+        np.testing.assert_array_equal(got[day].forecast.price_usd_per_mwh, want[day].forecast.price_usd_per_mwh)
+        np.testing.assert_array_equal(got[day].forecast.price_scenarios_usd_per_mwh,
+                                      want[day].forecast.price_scenarios_usd_per_mwh)
+
+    first = HELD[1]
+    week = build_instances("2048", [first], profiles, horizon_days=3)
+    own = [d for d in week[first].days if d in TRAIN]
+    assert len(own) == 2  # the held-out first day, then two training days
+    outside = fit_days_outside(TRAIN, own)
+    assert outside == [d for d in TRAIN if d not in own] and len(outside) == len(TRAIN) - 2
+    alone = fit_price_forecaster(profiles, forecasts, outside, seed=3)
+    assert not set(own) & set(alone.train_dates) and not set(own) & set(alone.residual_dates)
+    fc = dayahead_instances(week, profiles, forecasts, TRAIN, n_scenarios=2, seed=3)[first].forecast
+    expected = attach_forecasts(week, alone, profiles, forecasts, n_scenarios=2, seed=3)[first].forecast
+    np.testing.assert_array_equal(fc.price_usd_per_mwh, expected.price_usd_per_mwh)
+    np.testing.assert_array_equal(fc.issue_outlook_price_usd_per_mwh, expected.issue_outlook_price_usd_per_mwh)
+    np.testing.assert_array_equal(fc.price_scenarios_usd_per_mwh, expected.price_scenarios_usd_per_mwh)
+    assert f"fitted on {len(TRAIN) - 3} training days" in fc.source  # the first training day has no price history
+    in_sample = dayahead_instances(week, profiles, forecasts, TRAIN, n_scenarios=2, seed=3,
+                                   out_of_sample=False)[first].forecast
+    shared = attach_forecasts(week, forecaster, profiles, forecasts, n_scenarios=2, seed=3)[first].forecast
+    np.testing.assert_array_equal(in_sample.price_usd_per_mwh, shared.price_usd_per_mwh)
+    assert not np.array_equal(in_sample.price_usd_per_mwh[96:], fc.price_usd_per_mwh[96:])
+
+
+def test_week_days_lists_each_calendar_day_once():
+    from agents.days import week_days
+
+    assert week_days(["2023-02-26"], 4) == ["2023-02-26", "2023-02-27", "2023-02-28", "2023-03-01"]
+    assert week_days(["2023-03-11", "2023-03-14"], 4) == ["2023-03-11", "2023-03-12", "2023-03-13", "2023-03-14",
+                                                          "2023-03-15", "2023-03-16", "2023-03-17"]
+    assert len(week_days(["2023-10-28"])) == 7 and week_days([]) == []

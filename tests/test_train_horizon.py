@@ -91,6 +91,34 @@ def test_horizon_instances_sets_the_days_of_the_config():
     assert config.heldout_days == [d for d in split_days(days)[1] if d in instances]
 
 
+def test_week_forecasts_are_fitted_outside_the_heldout_weeks_and_each_training_week(monkeypatch):
+    """With day-ahead information the training weeks' forecasts come from dayahead_instances out of sample (each
+    week's own days left out of its fit, as evaluate.py fits a held-out week's) and from fit days that contain no
+    day of an evaluated held-out week."""
+    from agents.days import HELD_OUT_WEEK_STARTS, week_days
+
+    days = [d for d in YEAR if "2023-03-01" <= d <= "2023-06-30"]
+    weeks = {d: SimpleNamespace(days=week_days([d])) for d in week_starts(days)}
+    calls = []
+
+    def fake_dayahead(chosen, profiles, forecasts, fit_days, seed=0, **kwargs):
+        calls.append((sorted(chosen), list(fit_days), kwargs))
+        return dict(chosen)
+
+    monkeypatch.setattr(train, "dayahead_instances", fake_dayahead)
+    monkeypatch.setattr(train, "load_forecasts", lambda path: SimpleNamespace(dates=lambda: list(days)))
+    config = PPOConfig(forecasts="fc.csv", horizon_train_instances=6, horizon_validation_instances=2,
+                       train_days=split_days(days)[0])
+    config.env_kwargs["information"] = "dayahead"
+    chosen = train.horizon_instances(config, weeks, SimpleNamespace(dates=lambda: list(days)))
+    [(firsts, fit_days, kwargs)] = calls
+    assert firsts == sorted(chosen) and len(config.train_days) == 6 and len(config.validation_days) == 2
+    assert kwargs.get("out_of_sample", True)  # the default: each week's own days leave its fit
+    held = set(week_days(HELD_OUT_WEEK_STARTS))
+    assert held & set(days) and not held & set(fit_days)
+    assert fit_days == [d for d in split_days(days)[0] if d not in held]
+
+
 def test_horizon_instances_refuses_no_training_start():
     days = YEAR[:90]
     heldout = split_days(days)[1]
