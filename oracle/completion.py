@@ -33,9 +33,13 @@ only over the (block, state) pairs near the Lagrangian bound, on a finer grid (d
 
 from __future__ import annotations
 
+import os
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import numpy as np
+
+from oracle.kernels import back_rows, table_bound
 
 PENALTY_FACTOR = 3.0
 """κ: the shortfall of the tracked job is charged κ·μ_j per token (see the module docstring)."""
@@ -205,19 +209,31 @@ class RestrictedCompletionBound(CompletionBound):
         self._choices = states
         self.first: dict[int, np.ndarray] = {}
         """Per job and block: the grid index of the window's first point (its table's column 0)."""
-        self.tables = {}
+        last: dict[int, np.ndarray] = {}
         for j in self.tracked:
-            first = np.array([min(int(np.floor(lo * per_job)), per_job - 1) for lo, _ in spans[j]], dtype=np.int64)
-            last = np.array([min(max(int(np.ceil(hi * per_job)), k + 1), per_job)
-                             for k, (_, hi) in zip(first, spans[j], strict=True)], dtype=np.int64)
-            self.first[j] = first
+            self.first[j] = np.array([min(int(np.floor(lo * per_job)), per_job - 1) for lo, _ in spans[j]],
+                                     dtype=np.int64)
+            last[j] = np.array([min(max(int(np.ceil(hi * per_job)), k + 1), per_job)
+                                for k, (_, hi) in zip(self.first[j], spans[j], strict=True)], dtype=np.int64)
+
+        def job_table(j: int) -> list[np.ndarray]:
+            """Job j's tables, from the last block back (each from the next)."""
+            first = self.first[j]
             table: list[np.ndarray] = [np.empty((0, 2))] * n_blocks
-            end = self.grid[j][first[-1]:last[-1] + 1]
+            end = self.grid[j][first[-1]:last[j][-1] + 1]
             table[n_blocks - 1] = np.broadcast_to(self.penalty[j] * end, (self.inside[-1].size, end.size)).copy()
             for b in range(n_blocks - 1, 0, -1):
                 table[b - 1] = self._restricted_back(j, b, search.cost[b], table[b], search.segment_start[b],
-                                                     kept, restarted, int(first[b - 1]), int(last[b - 1]))
-            self.tables[j] = table
+                                                     kept, restarted, int(first[b - 1]), int(last[j][b - 1]))
+            return table
+
+        # The jobs' tables are independent, and their compiled loop releases the GIL: one thread per job.
+        workers = min(len(self.tracked), os.cpu_count() or 1)
+        if workers > 1:
+            with ThreadPoolExecutor(max_workers=workers) as pool:
+                self.tables = dict(zip(self.tracked, pool.map(job_table, self.tracked), strict=True))
+        else:
+            self.tables = {j: job_table(j) for j in self.tracked}
 
     def _spans(self, search: Any, j: int) -> list[tuple[float, float]]:
         """Per block, the needs of job j (shares of its tranche) that a label inside the kept pairs can have
@@ -254,18 +270,22 @@ class RestrictedCompletionBound(CompletionBound):
         other job changes), any S' (both change); a changed variant is never below the kept one of the same S'
         (fewer tokens), so a group may include S' = S. The rows are taken one state S' at a time (a row of a
         few thousand points stays in the cache, where the whole block's arrays did not): job j's shift of S''s
-        row depends only on whether j changes (:meth:`_shift_row`, at most two per row), and each variant adds
+        row depends only on whether j changes (at most two shifts per row), and each variant adds
         its offset and takes the minimum into the row of S, of S's group, or of every S. Every value is the
         same float expression as before (shift, + offset, minima; a minimum is exact in any order), so the
-        tables are the same to the bit."""
+        tables are the same to the bit. The loop over the rows runs compiled (:func:`oracle.kernels.back_rows`).
+
+        The grid is uniform, so a shift by g tokens of job j (c = ⌊g/step⌋ whole steps and a fraction f·step)
+        maps grid point i to the cell [i − c − 1, i − c], whose interpolated value is
+        max(H[i − c − 1], H[i − c] − P_j·f·step) (the rule of :meth:`CompletionBound._where`). A need below
+        block b's window is bounded from its first two points (H is P_j-Lipschitz; a need ≤ 0 is 0); one
+        beyond it, past every token still reachable, is exactly its last point's value + P_j × the distance
+        (every completion falls short by the difference)."""
         into, out = self.inside[b], self.inside[b - 1]
         width = last - first + 1
         n_jobs = kept.shape[1]
-        best = np.full((out.size, width), np.inf)
         if into.size == 0 or out.size == 0:
-            return best
-        position = self.row[b - 1]  # state -> row of `best`, or -1
-        choices = self._choices
+            return np.full((out.size, width), np.inf)
         others_of = [i for i in range(n_jobs) if i != j]
         k = others_of[0] if others_of else None  # two jobs at most
         opens_j, opens_k = bool(opens[j]), k is not None and bool(opens[k])
@@ -275,78 +295,14 @@ class RestrictedCompletionBound(CompletionBound):
             gain = np.zeros(into.size) if k is None or not opens_k else (restarted if moved_k else kept)[into, k]
             others = np.zeros(into.size) if k is None else np.zeros(into.size) + self.mu[k] * gain
             offsets[moved_k] = cost[into] - others
-        # accumulators of the grouped variants: by j's choice (k changes), by k's choice (j changes), any (both)
-        mine, theirs = choices[into], choices[out]
-        j_groups = {c: np.full(width, np.inf) for c in np.unique(theirs[:, j]).tolist()} if opens_k else {}
-        k_groups = {c: np.full(width, np.inf) for c in np.unique(theirs[:, k]).tolist()} \
-            if opens_j and k is not None else {}
-        anywhere = np.full(width, np.inf) if opens_j and (k is None or opens_k) else None
-        buffer = np.empty(width)
-        here = position[into].tolist()
-        for r, state in enumerate(into.tolist()):
-            own, cj = here[r], int(mine[r, j])
-            group_j = j_groups.get(cj)
-            if own >= 0 or group_j is not None:  # j keeps its choice
-                shifted = self._shift_row(j, b, after[r], float(kept[state, j]) if opens_j else 0.0, first, last)
-                if own >= 0:  # S' = S
-                    np.add(shifted, offsets[0][r], out=buffer)
-                    np.minimum(best[own], buffer, out=best[own])
-                if group_j is not None:  # k changes
-                    np.add(shifted, offsets[1][r], out=buffer)
-                    np.minimum(group_j, buffer, out=group_j)
-            group_k = k_groups.get(int(mine[r, k])) if k is not None else None
-            if group_k is not None or anywhere is not None:  # j changes
-                shifted = self._shift_row(j, b, after[r], float(restarted[state, j]), first, last)
-                if group_k is not None:  # k keeps its choice
-                    np.add(shifted, offsets[0][r], out=buffer)
-                    np.minimum(group_k, buffer, out=group_k)
-                if anywhere is not None:  # k changes too (or there is no k)
-                    np.add(shifted, offsets[1 if k is not None else 0][r], out=buffer)
-                    np.minimum(anywhere, buffer, out=anywhere)
-        for o in range(out.size):
-            row = best[o]
-            if j_groups:
-                np.minimum(row, j_groups[int(theirs[o, j])], out=row)
-            if k_groups:
-                np.minimum(row, k_groups[int(theirs[o, k])], out=row)
-            if anywhere is not None:
-                np.minimum(row, anywhere, out=row)
-        return best
-
-    def _shift_row(self, j: int, b: int, after: np.ndarray, own: float, first: int, last: int) -> np.ndarray:
-        """One row of H_j after block b (``after``, on block b's window) read at block b − 1's grid points
-        first..last, shifted by ``own`` (job j's tokens of the move into the row's state).
-
-        The grid is uniform, so a shift by g tokens of job j (c = ⌊g/step⌋ whole steps and a fraction f·step)
-        maps grid point i to the cell [i − c − 1, i − c], whose interpolated value is
-        max(H[i − c − 1], H[i − c] − P_j·f·step) (the rule of :meth:`CompletionBound._where`). A need below
-        block b's window is bounded from its first two points (H is P_j-Lipschitz; a need ≤ 0 is 0); one
-        beyond it, past every token still reachable, is exactly its last point's value + P_j × the distance
-        (every completion falls short by the difference)."""
-        width = last - first + 1
-        step, penalty, grid = self.step[j], self.penalty[j], self.grid[j]
-        start = int(self.first[j][b])  # block b's window starts at grid point `start`
-        span = after.shape[0]  # ... and has this many points
-        gain = np.float64(own)
-        whole = int(np.floor(gain / step))
-        part = penalty * np.maximum(gain - whole * step, 0.0)
-        shift = whole + 1 + start - first  # output column u reads block b's columns u − shift, u − shift + 1
-        mid_lo, mid_hi = max(0, shift), min(width - 1, span - 2 + shift)
-        shifted = np.empty(width)
-        if mid_lo <= mid_hi:
-            middle = shifted[mid_lo:mid_hi + 1]
-            np.subtract(after[mid_lo - shift + 1:mid_hi - shift + 2], part, out=middle)
-            np.maximum(after[mid_lo - shift:mid_hi - shift + 1], middle, out=middle)
-        below = min(max(0, shift), width)  # columns whose need falls below block b's window
-        if below:
-            x = np.maximum(grid[first:first + below] - gain, 0.0)
-            shifted[:below] = np.maximum(after[0] - penalty * np.maximum(grid[start] - x, 0.0),
-                                         after[1] - penalty * (grid[start + 1] - x))
-        beyond = max(mid_hi + 1, below)  # columns whose need lies past block b's window
-        if beyond < width:
-            x = grid[first + beyond:last + 1] - gain
-            shifted[beyond:] = after[-1] + penalty * (x - grid[start + span - 1])
-        return shifted
+        choices = self._choices + 1  # a pause (−1) is 0
+        k_column = k if k is not None else j  # unused without k
+        return back_rows(
+            np.ascontiguousarray(after, dtype=np.float64), self.row[b - 1][into], choices[into, j],
+            choices[into, k_column], choices[out, j], choices[out, k_column],
+            kept[into, j] if opens_j else np.zeros(into.size), restarted[into, j], offsets[0],
+            offsets[1 if opens_k else 0], k is not None, opens_j, opens_k, self.grid[j], int(self.first[j][b]),
+            float(self.step[j]), float(self.penalty[j]), first, width, int(choices.max()) + 1)
 
     def bound(self, block: int, state: np.ndarray, tokens: np.ndarray) -> np.ndarray:
         """As :meth:`CompletionBound.bound`, on each block's window (a need outside it as in
@@ -361,14 +317,7 @@ class RestrictedCompletionBound(CompletionBound):
             table = self.tables[j][block]
             if table.shape[0] == 0:
                 return np.full(state.size, np.inf)
-            grid, step, penalty, start = self.grid[j], self.step[j], self.penalty[j], int(self.first[j][block])
-            x = np.clip(short[:, j], 0.0, grid[-1])
-            low = np.clip(np.floor(x / step).astype(np.int64) - start, 0, table.shape[1] - 2)
-            below = penalty * np.maximum(grid[start + low] - x, 0.0)
-            above = penalty * (grid[start + low + 1] - x)  # < 0 past the window: the exact extension
-            values = table.ravel()
-            flat = low + rows * table.shape[1]
-            own = np.maximum(values[flat] - below, values[flat + 1] - above)
-            best = np.maximum(best, own + priced - self.mu[j] * short[:, j])
+            table_bound(best, table, rows, np.ascontiguousarray(short[:, j]), priced, float(self.mu[j]),
+                        self.grid[j], float(self.step[j]), float(self.penalty[j]), int(self.first[j][block]))
         best[outside] = np.inf
         return best

@@ -28,7 +28,6 @@ use the MILP.
 from __future__ import annotations
 
 import time
-from bisect import bisect_left
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -36,6 +35,7 @@ import numpy as np
 
 from oracle.completion import RESTRICT_MARGIN, CompletionBound, RestrictedCompletionBound
 from oracle.data import OracleData, daily_rows, span_days
+from oracle.kernels import staircase_keep
 from oracle.reduction import joint_tokens
 
 MAX_JOBS = 2
@@ -393,30 +393,16 @@ def _best_per_state(order: np.ndarray, state: np.ndarray, bound: np.ndarray, wid
 
 
 def _pareto(state: np.ndarray, cost: np.ndarray, tokens: np.ndarray) -> np.ndarray:
-    """Indices of the labels no other label of the same state dominates (cheaper or equal, tokens ≥)."""
+    """Indices of the labels no other label of the same state dominates (cheaper or equal, tokens ≥): sorted by
+    state, cost ascending, then tokens descending, each state's labels go through a staircase of the kept ones
+    (:func:`oracle.kernels.staircase_keep`, compiled)."""
     n_jobs = tokens.shape[1]
     second = tokens[:, 1] if n_jobs > 1 else np.zeros(state.size)
     order = np.lexsort((-second, -tokens[:, 0], cost, state))
     groups = np.flatnonzero(np.r_[True, state[order][1:] != state[order][:-1]])
     ends = np.r_[groups[1:], order.size]
-    keep = np.ones(order.size, dtype=bool)
-    xs_all, ys_all = tokens[order, 0].tolist(), second[order].tolist()
-    for a, e in zip(groups.tolist(), ends.tolist(), strict=True):
-        xs: list[float] = []  # staircase of the kept labels: first tokens ascending, second descending
-        ys: list[float] = []
-        for i in range(a, e):
-            x, y = xs_all[i], ys_all[i]
-            p = bisect_left(xs, x)
-            if p < len(xs) and ys[p] >= y:  # a cheaper kept label has ≥ tokens of both jobs
-                keep[i] = False
-                continue
-            r = p
-            while r > 0 and ys[r - 1] <= y:
-                r -= 1
-            hi = p + 1 if p < len(xs) and xs[p] == x else p
-            del xs[r:hi], ys[r:hi]
-            xs.insert(r, x)
-            ys.insert(r, y)
+    keep = staircase_keep(np.ascontiguousarray(tokens[order, 0], dtype=np.float64),
+                          np.ascontiguousarray(second[order], dtype=np.float64), groups, ends)
     return order[keep]
 
 
