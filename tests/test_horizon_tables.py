@@ -242,14 +242,18 @@ def test_row_by_row_tables_equal_the_reference_to_the_bit(inst, share, grid_poin
     assert_same_tables(search, ceiling, grid_points=grid_points, grid_factor=1)
 
 
+def two_days_of_the_2048_case():
+    """The 2048 case over two days (K = 12), re-solved from 10:00 of day 1 off its initial state, 30 % made."""
+    two = build_instance("2048", day="2023-04-15", horizon_days=2)
+    start = 40
+    return rest_of_horizon(two, start, [0] * len(two.jobs), [0.3 * job.tranche_tokens for job in two.jobs],
+                           two.price_usd_per_mwh[start:], two.renewable_shape[start:])
+
+
 def test_row_by_row_tables_equal_the_reference_on_two_days_of_the_2048_case():
     """The 2048 case over two days (K = 12, 220 joint states), re-solved from 10:00 of day 1 off its initial state,
     at the oracle's first ceiling and one three times as far above the Lagrangian bound."""
-    two = build_instance("2048", day="2023-04-15", horizon_days=2)
-    start = 40
-    sub = rest_of_horizon(two, start, [0] * len(two.jobs), [0.3 * job.tranche_tokens for job in two.jobs],
-                          two.price_usd_per_mwh[start:], two.renewable_shape[start:])
-    search = priced_search(sub)
+    search = priced_search(two_days_of_the_2048_case())
     lagrangian = float(search.through.min())
     for margin in (RESTRICT_MARGIN, 3 * RESTRICT_MARGIN):
         assert_same_tables(search, lagrangian + margin * abs(lagrangian))

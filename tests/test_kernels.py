@@ -17,11 +17,9 @@ import numpy as np
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from agents.mpc import rest_of_horizon
-from aidc_env.case import build_instance
 from oracle.completion import RESTRICT_MARGIN, RestrictedCompletionBound
 from oracle.labeling import _pareto
-from tests.test_horizon_tables import priced_search, tiny_two_days
+from tests.test_horizon_tables import priced_search, tiny_two_days, two_days_of_the_2048_case
 
 
 def reference_pareto(state: np.ndarray, cost: np.ndarray, tokens: np.ndarray) -> np.ndarray:
@@ -128,11 +126,7 @@ def test_the_completion_bound_equals_its_reference_on_tiny_horizons(inst, share,
 
 
 def test_the_completion_bound_equals_its_reference_on_two_days_of_the_2048_case():
-    two = build_instance("2048", day="2023-04-15", horizon_days=2)
-    start = 40
-    sub = rest_of_horizon(two, start, [0] * len(two.jobs), [0.3 * job.tranche_tokens for job in two.jobs],
-                          two.price_usd_per_mwh[start:], two.renewable_shape[start:])
-    search = priced_search(sub)
+    search = priced_search(two_days_of_the_2048_case())
     lagrangian = float(search.through.min())
     tables = RestrictedCompletionBound(search, *search._tokens, lagrangian + RESTRICT_MARGIN * abs(lagrangian))
     assert len(tables.tracked) == 2
