@@ -33,7 +33,8 @@ from agents.days import split_days, spread as spread_days
 from agents.mpc import ForecastNoise
 from agents.policies import HEAVY_POLICIES, POLICY_NAMES, PolicySettings, run_policy
 from agents.sites_oracle import DEFAULT_METHOD as DEFAULT_SITES_ORACLE_METHOD, METHODS as SITES_ORACLE_METHODS
-from agents.smpc import DEFAULT_EVALUATION_SCENARIOS, DEFAULT_STAGES, DEFAULT_THRESHOLD_USD, SMPC_STAGES
+from agents.smpc import (DEFAULT_EVALUATION_SCENARIOS, DEFAULT_RECOURSE, DEFAULT_STAGES, DEFAULT_THRESHOLD_USD,
+                         SMPC_RECOURSE, SMPC_STAGES)
 from aidc_env import limits
 from aidc_env.case import add_case_arguments, build_instances, case_overrides, load_case, require_one_site_case
 from aidc_env.dayahead import DEFAULT_SCENARIOS
@@ -263,6 +264,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--smpc-stages", choices=SMPC_STAGES, default=DEFAULT_STAGES,
                         help="what the stochastic MPC's first decision spans: up to the next forecast issue "
                         f"(issues) or up to the next re-planning point (points); default {DEFAULT_STAGES}")
+    parser.add_argument("--smpc-recourse", choices=SMPC_RECOURSE, default=DEFAULT_RECOURSE,
+                        help="how the stochastic MPC costs a candidate's rest in a scenario: the scenario's own "
+                        "optimum (clairvoyant) or a rest planned on what will be known at the next issue and paid on "
+                        f"the scenario (informed, needs --smpc-stages issues); default {DEFAULT_RECOURSE}")
+    parser.add_argument("--smpc-unanimous", action="store_true",
+                        help="the stochastic MPC departs from MPC's plan only where its choice costs no more than "
+                        "MPC's first decision in every scenario (and saves more than the threshold on average)")
     parser.add_argument("--days", nargs="+", default=["heldout"],
                         help="dates YYYY-MM-DD (first days), or one of: heldout (default), all, reference; with "
                         "--horizon-days D the instances start on these days and need D consecutive days (held-out "
@@ -364,6 +372,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                               information=args.information, smpc_scenarios=args.smpc_scenarios,
                               smpc_threshold_usd=args.smpc_threshold, smpc_stages=args.smpc_stages,
                               smpc_evaluation_scenarios=args.smpc_evaluation_scenarios,
+                              smpc_recourse=args.smpc_recourse, smpc_unanimous=args.smpc_unanimous,
                               mpc_noise=ForecastNoise(args.mpc_noise, args.mpc_noise))
     print(f"{len(policies)} policies x {len(days)} {horizon}-day instances of case {case.name} ({profiles.source}, "
           f"information {args.information})")
@@ -372,6 +381,8 @@ def main(argv: Sequence[str] | None = None) -> int:
              "smpc_scenarios": args.smpc_scenarios if "smpc" in policies else None,
              "smpc_stages": args.smpc_stages if "smpc" in policies else None,
              "smpc_evaluation_scenarios": args.smpc_evaluation_scenarios if "smpc" in policies else None,
+             "smpc_recourse": args.smpc_recourse if "smpc" in policies else None,
+             "smpc_unanimous": args.smpc_unanimous if "smpc" in policies else None,
              "smpc_threshold_usd": (None if "smpc" not in policies else args.smpc_threshold
                                     if math.isfinite(args.smpc_threshold) else "inf"), "time_limit_s": args.time_limit}
     results: Results = {}

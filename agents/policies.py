@@ -24,7 +24,8 @@ import numpy as np
 
 from agents.mpc import ForecastNoise, mpc_schedule
 from agents.open_loop import dayahead_plan_schedule, forecast_plan_schedule, greedy_view_schedule, oracle_schedule
-from agents.smpc import DEFAULT_EVALUATION_SCENARIOS, DEFAULT_STAGES, DEFAULT_THRESHOLD_USD, smpc_schedule
+from agents.smpc import (DEFAULT_EVALUATION_SCENARIOS, DEFAULT_RECOURSE, DEFAULT_STAGES, DEFAULT_THRESHOLD_USD,
+                         smpc_schedule)
 from aidc_env.baselines import fixed_schedule
 from aidc_env.instance import Instance
 from aidc_env.information import INFORMATION
@@ -57,6 +58,10 @@ class PolicySettings:
     smpc_evaluation_scenarios: int = DEFAULT_EVALUATION_SCENARIOS
     """``smpc`` costs its candidates on this many further scenarios, disjoint from the S that propose them (0:
     on those S; :func:`agents.smpc.smpc_schedule`)."""
+    smpc_recourse: str = DEFAULT_RECOURSE
+    """How ``smpc`` costs a candidate's rest in a scenario (:data:`agents.smpc.SMPC_RECOURSE`)."""
+    smpc_unanimous: bool = False
+    """``smpc`` departs only where its choice costs no more than MPC's first decision in every scenario."""
     smpc_centre: bool = True
     """``smpc`` re-centres its scenarios on the point forecast (:func:`agents.smpc.centre_scenarios`)."""
     seed: int = 0
@@ -116,10 +121,11 @@ def _schedule(name: str, inst: Instance, settings: PolicySettings) -> tuple[list
             schedule = smpc_schedule(inst, settings.information, oracle=oracle, method=settings.smpc_method,
                                      n_scenarios=settings.smpc_scenarios, threshold_usd=settings.smpc_threshold_usd,
                                      centre=settings.smpc_centre, stages=settings.smpc_stages, log=log,
-                                     evaluation_scenarios=settings.smpc_evaluation_scenarios)
+                                     evaluation_scenarios=settings.smpc_evaluation_scenarios,
+                                     recourse=settings.smpc_recourse, unanimous=settings.smpc_unanimous)
             info = {"replanning_points": len(log), "departures": sum(e["departed"] for e in log),
                     "expected_saving_usd": float(sum(e["mpc_expected_usd"] - e["best_expected_usd"] for e in log
-                                                     if e["departed"]))}
+                                                     if e["departed"])), "log": log}
         elif name == "dayahead-plan":
             schedule = dayahead_plan_schedule(inst, oracle, settings.information)
         else:

@@ -41,6 +41,12 @@ MPC's first decision has no such advantage, so the expected saving of a departur
 optimiser's curse). With E > 0 the S scenarios only propose candidates and E further scenarios of the forecast
 cost them. Measured on validation weeks and held-out weeks (docs/uncertainty.md, "Costing smpc's candidates out
 of sample"): it did not make smpc cheaper than MPC on weeks, so it is not the default.
+
+**Two more opt-ins** (docs/uncertainty.md, "smpc's recourse costed on what will be known"): ``recourse="informed"``
+costs a candidate's rest as planned on what the controller will know at the next issue (:func:`informed_views`)
+and paid on the scenario, instead of the scenario's own optimum; ``unanimous=True`` departs only where the chosen
+candidate costs no more than MPC's first decision in every costing scenario. Neither made smpc's week VSS positive
+on held-out weeks, so neither is the default.
 """
 
 from __future__ import annotations
@@ -54,7 +60,8 @@ from agents.mpc import (commit, current_choices, plan_tail, replanning_slots, re
                         sub_instance, tokens_made)
 from aidc_env.instance import PAUSE, Instance
 from aidc_env.errors import require
-from aidc_env.information import issue_slot, outlook
+from aidc_env.information import issue_slot, issued_days, outlook
+from aidc_env.price_forecast import LATER_DAY_REPEAT_WEIGHT
 from aidc_env.simulator import TRANCHE_TOLERANCE, simulate
 
 MAX_EXHAUSTIVE_DECISIONS = 4096
@@ -71,6 +78,9 @@ the forecaster refitted on the 289 other training days, S = 3) by ``python -m ex
 (one departure, on one day), 0 at 2; the largest VSS, ties to the larger threshold. With ``stages="points"``
 the same tuning gave VSS -125.62, -56.82, -57.52, -45.26 $ (best: 2; /work/runs/smpc/tune.json)."""
 
+DEFAULT_RECOURSE = "clairvoyant"
+"""How smpc costs a candidate's rest in a scenario by default (:data:`SMPC_RECOURSE`)."""
+
 DEFAULT_EVALUATION_SCENARIOS = 0
 """Scenarios, beyond the S that propose candidates, on which smpc costs them by default (0: the same S, in
 sample; :func:`stochastic_step`'s ``evaluation_subs``)."""
@@ -85,7 +95,7 @@ class StochasticStep:
 
     decision: Decision
     expected_cost_usd: float
-    """Mean over the scenarios of the first decision's cost plus the optimal recourse (whole rest, $)."""
+    """Mean over the scenarios of the first decision's cost plus the recourse's (whole rest, $)."""
     recourse: tuple[list[list[int]], ...]
     """Per scenario: the plan of the rest from ``start`` (the decision, then that scenario's recourse)."""
     costs_usd: np.ndarray
@@ -93,6 +103,8 @@ class StochasticStep:
     candidates: tuple[Decision, ...]
     candidate_costs_usd: np.ndarray
     """(candidates,) expected cost of each candidate (inf: no recourse meets the tranches)."""
+    candidate_scenario_costs_usd: np.ndarray
+    """(candidates, S) each candidate's cost in each costing scenario (the rows' means are the expected costs)."""
 
 
 def first_decision(sub: Instance, plan: list[list[int]], span: int) -> Decision:
@@ -113,10 +125,14 @@ def all_decisions(sub: Instance, span: int) -> list[Decision]:
 
 
 def _evaluate(subs: list[Instance], span: int, decision: Decision, oracle,
-              known: dict[int, tuple[list, float]]) -> tuple[list[list[list[int]]], np.ndarray]:
-    """Per scenario: the plan (decision + optimal recourse) and its cost; inf where none meets the tranches.
+              known: dict[int, tuple[list, float]],
+              views: list[tuple[np.ndarray, np.ndarray]] | None = None) -> tuple[list[list[list[int]]], np.ndarray]:
+    """Per scenario: the plan (decision + recourse) and its cost; inf where none meets the tranches.
 
     ``known``: scenarios whose own optimum starts with ``decision`` (their best recourse, not re-solved).
+    ``views``: per scenario, the (price, renewable shape) of the slots from ``span`` on that the recourse is
+    planned on (:func:`informed_views`); its plan is then paid on the scenario. None: the recourse is the
+    scenario's own optimum (it plans on the scenario).
     """
     S = len(subs)
     heads = [sub_instance(sub, 0, span, [job.initial_mode for job in sub.jobs],
@@ -139,16 +155,19 @@ def _evaluate(subs: list[Instance], span: int, decision: Decision, oracle,
                 plans[s], costs[s] = [list(row) for row in decision], head_cost
             continue
         rest = rest_of_horizon(sub, span, last, made, sub.price_usd_per_mwh[span:], sub.renewable_shape[span:])
-        result = oracle.solve(rest)
+        planned = rest if views is None else rest_of_horizon(sub, span, last, made, *views[s])
+        result = oracle.solve(planned)
         if result.schedule is None or result.objective_usd is None:
             return [[] for _ in range(S)], np.full(S, np.inf)  # tokens do not depend on prices: none will do
         plans[s] = [list(row) + list(tail) for row, tail in zip(decision, result.schedule, strict=True)]
-        costs[s] = head_cost + result.objective_usd
+        costs[s] = head_cost + (result.objective_usd if views is None
+                                else simulate(rest, result.schedule).metrics.operating_cost_usd)
     return plans, costs
 
 
 def stochastic_step(subs: list[Instance], span: int, oracle, *, point_plan: list[list[int]] | None = None,
-                    exhaustive: bool = False, evaluation_subs: list[Instance] | None = None) -> StochasticStep:
+                    exhaustive: bool = False, evaluation_subs: list[Instance] | None = None,
+                    views: list[tuple[np.ndarray, np.ndarray]] | None = None) -> StochasticStep:
     """The two-stage choice over the scenario sub-instances ``subs`` (same state, the scenarios' prices).
 
     ``span``: slots of the first decision. ``point_plan``: MPC's plan (its first decision is the first
@@ -156,7 +175,8 @@ def stochastic_step(subs: list[Instance], span: int, oracle, *, point_plan: list
     ``subs``, which then only propose them: a scenario's own optimum is the best first decision *for that
     scenario*, so costed over a sample that contains it, it looks better than it is (the optimiser's curse),
     and MPC's first decision has no such advantage. The returned recourse and costs are then the evaluation
-    scenarios'.
+    scenarios'. ``views``: per costing scenario (``evaluation_subs`` if given, else ``subs``), what its recourse
+    plans on (:func:`informed_views`; None: the scenario itself, the optimal recourse).
     """
     require(len(subs) > 0, "scenarios", "stochastic MPC needs at least one scenario in the forecast")
     require(evaluation_subs is None or len(evaluation_subs) > 0, "evaluation-scenarios",
@@ -165,7 +185,9 @@ def stochastic_step(subs: list[Instance], span: int, oracle, *, point_plan: list
     require(all(r.schedule is not None for r in optima), "tranche",
             f"no schedule meets the tranches from this state: {optima[0].reason}")
     known: dict[Decision, dict[int, tuple[list, float]]] = {}  # decision -> {scenario: (its optimum, cost)}
-    if evaluation_subs is None:
+    judges = subs if evaluation_subs is None else evaluation_subs
+    require(views is None or len(views) == len(judges), "views", "needs one view per costing scenario")
+    if evaluation_subs is None and views is None:  # a scenario's optimum is its own best recourse
         for s, r in enumerate(optima):
             known.setdefault(first_decision(subs[s], r.schedule, span), {})[s] = (
                 [list(row) for row in r.schedule], r.objective_usd)
@@ -176,15 +198,16 @@ def stochastic_step(subs: list[Instance], span: int, oracle, *, point_plan: list
     candidates = tuple(dict.fromkeys(ordered))
     best: tuple[float, Decision, list, np.ndarray] | None = None
     expected = np.full(len(candidates), np.inf)
+    per_scenario = np.full((len(candidates), len(judges)), np.inf)
     for i, decision in enumerate(candidates):
-        plans, costs = _evaluate(subs if evaluation_subs is None else evaluation_subs, span, decision, oracle,
-                                 known.get(decision, {}))
-        expected[i] = float(np.mean(costs))
+        plans, costs = _evaluate(judges, span, decision, oracle, known.get(decision, {}), views)
+        expected[i], per_scenario[i] = float(np.mean(costs)), costs
         if np.isfinite(expected[i]) and (best is None or expected[i] < best[0]):
             best = (expected[i], decision, plans, costs)
     assert best is not None  # the per-scenario optima's first decisions are feasible
     return StochasticStep(decision=best[1], expected_cost_usd=best[0], recourse=tuple(best[2]), costs_usd=best[3],
-                          candidates=candidates, candidate_costs_usd=expected)
+                          candidates=candidates, candidate_costs_usd=expected,
+                          candidate_scenario_costs_usd=per_scenario)
 
 
 def centre_scenarios(point: np.ndarray, scenarios: np.ndarray, low: float = -np.inf,
@@ -231,6 +254,43 @@ def scenario_subs(inst: Instance, start: int, current: list[int], made: list[flo
     return [rest_of_horizon(inst, start, current, made, p, r) for p, r in views]
 
 
+def informed_views(inst: Instance, start: int, span: int, point: tuple[np.ndarray, np.ndarray],
+                   subs: list[Instance]) -> list[tuple[np.ndarray, np.ndarray]]:
+    """Per scenario sub-instance (the rest from ``start``): what the controller will plan on at ``start + span``.
+
+    Under day-ahead information the next issue (inside the last segment of a stage ``start:start + span`` of
+    ``stages="issues"``) reveals one more day's forecast and nothing else. In a scenario the controller then
+    knows: the days already issued at ``start`` as now (their point forecast, ``point``: the outlook at ``start``;
+    their truth is not revealed ahead of time), the newly issued day as the scenario has it (its forecast taken
+    as the scenario's day), and for the days after it the issue outlook re-made from that day: the point outlook
+    moved by :data:`~aidc_env.price_forecast.LATER_DAY_REPEAT_WEIGHT` of the scenario's deviation from it (the
+    blend of the last issued day and the recent mean, with the recent mean as it is at ``start``; weight 1, the
+    scenario's later days, for a forecast without an issue outlook, whose later days repeat the last issued day),
+    and the scenario's renewables (later days repeat the last issued day's). Returns per scenario the
+    (price, renewable shape) of the sub's slots from ``span`` on.
+    """
+    issued = issued_days(inst, start)
+    require(issued < inst.horizon_days, "recourse", "no forecast is issued after this stage: it has no recourse")
+    spd = inst.slots_per_day
+    lo, hi = issued * spd - start, (issued + 1) * spd - start
+    require(lo >= span, "recourse", "the stage must end before the newly issued day starts")
+    weight = 1.0 if inst.forecast is None or inst.forecast.issue_outlook_price_usd_per_mwh is None \
+        else LATER_DAY_REPEAT_WEIGHT
+    views = []
+    for sub in subs:
+        price, shape = point[0].copy(), point[1].copy()
+        price[lo:hi] = sub.price_usd_per_mwh[lo:hi]
+        price[hi:] += weight * (sub.price_usd_per_mwh[hi:] - point[0][hi:])
+        shape[lo:] = sub.renewable_shape[lo:]
+        views.append((price[span:], shape[span:]))
+    return views
+
+
+SMPC_RECOURSE = ("clairvoyant", "informed")
+"""How smpc costs a candidate's rest in each scenario (``recourse`` of :func:`smpc_schedule`): ``clairvoyant``, the
+scenario's own optimum (a rest that knows the scenario in full from the next stage on), or ``informed``, the rest
+planned on what the controller will know at the next issue (:func:`informed_views`) and paid on the scenario."""
+
 SMPC_STAGES = ("issues", "points")
 """What one first decision spans (:func:`smpc_schedule`)."""
 
@@ -243,7 +303,8 @@ def smpc_schedule(inst: Instance, information: str = "dayahead", *, oracle=None,
                   n_scenarios: int | None = None, exhaustive: bool = False,
                   threshold_usd: float = DEFAULT_THRESHOLD_USD, centre: bool = True,
                   stages: str = DEFAULT_STAGES, log: list[dict] | None = None,
-                  evaluation_scenarios: int = DEFAULT_EVALUATION_SCENARIOS) -> list[list[int]]:
+                  evaluation_scenarios: int = DEFAULT_EVALUATION_SCENARIOS,
+                  recourse: str = DEFAULT_RECOURSE, unanimous: bool = False) -> list[list[int]]:
     """Stochastic MPC over the forecast's scenarios; returns the committed schedule (scored on the truth).
 
     MPC's plan (the point forecast's, re-solved only when something new is known, as in
@@ -258,7 +319,9 @@ def smpc_schedule(inst: Instance, information: str = "dayahead", *, oracle=None,
     extensive form finds no schedule in time. ``evaluation_scenarios`` E > 0: the S scenarios (``n_scenarios``)
     propose the candidates and the next E of the forecast's scenarios, disjoint from them, cost them (the
     threshold then compares expected costs over those E; ignored with ``information="perfect"``, whose one
-    scenario is the truth).
+    scenario is the truth). ``recourse`` (:data:`SMPC_RECOURSE`; ``informed`` needs ``stages="issues"`` and the
+    candidates): how each candidate's rest is costed in a scenario; a stage without a later issue (the last
+    day's, or a one-day instance's) has no recourse, so ``informed`` changes nothing there.
     """
     from oracle.rolling import RollingOracle
     from oracle.stochastic import solve_two_stage
@@ -267,6 +330,9 @@ def smpc_schedule(inst: Instance, information: str = "dayahead", *, oracle=None,
     require(threshold_usd >= 0, "smpc-threshold", f"must be >= 0, got {threshold_usd!r}")
     require(stages in SMPC_STAGES, "stages", f"must be one of {', '.join(SMPC_STAGES)}")
     require(evaluation_scenarios >= 0, "smpc-evaluation-scenarios", f"must be >= 0, got {evaluation_scenarios!r}")
+    require(recourse in SMPC_RECOURSE, "smpc-recourse", f"must be one of {', '.join(SMPC_RECOURSE)}")
+    require(recourse == "clairvoyant" or (stages == "issues" and method == "candidates"), "smpc-recourse",
+            "informed recourse needs --smpc-stages issues and the candidates method")
     proposing = None
     if evaluation_scenarios > 0 and information != "perfect":
         require(n_scenarios is not None, "smpc-evaluation-scenarios",
@@ -310,13 +376,20 @@ def smpc_schedule(inst: Instance, information: str = "dayahead", *, oracle=None,
             subs = scenario_subs(inst, start, current, made, information, n_scenarios, centre)
             judges = (None if proposing is None else
                       scenario_subs(inst, start, current, made, information, evaluation_scenarios, centre, proposing))
+            views = None
+            if recourse == "informed" and information != "perfect" and stop < inst.slots:
+                views = informed_views(inst, start, stop - start, (price, shape), subs if judges is None else judges)
             step = stochastic_step(subs, stop - start, oracle, point_plan=plan, exhaustive=exhaustive,
-                                   evaluation_subs=judges)
+                                   evaluation_subs=judges, views=views)
             mpc_expected = float(step.candidate_costs_usd[0])
-            depart = step.expected_cost_usd < mpc_expected - threshold_usd
+            best = step.candidates.index(step.decision)
+            savings = step.candidate_scenario_costs_usd[0] - step.candidate_scenario_costs_usd[best]
+            depart = (step.expected_cost_usd < mpc_expected - threshold_usd
+                      and (not unanimous or bool(np.all(savings >= 0))))
             if log is not None:
                 log.append({"slot": start, "mpc_expected_usd": mpc_expected,
-                            "best_expected_usd": step.expected_cost_usd, "departed": bool(depart)})
+                            "best_expected_usd": step.expected_cost_usd, "departed": bool(depart),
+                            "scenario_savings_usd": [float(v) for v in savings]})
             if depart:
                 decision = [list(row) for row in step.decision]
         commit(inst, schedule, decision, start, stop)

@@ -31,7 +31,7 @@ import numpy as np
 from agents.days import HELD_OUT_WEEK_STARTS, split_days, spread, week_days
 from agents.policies import PolicySettings, run_policy
 from agents.selection import overlaps_weeks
-from agents.smpc import DEFAULT_EVALUATION_SCENARIOS, DEFAULT_STAGES, SMPC_STAGES
+from agents.smpc import DEFAULT_EVALUATION_SCENARIOS, DEFAULT_RECOURSE, DEFAULT_STAGES, SMPC_RECOURSE, SMPC_STAGES
 from aidc_env import limits
 from aidc_env.case import build_instances, load_case, require_one_site_case
 from aidc_env.dayahead import DEFAULT_SCENARIOS, attach_forecasts
@@ -84,12 +84,14 @@ def scenario_calibration(forecaster: PriceForecaster, profiles: ProfileSet, fore
 
 
 def _run_day(inst: Instance, thresholds: tuple[float, ...], scenarios: int, time_limit_s: float,
-             stages: str = DEFAULT_STAGES, evaluation_scenarios: int = DEFAULT_EVALUATION_SCENARIOS) -> dict:
+             stages: str = DEFAULT_STAGES, evaluation_scenarios: int = DEFAULT_EVALUATION_SCENARIOS,
+             recourse: str = DEFAULT_RECOURSE, unanimous: bool = False) -> dict:
     costs, facts = {}, {}
     for name, threshold in [("mpc", math.inf), *[(f"smpc@{t:g}", t) for t in thresholds]]:
         settings = PolicySettings(information="dayahead", time_limit_s=time_limit_s, smpc_scenarios=scenarios,
                                   smpc_threshold_usd=threshold, smpc_stages=stages,
-                                  smpc_evaluation_scenarios=evaluation_scenarios)
+                                  smpc_evaluation_scenarios=evaluation_scenarios, smpc_recourse=recourse,
+                                  smpc_unanimous=unanimous)
         tick = time.perf_counter()
         schedule, info = run_policy("mpc" if name == "mpc" else "smpc", inst, settings)
         metrics = simulate(inst, schedule).metrics
@@ -117,6 +119,10 @@ def main(argv: Sequence[str] | None = None) -> int:
                         help="comma-separated $ per re-planning point")
     parser.add_argument("--smpc-scenarios", type=int, default=SCENARIOS)
     parser.add_argument("--smpc-stages", choices=SMPC_STAGES, default=DEFAULT_STAGES)
+    parser.add_argument("--smpc-recourse", choices=SMPC_RECOURSE, default=DEFAULT_RECOURSE,
+                        help="how smpc costs a candidate's rest (evaluate.py's flag)")
+    parser.add_argument("--smpc-unanimous", action="store_true",
+                        help="smpc departs only where no scenario loses (evaluate.py's flag)")
     parser.add_argument("--smpc-evaluation-scenarios", type=int, default=DEFAULT_EVALUATION_SCENARIOS,
                         help="further scenarios that cost the candidates (evaluate.py's flag)")
     parser.add_argument("--workers", type=int, default=2)
@@ -166,7 +172,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         runs = dict(zip(days, pool.map(_run_day, [instances[d] for d in days], [thresholds] * len(days),
                                        [args.smpc_scenarios] * len(days), [args.time_limit] * len(days),
                                        [args.smpc_stages] * len(days),
-                                       [args.smpc_evaluation_scenarios] * len(days)),
+                                       [args.smpc_evaluation_scenarios] * len(days),
+                                       [args.smpc_recourse] * len(days), [args.smpc_unanimous] * len(days)),
                         strict=True))
     rows = {}
     for t in thresholds:
@@ -182,7 +189,9 @@ def main(argv: Sequence[str] | None = None) -> int:
           f"{'days' if not several else f'{horizon}-day instances'})")
     write_json(args.json, {"case": case.name, "validation_days": days, "horizon_days": horizon, "fit_days": len(fit),
                            "smpc_scenarios": args.smpc_scenarios, "smpc_stages": args.smpc_stages,
-                           "smpc_evaluation_scenarios": args.smpc_evaluation_scenarios, "seed": args.seed,
+                           "smpc_evaluation_scenarios": args.smpc_evaluation_scenarios,
+                           "smpc_recourse": args.smpc_recourse, "smpc_unanimous": args.smpc_unanimous,
+                           "seed": args.seed,
                            "mpc_total_usd": sum(runs[d]["costs"]["mpc"] for d in days), "thresholds": rows,
                            "scenario_calibration": calibration,
                            "chosen_threshold_usd": best["threshold_usd"], "runs": runs,

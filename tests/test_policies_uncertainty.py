@@ -10,9 +10,11 @@ import pytest
 
 from agents.mpc import rest_of_horizon, sub_instance
 from agents.policies import PolicySettings, run_policy
-from agents.smpc import scenario_subs, smpc_schedule, stochastic_step
+from agents.smpc import informed_views, scenario_subs, smpc_schedule, stochastic_step
+from aidc_env.errors import InputError
 from aidc_env.instance import PAUSE, SECONDS_PER_HOUR, Instance
-from aidc_env.information import Forecast
+from aidc_env.information import Forecast, outlook
+from aidc_env.price_forecast import LATER_DAY_REPEAT_WEIGHT
 from aidc_env.simulator import simulate
 from oracle.rolling import RollingOracle
 from oracle.stochastic import solve_two_stage
@@ -24,6 +26,7 @@ ALL_RULES = ("hindsight", *CAUSAL_RULES)
 SLOW_TOKENS_PER_HOUR = 10.0 * SECONDS_PER_HOUR  # tiny_job's mode 0: 10 tokens/s
 DAYAHEAD = PolicySettings(information="dayahead")
 """Shared by the tests: its oracle's built models are reused across them (as across days in an evaluation)."""
+INFORMED = PolicySettings(information="dayahead", smpc_recourse="informed")
 
 
 def horizon_instance(days: int = 2, segments_per_day: int = 4, scenarios: int = 2, seed: int = 0,
@@ -65,7 +68,7 @@ def test_with_a_perfect_forecast_mpc_and_smpc_equal_the_hindsight_optimum():
 def test_every_rule_meets_every_target_on_the_truth_and_every_scenario(seed):
     inst = horizon_instance(days=2, segments_per_day=2, seed=seed)
     settings = DAYAHEAD
-    for rule in ALL_RULES:
+    for rule, settings in [(rule, settings) for rule in ALL_RULES] + [("smpc", INFORMED)]:
         schedule, _ = run_policy(rule, inst, settings)
         assert simulate(inst, schedule).metrics.tranches_met, rule
         for s in range(inst.forecast.n_scenarios):  # tokens do not depend on prices: any realisation
@@ -82,8 +85,7 @@ def test_no_rule_reads_the_truth_from_slot_t_on(t):
     price[t:] = rng.uniform(-100, 900, inst.slots - t)
     shape[t:] = rng.uniform(0, 1, inst.slots - t)
     moved = dataclasses.replace(inst, price_usd_per_mwh=price, renewable_shape=shape)
-    settings = DAYAHEAD
-    for rule in CAUSAL_RULES:
+    for rule, settings in [(rule, DAYAHEAD) for rule in CAUSAL_RULES] + [("smpc", INFORMED)]:
         before, after = run_policy(rule, inst, settings)[0], run_policy(rule, moved, settings)[0]
         for job, a, b in zip(inst.jobs, before, after, strict=True):
             started = -(-t // inst.slots_per_segment(job))  # segments starting before t
@@ -207,8 +209,6 @@ def test_smpc_costed_on_scenarios_equal_to_the_point_forecast_never_departs_from
 
 
 def test_independent_evaluation_needs_that_many_further_scenarios():
-    from aidc_env.errors import InputError
-
     inst = horizon_instance(days=1, scenarios=4)
     with pytest.raises(InputError, match="exceed the forecast's 4"):
         smpc_schedule(inst, oracle=DAYAHEAD.oracle(), n_scenarios=3, evaluation_scenarios=2)
@@ -279,3 +279,122 @@ def test_the_forecast_keeps_its_persistence_price_through_json():
     bare = dataclasses.replace(inst.forecast, persistence_price_usd_per_mwh=None)
     assert "persistence_price_usd_per_mwh" not in bare.to_dict()
     assert Forecast.from_dict(bare.to_dict()).persistence_price_usd_per_mwh is None
+
+
+def with_issue_outlook(inst: Instance, seed: int) -> Instance:
+    """``inst`` whose forecast carries an issue outlook (later days' prices known at each issue)."""
+    rows = np.random.default_rng(200 + seed).uniform(0, 100, (inst.horizon_days, inst.slots))
+    return dataclasses.replace(inst, forecast=dataclasses.replace(inst.forecast,
+                                                                  issue_outlook_price_usd_per_mwh=rows))
+
+
+@pytest.mark.parametrize("blend", [False, True])
+def test_informed_views_reveal_the_next_issued_day_and_move_the_later_days_by_the_blend_weight(blend):
+    inst = horizon_instance(days=3, segments_per_day=2, scenarios=3, seed=7)
+    inst = with_issue_outlook(inst, 7) if blend else inst
+    state = ([inst.jobs[0].initial_mode], [0.0])
+    point = outlook(inst, 0, "dayahead")
+    subs = scenario_subs(inst, 0, *state, centre=True)
+    span = 12  # day 1's forecast is issued at slot 10 (10:00 of day 0); the next checkpoint is at slot 12
+    weight = LATER_DAY_REPEAT_WEIGHT if blend else 1.0
+    for (price, shape), sub in zip(informed_views(inst, 0, span, point, subs), subs, strict=True):
+        assert price.size == shape.size == inst.slots - span
+        np.testing.assert_array_equal(price[:12], point[0][12:24])  # the rest of day 0: as known now
+        np.testing.assert_array_equal(shape[:12], point[1][12:24])
+        np.testing.assert_array_equal(price[12:36], sub.price_usd_per_mwh[24:48])  # day 1: newly issued
+        np.testing.assert_allclose(price[36:], point[0][48:] + weight * (sub.price_usd_per_mwh[48:] - point[0][48:]),
+                                   rtol=1e-12)
+        np.testing.assert_array_equal(shape[12:], sub.renewable_shape[24:])
+    if blend:
+        assert not np.allclose(subs[0].price_usd_per_mwh[48:], point[0][48:])  # the blend has work to do
+
+
+def brute_force_informed(inst: Instance, span_segments: int, view_of: list[tuple[np.ndarray, np.ndarray]],
+                         subs: list[Instance]) -> dict[tuple[int, ...], float]:
+    """Expected cost of each first decision when the rest is the best plan on the view, paid on the scenario."""
+    job = inst.jobs[0]
+    choices = list(range(job.n_modes)) + [PAUSE]
+    values = {}
+    for first in itertools.product(choices, repeat=span_segments):
+        per_scenario = []
+        for sub, (price, shape) in zip(subs, view_of, strict=True):
+            head = np.concatenate([sub.price_usd_per_mwh[:inst.slots - price.size], price])
+            viewed = dataclasses.replace(sub, price_usd_per_mwh=head,
+                                         renewable_shape=np.concatenate([sub.renewable_shape[:head.size - shape.size],
+                                                                         shape]))
+            best, plan = np.inf, None
+            for rest in itertools.product(choices, repeat=job.segments - span_segments):
+                metrics = simulate(viewed, [[*first, *rest]]).metrics
+                if metrics.tranches_met and metrics.capacity_ok and metrics.operating_cost_usd < best:
+                    best, plan = metrics.operating_cost_usd, [[*first, *rest]]
+            per_scenario.append(np.inf if plan is None else simulate(sub, plan).metrics.operating_cost_usd)
+        values[first] = float(np.mean(per_scenario))
+    return values
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_informed_recourse_costs_each_candidate_as_brute_force_and_ignores_what_it_will_not_know(seed):
+    inst = with_issue_outlook(horizon_instance(days=2, segments_per_day=2, scenarios=3, seed=seed), seed)
+    oracle = RollingOracle(mip_gap=1e-9)
+    state = ([inst.jobs[0].initial_mode], [0.0])
+    point = outlook(inst, 0, "dayahead")
+    subs = scenario_subs(inst, 0, *state, centre=True)
+    span = 12
+    views = informed_views(inst, 0, span, point, subs)
+    point_plan = oracle.solve(rest_of_horizon(inst, 0, *state, *point)).schedule
+    step = stochastic_step(subs, span, oracle, point_plan=point_plan, views=views)
+    exact = brute_force_informed(inst, 1, views, subs)
+    for decision, expected in zip(step.candidates, step.candidate_costs_usd, strict=True):
+        assert expected == pytest.approx(exact[decision[0]], rel=1e-9)
+    # The rest of day 0 is already issued: the next issue reveals nothing more of it, so a scenario's values there
+    # move the recourse's cost (paid on the scenario) but not its plan.
+    rng = np.random.default_rng(seed)
+    moved = []
+    for sub in subs:
+        price = sub.price_usd_per_mwh.copy()
+        price[span:24] = rng.uniform(-100, 900, 24 - span)
+        moved.append(dataclasses.replace(sub, price_usd_per_mwh=price))
+    again = stochastic_step(moved, span, oracle, point_plan=point_plan,
+                            views=informed_views(inst, 0, span, point, moved))
+    if again.decision == step.decision:  # (the candidates are the scenarios' own optima: they may move)
+        assert again.recourse == step.recourse
+    for decision, expected in zip(again.candidates, again.candidate_costs_usd, strict=True):
+        assert expected == pytest.approx(brute_force_informed(inst, 1, views, moved)[decision[0]], rel=1e-9)
+
+
+def test_informed_recourse_changes_nothing_on_a_day_and_needs_stages_of_issues():
+    inst = horizon_instance(days=1, scenarios=3, seed=4)
+    oracle = DAYAHEAD.oracle()
+    assert smpc_schedule(inst, oracle=oracle, recourse="informed", threshold_usd=0.0) == \
+        smpc_schedule(inst, oracle=oracle, threshold_usd=0.0)
+    with pytest.raises(InputError, match="smpc-recourse"):
+        smpc_schedule(inst, oracle=oracle, recourse="informed", stages="points")
+    with pytest.raises(InputError, match="smpc-recourse"):
+        smpc_schedule(inst, oracle=oracle, recourse="psychic")
+
+
+def cheap_first_segment_in_every_scenario(inst: Instance) -> Instance:
+    """``inst`` whose point forecast prices the first 12 slots at 200 $/MWh and every scenario at -50."""
+    f = inst.forecast
+    price, scenarios = f.price_usd_per_mwh.copy(), f.price_scenarios_usd_per_mwh.copy()
+    price[:12], scenarios[:, :12] = 200.0, -50.0
+    return dataclasses.replace(inst, forecast=dataclasses.replace(f, price_usd_per_mwh=price,
+                                                                  price_scenarios_usd_per_mwh=scenarios))
+
+
+@pytest.mark.parametrize("seed,agreed", [(3, False), (4, False), (3, True), (4, True)])
+def test_unanimous_smpc_departs_only_where_no_scenario_loses(seed, agreed):
+    inst = horizon_instance(days=2, segments_per_day=2, scenarios=3, seed=seed)
+    inst = cheap_first_segment_in_every_scenario(inst) if agreed else inst
+    oracle = RollingOracle(mip_gap=1e-9)
+    log: list[dict] = []
+    smpc_schedule(inst, oracle=oracle, threshold_usd=0.0, unanimous=True, centre=not agreed, log=log)
+    for entry in log:
+        savings = np.array(entry["scenario_savings_usd"])
+        assert savings.mean() == pytest.approx(entry["mpc_expected_usd"] - entry["best_expected_usd"], abs=1e-6)
+        assert entry["departed"] == (savings.mean() > 1e-9 and bool(np.all(savings >= 0)))
+    # Both cases occur: scenarios that disagree stop a departure the mean alone would take, and agreeing ones do not.
+    if agreed:
+        assert log[0]["departed"]
+    else:
+        assert any(e["mpc_expected_usd"] > e["best_expected_usd"] + 1e-9 and not e["departed"] for e in log)
