@@ -42,7 +42,7 @@ optimiser's curse). With E > 0 the S scenarios only propose candidates and E fur
 cost them. Measured on validation weeks and held-out weeks (docs/uncertainty.md, "Costing smpc's candidates out
 of sample"): it did not make smpc cheaper than MPC on weeks, so it is not the default.
 
-**Two more opt-ins** (docs/uncertainty.md, "smpc's recourse costed on what will be known"): ``recourse="informed"``
+**Two more opt-ins** (docs/uncertainty.md, "smpc's recourse on what will be known"): ``recourse="informed"``
 costs a candidate's rest as planned on what the controller will know at the next issue (:func:`informed_views`)
 and paid on the scenario, instead of the scenario's own optimum; ``unanimous=True`` departs only where the chosen
 candidate costs no more than MPC's first decision in every costing scenario. Neither made smpc's week VSS positive
