@@ -547,6 +547,8 @@ def validate_args(args) -> None:
     require_number(args.smpc_scenarios, "smpc-scenarios", 1, DEFAULT_SCENARIOS, integer=True)
     require_number(args.smpc_evaluation_scenarios, "smpc-evaluation-scenarios", 0,
                    DEFAULT_SCENARIOS - args.smpc_scenarios, integer=True)
+    require(args.smpc_recourse == "clairvoyant" or args.smpc_stages == "issues", "smpc-recourse",
+            "informed needs --smpc-stages issues")
     require(not math.isnan(args.smpc_threshold) and args.smpc_threshold >= 0, "smpc-threshold",
             f"must be >= 0 (inf: never depart from MPC), got {args.smpc_threshold}")
 

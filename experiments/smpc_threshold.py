@@ -136,6 +136,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     require_number(args.smpc_evaluation_scenarios, "smpc-evaluation-scenarios", 0,
                    DEFAULT_SCENARIOS - args.smpc_scenarios, integer=True)
     require_number(args.horizon_days, "horizon-days", 1, limits.MAX_HORIZON_DAYS, integer=True)
+    require(args.smpc_recourse == "clairvoyant" or args.smpc_stages == "issues", "smpc-recourse",
+            "informed needs --smpc-stages issues")
     try:
         thresholds = tuple(float(t) for t in args.thresholds.split(",") if t.strip())
     except ValueError:

@@ -46,6 +46,8 @@ def test_comparisons_without_a_saving_to_capture_are_null_not_nan():
     (["--smpc-scenarios", "8", "--smpc-evaluation-scenarios", "3"], "smpc-evaluation-scenarios"),
     (["--smpc-evaluation-scenarios", "-1"], "smpc-evaluation-scenarios"),
     (["--smpc-threshold", "nan"], "smpc-threshold"),
+    (["--smpc-recourse", "informed", "--smpc-stages", "points"], "smpc-recourse"),
+    (["--smpc-recourse", "psychic"], "smpc-recourse"),
     (["--information", "hindsight"], "information"),
 ])
 def test_bad_flags_exit_2_with_one_line(argv, field, tmp_path, capsys):
