@@ -321,7 +321,9 @@ def smpc_schedule(inst: Instance, information: str = "dayahead", *, oracle=None,
     threshold then compares expected costs over those E; ignored with ``information="perfect"``, whose one
     scenario is the truth). ``recourse`` (:data:`SMPC_RECOURSE`; ``informed`` needs ``stages="issues"`` and the
     candidates): how each candidate's rest is costed in a scenario; a stage without a later issue (the last
-    day's, or a one-day instance's) has no recourse, so ``informed`` changes nothing there.
+    day's, or a one-day instance's) has no recourse, so ``informed`` changes nothing there. ``unanimous``: depart
+    only where the chosen candidate costs no more than MPC's first decision in every costing scenario (each log
+    entry holds the per-scenario savings, ``scenario_savings_usd``).
     """
     from oracle.rolling import RollingOracle
     from oracle.stochastic import solve_two_stage
