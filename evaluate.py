@@ -31,7 +31,7 @@ from tqdm import tqdm
 
 from agents.days import split_days, spread as spread_days
 from agents.mpc import ForecastNoise
-from agents.policies import HEAVY_POLICIES, POLICY_NAMES, PolicySettings, run_policy
+from agents.policies import HEAVY_POLICIES, POLICY_NAMES, RELAXATIONS, PolicySettings, run_policy
 from agents.sites_oracle import DEFAULT_METHOD as DEFAULT_SITES_ORACLE_METHOD, METHODS as SITES_ORACLE_METHODS
 from agents.smpc import (DEFAULT_EVALUATION_SCENARIOS, DEFAULT_RECOURSE, DEFAULT_STAGES, DEFAULT_THRESHOLD_USD,
                          SMPC_RECOURSE, SMPC_STAGES)
@@ -131,6 +131,9 @@ def run_all(instances: dict[str, Instance], policies: Sequence[str], settings: P
                     keep(p, d, schedule, info)
         for p, d in light:
             keep(p, d, *run_policy(p, instances[d], settings))
+    if refused and not any(results[p] for p in policies):
+        raise InputError("policies", "; ".join(f"{p} refused every instance ({message})"
+                                               for p, message in refused.items()))
     for p, message in refused.items():
         print(f"{p}: refused ({message}); its row is left out", file=sys.stderr)
     return results
@@ -321,6 +324,9 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     require(args.information == "perfect" or args.forecasts is not None, "forecasts",
             "--information dayahead needs --forecasts CSV (the day-ahead load, solar and wind forecasts)")
+    relaxations = [p for p in policies if p in RELAXATIONS]
+    require(not relaxations or args.information == "dayahead", "policies",
+            f"{', '.join(relaxations)} relax the day-ahead forecast: give --information dayahead")
 
     # 1. Days (first days of the instances).
     case = load_case(args.case)

@@ -11,6 +11,10 @@ Policies (DESIGN §9, issue 12 §4), each using only what is known at its decisi
 - ``forecast-plan``: the same plan from the forecaster's price (on a one-day instance it equals ``mpc``);
 - ``greedy``: the threshold rule on the view at slot 0 (the truth only with ``information="perfect"``);
 - ``fixed``: continuous baseline modes (reads nothing);
+- ``mpc-true-dayahead``, ``mpc-true-outlook``, ``mpc-true-price``: ``mpc`` on an information relaxation
+  (:data:`RELAXATIONS`, :func:`aidc_env.dayahead.revealed`): the issued days' prices, the outlook of the days not
+  issued yet, or both, replaced by the truth. Not policies an operator can run: they measure what a perfect
+  forecast of each part of the price would be worth to ``mpc`` (``--information dayahead`` only);
 - ``random`` (random masked actions in the env) and ``ppo`` (a trained MaskablePPO model in the env).
 """
 
@@ -27,12 +31,16 @@ from agents.open_loop import dayahead_plan_schedule, forecast_plan_schedule, gre
 from agents.smpc import (DEFAULT_EVALUATION_SCENARIOS, DEFAULT_RECOURSE, DEFAULT_STAGES, DEFAULT_THRESHOLD_USD,
                          smpc_schedule)
 from aidc_env.baselines import fixed_schedule
+from aidc_env.dayahead import revealed
+from aidc_env.errors import require
 from aidc_env.instance import Instance
 from aidc_env.information import INFORMATION
 
+RELAXATIONS = {"mpc-true-dayahead": "dayahead", "mpc-true-outlook": "later", "mpc-true-price": "all"}
+"""``mpc`` on a relaxation of the price forecast: policy → what :func:`aidc_env.dayahead.revealed` makes true."""
 POLICY_NAMES = ("hindsight", "oracle", "mpc", "smpc", "dayahead-plan", "forecast-plan", "fixed", "greedy", "random",
-                "ppo")
-HEAVY_POLICIES = ("hindsight", "oracle", "mpc", "smpc", "dayahead-plan", "forecast-plan")
+                "ppo", *RELAXATIONS)
+HEAVY_POLICIES = ("hindsight", "oracle", "mpc", "smpc", "dayahead-plan", "forecast-plan", *RELAXATIONS)
 """Policies that solve MILPs; evaluate.py runs them in worker processes."""
 
 
@@ -116,6 +124,10 @@ def _schedule(name: str, inst: Instance, settings: PolicySettings) -> tuple[list
         elif name == "mpc":
             schedule = mpc_schedule(inst, settings.information, oracle=oracle, noise=settings.mpc_noise,
                                     seed=settings.seed)
+        elif name in RELAXATIONS:
+            require(settings.information == "dayahead", "policies",
+                    f"{name} relaxes the day-ahead forecast: it needs information='dayahead'")
+            schedule = mpc_schedule(revealed(inst, RELAXATIONS[name]), "dayahead", oracle=oracle, seed=settings.seed)
         elif name == "smpc":
             log: list[dict] = []
             schedule = smpc_schedule(inst, settings.information, oracle=oracle, method=settings.smpc_method,

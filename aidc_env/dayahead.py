@@ -132,6 +132,49 @@ def dayahead_instances(instances: Mapping[str, Instance], profiles: ProfileSet, 
     return out
 
 
+REVEALED_PRICES = ("dayahead", "later", "all")
+"""What :func:`revealed` replaces by the truth: the issued days' prices (``dayahead``), the outlook of the days not
+issued yet (``later``), or both (``all``)."""
+
+
+def revealed(inst: Instance, prices: str) -> Instance:
+    """``inst`` with part of its price forecast replaced by the truth: an information relaxation that measures
+    what a perfect forecast of that part would be worth to a policy (docs/uncertainty.md, "What each forecast is
+    worth"). Renewables, the persistence price and the scenarios are left as forecast.
+
+    - ``dayahead``: each day's issued forecast is the true price; the outlook of the later days, made at each issue
+      from the issued day (:func:`~aidc_env.price_forecast.later_day_outlook`), moves with it: by
+      ``LATER_DAY_REPEAT_WEIGHT`` × the issued day's error at each clock hour (by all of it when the instance has
+      no issue outlook, whose later days then repeat the last issued day);
+    - ``later``: the issued forecasts stay; the outlook of every day not yet issued is its true price;
+    - ``all``: both, so every price a policy reads is the truth.
+    """
+    require(prices in REVEALED_PRICES, "prices", f"must be one of {', '.join(REVEALED_PRICES)}, got {prices!r}")
+    forecast = inst.forecast
+    require(forecast is not None, "forecasts", "a relaxation of the forecast needs an instance with forecasts")
+    spd, days = inst.slots_per_day, inst.horizon_days
+    truth, point = inst.price_usd_per_mwh, forecast.price_usd_per_mwh
+    rows, weight = forecast.issue_outlook_price_usd_per_mwh, LATER_DAY_REPEAT_WEIGHT
+    if rows is None and days > 1:
+        rows = np.stack([np.concatenate([point[:(k + 1) * spd]] + [point[k * spd:(k + 1) * spd]] * (days - k - 1))
+                         for k in range(days)])
+        weight = 1.0
+    if rows is not None:
+        rows = np.array(rows, dtype=float)
+        for k in range(days):
+            issued, later = slice(0, (k + 1) * spd), slice((k + 1) * spd, None)
+            if prices in ("dayahead", "all"):
+                error = truth[k * spd:(k + 1) * spd] - point[k * spd:(k + 1) * spd]
+                rows[k, issued] = truth[issued]
+                rows[k, later] += weight * np.tile(error, days - k - 1)
+            if prices in ("later", "all"):
+                rows[k, later] = truth[later]
+    source = f"{forecast.source}; revealed: {prices} prices are the truth (an information relaxation)"
+    return dataclasses.replace(inst, forecast=dataclasses.replace(
+        forecast, price_usd_per_mwh=truth.copy() if prices in ("dayahead", "all") else point,
+        issue_outlook_price_usd_per_mwh=rows, source=source))
+
+
 def fit_days_outside(train_days: Sequence[str], days: Collection[str]) -> list[str]:
     """The days of ``train_days`` (in their order) that are not among ``days``: the fit days of an instance's
     out-of-sample forecaster."""
@@ -139,5 +182,5 @@ def fit_days_outside(train_days: Sequence[str], days: Collection[str]) -> list[s
     return [d for d in train_days if d not in excluded]
 
 
-__all__ = ["DEFAULT_SCENARIOS", "attach_forecasts", "dayahead_instances", "fit_days_outside", "forecast_of",
-           "forecastable"]
+__all__ = ["DEFAULT_SCENARIOS", "REVEALED_PRICES", "attach_forecasts", "dayahead_instances", "fit_days_outside",
+           "forecast_of", "forecastable", "revealed"]
