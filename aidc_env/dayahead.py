@@ -139,8 +139,8 @@ issued yet (``later``), or both (``all``)."""
 
 def revealed(inst: Instance, prices: str) -> Instance:
     """``inst`` with part of its price forecast replaced by the truth: an information relaxation that measures
-    what a perfect forecast of that part would be worth to a policy (docs/uncertainty.md, "What each forecast is
-    worth"). Renewables, the persistence price and the scenarios are left as forecast.
+    what a perfect forecast of that part would be worth to a policy (docs/uncertainty.md, "What each part of the
+    price forecast is worth"). Renewables, the persistence price and the scenarios are left as forecast.
 
     - ``dayahead``: each day's issued forecast is the true price; the outlook of the later days, made at each issue
       from the issued day (:func:`~aidc_env.price_forecast.later_day_outlook`), moves with it: by
