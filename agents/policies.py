@@ -11,9 +11,10 @@ Policies (DESIGN §9, issue 12 §4), each using only what is known at its decisi
 - ``forecast-plan``: the same plan from the forecaster's price (on a one-day instance it equals ``mpc``);
 - ``greedy``: the threshold rule on the view at slot 0 (the truth only with ``information="perfect"``);
 - ``fixed``: continuous baseline modes (reads nothing);
-- ``mpc-true-dayahead``, ``mpc-true-outlook``, ``mpc-true-price``: ``mpc`` on an information relaxation
-  (:data:`RELAXATIONS`, :func:`aidc_env.dayahead.revealed`): the issued days' prices, the outlook of the days not
-  issued yet, or both, replaced by the truth. Not policies an operator can run: they measure what a perfect
+- ``mpc-true-dayahead``, ``mpc-true-level``, ``mpc-true-shape``, ``mpc-true-outlook``, ``mpc-true-price``: ``mpc``
+  on an information relaxation (:data:`RELAXATIONS`, :func:`aidc_env.dayahead.revealed`): the issued days' prices
+  (all of them, only their daily mean, or only their hourly shape about it), the outlook of the days not issued
+  yet, or both, replaced by the truth. Not policies an operator can run: they measure what a perfect
   forecast of each part of the price would be worth to ``mpc`` (``--information dayahead`` only);
 - ``random`` (random masked actions in the env) and ``ppo`` (a trained MaskablePPO model in the env).
 """
@@ -36,7 +37,8 @@ from aidc_env.errors import require
 from aidc_env.instance import Instance
 from aidc_env.information import INFORMATION
 
-RELAXATIONS = {"mpc-true-dayahead": "dayahead", "mpc-true-outlook": "later", "mpc-true-price": "all"}
+RELAXATIONS = {"mpc-true-dayahead": "dayahead", "mpc-true-level": "dayahead-level",
+               "mpc-true-shape": "dayahead-shape", "mpc-true-outlook": "later", "mpc-true-price": "all"}
 """``mpc`` on a relaxation of the price forecast: policy → what :func:`aidc_env.dayahead.revealed` makes true."""
 POLICY_NAMES = ("hindsight", "oracle", "mpc", "smpc", "dayahead-plan", "forecast-plan", "fixed", "greedy", "random",
                 "ppo", *RELAXATIONS)

@@ -37,14 +37,23 @@ def expected_price(inst: Instance, prices: str, t: int) -> np.ndarray:
     truth, point = inst.price_usd_per_mwh, inst.forecast.price_usd_per_mwh
     rows = inst.forecast.issue_outlook_price_usd_per_mwh
     k = issued_days(inst, t) - 1  # the last issued day
-    issued = truth[:(k + 1) * HOURS] if prices in ("dayahead", "all") else point[:(k + 1) * HOURS]
-    error = truth[k * HOURS:(k + 1) * HOURS] - point[k * HOURS:(k + 1) * HOURS]
+    days = [slice(j * HOURS, (j + 1) * HOURS) for j in range(inst.horizon_days)]
+    if prices in ("dayahead", "all"):
+        revised = truth.copy()
+    elif prices == "dayahead-level":  # each day's forecast shifted to the true daily mean
+        revised = np.concatenate([point[d] - point[d].mean() + truth[d].mean() for d in days])
+    elif prices == "dayahead-shape":  # each day's true hourly deviation about the forecast's daily mean
+        revised = np.concatenate([truth[d] - truth[d].mean() + point[d].mean() for d in days])
+    else:
+        revised = point
+    issued = revised[:(k + 1) * HOURS]
+    error = revised[days[k]] - point[days[k]]
     if prices in ("later", "all"):
         later = truth[(k + 1) * HOURS:]
     elif rows is not None:  # the outlook moves by the weight of the issued day in it
         later = rows[k, (k + 1) * HOURS:] + LATER_DAY_REPEAT_WEIGHT * np.tile(error, inst.horizon_days - k - 1)
-    else:  # later days repeat the last issued day, now the truth
-        later = np.tile(truth[k * HOURS:(k + 1) * HOURS], inst.horizon_days - k - 1)
+    else:  # later days repeat the last issued day, as revised
+        later = np.tile(revised[days[k]], inst.horizon_days - k - 1)
     return np.concatenate([issued, later])[t:]
 
 
@@ -113,3 +122,21 @@ def test_forecast_is_unchanged_by_a_relaxation():
     for prices in REVEALED_PRICES:
         revealed(inst, prices)
     assert inst.forecast.to_dict() == before and isinstance(inst.forecast, Forecast)
+
+
+@pytest.mark.parametrize("issue_outlook", [True, False])
+def test_level_and_shape_split_the_issued_days_error_exactly(issue_outlook):
+    inst = horizon_instance(days=DAYS, seed=3)
+    inst = with_issue_outlook(inst) if issue_outlook else inst
+    point, truth = inst.forecast.price_usd_per_mwh, inst.price_usd_per_mwh
+    level, shape, full = (revealed(inst, p) for p in ("dayahead-level", "dayahead-shape", "dayahead"))
+    for t in (0, 10, 34, 60):
+        parts = outlook(level, t)[0] + outlook(shape, t)[0] - outlook(inst, t)[0]
+        np.testing.assert_allclose(parts, outlook(full, t)[0], rtol=0, atol=1e-9, err_msg=f"t={t}")
+    for j in range(DAYS):
+        day = slice(j * HOURS, (j + 1) * HOURS)
+        level_day, shape_day = level.forecast.price_usd_per_mwh[day], shape.forecast.price_usd_per_mwh[day]
+        assert level_day.mean() == pytest.approx(truth[day].mean(), abs=1e-9)  # the true daily mean ...
+        np.testing.assert_allclose(np.diff(level_day), np.diff(point[day]), atol=1e-9)  # ... the forecast's shape
+        assert shape_day.mean() == pytest.approx(point[day].mean(), abs=1e-9)  # the forecast's daily mean ...
+        np.testing.assert_allclose(np.diff(shape_day), np.diff(truth[day]), atol=1e-9)  # ... the true shape
