@@ -39,6 +39,7 @@ from aidc_env import limits
 from aidc_env.case import add_case_arguments, build_instances, case_overrides, load_case, require_one_site_case
 from aidc_env.dayahead import DEFAULT_SCENARIOS
 from aidc_env.information import INFORMATION
+from aidc_env.price_forecast import DEFAULT_PRICE_SOURCE, PRICE_SOURCES
 from aidc_env.errors import EXIT_INTERRUPTED, CliParser, InputError, require, require_number, run_cli
 from aidc_env.instance import Instance
 from aidc_env.io import atomic_path, check_output_file, check_output_folder, write_json
@@ -250,6 +251,11 @@ def main(argv: Sequence[str] | None = None) -> int:
                         "its own fit without its six training days), and the days are those inside the forecast "
                         "period; needed with "
                         "--information dayahead and by a model trained with it")
+    parser.add_argument("--price-forecast", choices=PRICE_SOURCES, default=DEFAULT_PRICE_SOURCE,
+                        help="with --forecasts: the point forecast of the price, the package's gradient boosting "
+                        "fitted on the training split (model, default) or the --forecasts CSV's "
+                        "price_forecast_usd_per_mwh column (supplied, e.g. the day-ahead market's LMP; its residual "
+                        "days for the scenarios are its own errors on the training days)")
     parser.add_argument("--information", choices=INFORMATION, default="perfect",
                         help="what the causal policies know: the truth (perfect, default) or the day-ahead forecasts "
                         "issued at 10:00 the day before and the realised past (dayahead)")
@@ -324,6 +330,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     require(args.information == "perfect" or args.forecasts is not None, "forecasts",
             "--information dayahead needs --forecasts CSV (the day-ahead load, solar and wind forecasts)")
+    require(args.price_forecast == DEFAULT_PRICE_SOURCE or args.forecasts is not None, "price-forecast",
+            f"--price-forecast {args.price_forecast} reads the --forecasts CSV: give --forecasts CSV")
     relaxations = [p for p in policies if p in RELAXATIONS]
     require(not relaxations or args.information == "dayahead", "policies",
             f"{', '.join(relaxations)} relax the day-ahead forecast: give --information dayahead")
@@ -361,7 +369,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         if refits:
             print(f"fitting the price forecaster outside each of the {refits} instances with training days (out of "
                   "sample, a few seconds each)", file=sys.stderr)
-        instances = dayahead_instances(instances, profiles, forecast_set, train_days, seed=args.seed)
+        instances = dayahead_instances(instances, profiles, forecast_set, train_days, seed=args.seed,
+                                       price_source=args.price_forecast)
 
     # 3. Policies (a given model must load and suit the information; the default one may be missing).
     model_path = resolve_model_path(args.model, case.name)
@@ -384,6 +393,7 @@ def main(argv: Sequence[str] | None = None) -> int:
           f"information {args.information})")
     facts = {"case": case.name, "days": days, "horizon_days": horizon, "profiles": profiles.source,
              "overrides": overrides, "information": args.information, "forecasts": args.forecasts,
+             "price_forecast": args.price_forecast if args.forecasts is not None else None,
              "smpc_scenarios": args.smpc_scenarios if "smpc" in policies else None,
              "smpc_stages": args.smpc_stages if "smpc" in policies else None,
              "smpc_evaluation_scenarios": args.smpc_evaluation_scenarios if "smpc" in policies else None,

@@ -72,6 +72,7 @@ from aidc_env.case import add_case_arguments, build_instances, case_overrides, l
 from aidc_env.dayahead import dayahead_instances, fit_days_outside
 from aidc_env.forecasts import load_forecasts
 from aidc_env.information import INFORMATION
+from aidc_env.price_forecast import PRICE_SOURCES
 from aidc_env.errors import EXIT_INTERRUPTED, CliParser, InputError, require, require_number, run_cli
 from aidc_env.io import check_output_folder, read_json_file, write_json
 from aidc_env.profiles import load_profiles
@@ -99,6 +100,10 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     add_case_arguments(parser, day=False, default_case=DEFAULTS.case)
     parser.add_argument("--forecasts", help="day-ahead forecast CSV (load, solar, wind; e.g. ../shared/data/caiso/"
                         "caiso_2023_dayahead_forecast_hourly.csv): needed with --information dayahead")
+    parser.add_argument("--price-forecast", choices=PRICE_SOURCES, default=DEFAULTS.price_forecast,
+                        help="with --information dayahead: the price forecast the agent sees, the package's gradient "
+                        "boosting fitted on the training days (model, default) or the --forecasts CSV's "
+                        "price_forecast_usd_per_mwh column (supplied, e.g. the day-ahead market's LMP)")
     parser.add_argument("--information", choices=INFORMATION, default=DEFAULTS.information,
                         help="what the agent sees: the truth (perfect) or day-ahead forecasts and realised past "
                         "values (dayahead; trains and holds out only days inside the forecast period)")
@@ -265,6 +270,8 @@ def validate_args(args: argparse.Namespace) -> None:
         require(isinstance(getattr(args, flag), bool), flag.replace("_", "-"), "must be true or false")
     require(args.information == "perfect" or args.forecasts is not None, "forecasts",
             "--information dayahead needs --forecasts CSV (the day-ahead load, solar and wind forecasts)")
+    require(args.price_forecast == DEFAULTS.price_forecast or args.information == "dayahead", "price-forecast",
+            "a price forecast is seen with --information dayahead only")
 
 
 def parse_net_arch(text: str | list[int]) -> list[int]:
@@ -305,7 +312,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             config.total_timesteps = args.timesteps
     else:
         config = PPOConfig(
-            case=args.case, profiles=args.profiles, forecasts=args.forecasts, overrides=case_overrides(args),
+            case=args.case, profiles=args.profiles, forecasts=args.forecasts, price_forecast=args.price_forecast,
+            overrides=case_overrides(args),
             env_kwargs={**DEFAULTS.env_kwargs, **(SITES_ENV_KWARGS if case.sites else {}), "lookahead": args.lookahead,
                         "information": args.information},
             reward_scale_usd=args.reward_scale_usd, reward_day_scaled=args.reward_day_scaled,
@@ -341,7 +349,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     elif config.information == "dayahead":  # forecasts fitted on the training days; days without forecasts leave
         forecasts = load_forecasts(config.forecasts)
         instances = dayahead_instances(instances, profiles, forecasts, config.train_days, seed=config.seed,
-                                       out_of_sample=False)
+                                       out_of_sample=False, price_source=config.price_forecast)
         config.train_days = [day for day in config.train_days if day in instances]
         config.heldout_days = [day for day in config.heldout_days if day in instances]
         require(len(config.train_days) > 0, "forecasts", "no training day inside the forecast period")
@@ -458,6 +466,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(f"evaluate: python evaluate.py --case {case.name} --model {model_path}"
           + (f" --profiles {config.profiles}" if config.profiles else "")
           + (f" --forecasts {config.forecasts} --information dayahead" if config.information == "dayahead" else "")
+          + (f" --price-forecast {config.price_forecast}" if config.price_forecast != DEFAULTS.price_forecast else "")
           + "".join(f" --{k.replace('_', '-')} {v}" for k, v in config.overrides.items()))
     return 0
 
@@ -482,7 +491,8 @@ def horizon_instances(config: PPOConfig, instances: dict, profiles) -> dict:
     chosen = {day: instances[day] for day in train + validation}
     if forecasts is not None and chosen:
         chosen = dayahead_instances(chosen, profiles, forecasts,
-                                    fit_days_outside(split_train, week_days(HELD_OUT_WEEK_STARTS)), seed=config.seed)
+                                    fit_days_outside(split_train, week_days(HELD_OUT_WEEK_STARTS)), seed=config.seed,
+                                    price_source=config.price_forecast)
     config.train_days = [day for day in train if day in chosen]
     config.validation_days = [day for day in validation if day in chosen]
     config.heldout_days = heldout

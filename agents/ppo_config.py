@@ -38,6 +38,10 @@ class PPOConfig:
     forecasts: str | None = None
     """Day-ahead forecast CSV (load, solar, wind), needed with ``information="dayahead"``: the price forecaster is
     fitted on the training days and every instance carries its days' forecasts (:mod:`aidc_env.dayahead`)."""
+    price_forecast: str = "model"
+    """With day-ahead information, where the price forecast comes from (:data:`aidc_env.price_forecast.PRICE_SOURCES`):
+    the package's gradient boosting (``model``) or the forecast CSV's ``price_forecast_usd_per_mwh`` column
+    (``supplied``). Configs saved before it existed mean ``model``."""
     overrides: dict[str, Any] = field(default_factory=dict)
     train_days: list[str] = field(default_factory=list)
     heldout_days: list[str] = field(default_factory=list)

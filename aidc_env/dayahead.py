@@ -25,8 +25,8 @@ from aidc_env.instance import Instance
 from aidc_env.errors import require
 from aidc_env.forecasts import ForecastSet
 from aidc_env.information import Forecast
-from aidc_env.price_forecast import (LATER_DAY_REPEAT_WEIGHT, RECENT_MEAN_DAYS, PriceForecaster, day_features,
-                                   fit_price_forecaster, later_day_outlook, persistence_forecast)
+from aidc_env.price_forecast import (DEFAULT_PRICE_SOURCE, LATER_DAY_REPEAT_WEIGHT, RECENT_MEAN_DAYS, PriceForecaster,
+                                   day_features, fit_price_forecaster, later_day_outlook, persistence_forecast)
 from aidc_env.profiles import ProfileSet, hourly_to_slots
 
 DEFAULT_SCENARIOS = 10
@@ -72,8 +72,11 @@ def forecast_of(inst: Instance, forecaster: PriceForecaster, profiles: ProfileSe
         renewable_shape=np.concatenate(shape),
         price_scenarios_usd_per_mwh=np.concatenate(scen_price, axis=1) if scen_price else np.empty((0, inst.slots)),
         renewable_shape_scenarios=np.concatenate(scen_shape, axis=1) if scen_shape else np.empty((0, inst.slots)),
-        source=f"gradient-boosting price forecast fitted on {len(forecaster.train_dates)} training days "
-               f"({forecaster.train_dates[0]}..{forecaster.train_dates[-1]}); CAISO day-ahead solar and wind "
+        source=(f"gradient-boosting price forecast fitted on {len(forecaster.train_dates)} training days "
+                if forecaster.model is not None else
+                f"supplied price forecast ({forecasts.source}), residual days from {len(forecaster.train_dates)} "
+                "training days ")
+               + f"({forecaster.train_dates[0]}..{forecaster.train_dates[-1]}); CAISO day-ahead solar and wind "
                f"forecast x {forecaster.renewable_scale:.3f}; {n_scenarios} residual-day scenarios, seed {seed}; "
                "persistence price (latest prices known at issue time)"
                + (f"; later days: {LATER_DAY_REPEAT_WEIGHT:g} x the last issued day's price + "
@@ -108,8 +111,13 @@ def attach_forecasts(instances: Mapping[str, Instance], forecaster: PriceForecas
 
 def dayahead_instances(instances: Mapping[str, Instance], profiles: ProfileSet, forecasts: ForecastSet,
                        train_days: Sequence[str], n_scenarios: int = DEFAULT_SCENARIOS,
-                       seed: int = DEFAULT_SEED, *, out_of_sample: bool = True) -> dict[str, Instance]:
+                       seed: int = DEFAULT_SEED, *, out_of_sample: bool = True,
+                       price_source: str = DEFAULT_PRICE_SOURCE) -> dict[str, Instance]:
     """Fit the price forecaster on ``train_days`` (only) and attach forecasts to the forecastable instances.
+
+    ``price_source`` (:data:`~aidc_env.price_forecast.PRICE_SOURCES`): the point forecast of the price is the
+    gradient boosting's (``model``, default) or the forecast CSV's supplied column (``supplied``; its residual days
+    are its own errors on the training days).
 
     ``out_of_sample`` (default): no instance's forecasts come from a fit that saw its own days. An instance none
     of whose days is in ``train_days`` (a held-out day) takes the forecaster fitted on all of them; one whose
@@ -125,7 +133,8 @@ def dayahead_instances(instances: Mapping[str, Instance], profiles: ProfileSet, 
             continue
         own = frozenset(inst.days).intersection(train_days) if out_of_sample else frozenset()
         if own not in fits:
-            fits[own] = fit_price_forecaster(profiles, forecasts, fit_days_outside(train_days, own), seed=seed)
+            fits[own] = fit_price_forecaster(profiles, forecasts, fit_days_outside(train_days, own), seed=seed,
+                                             price_source=price_source)
         out.update(attach_forecasts({day: inst}, fits[own], profiles, forecasts, n_scenarios, seed))
     require(len(out) > 0, "forecasts", f"none of the {len(instances)} instances lies inside the forecast period "
             f"({forecasts.dates()[0]}..{forecasts.dates()[-1]})")

@@ -2,7 +2,7 @@
 
 A *forecast source* is a CSV with one row per hour::
 
-    timestamp_utc,local_start,solar_forecast_mw,wind_forecast_mw,load_forecast_mw[,extra columns ignored]
+    timestamp_utc,local_start,solar_forecast_mw,wind_forecast_mw,load_forecast_mw[,price_forecast_usd_per_mwh][,...]
     2023-06-12T07:00:00Z,2023-06-12 00:00-0700,0.0,1421.0,24514.0
 
 It follows the conventions of :mod:`aidc_env.profiles` and is read by the same code
@@ -11,6 +11,15 @@ It follows the conventions of :mod:`aidc_env.profiles` and is read by the same c
 a day with any missing or non-numeric value or a wrong set of rows is *skipped* (listed in
 :attr:`ForecastSet.skipped` with the reason); a malformed file raises
 :class:`~aidc_env.errors.InputError` naming the column and the file line.
+
+**A supplied price forecast** (optional column ``price_forecast_usd_per_mwh``, $/MWh): the price of hour h
+of day d as it was known at d − 1's issue time, e.g. the day-ahead market's LMP of the site's node or the
+operator's own forecaster. With ``price_source="supplied"`` (``--price-forecast supplied`` on evaluate.py and
+train.py) it replaces the package's gradient-boosting forecaster (:mod:`aidc_env.price_forecast`). When the
+column is present it is a value column like the others: a day with a missing cell in it is skipped, and a
+cell beyond :data:`~aidc_env.limits.MAX_PRICE_USD_PER_MWH` in magnitude is a data error. Nothing here can check
+*when* a supplied value was known; a column written after the fact (e.g. the realised price) is a relaxation,
+not a forecast.
 
 **Timing.** The forecasts of day d are those of the CAISO day-ahead market, published before it
 closes at 10:00 local on d − 1 (:data:`ISSUE_HOUR`): a policy may use them from that time on.
@@ -32,7 +41,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -42,6 +51,7 @@ import pandas as pd
 from aidc_env import hourly
 from aidc_env.errors import CliParser, require, run_cli
 from aidc_env.information import ISSUE_HOUR
+from aidc_env.limits import MAX_PRICE_USD_PER_MWH
 from aidc_env.profiles import ProfileSet
 
 COL_SOLAR_FC = "solar_forecast_mw"
@@ -49,7 +59,11 @@ COL_WIND_FC = "wind_forecast_mw"
 COL_LOAD_FC = "load_forecast_mw"
 FORECAST_COLUMNS = (COL_SOLAR_FC, COL_WIND_FC, COL_LOAD_FC)
 REQUIRED_COLUMNS = (hourly.COL_TIMESTAMP_UTC, hourly.COL_LOCAL_START, *FORECAST_COLUMNS)
-"""The canonical columns; a forecast CSV may have more, which are ignored."""
+"""The canonical columns; a forecast CSV may have more, which are ignored (but :data:`COL_PRICE_FC`)."""
+COL_PRICE_FC = "price_forecast_usd_per_mwh"
+"""The optional column of a supplied day-ahead price forecast ($/MWh); read when present."""
+PRICE_FC_BOUNDS = {COL_PRICE_FC: MAX_PRICE_USD_PER_MWH}
+"""Largest |supplied price| (the profiles' bound on a price; reasons in aidc_env/limits.py)."""
 
 MAX_SKIPPED_SHOWN = 20
 """Longest list of skipped days the text summary prints in full (the file has ~118 uncovered days)."""
@@ -83,6 +97,15 @@ class DayForecast(hourly.HourlyDay):
 
 
 @dataclass(frozen=True, eq=False)
+class PricedDayForecast(DayForecast):
+    """A :class:`DayForecast` that also carries a supplied day-ahead price forecast ($/MWh, by clock hour)."""
+
+    value_columns = (*FORECAST_COLUMNS, COL_PRICE_FC)
+
+    price_forecast_usd_per_mwh: np.ndarray = field(kw_only=True)
+
+
+@dataclass(frozen=True, eq=False)
 class ForecastSet(hourly.HourlyDaySet[DayForecast]):
     """The complete days of one forecast source and the days skipped (with why)."""
 
@@ -95,6 +118,18 @@ class ForecastSet(hourly.HourlyDaySet[DayForecast]):
         reason = f": skipped ({self.skipped[date]})" if date in self.skipped else ""
         return f"{date} has no forecast{reason}; {self._extent('covers')}"
 
+    @property
+    def supplies_price(self) -> bool:
+        """Whether the source has the supplied price column (then every complete day has its 24 prices)."""
+        return all(isinstance(day, PricedDayForecast) for day in self.days.values())
+
+    def supplied_price(self, date: str) -> np.ndarray:
+        """The supplied day-ahead price forecast of day ``date`` ($/MWh, shape (24,), read-only); InputError
+        ("forecasts", ...) if the source has no :data:`COL_PRICE_FC` column."""
+        require(self.supplies_price, "forecasts", f"{self.source} has no {COL_PRICE_FC} column (a supplied price "
+                "forecast); without it the price is forecast by the package's model (price source 'model')")
+        return self.day(date).price_forecast_usd_per_mwh  # type: ignore[attr-defined]  # (a PricedDayForecast)
+
 
 # --------------------------------------------------------------------------------------------------
 # Loading
@@ -102,8 +137,10 @@ class ForecastSet(hourly.HourlyDaySet[DayForecast]):
 
 
 def parse_forecasts_frame(frame: pd.DataFrame, source: str) -> ForecastSet:
-    """Build a :class:`ForecastSet` from a table read as text (all cells ``str``)."""
-    days, skipped, _ = hourly.parse_hourly_days(frame, source, "forecasts", DayForecast)
+    """Build a :class:`ForecastSet` from a table read as text (all cells ``str``); with a
+    :data:`COL_PRICE_FC` column, of :class:`PricedDayForecast` days."""
+    day_type = PricedDayForecast if COL_PRICE_FC in frame.columns else DayForecast
+    days, skipped, _ = hourly.parse_hourly_days(frame, source, "forecasts", day_type, PRICE_FC_BOUNDS)
     return ForecastSet(days=days, skipped=skipped, source=source)
 
 
@@ -114,7 +151,8 @@ def load_forecasts(path: str | os.PathLike[str]) -> ForecastSet:
     if not file.exists():
         raise FileNotFoundError(2, "No such file", source)
     require(file.is_file(), "forecasts", f"{source} is not a file")
-    return parse_forecasts_frame(hourly.read_hourly_csv(file, source, REQUIRED_COLUMNS, "forecasts"), source)
+    return parse_forecasts_frame(hourly.read_hourly_csv(file, source, REQUIRED_COLUMNS, "forecasts", (COL_PRICE_FC,)),
+                                 source)
 
 
 # --------------------------------------------------------------------------------------------------
@@ -147,9 +185,13 @@ def summary(forecasts: ForecastSet) -> dict[str, Any]:
     """A JSON-ready summary of a forecast set."""
     renewable = np.concatenate([d.renewable_mw() for d in forecasts.days.values()])
     load = np.concatenate([d.load_forecast_mw for d in forecasts.days.values()])
+    price = (np.concatenate([forecasts.supplied_price(date) for date in forecasts.dates()])
+             if forecasts.supplies_price else None)
     return hourly.summarise_days(forecasts, {"issue_hour_local": ISSUE_HOUR}, {
         "renewable_forecast_mw": {"mean": float(renewable.mean()), "max": float(renewable.max())},
         "load_forecast_mw": {"min": float(load.min()), "mean": float(load.mean()), "max": float(load.max())},
+        "price_forecast_usd_per_mwh": None if price is None else {
+            "min": float(price.min()), "mean": float(price.mean()), "max": float(price.max())},
     })
 
 
@@ -159,6 +201,9 @@ def _format_summary(info: Mapping[str, Any]) -> str:
         f"solar + wind forecast: mean {renewable['mean']:.0f}, max {renewable['max']:.0f} MW",
         f"load forecast: min {load['min']:.0f}, mean {load['mean']:.0f}, max {load['max']:.0f} MW",
     ]
+    price = info["price_forecast_usd_per_mwh"]
+    details.append("supplied price forecast: " + ("none (the package's model forecasts the price)" if price is None
+                   else f"min {price['min']:.2f}, mean {price['mean']:.2f}, max {price['max']:.2f} $/MWh"))
     issued = f", issued at {info['issue_hour_local']:02d}:00 local the day before"
     return hourly.format_summary(info, details, MAX_SKIPPED_SHOWN, issued)
 
@@ -170,7 +215,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     parser.add_argument("--forecasts", metavar="CSV", required=True,
                         help="CSV with timestamp_utc, local_start, solar_forecast_mw, wind_forecast_mw, "
-                             "load_forecast_mw")
+                             "load_forecast_mw and optionally price_forecast_usd_per_mwh")
     return hourly.print_summary(parser, argv, lambda args: summary(load_forecasts(args.forecasts)), _format_summary)
 
 

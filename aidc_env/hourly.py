@@ -241,8 +241,10 @@ def line_of(row_index: int) -> int:
     return int(row_index) + CSV_HEADER_LINES + 1
 
 
-def read_hourly_csv(handle: Any, source: str, required_columns: Sequence[str], field: str) -> pd.DataFrame:
-    """The required columns as stripped text; InputError (``field`` for the file as a whole) if not such a CSV."""
+def read_hourly_csv(handle: Any, source: str, required_columns: Sequence[str], field: str,
+                    optional_columns: Sequence[str] = ()) -> pd.DataFrame:
+    """The required columns, then those of ``optional_columns`` the file has, as stripped text; InputError
+    (``field`` for the file as a whole) if not such a CSV."""
     try:
         frame = pd.read_csv(
             handle,
@@ -264,7 +266,8 @@ def read_hourly_csv(handle: Any, source: str, required_columns: Sequence[str], f
             column,
             f"required column missing in {source} (columns found: {', '.join(map(str, frame.columns[:10]))})",
         )
-    frame = frame.loc[:, list(required_columns)].fillna("")
+    kept = [*required_columns, *(c for c in optional_columns if c in frame.columns)]
+    frame = frame.loc[:, kept].fillna("")
     require(len(frame) > 0, field, f"{source}: no data rows")
     return frame.apply(lambda col: col.str.strip())
 
@@ -441,7 +444,8 @@ def parse_hourly_days(
     """The complete days of a table read as text (see :func:`read_hourly_csv`), as ``day_type`` records.
 
     ``day_type`` is an :class:`HourlyDay` dataclass; its :attr:`~HourlyDay.value_columns` are the value
-    columns read. ``value_bounds`` (column -> largest |value|) makes a cell beyond its bound a data error.
+    columns read. ``value_bounds`` (column -> largest |value|) makes a cell of a column it names beyond its bound a
+    data error.
     Returns (days by date, skipped days' reasons by date, each value column's numbers over all rows with
     NaN where a cell is not usable); InputError(``field``, ...) if no day is complete.
     """
@@ -451,7 +455,7 @@ def parse_hourly_days(
     statuses: dict[str, np.ndarray] = {}
     for column in columns:
         values[column], statuses[column] = _parse_values(frame[column])
-        if value_bounds is not None:
+        if value_bounds is not None and column in value_bounds:
             _check_value_bound(column, values[column], value_bounds[column])
     utc_hours_all = times["utc"].to_numpy().astype("datetime64[h]").astype(np.int64)
     offset_all = times["offset_min"].to_numpy()

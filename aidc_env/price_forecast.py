@@ -18,6 +18,11 @@ Forecasters, all hourly, local clock hours 0..23:
   on the features of :data:`FEATURES`, fitted on the training days only, seeded. It predicts the price
   minus the last week's mean known price (a level the trees cannot extrapolate), then adds it back.
 
+A supplied price forecast (the forecast CSV's optional ``price_forecast_usd_per_mwh`` column, e.g. the day-ahead
+market's LMP) takes the model's place with ``price_source="supplied"`` (:data:`PRICE_SOURCES`): the forecaster
+then reads the column and fits nothing, and its residual days are the supplied forecast's own errors on the
+training days.
+
 Scenarios (:meth:`PriceForecaster.scenarios`) are a seeded bootstrap of *residual days* of the
 training days: out-of-fold price residuals of the forecaster (each training day predicted by a model
 that did not see it) and renewable-shape residuals, taken jointly from the same day so that their
@@ -39,7 +44,7 @@ from sklearn.ensemble import HistGradientBoostingRegressor
 from threadpoolctl import threadpool_limits  # a hard dependency of scikit-learn
 
 from aidc_env.errors import InputError, require
-from aidc_env.forecasts import ISSUE_HOUR, ForecastSet, common_dates, fit_renewable_scale
+from aidc_env.forecasts import COL_PRICE_FC, ISSUE_HOUR, ForecastSet, common_dates, fit_renewable_scale
 from aidc_env.profiles import HOURS_PER_DAY, DayProfile, ProfileSet
 
 MAX_LOOKBACK_DAYS = 7
@@ -73,6 +78,10 @@ MODEL_PARAMS = {
 }
 """Gradient-boosting settings (scikit-learn defaults shrunk for ~5,000 hourly rows); chosen a priori."""
 DEFAULT_SEED = 0
+PRICE_SOURCES = ("model", "supplied")
+"""Where the point forecast of the price comes from: the gradient boosting fitted here (``model``) or the forecast
+CSV's :data:`~aidc_env.forecasts.COL_PRICE_FC` column (``supplied``)."""
+DEFAULT_PRICE_SOURCE = "model"
 OPENMP_THREADS = 1
 """Threads of the model's OpenMP loops: one keeps fits deterministic (fixed summation order) and fast on a
 shared machine (oversubscribed OpenMP made a 1 s fit take 60 s on 2 busy cores)."""
@@ -281,9 +290,11 @@ class Scenarios:
 
 @dataclass(frozen=True, eq=False)
 class PriceForecaster:
-    """A price model fitted on training days, the renewable scale, and the training residual days."""
+    """A price model fitted on training days (or a supplied price forecast), the renewable scale, and the training
+    residual days."""
 
-    model: HistGradientBoostingRegressor
+    model: HistGradientBoostingRegressor | None
+    """The fitted model; None when the point forecast is supplied (``price_source="supplied"``)."""
     train_dates: tuple[str, ...]
     renewable_scale: float
     """Actual CAISO solar + wind over the SP15 forecast's, fitted on the training days."""
@@ -296,9 +307,13 @@ class PriceForecaster:
     """(days, 24) actual − forecast renewable shape of the same days."""
     price_range: tuple[float, float]
     """Lowest and highest actual hourly price of the training days ($/MWh): the scenarios' clip."""
+    price_source: str = DEFAULT_PRICE_SOURCE
+    """One of :data:`PRICE_SOURCES`."""
 
     def price(self, profiles: ProfileSet, forecasts: ForecastSet, date: str) -> np.ndarray:
         """Point forecast of day ``date``'s hourly prices ($/MWh), shape (24,)."""
+        if self.model is None:
+            return np.array(forecasts.supplied_price(date), dtype=np.float64)
         features = day_features(profiles, forecasts, date)
         return _predict(self.model, features) + features["price_level_7d"].to_numpy()
 
@@ -332,20 +347,31 @@ def _out_of_fold(profiles: ProfileSet, forecasts: ForecastSet, dates: Sequence[s
 
 
 def fit_price_forecaster(profiles: ProfileSet, forecasts: ForecastSet, train_dates: Sequence[str],
-                         seed: int = DEFAULT_SEED, *, residuals: bool = True) -> PriceForecaster:
+                         seed: int = DEFAULT_SEED, *, residuals: bool = True,
+                         price_source: str = DEFAULT_PRICE_SOURCE) -> PriceForecaster:
     """Fit the price model on ``train_dates`` and their residual days.
 
     The days used are those with forecasts, actuals and a price known in the :data:`LEVEL_DAYS` before
     the issue time (:attr:`PriceForecaster.train_dates`).
 
     ``residuals=False`` skips the out-of-fold fits (no scenarios; for walk-forward refits).
+
+    ``price_source="supplied"``: no model; the point forecast is the forecast CSV's supplied price
+    (InputError("forecasts", ...) if it has none), and the price residuals of the training days are the actual
+    minus the supplied price (a forecast made elsewhere: nothing here was fitted on them, so they are out of
+    sample as they stand). The renewable scale, the days used and the scenarios' clip are the model's.
     """
+    require(price_source in PRICE_SOURCES, "price_source",
+            f"{price_source!r} is not one of {', '.join(PRICE_SOURCES)}")
+    supplied = price_source == "supplied"
+    if supplied:
+        require(forecasts.supplies_price, "forecasts", f"price source 'supplied' needs a {COL_PRICE_FC} column "
+                f"in {forecasts.source}")
     dates = [d for d in common_dates(forecasts, profiles, train_dates) if _has_price_history(profiles, d)]
     needed = N_FOLDS if residuals else 1
     require(len(dates) >= needed, "train_dates",
             f"{len(dates)} training days with forecasts and actuals; need at least {needed}")
-    features, target = _design(profiles, forecasts, dates)
-    model = _fit(features, target, seed)
+    model = None if supplied else _fit(*_design(profiles, forecasts, dates), seed)
     scale = fit_renewable_scale(forecasts, profiles, dates)
     capacity = profiles.renewable_capacity_mw
     actual_price = np.stack([profiles.days[d].price_usd_per_mwh for d in dates])
@@ -354,7 +380,8 @@ def fit_price_forecaster(profiles: ProfileSet, forecasts: ForecastSet, train_dat
     if residuals:
         actual_shape = np.stack([profiles.days[d].renewable_shape(capacity) for d in dates])
         forecast_shape = np.stack([forecasts.days[d].renewable_shape(capacity, scale) for d in dates])
-        price_residuals = actual_price - _out_of_fold(profiles, forecasts, dates, seed)
+        price_residuals = actual_price - (np.stack([forecasts.supplied_price(d) for d in dates]) if supplied
+                                          else _out_of_fold(profiles, forecasts, dates, seed))
         shape_residuals = actual_shape - forecast_shape
     for array in (price_residuals, shape_residuals):
         array.setflags(write=False)
@@ -367,4 +394,5 @@ def fit_price_forecaster(profiles: ProfileSet, forecasts: ForecastSet, train_dat
         price_residuals=price_residuals,
         shape_residuals=shape_residuals,
         price_range=(float(actual_price.min()), float(actual_price.max())),
+        price_source=price_source,
     )

@@ -289,7 +289,8 @@ def corpus(f: dict[str, str]) -> list[tuple[str, list[str], str]]:
     # train.py: day-ahead information needs the forecasts; the information is one of two words
     entries += [("train", a, fld) for a, fld in [
         (["--information", "dayahead"], "forecasts"), (["--information", "clairvoyant"], "--information"),
-        (["--information", "dayahead", "--forecasts", "missing.csv"], "missing.csv")]]
+        (["--information", "dayahead", "--forecasts", "missing.csv"], "missing.csv"),
+        (["--price-forecast", "supplied"], "price-forecast"), (["--price-forecast", "psychic"], "--price-forecast")]]
     # oracle: flags, the case path, and every instance JSON field
     entries += [("oracle", a, fld) for a, fld in [
         (["--case", f["dir"], "--json"], "case"), (["--renewable-ratio", "1e308", "--json"], "renewable_ratio"),

@@ -50,6 +50,8 @@ def test_comparisons_without_a_saving_to_capture_are_null_not_nan():
     (["--smpc-recourse", "psychic"], "smpc-recourse"),
     (["--information", "hindsight"], "information"),
     (["--policies", "mpc,mpc-true-price"], "policies"),
+    (["--price-forecast", "supplied"], "price-forecast"),
+    (["--price-forecast", "psychic", "--forecasts", "f.csv"], "--price-forecast"),
 ])
 def test_bad_flags_exit_2_with_one_line(argv, field, tmp_path, capsys):
     assert run_cli(evaluate.main, [*argv, "--out", str(tmp_path / "out"), "--no-plots"]) == EXIT_BAD_INPUT

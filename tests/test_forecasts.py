@@ -479,3 +479,117 @@ def test_week_days_lists_each_calendar_day_once():
     assert week_days(["2023-03-11", "2023-03-14"], 4) == ["2023-03-11", "2023-03-12", "2023-03-13", "2023-03-14",
                                                           "2023-03-15", "2023-03-16", "2023-03-17"]
     assert len(week_days(["2023-10-28"])) == 7 and week_days([]) == []
+
+
+# ---------------------------------------------------------------------------------- a supplied price forecast
+
+
+PRICED_HEADER = HEADER + ",price_forecast_usd_per_mwh"
+
+
+def _priced_rows(first: str, last: str) -> list[list[str]]:
+    """:func:`_rows` with a supplied price forecast: 10 + the row index / 4 (exact in binary)."""
+    return [[*row, str(10.0 + i / 4)] for i, row in enumerate(_rows(first, last))]
+
+
+def test_a_supplied_price_column_is_read_like_the_other_values(tmp_path, capsys):
+    """The optional column: read by local clock hour when present (a missing cell skips the day, a price beyond the
+    profiles' bound is a data error naming the column), absent otherwise (then asking for it names the source)."""
+    from aidc_env.forecasts import COL_PRICE_FC, PricedDayForecast
+    from aidc_env.limits import MAX_PRICE_USD_PER_MWH
+
+    rows = _priced_rows("2023-06-01", "2023-06-03")
+    rows[30][5] = ""  # the price of 06-02 06:00
+    priced = load_forecasts(_write(tmp_path, rows, PRICED_HEADER))
+    assert priced.supplies_price and priced.dates() == ["2023-06-01", "2023-06-03"]
+    assert f"{COL_PRICE_FC} missing in 1 of 24 hours" in priced.skipped["2023-06-02"]
+    np.testing.assert_array_equal(priced.supplied_price("2023-06-03"), 10.0 + np.arange(48, 72) / 4)
+    assert isinstance(priced.day("2023-06-01"), PricedDayForecast) and isinstance(priced.day("2023-06-01"), DayForecast)
+    np.testing.assert_array_equal(priced.day("2023-06-01").solar_forecast_mw, np.arange(24, dtype=float))
+    assert not priced.supplied_price("2023-06-01").flags.writeable
+    # the same file without the column: the other values alike, no supplied price
+    bare = load_forecasts(_write(tmp_path, _rows("2023-06-01", "2023-06-03"), name="bare.csv"))
+    assert not bare.supplies_price and bare.day("2023-06-03") == DayForecast(
+        "2023-06-03", *(getattr(priced.day("2023-06-03"), c) for c in ("solar_forecast_mw", "wind_forecast_mw",
+                                                                       "load_forecast_mw")))
+    with pytest.raises(InputError, match=f"bare.csv has no {COL_PRICE_FC} column") as info:
+        bare.supplied_price("2023-06-03")
+    assert info.value.field == "forecasts"
+    # beyond the bound: the file is refused, naming the column and the line
+    rows = _priced_rows("2023-06-01", "2023-06-01")
+    rows[4][5] = str(2 * MAX_PRICE_USD_PER_MWH)
+    with pytest.raises(InputError, match="line 6") as info:
+        load_forecasts(_write(tmp_path, rows, PRICED_HEADER, "huge.csv"))
+    assert info.value.field == COL_PRICE_FC
+    # the summary states it
+    assert main(["--forecasts", str(tmp_path / "fc.csv"), "--json"]) == 0
+    price = json.loads(capsys.readouterr().out)["price_forecast_usd_per_mwh"]
+    assert price == {"min": 10.0, "mean": pytest.approx(np.mean(10 + np.r_[0:24, 48:72] / 4)), "max": 10 + 71 / 4}
+    assert main(["--forecasts", str(tmp_path / "bare.csv")]) == 0
+    assert "supplied price forecast: none" in capsys.readouterr().out
+
+
+def _supplied(forecasts: ForecastSet, price_of) -> ForecastSet:
+    """``forecasts`` with the supplied price ``price_of(date)`` on every day."""
+    from aidc_env.forecasts import PricedDayForecast
+
+    days = {date: PricedDayForecast(date, day.solar_forecast_mw, day.wind_forecast_mw, day.load_forecast_mw,
+                                    price_forecast_usd_per_mwh=price_of(date))
+            for date, day in forecasts.days.items()}
+    return ForecastSet(days, {}, "supplied.csv")
+
+
+def test_a_supplied_price_replaces_the_model_and_its_errors_are_the_residual_days(synthetic, forecaster):
+    """Price source ``supplied``: the point forecast is the column; nothing is fitted; the residual days are the
+    actual minus the supplied price on the same training days as the model's; renewables as the model's; the
+    scenarios bootstrap those residuals."""
+    profiles, forecasts = synthetic
+    offset = 3.0 * np.sin(np.arange(24) / 4)
+    supplied = _supplied(forecasts, lambda date: profiles.days[date].price_usd_per_mwh + offset)
+    fit = fit_price_forecaster(profiles, supplied, TRAIN, seed=3, price_source="supplied")
+    assert fit.model is None and fit.price_source == "supplied"
+    assert fit.train_dates == fit.residual_dates == forecaster.train_dates
+    assert fit.renewable_scale == forecaster.renewable_scale and fit.price_range == forecaster.price_range
+    np.testing.assert_allclose(fit.price_residuals, np.tile(-offset, (len(fit.train_dates), 1)), rtol=0, atol=1e-12)
+    np.testing.assert_array_equal(fit.shape_residuals, forecaster.shape_residuals)
+    day = HELD[0]
+    np.testing.assert_array_equal(fit.price(profiles, supplied, day), profiles.days[day].price_usd_per_mwh + offset)
+    scenarios = fit.scenarios(profiles, supplied, day, 4, seed=1)
+    np.testing.assert_allclose(scenarios.price_usd_per_mwh, np.tile(np.clip(profiles.days[day].price_usd_per_mwh,
+                                                                             *fit.price_range), (4, 1)), atol=1e-12)
+    # the model path ignores the column, bit for bit
+    model = fit_price_forecaster(profiles, supplied, TRAIN, seed=3)
+    np.testing.assert_array_equal(model.price(profiles, supplied, day), forecaster.price(profiles, forecasts, day))
+    np.testing.assert_array_equal(model.price_residuals, forecaster.price_residuals)
+    with pytest.raises(InputError, match="needs a price_forecast_usd_per_mwh column in synthetic") as info:
+        fit_price_forecaster(profiles, forecasts, TRAIN, price_source="supplied")
+    assert info.value.field == "forecasts"
+    with pytest.raises(InputError, match="'oracle' is not one of model, supplied"):
+        fit_price_forecaster(profiles, supplied, TRAIN, price_source="oracle")
+
+
+def test_a_supplied_true_price_is_the_dayahead_relaxation(synthetic):
+    """Supplying the realised price as the forecast gives the instance :func:`aidc_env.dayahead.revealed`
+    (``"dayahead"``) makes of the model's: the same price MPC reads at every slot (the later days' outlook moves by
+    the same weight), the same renewables and persistence; only the scenarios differ (the supplied forecast has
+    no error to bootstrap)."""
+    from aidc_env.case import build_instances
+    from aidc_env.dayahead import dayahead_instances, revealed
+    from aidc_env.information import outlook
+
+    profiles, forecasts = synthetic
+    truth = _supplied(forecasts, lambda date: profiles.days[date].price_usd_per_mwh)
+    first = HELD[1]
+    week = build_instances("2048", [first], profiles, horizon_days=3)
+    model = dayahead_instances(week, profiles, truth, TRAIN, n_scenarios=2, seed=3)[first]
+    told = dayahead_instances(week, profiles, truth, TRAIN, n_scenarios=2, seed=3, price_source="supplied")[first]
+    relaxed = revealed(model, "dayahead")
+    for t in (0, 9, 40, 96, 150, 200, 287):
+        price, shape = outlook(told, t)
+        np.testing.assert_allclose(price, outlook(relaxed, t)[0], rtol=0, atol=1e-9, err_msg=f"t={t}")
+        np.testing.assert_array_equal(shape, outlook(relaxed, t)[1])
+    np.testing.assert_array_equal(told.forecast.persistence_price_usd_per_mwh,
+                                  model.forecast.persistence_price_usd_per_mwh)
+    np.testing.assert_array_equal(told.price_usd_per_mwh, model.price_usd_per_mwh)  # the truth itself untouched
+    assert told.forecast.source.startswith("supplied price forecast (supplied.csv)")
+    assert model.forecast.source.startswith("gradient-boosting")
