@@ -357,9 +357,13 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         forecast_set = load_forecasts(args.forecasts)
         before = len(days)
-        days = [d for d in days if forecastable(instances[d], forecast_set, profiles)]
+        days = [d for d in days if forecastable(instances[d], forecast_set, profiles, args.price_forecast)]
+        supplied = args.price_forecast == "supplied"
+        period = forecast_set.supplied_dates() if supplied else forecast_set.dates()
+        require(bool(period), "forecasts", f"{forecast_set.source} has no day with a supplied price forecast "
+                "(column price_forecast_usd_per_mwh): add one, or use --price-forecast model")
         require(bool(days), "forecasts", f"none of the {before} instances lies inside the forecast period "
-                f"({forecast_set.dates()[0]}..{forecast_set.dates()[-1]})")
+                f"({period[0]}..{period[-1]}{' with a supplied price' if supplied else ''})")
         print(f"{len(days)} of {before} instances lie inside the forecast period", file=sys.stderr)
     days = spread(days, args.max_days)
     instances = {d: instances[d] for d in days}

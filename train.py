@@ -482,7 +482,8 @@ def horizon_instances(config: PPOConfig, instances: dict, profiles) -> dict:
     split_train = list(config.train_days)
     dayahead = config.information == "dayahead"
     forecasts = load_forecasts(config.forecasts) if dayahead else None
-    covered = set(forecasts.dates()) if forecasts is not None else None
+    covered = None if forecasts is None else set(
+        forecasts.supplied_dates() if config.price_forecast == "supplied" else forecasts.dates())
     starts = [day for day, inst in instances.items() if covered is None or set(inst.days) <= covered]
     train, validation, heldout = split_horizon_starts(
         profiles.dates(), starts, config.validation_every if dayahead else 0, config.horizon_train_instances,

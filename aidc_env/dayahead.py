@@ -74,7 +74,7 @@ def forecast_of(inst: Instance, forecaster: PriceForecaster, profiles: ProfileSe
         renewable_shape_scenarios=np.concatenate(scen_shape, axis=1) if scen_shape else np.empty((0, inst.slots)),
         source=(f"gradient-boosting price forecast fitted on {len(forecaster.train_dates)} training days "
                 if forecaster.model is not None else
-                f"supplied price forecast ({forecasts.source}), residual days from {len(forecaster.train_dates)} "
+                f"supplied price forecast ({forecasts.source}), residual days from {len(forecaster.residual_dates)} "
                 "training days ")
                + f"({forecaster.train_dates[0]}..{forecaster.train_dates[-1]}); CAISO day-ahead solar and wind "
                f"forecast x {forecaster.renewable_scale:.3f}; {n_scenarios} residual-day scenarios, seed {seed}; "
@@ -87,12 +87,15 @@ def forecast_of(inst: Instance, forecaster: PriceForecaster, profiles: ProfileSe
     )
 
 
-def forecastable(inst: Instance, forecasts: ForecastSet, profiles: ProfileSet) -> bool:
+def forecastable(inst: Instance, forecasts: ForecastSet, profiles: ProfileSet,
+                 price_source: str = DEFAULT_PRICE_SOURCE) -> bool:
     """Whether every day of the instance has a day-ahead forecast and the price history its forecast needs (whatever
-    the forecaster's fit)."""
+    the forecaster's fit), and with ``price_source="supplied"`` a supplied price forecast."""
     try:
         for date in inst.days:
             forecasts.day(date)
+            if price_source == "supplied":
+                forecasts.supplied_price(date)
             day_features(profiles, forecasts, date)
             persistence_forecast(profiles, date)
     except (KeyError, ValueError):  # InputError is a ValueError: a day without forecast or price history
@@ -106,7 +109,7 @@ def attach_forecasts(instances: Mapping[str, Instance], forecaster: PriceForecas
     """The instances whose every day can be forecast, each with its :class:`Forecast` (others dropped)."""
     return {day: dataclasses.replace(inst, forecast=forecast_of(inst, forecaster, profiles, forecasts,
                                                                 n_scenarios, seed))
-            for day, inst in instances.items() if forecastable(inst, forecasts, profiles)}
+            for day, inst in instances.items() if forecastable(inst, forecasts, profiles, forecaster.price_source)}
 
 
 def dayahead_instances(instances: Mapping[str, Instance], profiles: ProfileSet, forecasts: ForecastSet,
@@ -129,7 +132,7 @@ def dayahead_instances(instances: Mapping[str, Instance], profiles: ProfileSet, 
     fits: dict[frozenset[str], PriceForecaster] = {}
     out: dict[str, Instance] = {}
     for day, inst in instances.items():
-        if not forecastable(inst, forecasts, profiles):
+        if not forecastable(inst, forecasts, profiles, price_source):
             continue
         own = frozenset(inst.days).intersection(train_days) if out_of_sample else frozenset()
         if own not in fits:

@@ -16,8 +16,10 @@ a day with any missing or non-numeric value or a wrong set of rows is *skipped* 
 of day d as it was known at d − 1's issue time, e.g. the day-ahead market's LMP of the site's node or the
 operator's own forecaster. With ``price_source="supplied"`` (``--price-forecast supplied`` on evaluate.py and
 train.py) it replaces the package's gradient-boosting forecaster (:mod:`aidc_env.price_forecast`). When the
-column is present it is a value column like the others: a day with a missing cell in it is skipped, and a
-cell beyond :data:`~aidc_env.limits.MAX_PRICE_USD_PER_MWH` in magnitude is a data error. Nothing here can check
+column is present, a day with all 24 hours of it has a supplied price (:meth:`ForecastSet.supplied_price`); a day
+with a missing cell keeps its load, solar and wind forecasts but has none (listed in
+:attr:`ForecastSet.supplied_skipped` with the reason), so adding the column never changes the days a run on the
+model sees. A cell beyond :data:`~aidc_env.limits.MAX_PRICE_USD_PER_MWH` in magnitude is a data error. Nothing here can check
 *when* a supplied value was known; a column written after the fact (e.g. the realised price) is a relaxation,
 not a forecast.
 
@@ -40,6 +42,7 @@ Command line: ``python -m aidc_env.forecasts --forecasts CSV [--json]`` summaris
 from __future__ import annotations
 
 import os
+from types import MappingProxyType
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -49,7 +52,7 @@ import numpy as np
 import pandas as pd
 
 from aidc_env import hourly
-from aidc_env.errors import CliParser, require, run_cli
+from aidc_env.errors import CliParser, InputError, require, run_cli
 from aidc_env.information import ISSUE_HOUR
 from aidc_env.limits import MAX_PRICE_USD_PER_MWH
 from aidc_env.profiles import ProfileSet
@@ -97,12 +100,14 @@ class DayForecast(hourly.HourlyDay):
 
 
 @dataclass(frozen=True, eq=False)
-class PricedDayForecast(DayForecast):
-    """A :class:`DayForecast` that also carries a supplied day-ahead price forecast ($/MWh, by clock hour)."""
+class DayPriceForecast(hourly.HourlyDay):
+    """A supplied day-ahead price forecast of one local calendar day ($/MWh by local clock hour 0..23, read-only)."""
 
-    value_columns = (*FORECAST_COLUMNS, COL_PRICE_FC)
+    value_columns = (COL_PRICE_FC,)
 
-    price_forecast_usd_per_mwh: np.ndarray = field(kw_only=True)
+    date: str
+    price_forecast_usd_per_mwh: np.ndarray
+    hours_in_day: int = hourly.HOURS_PER_DAY
 
 
 @dataclass(frozen=True, eq=False)
@@ -113,22 +118,46 @@ class ForecastSet(hourly.HourlyDaySet[DayForecast]):
     day_field = "forecast day"
 
     source: str
+    supplied_prices: Mapping[str, DayPriceForecast] = field(default_factory=dict)
+    """The days (among :attr:`days`) with a complete supplied price forecast."""
+    supplied_skipped: Mapping[str, str] = field(default_factory=dict)
+    """Days with forecasts whose supplied price is incomplete, with why (only when the column is present)."""
 
     def _absent(self, date: str) -> str:
         reason = f": skipped ({self.skipped[date]})" if date in self.skipped else ""
         return f"{date} has no forecast{reason}; {self._extent('covers')}"
 
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        for date in self.supplied_prices:
+            require(date in self.days, f"supplied_prices[{date}]", "is a day without load, solar and wind forecasts")
+        object.__setattr__(self, "supplied_prices", MappingProxyType(dict(sorted(self.supplied_prices.items()))))
+        object.__setattr__(self, "supplied_skipped", MappingProxyType(dict(sorted(self.supplied_skipped.items()))))
+
     @property
     def supplies_price(self) -> bool:
-        """Whether the source has the supplied price column (then every complete day has its 24 prices)."""
-        return all(isinstance(day, PricedDayForecast) for day in self.days.values())
+        """Whether the source has a supplied price forecast (the :data:`COL_PRICE_FC` column) on at least one day."""
+        return len(self.supplied_prices) > 0
+
+    def has_supplied_price(self, date: str) -> bool:
+        """Whether day ``date`` has its forecasts and a complete supplied price forecast."""
+        return date in self.supplied_prices
 
     def supplied_price(self, date: str) -> np.ndarray:
         """The supplied day-ahead price forecast of day ``date`` ($/MWh, shape (24,), read-only); InputError
-        ("forecasts", ...) if the source has no :data:`COL_PRICE_FC` column."""
+        ("forecasts", ...) if the source has no :data:`COL_PRICE_FC` column or the day has no complete one."""
         require(self.supplies_price, "forecasts", f"{self.source} has no {COL_PRICE_FC} column (a supplied price "
                 "forecast); without it the price is forecast by the package's model (price source 'model')")
-        return self.day(date).price_forecast_usd_per_mwh  # type: ignore[attr-defined]  # (a PricedDayForecast)
+        self.day(date)  # InputError if the day itself has no forecast
+        found = self.supplied_prices.get(date)
+        if found is None:
+            why = self.supplied_skipped.get(date, f"no {COL_PRICE_FC} in the file")
+            raise InputError("forecasts", f"{date} has no supplied price forecast ({why}) in {self.source}")
+        return found.price_forecast_usd_per_mwh
+
+    def supplied_dates(self) -> list[str]:
+        """The dates with forecasts and a complete supplied price forecast, sorted."""
+        return list(self.supplied_prices)
 
 
 # --------------------------------------------------------------------------------------------------
@@ -137,11 +166,16 @@ class ForecastSet(hourly.HourlyDaySet[DayForecast]):
 
 
 def parse_forecasts_frame(frame: pd.DataFrame, source: str) -> ForecastSet:
-    """Build a :class:`ForecastSet` from a table read as text (all cells ``str``); with a
-    :data:`COL_PRICE_FC` column, of :class:`PricedDayForecast` days."""
-    day_type = PricedDayForecast if COL_PRICE_FC in frame.columns else DayForecast
-    days, skipped, _ = hourly.parse_hourly_days(frame, source, "forecasts", day_type, PRICE_FC_BOUNDS)
-    return ForecastSet(days=days, skipped=skipped, source=source)
+    """Build a :class:`ForecastSet` from a table read as text (all cells ``str``), with the supplied price forecast
+    of each day whose :data:`COL_PRICE_FC` cells are complete when the table has that column."""
+    days, skipped, _ = hourly.parse_hourly_days(frame, source, "forecasts", DayForecast)
+    if COL_PRICE_FC not in frame.columns:
+        return ForecastSet(days=days, skipped=skipped, source=source)
+    prices, price_skipped, _ = hourly.parse_hourly_days(frame, source, COL_PRICE_FC, DayPriceForecast,
+                                                        PRICE_FC_BOUNDS, allow_empty=True)
+    return ForecastSet(days=days, skipped=skipped, source=source,
+                       supplied_prices={d: p for d, p in prices.items() if d in days},
+                       supplied_skipped={d: why for d, why in price_skipped.items() if d in days})
 
 
 def load_forecasts(path: str | os.PathLike[str]) -> ForecastSet:
@@ -185,12 +219,13 @@ def summary(forecasts: ForecastSet) -> dict[str, Any]:
     """A JSON-ready summary of a forecast set."""
     renewable = np.concatenate([d.renewable_mw() for d in forecasts.days.values()])
     load = np.concatenate([d.load_forecast_mw for d in forecasts.days.values()])
-    price = (np.concatenate([forecasts.supplied_price(date) for date in forecasts.dates()])
-             if forecasts.supplies_price else None)
+    dates = forecasts.supplied_dates()
+    price = np.concatenate([forecasts.supplied_price(date) for date in dates]) if dates else None
     return hourly.summarise_days(forecasts, {"issue_hour_local": ISSUE_HOUR}, {
         "renewable_forecast_mw": {"mean": float(renewable.mean()), "max": float(renewable.max())},
         "load_forecast_mw": {"min": float(load.min()), "mean": float(load.mean()), "max": float(load.max())},
         "price_forecast_usd_per_mwh": None if price is None else {
+            "days": len(dates), "first_day": dates[0], "last_day": dates[-1],
             "min": float(price.min()), "mean": float(price.mean()), "max": float(price.max())},
     })
 
@@ -203,7 +238,8 @@ def _format_summary(info: Mapping[str, Any]) -> str:
     ]
     price = info["price_forecast_usd_per_mwh"]
     details.append("supplied price forecast: " + ("none (the package's model forecasts the price)" if price is None
-                   else f"min {price['min']:.2f}, mean {price['mean']:.2f}, max {price['max']:.2f} $/MWh"))
+                   else f"{price['days']} days ({price['first_day']} to {price['last_day']}), min {price['min']:.2f}, "
+                        f"mean {price['mean']:.2f}, max {price['max']:.2f} $/MWh"))
     issued = f", issued at {info['issue_hour_local']:02d}:00 local the day before"
     return hourly.format_summary(info, details, MAX_SKIPPED_SHOWN, issued)
 

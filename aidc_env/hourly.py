@@ -440,6 +440,8 @@ def parse_hourly_days(
     field: str,
     day_type: type,
     value_bounds: Mapping[str, float] | None = None,
+    *,
+    allow_empty: bool = False,
 ) -> tuple[dict[str, Any], dict[str, str], dict[str, np.ndarray]]:
     """The complete days of a table read as text (see :func:`read_hourly_csv`), as ``day_type`` records.
 
@@ -447,7 +449,7 @@ def parse_hourly_days(
     columns read. ``value_bounds`` (column -> largest |value|) makes a cell of a column it names beyond its bound a
     data error.
     Returns (days by date, skipped days' reasons by date, each value column's numbers over all rows with
-    NaN where a cell is not usable); InputError(``field``, ...) if no day is complete.
+    NaN where a cell is not usable); InputError(``field``, ...) if no day is complete (unless ``allow_empty``).
     """
     columns = day_type.value_columns
     times = _parse_times(frame)
@@ -477,7 +479,7 @@ def parse_hourly_days(
         hourly = _clock_hour_values(hour_all[rows], value_matrix[rows])
         days[date] = day_type(date=date, hours_in_day=hours_in_day,
                               **{column: hourly[:, k] for k, column in enumerate(columns)})
-    if not days:
+    if not days and not allow_empty:
         shown = "; ".join(f"{d}: {r}" for d, r in list(skipped.items())[:3])
         raise InputError(field, f"{source}: no complete day ({len(skipped)} days skipped, e.g. {shown})")
     return days, skipped, values

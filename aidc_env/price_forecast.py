@@ -357,9 +357,10 @@ def fit_price_forecaster(profiles: ProfileSet, forecasts: ForecastSet, train_dat
     ``residuals=False`` skips the out-of-fold fits (no scenarios; for walk-forward refits).
 
     ``price_source="supplied"``: no model; the point forecast is the forecast CSV's supplied price
-    (InputError("forecasts", ...) if it has none), and the price residuals of the training days are the actual
-    minus the supplied price (a forecast made elsewhere: nothing here was fitted on them, so they are out of
-    sample as they stand). The renewable scale, the days used and the scenarios' clip are the model's.
+    (InputError("forecasts", ...) if it has none), and the residual days are the training days with a supplied
+    price: their price residual is the actual minus the supplied price (a forecast made elsewhere: nothing here was
+    fitted on it, so it is out of sample as it stands). The renewable scale and the scenarios' clip are fitted on
+    the same days as the model's.
     """
     require(price_source in PRICE_SOURCES, "price_source",
             f"{price_source!r} is not one of {', '.join(PRICE_SOURCES)}")
@@ -368,20 +369,25 @@ def fit_price_forecaster(profiles: ProfileSet, forecasts: ForecastSet, train_dat
         require(forecasts.supplies_price, "forecasts", f"price source 'supplied' needs a {COL_PRICE_FC} column "
                 f"in {forecasts.source}")
     dates = [d for d in common_dates(forecasts, profiles, train_dates) if _has_price_history(profiles, d)]
-    needed = N_FOLDS if residuals else 1
+    needed = N_FOLDS if residuals and not supplied else 1
     require(len(dates) >= needed, "train_dates",
             f"{len(dates)} training days with forecasts and actuals; need at least {needed}")
     model = None if supplied else _fit(*_design(profiles, forecasts, dates), seed)
     scale = fit_renewable_scale(forecasts, profiles, dates)
     capacity = profiles.renewable_capacity_mw
     actual_price = np.stack([profiles.days[d].price_usd_per_mwh for d in dates])
-    residual_dates = tuple(dates) if residuals else ()
+    residual_dates: tuple[str, ...] = ()
+    if residuals:
+        residual_dates = tuple(d for d in dates if forecasts.has_supplied_price(d)) if supplied else tuple(dates)
+        require(len(residual_dates) > 0, "train_dates", f"none of the {len(dates)} training days with forecasts "
+                f"and actuals has a supplied price in {forecasts.source}")
     price_residuals = shape_residuals = np.empty((0, HOURS_PER_DAY))
     if residuals:
-        actual_shape = np.stack([profiles.days[d].renewable_shape(capacity) for d in dates])
-        forecast_shape = np.stack([forecasts.days[d].renewable_shape(capacity, scale) for d in dates])
-        price_residuals = actual_price - (np.stack([forecasts.supplied_price(d) for d in dates]) if supplied
-                                          else _out_of_fold(profiles, forecasts, dates, seed))
+        actual = np.stack([profiles.days[d].price_usd_per_mwh for d in residual_dates])
+        actual_shape = np.stack([profiles.days[d].renewable_shape(capacity) for d in residual_dates])
+        forecast_shape = np.stack([forecasts.days[d].renewable_shape(capacity, scale) for d in residual_dates])
+        price_residuals = actual - (np.stack([forecasts.supplied_price(d) for d in residual_dates]) if supplied
+                                    else _out_of_fold(profiles, forecasts, dates, seed))
         shape_residuals = actual_shape - forecast_shape
     for array in (price_residuals, shape_residuals):
         array.setflags(write=False)

@@ -10,8 +10,8 @@ LMP of the site's load aggregation point::
 
 Each forecast row takes the price of its local clock hour (the date and hour of its ``local_start``). Price rows
 that share a clock hour are averaged: the repeated 01:00 of the day DST ends, and the overlap of files
-concatenated from several downloads. Forecast hours without a price keep an empty cell, so their days are
-skipped when the supplied price is read (:mod:`aidc_env.forecasts`). The forecast CSV's canonical columns are
+concatenated from several downloads. Forecast hours without a price keep an empty cell: their days keep their
+forecasts but have no supplied price when read (:mod:`aidc_env.forecasts`). The forecast CSV's canonical columns are
 copied as they are (other columns are left out). The output is written atomically and must not be the input.
 """
 

@@ -102,3 +102,14 @@ def test_instances_carry_each_days_persistence_price(synthetic, forecaster):  # 
         np.testing.assert_array_equal(inst.forecast.persistence_price_usd_per_mwh[inst.day_slots(d)],
                                       hourly_to_slots(persistence_forecast(profiles, date), inst.slots_per_day))
     assert not np.array_equal(inst.forecast.persistence_price_usd_per_mwh, inst.forecast.price_usd_per_mwh)
+
+
+def test_a_supplied_price_needs_the_column_on_some_day(tmp_path, capsys):
+    from tests.test_forecasts import _rows, _write
+
+    bare = _write(tmp_path, _rows("2023-06-01", "2023-06-02"))
+    argv = ["--information", "dayahead", "--forecasts", str(bare), "--price-forecast", "supplied",
+            "--policies", "mpc", "--out", str(tmp_path / "out"), "--no-plots"]
+    assert run_cli(evaluate.main, argv) == EXIT_BAD_INPUT
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "has no day with a supplied price forecast" in err, err

@@ -492,29 +492,36 @@ def _priced_rows(first: str, last: str) -> list[list[str]]:
     return [[*row, str(10.0 + i / 4)] for i, row in enumerate(_rows(first, last))]
 
 
-def test_a_supplied_price_column_is_read_like_the_other_values(tmp_path, capsys):
-    """The optional column: read by local clock hour when present (a missing cell skips the day, a price beyond the
-    profiles' bound is a data error naming the column), absent otherwise (then asking for it names the source)."""
-    from aidc_env.forecasts import COL_PRICE_FC, PricedDayForecast
+def test_a_supplied_price_column_is_read_by_day_without_changing_the_days(tmp_path, capsys):
+    """The optional column: read by local clock hour when present. A day with a missing cell in it keeps its
+    forecasts but has no supplied price (with the reason); a price beyond the profiles' bound is a data error naming
+    the column; the days and their load, solar and wind are those of the file without the column."""
+    from aidc_env.forecasts import COL_PRICE_FC
     from aidc_env.limits import MAX_PRICE_USD_PER_MWH
 
-    rows = _priced_rows("2023-06-01", "2023-06-03")
+    rows = _priced_rows("2023-06-01", "2023-06-04")
     rows[30][5] = ""  # the price of 06-02 06:00
+    rows[80][2] = ""  # the solar of 06-04 08:00: the day itself is skipped
     priced = load_forecasts(_write(tmp_path, rows, PRICED_HEADER))
-    assert priced.supplies_price and priced.dates() == ["2023-06-01", "2023-06-03"]
-    assert f"{COL_PRICE_FC} missing in 1 of 24 hours" in priced.skipped["2023-06-02"]
+    bare = load_forecasts(_write(tmp_path, [r[:5] for r in rows], name="bare.csv"))
+    assert priced.dates() == bare.dates() == ["2023-06-01", "2023-06-02", "2023-06-03"]
+    assert dict(priced.skipped) == dict(bare.skipped) and set(priced.skipped) == {"2023-06-04"}
+    assert all(priced.day(d) == bare.day(d) for d in priced.dates())
+    assert priced.supplies_price and priced.supplied_dates() == ["2023-06-01", "2023-06-03"]
+    assert not priced.has_supplied_price("2023-06-02") and priced.has_supplied_price("2023-06-03")
+    assert priced.supplied_skipped == {"2023-06-02": f"{COL_PRICE_FC} missing in 1 of 24 hours"}
     np.testing.assert_array_equal(priced.supplied_price("2023-06-03"), 10.0 + np.arange(48, 72) / 4)
-    assert isinstance(priced.day("2023-06-01"), PricedDayForecast) and isinstance(priced.day("2023-06-01"), DayForecast)
-    np.testing.assert_array_equal(priced.day("2023-06-01").solar_forecast_mw, np.arange(24, dtype=float))
     assert not priced.supplied_price("2023-06-01").flags.writeable
-    # the same file without the column: the other values alike, no supplied price
-    bare = load_forecasts(_write(tmp_path, _rows("2023-06-01", "2023-06-03"), name="bare.csv"))
-    assert not bare.supplies_price and bare.day("2023-06-03") == DayForecast(
-        "2023-06-03", *(getattr(priced.day("2023-06-03"), c) for c in ("solar_forecast_mw", "wind_forecast_mw",
-                                                                       "load_forecast_mw")))
+    with pytest.raises(InputError, match=f"2023-06-02 has no supplied price forecast .{COL_PRICE_FC} missing"):
+        priced.supplied_price("2023-06-02")
+    with pytest.raises(InputError, match="2023-06-04 has no forecast"):
+        priced.supplied_price("2023-06-04")
+    assert not bare.supplies_price and not bare.has_supplied_price("2023-06-03")
     with pytest.raises(InputError, match=f"bare.csv has no {COL_PRICE_FC} column") as info:
         bare.supplied_price("2023-06-03")
     assert info.value.field == "forecasts"
+    empty = load_forecasts(_write(tmp_path, [[*r[:5], ""] for r in rows], PRICED_HEADER, "empty.csv"))
+    assert empty.dates() == bare.dates() and not empty.supplies_price
     # beyond the bound: the file is refused, naming the column and the line
     rows = _priced_rows("2023-06-01", "2023-06-01")
     rows[4][5] = str(2 * MAX_PRICE_USD_PER_MWH)
@@ -524,19 +531,18 @@ def test_a_supplied_price_column_is_read_like_the_other_values(tmp_path, capsys)
     # the summary states it
     assert main(["--forecasts", str(tmp_path / "fc.csv"), "--json"]) == 0
     price = json.loads(capsys.readouterr().out)["price_forecast_usd_per_mwh"]
-    assert price == {"min": 10.0, "mean": pytest.approx(np.mean(10 + np.r_[0:24, 48:72] / 4)), "max": 10 + 71 / 4}
+    assert price == {"days": 2, "first_day": "2023-06-01", "last_day": "2023-06-03", "min": 10.0,
+                     "mean": pytest.approx(np.mean(10 + np.r_[0:24, 48:72] / 4)), "max": 10 + 71 / 4}
     assert main(["--forecasts", str(tmp_path / "bare.csv")]) == 0
     assert "supplied price forecast: none" in capsys.readouterr().out
 
 
-def _supplied(forecasts: ForecastSet, price_of) -> ForecastSet:
-    """``forecasts`` with the supplied price ``price_of(date)`` on every day."""
-    from aidc_env.forecasts import PricedDayForecast
+def _supplied(forecasts: ForecastSet, price_of, dates=None) -> ForecastSet:
+    """``forecasts`` with the supplied price ``price_of(date)`` on each of ``dates`` (default every day)."""
+    from aidc_env.forecasts import DayPriceForecast
 
-    days = {date: PricedDayForecast(date, day.solar_forecast_mw, day.wind_forecast_mw, day.load_forecast_mw,
-                                    price_forecast_usd_per_mwh=price_of(date))
-            for date, day in forecasts.days.items()}
-    return ForecastSet(days, {}, "supplied.csv")
+    return ForecastSet(forecasts.days, {}, "supplied.csv", supplied_prices={
+        date: DayPriceForecast(date, price_of(date)) for date in (forecasts.dates() if dates is None else dates)})
 
 
 def test_a_supplied_price_replaces_the_model_and_its_errors_are_the_residual_days(synthetic, forecaster):
@@ -545,13 +551,16 @@ def test_a_supplied_price_replaces_the_model_and_its_errors_are_the_residual_day
     scenarios bootstrap those residuals."""
     profiles, forecasts = synthetic
     offset = 3.0 * np.sin(np.arange(24) / 4)
-    supplied = _supplied(forecasts, lambda date: profiles.days[date].price_usd_per_mwh + offset)
+    later = [_date(i) for i in range(10, N_DAYS)]  # a supplied price from day 10 on only
+    supplied = _supplied(forecasts, lambda date: profiles.days[date].price_usd_per_mwh + offset, later)
     fit = fit_price_forecaster(profiles, supplied, TRAIN, seed=3, price_source="supplied")
     assert fit.model is None and fit.price_source == "supplied"
-    assert fit.train_dates == fit.residual_dates == forecaster.train_dates
+    assert fit.train_dates == forecaster.train_dates
+    assert fit.residual_dates == tuple(d for d in forecaster.train_dates if d in later)
     assert fit.renewable_scale == forecaster.renewable_scale and fit.price_range == forecaster.price_range
-    np.testing.assert_allclose(fit.price_residuals, np.tile(-offset, (len(fit.train_dates), 1)), rtol=0, atol=1e-12)
-    np.testing.assert_array_equal(fit.shape_residuals, forecaster.shape_residuals)
+    np.testing.assert_allclose(fit.price_residuals, np.tile(-offset, (len(fit.residual_dates), 1)), rtol=0, atol=1e-12)
+    first = forecaster.residual_dates.index(fit.residual_dates[0])
+    np.testing.assert_array_equal(fit.shape_residuals, forecaster.shape_residuals[first:])
     day = HELD[0]
     np.testing.assert_array_equal(fit.price(profiles, supplied, day), profiles.days[day].price_usd_per_mwh + offset)
     scenarios = fit.scenarios(profiles, supplied, day, 4, seed=1)
@@ -564,6 +573,10 @@ def test_a_supplied_price_replaces_the_model_and_its_errors_are_the_residual_day
     with pytest.raises(InputError, match="needs a price_forecast_usd_per_mwh column in synthetic") as info:
         fit_price_forecaster(profiles, forecasts, TRAIN, price_source="supplied")
     assert info.value.field == "forecasts"
+    with pytest.raises(InputError, match="none of the 3 training days with forecasts and actuals has a supplied"):
+        fit_price_forecaster(profiles, supplied, TRAIN[1:4], price_source="supplied")
+    with pytest.raises(InputError, match="has no supplied price forecast"):
+        fit.price(profiles, supplied, _date(8))
     with pytest.raises(InputError, match="'oracle' is not one of model, supplied"):
         fit_price_forecaster(profiles, supplied, TRAIN, price_source="oracle")
 
@@ -593,3 +606,9 @@ def test_a_supplied_true_price_is_the_dayahead_relaxation(synthetic):
     np.testing.assert_array_equal(told.price_usd_per_mwh, model.price_usd_per_mwh)  # the truth itself untouched
     assert told.forecast.source.startswith("supplied price forecast (supplied.csv)")
     assert model.forecast.source.startswith("gradient-boosting")
+    # an instance with a day without a supplied price is left out under the supplied price only
+    gap = _supplied(forecasts, lambda date: profiles.days[date].price_usd_per_mwh,
+                    [d for d in forecasts.dates() if d != HELD[0]])
+    days = build_instances("2048", HELD[:2], profiles)
+    assert set(dayahead_instances(days, profiles, gap, TRAIN, n_scenarios=0, price_source="supplied")) == {HELD[1]}
+    assert set(dayahead_instances(days, profiles, gap, TRAIN, n_scenarios=0)) == set(HELD[:2])

@@ -25,8 +25,8 @@ def _hours(first: str, days: int, zone: str, value) -> list[tuple[str, float, st
 
 
 def test_each_forecast_hour_takes_its_clock_hours_price(tmp_path, capsys):
-    """By local clock hour; one zone of several; a repeated clock hour averaged; a day without every price is
-    skipped when read; the load, solar and wind columns untouched."""
+    """By local clock hour; one zone of several; a repeated clock hour averaged; a day without every price has no
+    supplied price when read; the load, solar and wind columns untouched."""
     forecasts = _write(tmp_path, _rows("2023-11-04", "2023-11-06"))
     rows = _hours("2023-11-04", 2, "SCE", lambda t: 10.0 * t.day + t.hour) + _hours("2023-11-04", 2, "PGAE",
                                                                                      lambda t: -1.0)
@@ -37,8 +37,9 @@ def test_each_forecast_hour_takes_its_clock_hours_price(tmp_path, capsys):
     assert run_cli(main, argv) == 0
     assert "49 of 73 forecast hours carry a supplied price" in capsys.readouterr().out  # 24 + 25 rows (01:00 twice)
     priced = load_forecasts(out)
-    assert priced.supplies_price and priced.dates() == ["2023-11-04", "2023-11-05"]
-    assert "price_forecast_usd_per_mwh missing in 24 of 24 hours" in priced.skipped["2023-11-06"]
+    assert priced.dates() == ["2023-11-04", "2023-11-05", "2023-11-06"]
+    assert priced.supplied_dates() == ["2023-11-04", "2023-11-05"]
+    assert priced.supplied_skipped["2023-11-06"] == "price_forecast_usd_per_mwh missing in 24 of 24 hours"
     np.testing.assert_array_equal(priced.supplied_price("2023-11-04"), 40.0 + np.arange(24))
     fall = priced.supplied_price("2023-11-05")
     assert fall[1] == (51.0 + 60.0) / 2 and fall[0] == 50.0 and fall[23] == 73.0
