@@ -19,9 +19,10 @@ train.py) it replaces the package's gradient-boosting forecaster (:mod:`aidc_env
 column is present, a day with all 24 hours of it has a supplied price (:meth:`ForecastSet.supplied_price`); a day
 with a missing cell keeps its load, solar and wind forecasts but has none (listed in
 :attr:`ForecastSet.supplied_skipped` with the reason), so adding the column never changes the days a run on the
-model sees. A cell beyond :data:`~aidc_env.limits.MAX_PRICE_USD_PER_MWH` in magnitude is a data error. Nothing here can check
-*when* a supplied value was known; a column written after the fact (e.g. the realised price) is a relaxation,
-not a forecast.
+model sees. A cell beyond :data:`~aidc_env.limits.MAX_PRICE_USD_PER_MWH` in magnitude is a data error. Nothing
+here can check *when* a supplied value was known; a column written after the fact (e.g. the realised price) is a
+relaxation, not a forecast. The CAISO day-ahead market publishes its prices at about 13:00 of d − 1, three hours
+after :data:`ISSUE_HOUR`; the package issues every forecast at :data:`ISSUE_HOUR`.
 
 **Timing.** The forecasts of day d are those of the CAISO day-ahead market, published before it
 closes at 10:00 local on d − 1 (:data:`ISSUE_HOUR`): a policy may use them from that time on.
