@@ -208,3 +208,30 @@ def test_bad_plan_flag_exits_2_with_one_line(capsys, tmp_path):
         == EXIT_BAD_INPUT
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and "plan" in err, err
+
+
+def test_week_forecasts_on_a_supplied_price_train_on_weeks_that_have_it(monkeypatch):
+    """With ``price_forecast="supplied"`` only the weeks whose every day has a supplied price are chosen, and their
+    forecasts are asked of dayahead_instances with the supplied price."""
+    from agents.days import week_days
+
+    days = [d for d in YEAR if "2023-03-01" <= d <= "2023-08-31"]
+    priced = [d for d in days if d >= "2023-06-01"]
+    weeks = {d: SimpleNamespace(days=week_days([d])) for d in week_starts(days)}
+    calls = []
+
+    def fake_dayahead(chosen, profiles, forecasts, fit_days, seed=0, **kwargs):
+        calls.append((sorted(chosen), kwargs))
+        return dict(chosen)
+
+    monkeypatch.setattr(train, "dayahead_instances", fake_dayahead)
+    monkeypatch.setattr(train, "load_forecasts", lambda path: SimpleNamespace(dates=lambda: list(days),
+                                                                              supplied_dates=lambda: list(priced)))
+    for source, first in (("supplied", "2023-06-01"), ("model", "2023-03-01")):
+        config = PPOConfig(forecasts="fc.csv", price_forecast=source, horizon_train_instances=40,
+                           horizon_validation_instances=2, train_days=split_days(days)[0])
+        config.env_kwargs["information"] = "dayahead"
+        chosen = train.horizon_instances(config, weeks, SimpleNamespace(dates=lambda: list(days)))
+        firsts, kwargs = calls[-1]
+        assert kwargs["price_source"] == source
+        assert min(chosen) >= first and all(set(weeks[d].days) <= set(priced) for d in chosen) == (source == "supplied")
