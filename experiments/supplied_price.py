@@ -20,6 +20,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
 from aidc_env import hourly
@@ -35,8 +36,9 @@ def clock_hour_prices(prices: pd.DataFrame, time_column: str, price_column: str,
                       where: dict[str, str] | None = None, time_format: str | None = None) -> pd.Series:
     """The mean price of each local clock hour (index ``YYYY-MM-DD HH``) of a table of hourly prices.
 
-    ``where`` keeps the rows whose named columns hold the given text (e.g. one zone of several). InputError naming
-    the column if a column is missing, a time does not parse, or a price is not a finite number.
+    ``where`` keeps the rows whose named columns hold the given text (e.g. one zone of several); a row with an empty
+    price is left out. InputError naming the column if a column is missing, a time does not parse, or a price is
+    neither empty nor a finite number.
     """
     require(time_column != price_column, "price-column", f"is the time column {time_column!r} too")
     for column in (time_column, price_column, *(where or {})):
@@ -51,11 +53,14 @@ def clock_hour_prices(prices: pd.DataFrame, time_column: str, price_column: str,
     except (ValueError, TypeError) as err:
         raise InputError(time_column, f"not a local time ({' '.join(str(err).split())})") from None
     require(times.dt.tz is None, time_column, "holds UTC offsets or zones: give the local clock time of each hour")
-    values = pd.to_numeric(rows[price_column], errors="coerce")
-    bad = ~values.map(lambda v: bool(pd.notna(v)) and abs(float(v)) < float("inf"))
-    require(not bad.any(), price_column, f"{int(bad.sum())} prices are not finite numbers, e.g. "
-            f"{rows[price_column][bad].iloc[0]!r}" if bad.any() else "")
-    return values.groupby(times.dt.strftime("%Y-%m-%d %H").to_numpy()).mean()
+    text = rows[price_column].astype(str).str.strip()
+    values = pd.to_numeric(text, errors="coerce").to_numpy(dtype=float)
+    given = (text != "").to_numpy()
+    bad = given & ~np.isfinite(values)
+    if bad.any():
+        raise InputError(price_column, f"{int(bad.sum())} prices are not finite numbers, e.g. {text[bad].iloc[0]!r}")
+    hours = times.dt.strftime("%Y-%m-%d %H").to_numpy()
+    return pd.Series(values[given]).groupby(hours[given]).mean()  # an empty cell: that hour has no price
 
 
 def with_supplied_price(forecasts: pd.DataFrame, prices: pd.Series) -> pd.DataFrame:

@@ -31,6 +31,7 @@ def test_each_forecast_hour_takes_its_clock_hours_price(tmp_path, capsys):
     rows = _hours("2023-11-04", 2, "SCE", lambda t: 10.0 * t.day + t.hour) + _hours("2023-11-04", 2, "PGAE",
                                                                                      lambda t: -1.0)
     rows.append(("11/5/2023 1:00:00 AM", 60.0, "SCE"))  # the day DST ends: 01:00 twice
+    rows.append(("11/5/2023 2:00:00 AM", "", "SCE"))  # an empty price: left out, not averaged in
     out = tmp_path / "with_price.csv"
     argv = ["--forecasts", str(forecasts), "--prices", str(_prices(tmp_path, rows)), "--time-column", "Date",
             "--price-column", "price", "--where", "zone=SCE", "--out", str(out)]
@@ -42,7 +43,7 @@ def test_each_forecast_hour_takes_its_clock_hours_price(tmp_path, capsys):
     assert priced.supplied_skipped["2023-11-06"] == "price_forecast_usd_per_mwh missing in 24 of 24 hours"
     np.testing.assert_array_equal(priced.supplied_price("2023-11-04"), 40.0 + np.arange(24))
     fall = priced.supplied_price("2023-11-05")
-    assert fall[1] == (51.0 + 60.0) / 2 and fall[0] == 50.0 and fall[23] == 73.0
+    assert fall[1] == (51.0 + 60.0) / 2 and fall[0] == 50.0 and fall[2] == 52.0 and fall[23] == 73.0
     bare = load_forecasts(forecasts)
     for date in priced.dates():
         np.testing.assert_array_equal(priced.day(date).load_forecast_mw, bare.day(date).load_forecast_mw)
@@ -56,6 +57,7 @@ def test_each_forecast_hour_takes_its_clock_hours_price(tmp_path, capsys):
     (["--time-column", "zone"], "zone"),
     (["--prices", "missing.csv"], "missing.csv"),
     (["--out", "SAME"], "out"),
+    (["--price-column", "zone"], "zone"),
 ])
 def test_bad_input_exits_2_with_one_line(tmp_path, capsys, edit, field):
     forecasts = _write(tmp_path, _rows("2023-06-01", "2023-06-01"))
