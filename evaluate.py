@@ -586,16 +586,22 @@ def check_model(model_path: str, args, inst: Instance) -> None:
     """The model loads, its information suits the evaluation, and it accepts the instances (InputError if not).
 
     A model trained with day-ahead information needs --forecasts; one trained on the truth is refused under
-    --information dayahead (it would see the truth the other policies do not).
+    --information dayahead (it would see the truth the other policies do not). A day-ahead model trained on another
+    price forecast than --price-forecast runs, with a note on stderr (how a policy transfers is a fair question).
     """
     from agents.ppo import load_model, model_config, ppo_schedule
 
     model = load_model(model_path)  # InputError naming the model if it is missing, corrupt or not a model
-    trained = model_config(model).information
+    config = model_config(model)
+    trained = config.information
     require(trained != "dayahead" or args.forecasts is not None, "forecasts",
             f"the model {model_path} was trained with day-ahead information: give --forecasts CSV")
     require(not (trained == "perfect" and args.information == "dayahead"), "model",
             f"{model_path} was trained with perfect information and would see the truth under --information dayahead")
+    seen = config.price_forecast
+    if trained == "dayahead" and seen != getattr(args, "price_forecast", seen):
+        print(f"note: {model_path} was trained on the {seen} price forecast and is evaluated on the "
+              f"{args.price_forecast} one", file=sys.stderr)
     try:
         ppo_schedule(model, inst)  # a model of another case, overrides or horizon (its observation differs)
     except InputError:

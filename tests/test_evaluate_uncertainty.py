@@ -82,6 +82,22 @@ def test_a_model_is_refused_information_it_was_not_trained_with(monkeypatch, tra
         evaluate.check_model("model.zip", Args(information, forecasts), inst=None)
 
 
+def test_a_model_evaluated_on_another_price_forecast_is_noted(monkeypatch, capsys):
+    import agents.ppo
+
+    model = FakeModel("dayahead")
+    model.aidc_config["price_forecast"] = "supplied"
+    monkeypatch.setattr(agents.ppo, "load_model", lambda path: model)
+    monkeypatch.setattr(agents.ppo, "ppo_schedule", lambda model, inst: None)
+    args = Args("dayahead", "f.csv")
+    args.price_forecast = "model"
+    evaluate.check_model("model.zip", args, inst=None)
+    assert "trained on the supplied price forecast and is evaluated on the model one" in capsys.readouterr().err
+    args.price_forecast = "supplied"
+    evaluate.check_model("model.zip", args, inst=None)
+    assert capsys.readouterr().err == ""
+
+
 def test_model_may_be_the_run_folder_or_the_zip(tmp_path):
     assert evaluate.resolve_model_path(str(tmp_path), "2048") == str(tmp_path / "model.zip")
     assert evaluate.resolve_model_path(str(tmp_path / "m.zip"), "2048") == str(tmp_path / "m.zip")
