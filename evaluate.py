@@ -37,8 +37,8 @@ from agents.smpc import (DEFAULT_EVALUATION_SCENARIOS, DEFAULT_RECOURSE, DEFAULT
                          SMPC_RECOURSE, SMPC_STAGES)
 from aidc_env import limits
 from aidc_env.case import add_case_arguments, build_instances, case_overrides, load_case, require_one_site_case
-from aidc_env.dayahead import DEFAULT_SCENARIOS
-from aidc_env.information import INFORMATION
+from aidc_env.dayahead import DEFAULT_SCENARIOS, add_price_issue_hour_argument, require_price_issue_hour
+from aidc_env.information import INFORMATION, ISSUE_HOUR
 from aidc_env.price_forecast import DEFAULT_PRICE_SOURCE, PRICE_SOURCES
 from aidc_env.errors import EXIT_INTERRUPTED, CliParser, InputError, require, require_number, run_cli
 from aidc_env.instance import Instance
@@ -256,6 +256,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                         "fitted on the training split (model, default) or the --forecasts CSV's "
                         "price_forecast_usd_per_mwh column (supplied, e.g. the day-ahead market's LMP; its residual "
                         "days for the scenarios are its own errors on the training days)")
+    add_price_issue_hour_argument(parser, ISSUE_HOUR)
     parser.add_argument("--information", choices=INFORMATION, default="perfect",
                         help="what the causal policies know: the truth (perfect, default) or the day-ahead forecasts "
                         "issued at 10:00 the day before and the realised past (dayahead)")
@@ -332,6 +333,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             "--information dayahead needs --forecasts CSV (the day-ahead load, solar and wind forecasts)")
     require(args.price_forecast == DEFAULT_PRICE_SOURCE or args.forecasts is not None, "price-forecast",
             f"--price-forecast {args.price_forecast} reads the --forecasts CSV: give --forecasts CSV")
+    require_price_issue_hour(args.price_issue_hour, args.forecasts is not None)
     relaxations = [p for p in policies if p in RELAXATIONS]
     require(not relaxations or args.information == "dayahead", "policies",
             f"{', '.join(relaxations)} relax the day-ahead forecast: give --information dayahead")
@@ -374,7 +376,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"fitting the price forecaster outside each of the {refits} instances with training days (out of "
                   "sample, a few seconds each)", file=sys.stderr)
         instances = dayahead_instances(instances, profiles, forecast_set, train_days, seed=args.seed,
-                                       price_source=args.price_forecast)
+                                       price_source=args.price_forecast, price_issue_hour=args.price_issue_hour)
 
     # 3. Policies (a given model must load and suit the information; the default one may be missing).
     model_path = resolve_model_path(args.model, case.name)
@@ -398,6 +400,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     facts = {"case": case.name, "days": days, "horizon_days": horizon, "profiles": profiles.source,
              "overrides": overrides, "information": args.information, "forecasts": args.forecasts,
              "price_forecast": args.price_forecast if args.forecasts is not None else None,
+             "price_issue_hour": args.price_issue_hour if args.forecasts is not None else None,
              "smpc_scenarios": args.smpc_scenarios if "smpc" in policies else None,
              "smpc_stages": args.smpc_stages if "smpc" in policies else None,
              "smpc_evaluation_scenarios": args.smpc_evaluation_scenarios if "smpc" in policies else None,
@@ -602,6 +605,10 @@ def check_model(model_path: str, args, inst: Instance) -> None:
     if trained == "dayahead" and seen != getattr(args, "price_forecast", seen):
         print(f"note: {model_path} was trained on the {seen} price forecast and is evaluated on the "
               f"{args.price_forecast} one", file=sys.stderr)
+    hour = config.price_issue_hour
+    if trained == "dayahead" and hour != getattr(args, "price_issue_hour", hour):
+        print(f"note: {model_path} was trained on a price issued at {hour:02d}:00 and is evaluated on one issued at "
+              f"{args.price_issue_hour:02d}:00", file=sys.stderr)
     try:
         ppo_schedule(model, inst)  # a model of another case, overrides or horizon (its observation differs)
     except InputError:

@@ -69,7 +69,8 @@ from agents.ppo_config import FLEET_DEFAULTS, HORIZON_DEFAULTS, IMITATIONS, defa
 from aidc_env.fleet_env import REWARD_CREDITS
 from aidc_env import limits
 from aidc_env.case import add_case_arguments, build_instances, case_overrides, load_case, require_one_site_case
-from aidc_env.dayahead import dayahead_instances, fit_days_outside
+from aidc_env.dayahead import (add_price_issue_hour_argument, dayahead_instances, fit_days_outside,
+                              require_price_issue_hour)
 from aidc_env.forecasts import load_forecasts
 from aidc_env.information import INFORMATION
 from aidc_env.price_forecast import PRICE_SOURCES
@@ -104,6 +105,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
                         help="with --information dayahead: the price forecast the agent sees, the package's gradient "
                         "boosting fitted on the training days (model, default) or the --forecasts CSV's "
                         "price_forecast_usd_per_mwh column (supplied, e.g. the day-ahead market's LMP)")
+    add_price_issue_hour_argument(parser, DEFAULTS.price_issue_hour)
     parser.add_argument("--information", choices=INFORMATION, default=DEFAULTS.information,
                         help="what the agent sees: the truth (perfect) or day-ahead forecasts and realised past "
                         "values (dayahead; trains and holds out only days inside the forecast period)")
@@ -272,6 +274,9 @@ def validate_args(args: argparse.Namespace) -> None:
             "--information dayahead needs --forecasts CSV (the day-ahead load, solar and wind forecasts)")
     require(args.price_forecast == DEFAULTS.price_forecast or args.information == "dayahead", "price-forecast",
             "a price forecast is seen with --information dayahead only")
+    require_price_issue_hour(args.price_issue_hour, args.forecasts is not None)
+    require(args.price_issue_hour == DEFAULTS.price_issue_hour or args.information == "dayahead", "price-issue-hour",
+            "a price issue hour applies with --information dayahead only")
 
 
 def parse_net_arch(text: str | list[int]) -> list[int]:
@@ -313,6 +318,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     else:
         config = PPOConfig(
             case=args.case, profiles=args.profiles, forecasts=args.forecasts, price_forecast=args.price_forecast,
+            price_issue_hour=args.price_issue_hour,
             overrides=case_overrides(args),
             env_kwargs={**DEFAULTS.env_kwargs, **(SITES_ENV_KWARGS if case.sites else {}), "lookahead": args.lookahead,
                         "information": args.information},
@@ -349,7 +355,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     elif config.information == "dayahead":  # forecasts fitted on the training days; days without forecasts leave
         forecasts = load_forecasts(config.forecasts)
         instances = dayahead_instances(instances, profiles, forecasts, config.train_days, seed=config.seed,
-                                       out_of_sample=False, price_source=config.price_forecast)
+                                       out_of_sample=False, price_source=config.price_forecast,
+                                       price_issue_hour=config.price_issue_hour)
         config.train_days = [day for day in config.train_days if day in instances]
         config.heldout_days = [day for day in config.heldout_days if day in instances]
         require(len(config.train_days) > 0, "forecasts", "no training day inside the forecast period")
@@ -467,6 +474,8 @@ def main(argv: Sequence[str] | None = None) -> int:
           + (f" --profiles {config.profiles}" if config.profiles else "")
           + (f" --forecasts {config.forecasts} --information dayahead" if config.information == "dayahead" else "")
           + (f" --price-forecast {config.price_forecast}" if config.price_forecast != DEFAULTS.price_forecast else "")
+          + (f" --price-issue-hour {config.price_issue_hour}"
+             if config.price_issue_hour != DEFAULTS.price_issue_hour else "")
           + "".join(f" --{k.replace('_', '-')} {v}" for k, v in config.overrides.items()))
     return 0
 
@@ -493,7 +502,7 @@ def horizon_instances(config: PPOConfig, instances: dict, profiles) -> dict:
     if forecasts is not None and chosen:
         chosen = dayahead_instances(chosen, profiles, forecasts,
                                     fit_days_outside(split_train, week_days(HELD_OUT_WEEK_STARTS)), seed=config.seed,
-                                    price_source=config.price_forecast)
+                                    price_source=config.price_forecast, price_issue_hour=config.price_issue_hour)
     config.train_days = [day for day in train if day in chosen]
     config.validation_days = [day for day in validation if day in chosen]
     config.heldout_days = heldout

@@ -12,6 +12,7 @@ from typing import Any
 
 from aidc_env.env import DEFAULT_REWARD_SCALE_USD, DEFAULT_TERMINAL_PENALTY_FACTOR
 from aidc_env.errors import require
+from aidc_env.information import ISSUE_HOUR
 
 ENV_KWARGS_KEYS = ("lookahead", "information", "forecast_noise", "reward_scale", "safety_mask",
                    "pause_when_done", "terminal_penalty_factor")
@@ -42,6 +43,9 @@ class PPOConfig:
     """With day-ahead information, where the price forecast comes from (:data:`aidc_env.price_forecast.PRICE_SOURCES`):
     the package's gradient boosting (``model``) or the forecast CSV's ``price_forecast_usd_per_mwh`` column
     (``supplied``). Configs saved before it existed mean ``model``."""
+    price_issue_hour: int = ISSUE_HOUR
+    """With day-ahead information, the hour of d − 1 from which day d's price forecast is known
+    (:attr:`aidc_env.information.Forecast.price_issue_hour`). Configs saved before it existed mean 10."""
     overrides: dict[str, Any] = field(default_factory=dict)
     train_days: list[str] = field(default_factory=list)
     heldout_days: list[str] = field(default_factory=list)

@@ -60,7 +60,7 @@ from agents.mpc import (commit, current_choices, plan_tail, replanning_slots, re
                         sub_instance, tokens_made)
 from aidc_env.instance import PAUSE, Instance
 from aidc_env.errors import require
-from aidc_env.information import issue_slot, issued_days, outlook
+from aidc_env.information import ISSUE_HOUR, issue_slots, issued_days, outlook, price_issue_hour
 from aidc_env.price_forecast import LATER_DAY_REPEAT_WEIGHT
 from aidc_env.simulator import TRANCHE_TOLERANCE, simulate
 
@@ -335,6 +335,9 @@ def smpc_schedule(inst: Instance, information: str = "dayahead", *, oracle=None,
     require(recourse in SMPC_RECOURSE, "smpc-recourse", f"must be one of {', '.join(SMPC_RECOURSE)}")
     require(recourse == "clairvoyant" or (stages == "issues" and method == "candidates"), "smpc-recourse",
             "informed recourse needs --smpc-stages issues and the candidates method")
+    require(recourse == "clairvoyant" or information == "perfect" or price_issue_hour(inst) == ISSUE_HOUR,
+            "smpc-recourse", "informed recourse needs the price issued with the renewables (a price issue hour of "
+            f"{ISSUE_HOUR}, not {price_issue_hour(inst)})")
     proposing = None
     if evaluation_scenarios > 0 and information != "perfect":
         require(n_scenarios is not None, "smpc-evaluation-scenarios",
@@ -349,7 +352,7 @@ def smpc_schedule(inst: Instance, information: str = "dayahead", *, oracle=None,
     plan: list[list[int]] | None = None  # MPC's plan of the rest, made on ``known``
     committed_to = 0
     known: tuple[np.ndarray, np.ndarray] | None = None
-    issues = [issue_slot(inst, d) for d in range(inst.horizon_days)]
+    issues = issue_slots(inst)  # the renewables' and, when later, the price's
     for start, stop in zip(points[:-1], points[1:], strict=True):
         if stages == "issues" and start < committed_to:
             continue  # inside a stage already decided

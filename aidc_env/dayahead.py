@@ -15,6 +15,7 @@ Below this module nothing re-reads a CSV: the env, the oracle and the policies r
 
 from __future__ import annotations
 
+import argparse
 import dataclasses
 import datetime as dt
 from collections.abc import Collection, Mapping, Sequence
@@ -24,7 +25,7 @@ import numpy as np
 from aidc_env.instance import Instance
 from aidc_env.errors import require
 from aidc_env.forecasts import ForecastSet
-from aidc_env.information import Forecast
+from aidc_env.information import ISSUE_HOUR, LAST_ISSUE_HOUR, Forecast
 from aidc_env.price_forecast import (DEFAULT_PRICE_SOURCE, LATER_DAY_REPEAT_WEIGHT, RECENT_MEAN_DAYS, PriceForecaster,
                                    day_features, fit_price_forecaster, later_day_outlook, persistence_forecast)
 from aidc_env.profiles import ProfileSet, hourly_to_slots
@@ -41,8 +42,10 @@ def scenario_seed(seed: int, date: str) -> int:
 
 
 def forecast_of(inst: Instance, forecaster: PriceForecaster, profiles: ProfileSet, forecasts: ForecastSet,
-                n_scenarios: int = DEFAULT_SCENARIOS, seed: int = DEFAULT_SEED) -> Forecast:
-    """The day-ahead forecast of every slot of ``inst`` (each day as issued the day before).
+                n_scenarios: int = DEFAULT_SCENARIOS, seed: int = DEFAULT_SEED,
+                price_issue_hour: int = ISSUE_HOUR) -> Forecast:
+    """The day-ahead forecast of every slot of ``inst`` (each day as issued the day before; the price at
+    ``price_issue_hour`` of d − 1, :attr:`~aidc_env.information.Forecast.price_issue_hour`).
 
     On a horizon of several days, also the outlook made at each day's issue time
     (:attr:`~aidc_env.information.Forecast.issue_outlook_price_usd_per_mwh`): the forecasts issued so far, then
@@ -81,9 +84,12 @@ def forecast_of(inst: Instance, forecaster: PriceForecaster, profiles: ProfileSe
                "persistence price (latest prices known at issue time)"
                + (f"; later days: {LATER_DAY_REPEAT_WEIGHT:g} x the last issued day's price + "
                   f"{1 - LATER_DAY_REPEAT_WEIGHT:g} x the mean price of the {RECENT_MEAN_DAYS} days before its issue, "
-                  "per clock hour" if later else ""),
+                  "per clock hour" if later else "")
+               + (f"; price issued at {price_issue_hour:02d}:00 of the day before"
+                  if price_issue_hour != ISSUE_HOUR else ""),
         persistence_price_usd_per_mwh=np.concatenate(persistence),
         issue_outlook_price_usd_per_mwh=issue_outlook,
+        price_issue_hour=price_issue_hour,
     )
 
 
@@ -105,22 +111,25 @@ def forecastable(inst: Instance, forecasts: ForecastSet, profiles: ProfileSet,
 
 def attach_forecasts(instances: Mapping[str, Instance], forecaster: PriceForecaster, profiles: ProfileSet,
                      forecasts: ForecastSet, n_scenarios: int = DEFAULT_SCENARIOS,
-                     seed: int = DEFAULT_SEED) -> dict[str, Instance]:
+                     seed: int = DEFAULT_SEED, price_issue_hour: int = ISSUE_HOUR) -> dict[str, Instance]:
     """The instances whose every day can be forecast, each with its :class:`Forecast` (others dropped)."""
     return {day: dataclasses.replace(inst, forecast=forecast_of(inst, forecaster, profiles, forecasts,
-                                                                n_scenarios, seed))
+                                                                n_scenarios, seed, price_issue_hour))
             for day, inst in instances.items() if forecastable(inst, forecasts, profiles, forecaster.price_source)}
 
 
 def dayahead_instances(instances: Mapping[str, Instance], profiles: ProfileSet, forecasts: ForecastSet,
                        train_days: Sequence[str], n_scenarios: int = DEFAULT_SCENARIOS,
                        seed: int = DEFAULT_SEED, *, out_of_sample: bool = True,
-                       price_source: str = DEFAULT_PRICE_SOURCE) -> dict[str, Instance]:
+                       price_source: str = DEFAULT_PRICE_SOURCE,
+                       price_issue_hour: int = ISSUE_HOUR) -> dict[str, Instance]:
     """Fit the price forecaster on ``train_days`` (only) and attach forecasts to the forecastable instances.
 
     ``price_source`` (:data:`~aidc_env.price_forecast.PRICE_SOURCES`): the point forecast of the price is the
     gradient boosting's (``model``, default) or the forecast CSV's supplied column (``supplied``; its residual days
-    are its own errors on the training days).
+    are its own errors on the training days). ``price_issue_hour``: the hour of d − 1 from which day d's price
+    forecast is known (:attr:`~aidc_env.information.Forecast.price_issue_hour`; 13 for the CAISO day-ahead market's
+    LMP, published at about 13:00); the renewables are issued at :data:`~aidc_env.information.ISSUE_HOUR`.
 
     ``out_of_sample`` (default): no instance's forecasts come from a fit that saw its own days. An instance none
     of whose days is in ``train_days`` (a held-out day) takes the forecaster fitted on all of them; one whose
@@ -138,7 +147,7 @@ def dayahead_instances(instances: Mapping[str, Instance], profiles: ProfileSet, 
         if own not in fits:
             fits[own] = fit_price_forecaster(profiles, forecasts, fit_days_outside(train_days, own), seed=seed,
                                              price_source=price_source)
-        out.update(attach_forecasts({day: inst}, fits[own], profiles, forecasts, n_scenarios, seed))
+        out.update(attach_forecasts({day: inst}, fits[own], profiles, forecasts, n_scenarios, seed, price_issue_hour))
     require(len(out) > 0, "forecasts", f"none of the {len(instances)} instances lies inside the forecast period "
             f"({forecasts.dates()[0]}..{forecasts.dates()[-1]})")
     return out
@@ -207,6 +216,25 @@ def revealed(inst: Instance, prices: str) -> Instance:
         forecast, price_usd_per_mwh=issued_price, issue_outlook_price_usd_per_mwh=rows, source=source))
 
 
+def add_price_issue_hour_argument(parser: argparse.ArgumentParser, default: int) -> None:
+    """The entry points' ``--price-issue-hour H`` (checked by :func:`require_price_issue_hour`)."""
+    parser.add_argument("--price-issue-hour", type=int, default=default, metavar="H",
+                        help=f"with --forecasts: the local hour of the day before from which a day's price forecast "
+                        f"is known ({ISSUE_HOUR}..{LAST_ISSUE_HOUR}; the load, solar and wind forecasts are issued at "
+                        f"{ISSUE_HOUR}:00); 13 for the CAISO day-ahead market's LMP (--price-forecast supplied), "
+                        "published at about 13:00")
+
+
+def require_price_issue_hour(hour: int, has_forecasts: bool) -> None:
+    """InputError naming price-issue-hour unless it is an hour ``ISSUE_HOUR..LAST_ISSUE_HOUR``, and, other than the
+    default, given with forecasts."""
+    require(ISSUE_HOUR <= hour <= LAST_ISSUE_HOUR, "price-issue-hour",
+            f"must be an hour within {ISSUE_HOUR}..{LAST_ISSUE_HOUR} (a forecast of day d is issued on d − 1, not "
+            f"before the load, solar and wind forecasts at {ISSUE_HOUR}:00), got {hour}")
+    require(hour == ISSUE_HOUR or has_forecasts, "price-issue-hour",
+            "a price issue hour applies to day-ahead forecasts: give --forecasts CSV")
+
+
 def fit_days_outside(train_days: Sequence[str], days: Collection[str]) -> list[str]:
     """The days of ``train_days`` (in their order) that are not among ``days``: the fit days of an instance's
     out-of-sample forecaster."""
@@ -214,5 +242,5 @@ def fit_days_outside(train_days: Sequence[str], days: Collection[str]) -> list[s
     return [d for d in train_days if d not in excluded]
 
 
-__all__ = ["DEFAULT_SCENARIOS", "REVEALED_PRICES", "attach_forecasts", "dayahead_instances", "fit_days_outside",
-           "forecast_of", "forecastable", "revealed"]
+__all__ = ["DEFAULT_SCENARIOS", "REVEALED_PRICES", "add_price_issue_hour_argument", "attach_forecasts", "dayahead_instances", "fit_days_outside",
+           "forecast_of", "forecastable", "require_price_issue_hour", "revealed"]

@@ -3,7 +3,9 @@
 The truth of an instance (its price λ_t and renewable shape cf_t) is revealed slot by slot: at the start
 of slot t, the values of slots 0..t−1 are known, those of t..T−1 are not. The forecast of day d is
 issued the day before at :data:`ISSUE_HOUR` (10:00, when the day-ahead market closes), so at slot t the
-forecasts of every day whose issue time has passed are known, and nothing else.
+forecasts of every day whose issue time has passed are known, and nothing else. A forecast's price may be issued
+later than its renewables (:attr:`Forecast.price_issue_hour`, e.g. 13:00 for a supplied day-ahead market price,
+published after the market closes): until then the day's price is the outlook of a day not issued yet.
 
 An instance may carry a :class:`Forecast` (``Instance.forecast``): per slot, each day's forecast as
 issued the day before, and S equally likely scenarios of the same days. Policies and the env read the
@@ -30,6 +32,8 @@ from aidc_env.profiles import HOURS_PER_DAY
 
 ISSUE_HOUR = 10
 """Local clock hour of day d − 1 at which day d's forecast is issued (CAISO's day-ahead market closes at 10:00)."""
+LAST_ISSUE_HOUR = 23
+"""Latest local clock hour of day d − 1 at which a forecast of day d may be issued (a later one is intraday)."""
 INFORMATION = ("perfect", "dayahead")
 """Information settings: the truth (hindsight), or day-ahead forecasts revealed as they are issued."""
 
@@ -58,6 +62,11 @@ class Forecast:
     is not issued yet, an outlook made from what is known then (:func:`aidc_env.dayahead.forecast_of`: the
     mean price of the last days at each clock hour). :func:`outlook` reads the later days from the row of the
     last issue. None: later days repeat the last issued day's forecast."""
+    price_issue_hour: int = ISSUE_HOUR
+    """Local clock hour of d − 1 from which day d's price forecast (point, scenarios and issue outlook row) is known,
+    :data:`ISSUE_HOUR` .. :data:`LAST_ISSUE_HOUR`; the renewables are always issued at :data:`ISSUE_HOUR`. Later
+    than :data:`ISSUE_HOUR` for a price published after the forecasts it was made with (the CAISO day-ahead market
+    publishes its LMP at about 13:00); until then the day's price is the outlook of the previous issue."""
 
     def __post_init__(self) -> None:
         price = np.array(self.price_usd_per_mwh, dtype=float)
@@ -89,6 +98,9 @@ class Forecast:
             require(bool(np.all(np.isfinite(rows))), "forecast.issue_outlook_price_usd_per_mwh",
                     "contains NaN or infinite values")
             arrays["issue_outlook_price_usd_per_mwh"] = rows
+        require(isinstance(self.price_issue_hour, int) and not isinstance(self.price_issue_hour, bool)
+                and ISSUE_HOUR <= self.price_issue_hour <= LAST_ISSUE_HOUR, "forecast.price_issue_hour",
+                f"must be an hour within {ISSUE_HOUR}..{LAST_ISSUE_HOUR}, got {self.price_issue_hour!r}")
         for name, arr in arrays.items():
             arr.setflags(write=False)
             object.__setattr__(self, name, arr)
@@ -112,6 +124,7 @@ class Forecast:
                else {"persistence_price_usd_per_mwh": self.persistence_price_usd_per_mwh.tolist()}),
             **({} if self.issue_outlook_price_usd_per_mwh is None
                else {"issue_outlook_price_usd_per_mwh": self.issue_outlook_price_usd_per_mwh.tolist()}),
+            **({} if self.price_issue_hour == ISSUE_HOUR else {"price_issue_hour": self.price_issue_hour}),
         }
 
     @classmethod
@@ -124,21 +137,38 @@ class Forecast:
                    renewable_shape_scenarios=data.get("renewable_shape_scenarios", []),
                    source=str(data.get("source", "")),
                    persistence_price_usd_per_mwh=data.get("persistence_price_usd_per_mwh"),
-                   issue_outlook_price_usd_per_mwh=data.get("issue_outlook_price_usd_per_mwh"))
+                   issue_outlook_price_usd_per_mwh=data.get("issue_outlook_price_usd_per_mwh"),
+                   price_issue_hour=data.get("price_issue_hour", ISSUE_HOUR))
 
 
 def slots_per_hour(inst) -> int:
     return int(round(1.0 / inst.slot_hours))
 
 
-def issue_slot(inst, d: int) -> int:
-    """Slot on the instance's axis at which day ``d``'s forecast is issued (negative: before the start)."""
-    return d * inst.slots_per_day - (HOURS_PER_DAY - ISSUE_HOUR) * slots_per_hour(inst)
+def issue_slot(inst, d: int, hour: int = ISSUE_HOUR) -> int:
+    """Slot on the instance's axis at which day ``d``'s forecast is issued (negative: before the start), issued at
+    ``hour`` local of d − 1."""
+    return d * inst.slots_per_day - (HOURS_PER_DAY - hour) * slots_per_hour(inst)
 
 
-def issued_days(inst, t: int) -> int:
-    """How many days of the horizon (from the first) have their forecast issued at the start of slot t."""
-    return sum(1 for d in range(inst.horizon_days) if issue_slot(inst, d) <= t)
+def issued_days(inst, t: int, hour: int = ISSUE_HOUR) -> int:
+    """How many days of the horizon (from the first) have their forecast issued (at ``hour`` of the day before) at
+    the start of slot t."""
+    return sum(1 for d in range(inst.horizon_days) if issue_slot(inst, d, hour) <= t)
+
+
+def price_issue_hour(inst) -> int:
+    """The hour of d − 1 at which the instance's price forecast of day d is issued (:data:`ISSUE_HOUR` without a
+    forecast)."""
+    forecast = getattr(inst, "forecast", None)
+    return ISSUE_HOUR if forecast is None else forecast.price_issue_hour
+
+
+def issue_slots(inst) -> list[int]:
+    """Every slot at which a forecast (the renewables' or the price's) is issued, sorted, from 1 to T − 1: the slots
+    where the day-ahead outlook changes."""
+    hours = {ISSUE_HOUR, price_issue_hour(inst)}
+    return sorted({s for d in range(inst.horizon_days) for h in hours if 0 < (s := issue_slot(inst, d, h)) < inst.slots})
 
 
 def _forward(inst, t: int, values: np.ndarray, issued: int, later: np.ndarray | None = None) -> np.ndarray:
@@ -185,11 +215,12 @@ def outlook(inst, t: int, information: str = "dayahead", scenario: int | None = 
         # rules measured, the cheapest for smpc on training weeks (docs/uncertainty.md, "Scenarios of the later days").
         later = None
     issued = issued_days(inst, t)  # >= 1: the first day's forecast is issued before the instance starts
+    priced = issued_days(inst, t, forecast.price_issue_hour)  # <= issued, >= 1 (issued before 24:00 of d − 1)
     if later is not None:
         require(later.shape[0] == inst.horizon_days, "forecast.issue_outlook_price_usd_per_mwh",
                 f"has {later.shape[0]} rows, the instance {inst.horizon_days} days")
-        later = later[issued - 1]
-    return _forward(inst, t, price, issued, later), _forward(inst, t, shape, issued)
+        later = later[priced - 1]
+    return _forward(inst, t, price, priced, later), _forward(inst, t, shape, issued)
 
 
 def realised(inst, t: int) -> tuple[np.ndarray, np.ndarray]:
@@ -198,4 +229,5 @@ def realised(inst, t: int) -> tuple[np.ndarray, np.ndarray]:
     return inst.price_usd_per_mwh[:t].copy(), inst.renewable_shape[:t].copy()
 
 
-__all__ = ["INFORMATION", "ISSUE_HOUR", "Forecast", "issue_slot", "issued_days", "outlook", "realised"]
+__all__ = ["INFORMATION", "ISSUE_HOUR", "LAST_ISSUE_HOUR", "Forecast", "issue_slot", "issue_slots", "issued_days",
+           "outlook", "price_issue_hour", "realised"]

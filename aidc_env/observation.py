@@ -17,7 +17,7 @@ from collections.abc import Sequence
 import numpy as np
 from gymnasium import spaces
 
-from aidc_env.information import issue_slot, outlook, realised
+from aidc_env.information import issue_slots, outlook, realised
 from aidc_env.instance import Instance
 
 PRICE_SCALE_USD_PER_MWH = 100.0
@@ -93,13 +93,14 @@ def outlook_blocks(inst: Instance, information: str) -> list[tuple[int, int, np.
     Returns ``(t0, t1, price, renewable_mw)``: for every t0 ≤ t < t1, ``price[t:]`` and ``renewable_mw[t:]``
     (arrays of T slots, MW = ρ · P_rated · shape) are the view at slot t (the slots before t0 are 0 and never
     read). The view changes only when a forecast is issued, so the blocks start at 0 and at each issue slot
-    inside the horizon. With ``perfect`` there is one block holding the truth (``inst.renewable_mw`` itself).
+    inside the horizon (the renewables' and the price's). With ``perfect`` there is one block holding the truth
+    (``inst.renewable_mw`` itself).
     """
     T = inst.slots
     if information == "perfect":
         price, _ = outlook(inst, 0, information)
         return [(0, T + 1, price, np.asarray(inst.renewable_mw, dtype=float))]
-    starts = [0] + sorted({s for d in range(inst.horizon_days) if 0 < (s := issue_slot(inst, d)) < T})
+    starts = [0] + issue_slots(inst)
     ends = starts[1:] + [T + 1]
     rated_renewable = inst.renewable_ratio * inst.rated_facility_mw
     blocks = []

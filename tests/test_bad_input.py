@@ -290,7 +290,9 @@ def corpus(f: dict[str, str]) -> list[tuple[str, list[str], str]]:
     entries += [("train", a, fld) for a, fld in [
         (["--information", "dayahead"], "forecasts"), (["--information", "clairvoyant"], "--information"),
         (["--information", "dayahead", "--forecasts", "missing.csv"], "missing.csv"),
-        (["--price-forecast", "supplied"], "price-forecast"), (["--price-forecast", "psychic"], "--price-forecast")]]
+        (["--price-forecast", "supplied"], "price-forecast"), (["--price-forecast", "psychic"], "--price-forecast"),
+        (["--price-issue-hour", "13"], "price-issue-hour"), (["--price-issue-hour", "x"], "--price-issue-hour"),
+        (["--information", "dayahead", "--forecasts", "missing.csv", "--price-issue-hour", "9"], "price-issue-hour")]]
     # oracle: flags, the case path, and every instance JSON field
     entries += [("oracle", a, fld) for a, fld in [
         (["--case", f["dir"], "--json"], "case"), (["--renewable-ratio", "1e308", "--json"], "renewable_ratio"),

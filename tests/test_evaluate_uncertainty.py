@@ -52,6 +52,10 @@ def test_comparisons_without_a_saving_to_capture_are_null_not_nan():
     (["--policies", "mpc,mpc-true-price"], "policies"),
     (["--price-forecast", "supplied"], "price-forecast"),
     (["--price-forecast", "psychic", "--forecasts", "f.csv"], "--price-forecast"),
+    (["--price-issue-hour", "13"], "price-issue-hour"),
+    (["--price-issue-hour", "9", "--forecasts", "f.csv"], "price-issue-hour"),
+    (["--price-issue-hour", "24", "--forecasts", "f.csv"], "price-issue-hour"),
+    (["--price-issue-hour", "1.5", "--forecasts", "f.csv"], "--price-issue-hour"),
 ])
 def test_bad_flags_exit_2_with_one_line(argv, field, tmp_path, capsys):
     assert run_cli(evaluate.main, [*argv, "--out", str(tmp_path / "out"), "--no-plots"]) == EXIT_BAD_INPUT
@@ -96,6 +100,12 @@ def test_a_model_evaluated_on_another_price_forecast_is_noted(monkeypatch, capsy
     args.price_forecast = "supplied"
     evaluate.check_model("model.zip", args, inst=None)
     assert capsys.readouterr().err == ""
+    args.price_issue_hour = 13  # a config saved without the hour means 10:00
+    evaluate.check_model("model.zip", args, inst=None)
+    assert "trained on a price issued at 10:00 and is evaluated on one issued at 13:00" in capsys.readouterr().err
+    model.aidc_config["price_issue_hour"] = 13
+    evaluate.check_model("model.zip", args, inst=None)
+    assert capsys.readouterr().err == ""
 
 
 def test_model_may_be_the_run_folder_or_the_zip(tmp_path):
@@ -118,6 +128,24 @@ def test_instances_carry_each_days_persistence_price(synthetic, forecaster):  # 
         np.testing.assert_array_equal(inst.forecast.persistence_price_usd_per_mwh[inst.day_slots(d)],
                                       hourly_to_slots(persistence_forecast(profiles, date), inst.slots_per_day))
     assert not np.array_equal(inst.forecast.persistence_price_usd_per_mwh, inst.forecast.price_usd_per_mwh)
+
+
+def test_instances_carry_the_price_issue_hour(synthetic, forecaster):  # noqa: F811
+    from aidc_env.case import build_instances
+    from aidc_env.dayahead import attach_forecasts
+    from aidc_env.information import issue_slots
+
+    profiles, forecasts = synthetic
+    built = build_instances("2048", HELD[:1], profiles, horizon_days=2)
+    at_ten, at_one = (attach_forecasts(built, forecaster, profiles, forecasts, n_scenarios=2,
+                                       **({"price_issue_hour": 13} if late else {}))[HELD[0]] for late in (False, True))
+    assert (at_ten.forecast.price_issue_hour, at_one.forecast.price_issue_hour) == (10, 13)
+    assert "price issued at 13:00" in at_one.forecast.source and "price issued" not in at_ten.forecast.source
+    for name in ("price_usd_per_mwh", "renewable_shape", "price_scenarios_usd_per_mwh",
+                 "issue_outlook_price_usd_per_mwh", "persistence_price_usd_per_mwh"):
+        np.testing.assert_array_equal(getattr(at_ten.forecast, name), getattr(at_one.forecast, name))
+    spd = at_ten.slots_per_day
+    assert issue_slots(at_ten) == [spd * 10 // 24] and issue_slots(at_one) == [spd * 10 // 24, spd * 13 // 24]
 
 
 def test_a_supplied_price_needs_the_column_on_some_day(tmp_path, capsys):

@@ -227,11 +227,11 @@ def test_week_forecasts_on_a_supplied_price_train_on_weeks_that_have_it(monkeypa
     monkeypatch.setattr(train, "dayahead_instances", fake_dayahead)
     monkeypatch.setattr(train, "load_forecasts", lambda path: SimpleNamespace(dates=lambda: list(days),
                                                                               supplied_dates=lambda: list(priced)))
-    for source, first in (("supplied", "2023-06-01"), ("model", "2023-03-01")):
-        config = PPOConfig(forecasts="fc.csv", price_forecast=source, horizon_train_instances=40,
+    for source, first, hour in (("supplied", "2023-06-01", 13), ("model", "2023-03-01", 10)):
+        config = PPOConfig(forecasts="fc.csv", price_forecast=source, price_issue_hour=hour, horizon_train_instances=40,
                            horizon_validation_instances=2, train_days=split_days(days)[0])
         config.env_kwargs["information"] = "dayahead"
         chosen = train.horizon_instances(config, weeks, SimpleNamespace(dates=lambda: list(days)))
         firsts, kwargs = calls[-1]
-        assert kwargs["price_source"] == source
+        assert kwargs["price_source"] == source and kwargs["price_issue_hour"] == hour
         assert min(chosen) >= first and all(set(weeks[d].days) <= set(priced) for d in chosen) == (source == "supplied")
