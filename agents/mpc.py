@@ -11,9 +11,10 @@ The oracle's models are kept per structure and re-priced in place (:class:`oracl
 A re-solve is skipped when nothing new is known: if the outlook of the remaining slots is the previous
 outlook's tail and the state followed the previous plan, that plan's tail is optimal for the rest (the
 tail of an optimal plan is optimal from the state it reaches), so it is kept. With day-ahead information a
-new forecast is issued once a day (10:00), so MPC re-solves about once a day -- and on a one-day instance
-never after slot 0: there it *is* the day-ahead plan (nothing new is learnt within a day; the realised
-prices of the past slots do not change the outlook of the coming ones).
+new forecast is issued once a day (10:00; with a price issued later, ``Forecast.price_issue_hour``, twice), so
+MPC re-solves about once a day -- and on a one-day instance never after slot 0: there it *is* the day-ahead plan
+(nothing new is learnt within a day; the realised prices of the past slots do not change the outlook of the
+coming ones).
 
 ``ForecastNoise`` (a synthetic multiplicative error on the truth, growing with lead time) is kept as a
 sensitivity tool for ``information="perfect"`` only; real decisions under uncertainty use the forecasts.

@@ -22,7 +22,9 @@ with a missing cell keeps its load, solar and wind forecasts but has none (liste
 model sees. A cell beyond :data:`~aidc_env.limits.MAX_PRICE_USD_PER_MWH` in magnitude is a data error. Nothing
 here can check *when* a supplied value was known; a column written after the fact (e.g. the realised price) is a
 relaxation, not a forecast. The CAISO day-ahead market publishes its prices at about 13:00 of d − 1, three hours
-after :data:`ISSUE_HOUR`; the package issues every forecast at :data:`ISSUE_HOUR`.
+after :data:`ISSUE_HOUR`: say when the supplied price is known with ``price_issue_hour``
+(``--price-issue-hour 13``; :attr:`aidc_env.information.Forecast.price_issue_hour`), or runs issue it with the
+other forecasts, at :data:`ISSUE_HOUR`.
 
 **Timing.** The forecasts of day d are those of the CAISO day-ahead market, published before it
 closes at 10:00 local on d − 1 (:data:`ISSUE_HOUR`): a policy may use them from that time on.
