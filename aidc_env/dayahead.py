@@ -242,5 +242,6 @@ def fit_days_outside(train_days: Sequence[str], days: Collection[str]) -> list[s
     return [d for d in train_days if d not in excluded]
 
 
-__all__ = ["DEFAULT_SCENARIOS", "REVEALED_PRICES", "add_price_issue_hour_argument", "attach_forecasts", "dayahead_instances", "fit_days_outside",
-           "forecast_of", "forecastable", "require_price_issue_hour", "revealed"]
+__all__ = ["DEFAULT_SCENARIOS", "REVEALED_PRICES", "add_price_issue_hour_argument", "attach_forecasts",
+           "dayahead_instances", "fit_days_outside", "forecast_of", "forecastable", "require_price_issue_hour",
+           "revealed"]

@@ -168,7 +168,8 @@ def issue_slots(inst) -> list[int]:
     """Every slot at which a forecast (the renewables' or the price's) is issued, sorted, from 1 to T − 1: the slots
     where the day-ahead outlook changes."""
     hours = {ISSUE_HOUR, price_issue_hour(inst)}
-    return sorted({s for d in range(inst.horizon_days) for h in hours if 0 < (s := issue_slot(inst, d, h)) < inst.slots})
+    slots = {issue_slot(inst, d, h) for d in range(inst.horizon_days) for h in hours}
+    return sorted(s for s in slots if 0 < s < inst.slots)
 
 
 def _forward(inst, t: int, values: np.ndarray, issued: int, later: np.ndarray | None = None) -> np.ndarray:
