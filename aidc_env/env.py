@@ -132,7 +132,8 @@ class CheckpointDispatchEnv(gym.Env):
     slot t: the truth with ``information="perfect"``; with ``"dayahead"`` the point forecasts issued by then
     (day d's at 10:00 on day d − 1, its price at the forecast's ``price_issue_hour``, 10:00 unless later; the price
     of later days is the last issue's outlook, a blend of its forecast and the recent mean price at each clock
-    hour, and their renewables repeat the last issued day), since slot t's own truth is not known at its start. Nothing observed at slot t depends on the truth of slots ≥ t.
+    hour, and their renewables repeat the last issued day), since slot t's own truth is not known at its start.
+    Nothing observed at slot t depends on the truth of slots ≥ t.
 
     With ``forecast_noise = σ > 0`` (``perfect`` only: synthetic noise on the truth) the look-ahead (not the
     current values) is the truth plus Gaussian noise of standard deviation σ·√k at lead k (in the scaled
