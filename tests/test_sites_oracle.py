@@ -218,22 +218,26 @@ def test_placements_order_home_stay_free(tmp_path):
     assert values["home"] >= values["stay"] - 1e-9 >= values["free"] - 2e-9
 
 
-CLI_MOVES_TIME_LIMIT_S = 8
-"""Seconds (wall) the CLI test gives the sites oracle to find a schedule that moves a running job."""
+CLI_MOVES_MIP_GAP = 0.01
+"""The gap the CLI test asks of the sites oracle: the pattern master's bound ($783.47 on sites3 at K = 4) closes it
+at the first stage dive's schedule ($785.87, which moves jobs), so the answer is proven and the same on any load
+(~4 s on a quiet machine, 6 s at load 4 on 2 cores)."""
+CLI_MOVES_TIME_LIMIT_S = 120
+"""A safety limit only: the test's answer must be proven within :data:`CLI_MOVES_MIP_GAP` well before it. (Until
+2026-12-05 an 8 s wall limit without a proof decided the answer, and under load it was the jobs at home.)"""
 
 
 def test_oracle_cli_dispatches_sites_to_the_decomposition_whose_moves_pay_their_transfer(capsys):
-    """sites3 at K = 4 moves jobs (a short limit: the answer need not be proven; ~10 s, the one case with moves of
-    running segments at this size). The limit is wall time: 4 s found no move once at load 4 on 2 cores (the
-    decomposition starts from the jobs at home), so it is CLI_MOVES_TIME_LIMIT_S."""
+    """sites3 at K = 4 moves jobs (the one case with moves of running segments at this size), proven within 1%."""
     import json
 
     assert oracle_cli.main(["--case", "sites3", "--segments", "4", "--time-limit", str(CLI_MOVES_TIME_LIMIT_S),
-                            "--json"]) == 0
+                            "--mip-gap", str(CLI_MOVES_MIP_GAP), "--json"]) == 0
     out = json.loads(capsys.readouterr().out)
     assert out["formulation"] == "sites-decomposition"
+    assert out["status"] == "optimal"  # within the gap: the answer does not depend on the machine's load
     assert out["metrics"]["operating_cost_usd"] == out["objective_usd"]
-    assert out["best_bound_usd"] <= out["objective_usd"]
+    assert out["best_bound_usd"] <= out["objective_usd"] <= out["best_bound_usd"] * (1 + CLI_MOVES_MIP_GAP)
     inst = build_instance("sites3", segments=4)
     names = [job.name for job in inst.jobs]
     schedule = [out["schedule"][n] for n in names]
