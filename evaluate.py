@@ -29,7 +29,7 @@ import numpy as np
 import pandas as pd
 from tqdm import tqdm
 
-from agents.days import split_days, spread as spread_days
+from agents.days import split_days, split_starts, spread as spread_days
 from agents.mpc import ForecastNoise
 from agents.policies import HEAVY_POLICIES, POLICY_NAMES, RELAXATIONS, PolicySettings, run_policy
 from agents.sites_oracle import DEFAULT_METHOD as DEFAULT_SITES_ORACLE_METHOD, METHODS as SITES_ORACLE_METHODS
@@ -347,7 +347,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     horizon = int(overrides.get("horizon_days") or case.horizon_days)
     profiles = load_profiles(args.profiles, renewable_capacity_mw=case.renewable_capacity_mw)
     starts = profiles.horizon_starts(horizon)
-    days = [d for d in select_days(args.days, profiles.dates(), case.day, None) if d in starts]
+    days = select_days(args.days, starts, case.day, None, profiles.dates(), horizon)
     require(bool(days), "days", f"none of the selected days starts {horizon} consecutive days of the profile source")
 
     # 2. Instances (with --forecasts: the forecaster fitted on the training split outside each instance, days without
@@ -617,10 +617,17 @@ def check_model(model_path: str, args, inst: Instance) -> None:
         raise InputError("model", str(err)) from None
 
 
-def select_days(requested: Sequence[str], available: Sequence[str], reference: str, max_days: int | None) -> list[str]:
-    """Resolve --days: explicit dates, 'heldout', 'all' or 'reference'; --max-days spreads evenly (:func:`spread`)."""
+def select_days(requested: Sequence[str], available: Sequence[str], reference: str, max_days: int | None,
+                dates: Sequence[str] | None = None, horizon_days: int = 1) -> list[str]:
+    """Resolve --days: explicit dates, 'heldout', 'all' or 'reference'; --max-days spreads evenly (:func:`spread`).
+
+    ``available``: the first days of the instances; ``dates``: every complete day of the profile source (default
+    ``available``), split by :func:`agents.days.split_starts` into training and held-out instances of
+    ``horizon_days`` days."""
     if list(requested) == ["heldout"]:
-        days = split_days(available)[1] or list(available)
+        days = split_starts(available if dates is None else dates, available, horizon_days)[1]
+        require(bool(days), "days", f"the profile source has no held-out instance of {horizon_days} day(s) (whole "
+                "weeks are held out: agents/days.py); give --days all or dates")
     elif list(requested) == ["all"]:
         days = list(available)
     elif list(requested) == ["reference"]:

@@ -39,7 +39,7 @@ from agents.checkpoints import (
     save_model_atomically,
     stop_callback,
 )
-from agents.days import HELD_OUT_WEEK_STARTS, HOLDOUT_EVERY, split_days, spread, week_days
+from agents.days import split_days, spread
 from agents.fleet_steps import ENVS, uses_fleet_env
 from agents.imitation import oracle_demonstrations, oracle_schedules, plan_demonstrations, pretrain
 from agents.plan_features import PLANS, ForecastPlans
@@ -69,7 +69,7 @@ from agents.ppo_config import FLEET_DEFAULTS, HORIZON_DEFAULTS, IMITATIONS, defa
 from aidc_env.fleet_env import REWARD_CREDITS
 from aidc_env import limits
 from aidc_env.case import add_case_arguments, build_instances, case_overrides, load_case, require_one_site_case
-from aidc_env.dayahead import (add_price_issue_hour_argument, dayahead_instances, fit_days_outside,
+from aidc_env.dayahead import (add_price_issue_hour_argument, dayahead_instances,
                               require_price_issue_hour)
 from aidc_env.forecasts import load_forecasts
 from aidc_env.information import INFORMATION
@@ -91,7 +91,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         "day-ahead prices and renewable output. One agent step is one real decision (a checkpoint boundary; "
         "forced slots are played by the wrapper), the reward is the saving versus fixed continuous training, "
         "and the env's safety mask guarantees that every tranche completes. Trains on the train split of the "
-        f"profile days (every {HOLDOUT_EVERY}th complete day is held out for evaluate.py). Shows a progress "
+        f"profile days (whole weeks, one in four, are held out for evaluate.py: agents/days.py). Shows a progress "
         "bar, logs to TensorBoard (OUT/tb), checkpoints to OUT/checkpoints, and saves OUT/model.zip and "
         f"OUT/config.json. Defaults (docs/training.md): {DEFAULTS.total_timesteps:,} steps (wall times measured on "
         "a 2-core machine: docs/training.md). A case with fleet workloads (fine-tuning, inference, an idle-GPU "
@@ -483,11 +483,9 @@ def main(argv: Sequence[str] | None = None) -> int:
 def horizon_instances(config: PPOConfig, instances: dict, profiles) -> dict:
     """The training and validation instances of D-day horizons (with forecasts under day-ahead information); sets
     ``config.train_days``, ``validation_days`` and ``heldout_days`` to their first days
-    (:func:`agents.selection.split_horizon_starts`: starts on training days train or validate, starts on held-out
-    days are held out, as evaluate.py's held-out weeks; none shares a day with a week of
-    :data:`agents.days.HELD_OUT_WEEK_STARTS`, the evaluated held-out weeks). Only the chosen instances carry
-    forecasts, each out of sample as evaluate.py makes a held-out week's: from a price forecaster fitted on the
-    split's training days outside the instance and outside the held-out weeks."""
+    (:func:`agents.selection.split_horizon_starts`: instances wholly within training days train or validate; the
+    held-out weeks are held out). Only the chosen instances carry forecasts, each out of sample as evaluate.py makes
+    a held-out week's: from a price forecaster fitted on the split's training days outside the instance."""
     split_train = list(config.train_days)
     dayahead = config.information == "dayahead"
     forecasts = load_forecasts(config.forecasts) if dayahead else None
@@ -497,11 +495,11 @@ def horizon_instances(config: PPOConfig, instances: dict, profiles) -> dict:
     train, validation, heldout = split_horizon_starts(
         profiles.dates(), starts, config.validation_every if dayahead else 0, config.horizon_train_instances,
         config.horizon_validation_instances if dayahead else 0,
-        horizon_days=max((len(inst.days) for inst in instances.values()), default=1), held_out_weeks=HELD_OUT_WEEK_STARTS)
+        horizon_days=max((len(inst.days) for inst in instances.values()), default=1))
     chosen = {day: instances[day] for day in train + validation}
     if forecasts is not None and chosen:
         chosen = dayahead_instances(chosen, profiles, forecasts,
-                                    fit_days_outside(split_train, week_days(HELD_OUT_WEEK_STARTS)), seed=config.seed,
+                                    split_train, seed=config.seed,
                                     price_source=config.price_forecast, price_issue_hour=config.price_issue_hour)
     config.train_days = [day for day in train if day in chosen]
     config.validation_days = [day for day in validation if day in chosen]

@@ -1,13 +1,15 @@
 """Which days train and which are held out for evaluation.
 
-The split is fixed and documented so that train.py and evaluate.py agree without talking to each
-other: of the complete days of a profile source, sorted by date, every ``HOLDOUT_EVERY``-th day
-(the 7th, 14th, 21st, ...) is held out for evaluation; the others train. On the full 2023 year
-(351 complete days) this holds out 50 days spread over every month, but **not over the weekdays**: with few
-skipped days every 7th day falls on the same weekday, so 43 of the 50 are Saturdays (4 Mondays, 2 Fridays,
-1 Tuesday), and 34 of the 35 held-out days inside the day-ahead forecast period are Saturdays. Held-out
-results are therefore mostly weekend results; a split that rotates the weekday would change every published
-held-out figure and is left for a session that can re-measure them.
+The split is fixed so that train.py and evaluate.py agree without talking to each other. The default, ``weeks``,
+holds out whole ISO weeks (Monday to Sunday): every :data:`HOLDOUT_WEEK_EVERY`-th week of the year (ISO week
+numbers 3, 7, 11, ..., 51). So every weekday is held out equally often, the held-out weeks are spread over the
+year (one in four, 13 of 2023's 52), the same split serves day and week evaluation (a held-out week is seven
+held-out days), and no training week contains a held-out day: a training instance of D days lies wholly within
+training days. On the full 2023 year (351 complete days) it holds out 89 days; 8 of the held-out weeks lie
+inside the day-ahead forecast period (2023-03-13..11-14).
+
+``every-7th-day`` is the earlier split, kept for comparison: of the complete days sorted by date, the 7th, 14th,
+... is held out. On 2023 it holds out 50 days, 43 of them Saturdays.
 """
 
 from __future__ import annotations
@@ -17,32 +19,67 @@ from collections.abc import Sequence
 
 import numpy as np
 
-HOLDOUT_EVERY = 7
+from aidc_env.errors import require
 
-
-HELD_OUT_WEEK_STARTS = ("2023-03-18", "2023-06-03", "2023-08-12", "2023-10-28")
-"""First days of the 4 held-out weeks of docs/uncertainty.md and docs/performance.md "Weeks": held-out days of
-:func:`split_days` whose seven days are all in the data, evenly spread (evaluate.py ``--horizon-days 7
---max-days 4``); nothing in the oracle was tuned on them (2023-06-12, issue 12's example, was)."""
 DAYS_PER_WEEK = 7
 """A week's horizon in days (``--horizon-days 7``)."""
+HOLDOUT_WEEK_EVERY = 4
+"""The ``weeks`` split holds out one ISO week in this many."""
+HOLDOUT_WEEK_OFFSET = 3
+"""ISO week numbers ≡ this (mod :data:`HOLDOUT_WEEK_EVERY`) are held out: weeks 3, 7, ..., 51 (the first held-out
+week of 2023 starts on 2023-01-16)."""
+HOLDOUT_EVERY = 7
+"""The ``every-7th-day`` split holds out every 7th complete day."""
+SPLITS = ("weeks", "every-7th-day")
+DEFAULT_SPLIT = "weeks"
+
+
+def _held_out_week(day: dt.date) -> bool:
+    return day.isocalendar().week % HOLDOUT_WEEK_EVERY == HOLDOUT_WEEK_OFFSET
+
+
+def split_days(dates: Sequence[str], split: str = DEFAULT_SPLIT) -> tuple[list[str], list[str]]:
+    """(train days, held-out days) of a list of dates (YYYY-MM-DD), each sorted."""
+    require(split in SPLITS, "split", f"must be one of {', '.join(SPLITS)}, got {split!r}")
+    ordered = sorted(dates)
+    if split == "weeks":
+        held = [_held_out_week(dt.date.fromisoformat(d)) for d in ordered]
+    else:
+        held = [i % HOLDOUT_EVERY == HOLDOUT_EVERY - 1 for i in range(len(ordered))]
+    return ([d for d, h in zip(ordered, held, strict=True) if not h],
+            [d for d, h in zip(ordered, held, strict=True) if h])
+
+
+def horizon_days_of(start: str, days: int) -> list[str]:
+    """The ``days`` calendar days (YYYY-MM-DD) from ``start``."""
+    first = dt.date.fromisoformat(start)
+    return [str(first + dt.timedelta(days=k)) for k in range(days)]
 
 
 def week_days(starts: Sequence[str], days: int = DAYS_PER_WEEK) -> list[str]:
-    """The calendar days (YYYY-MM-DD) of the ``days``-day horizons from each of ``starts``, in order, each once."""
-    out: list[str] = []
-    for start in starts:
-        first = dt.date.fromisoformat(start)
-        out.extend(str(first + dt.timedelta(days=k)) for k in range(days))
-    return list(dict.fromkeys(out))
+    """The calendar days of the ``days``-day horizons from each of ``starts``, in order, each once."""
+    return list(dict.fromkeys(d for start in starts for d in horizon_days_of(start, days)))
 
 
-def split_days(dates: Sequence[str], holdout_every: int = HOLDOUT_EVERY) -> tuple[list[str], list[str]]:
-    """(train days, held-out days) of a list of dates."""
-    ordered = sorted(dates)
-    held_out = [d for i, d in enumerate(ordered) if i % holdout_every == holdout_every - 1]
-    train = [d for i, d in enumerate(ordered) if i % holdout_every != holdout_every - 1]
-    return train, held_out
+def split_starts(dates: Sequence[str], starts: Sequence[str], horizon_days: int = 1,
+                 split: str = DEFAULT_SPLIT) -> tuple[list[str], list[str]]:
+    """(training starts, held-out starts) of D-day instances, given every complete day (``dates``) and the first days
+    of the usable instances (``starts``).
+
+    A training instance lies wholly within training days. Held-out instances lie wholly within held-out days: with
+    ``weeks`` they tile each held-out week from its Monday (D = 7: the week itself; D = 1: every day); with
+    ``every-7th-day`` they are the instances that start on a held-out day (the earlier rule).
+    """
+    train_days, held_days = (set(part) for part in split_days(dates, split))
+    usable = sorted(set(starts))
+    train = [s for s in usable if set(horizon_days_of(s, horizon_days)) <= train_days]
+    if split == "weeks":
+        held = [s for s in usable if set(horizon_days_of(s, horizon_days)) <= held_days
+                and dt.date.fromisoformat(s).weekday() % horizon_days == 0
+                and dt.date.fromisoformat(s).weekday() + horizon_days <= DAYS_PER_WEEK]
+    else:
+        held = [s for s in usable if s in held_days]
+    return train, held
 
 
 def spread(days: Sequence[str], count: int) -> list[str]:

@@ -59,44 +59,20 @@ def split_validation(train_days: Sequence[str], every: int) -> tuple[list[str], 
 
 
 def split_horizon_starts(dates: Sequence[str], starts: Sequence[str], every: int, max_train: int,
-                         max_validation: int, horizon_days: int = 1,
-                         held_out_weeks: Sequence[str] = ()) -> tuple[list[str], list[str], list[str]]:
+                         max_validation: int, horizon_days: int = 1) -> tuple[list[str], list[str], list[str]]:
     """(training, validation, held-out) first days of multi-day instances (weeks).
 
-    ``dates``: every complete day of the profile source (split by :func:`agents.days.split_days`); ``starts``: the
-    first days of the usable instances (D consecutive days, with forecasts when needed). An instance trains or
-    validates if it starts on a training day of the split (validation: a start that is a validation day of
-    :func:`split_validation` over the training starts) and is held out if it starts on a held-out day, as
-    evaluate.py's held-out weeks do; held-out starts are never among the first two lists.
-
-    A split by date against the evaluated weeks: an instance of ``horizon_days`` days from its start that shares a
-    calendar day with a week of ``held_out_weeks`` (first days of :data:`agents.days.DAYS_PER_WEEK`-day weeks,
-    train.py passes :data:`agents.days.HELD_OUT_WEEK_STARTS`) neither trains nor validates. The training and
-    validation starts are then evenly spread down to ``max_train`` and ``max_validation`` (0: none).
+    ``dates``: every complete day of the profile source; ``starts``: the first days of the usable instances (D
+    consecutive days, with forecasts when needed). :func:`agents.days.split_starts` gives the training starts (the
+    instance wholly within training days) and the held-out ones; the training starts are split into training and
+    validation by :func:`split_validation` and evenly spread down to ``max_train`` and ``max_validation`` (0: none).
     """
-    from agents.days import split_days, spread
+    from agents.days import split_starts, spread
 
-    usable = {d for d in starts if not overlaps_weeks(d, horizon_days, held_out_weeks)}
-    train_days, heldout_days = split_days(dates)
-    train, validation = split_validation([d for d in train_days if d in usable], every)
+    train_starts, held_out = split_starts(dates, starts, horizon_days)
+    train, validation = split_validation(train_starts, every)
     return (spread(train, max_train) if max_train > 0 else [],
-            spread(validation, max_validation) if max_validation > 0 else [],
-            [d for d in heldout_days if d in set(starts)])
-
-
-def overlaps_weeks(start: str, days: int, weeks: Sequence[str]) -> bool:
-    """Whether the ``days`` calendar days from ``start`` share a day with a week (7 days) from one of ``weeks``."""
-    from datetime import date, timedelta
-
-    from agents.days import DAYS_PER_WEEK
-
-    first = date.fromisoformat(start)
-    last = first + timedelta(days=days - 1)
-    for week in weeks:
-        begin = date.fromisoformat(week)
-        if first <= begin + timedelta(days=DAYS_PER_WEEK - 1) and begin <= last:
-            return True
-    return False
+            spread(validation, max_validation) if max_validation > 0 else [], held_out)
 
 
 def validation_cost(model: Any, instances: Sequence[Instance], plans: Any = None) -> tuple[float, int]:
@@ -138,6 +114,6 @@ def write_selection(out: Path, validation_days: Sequence[str], candidates: Seque
         "candidates": [asdict(c) for c in candidates]})
 
 
-__all__ = ["SELECTION_FILE", "WARM_START_FILE", "Candidate", "select_best", "overlaps_weeks", "split_horizon_starts", "split_validation",
+__all__ = ["SELECTION_FILE", "WARM_START_FILE", "Candidate", "select_best", "split_horizon_starts", "split_validation",
            "validation_cost",
            "write_selection"]

@@ -27,8 +27,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from agents.days import DAYS_PER_WEEK as HORIZON_DAYS  # noqa: E402
-from agents.days import HELD_OUT_WEEK_STARTS as HELD_OUT_WEEKS  # noqa: E402
-from agents.days import split_days  # noqa: E402
+from agents.days import split_days, split_starts  # noqa: E402
 from agents.mpc import mpc_schedule  # noqa: E402
 from aidc_env.case import build_instances  # noqa: E402
 from aidc_env.dayahead import dayahead_instances  # noqa: E402
@@ -68,8 +67,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--profiles", required=True, help="profile CSV (e.g. caiso_2023_hourly.csv)")
     parser.add_argument("--forecasts", required=True, help="day-ahead forecast CSV")
     parser.add_argument("--case", default="2048", help="bundled case name or TOML file (default: 2048)")
-    parser.add_argument("--days", nargs="+", default=list(HELD_OUT_WEEKS),
-                        help=f"first days of the weeks (default: the held-out weeks {' '.join(HELD_OUT_WEEKS)})")
+    parser.add_argument("--days", nargs="+", help="first days of the weeks (default: the held-out weeks)")
     parser.add_argument("--time-limit", type=float, default=DEFAULT_TIME_LIMIT_S,
                         help=f"seconds per re-solve (default {DEFAULT_TIME_LIMIT_S:g})")
     parser.add_argument("--mip-gap", type=float, default=DEFAULT_MIP_GAP,
@@ -81,6 +79,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     require(args.time_limit > 0, "time_limit", "must be > 0")
     require(0 <= args.mip_gap < 1, "mip_gap", "must be in [0, 1)")
     profiles = load_profiles(args.profiles)
+    args.days = args.days or split_starts(profiles.dates(), profiles.horizon_starts(HORIZON_DAYS), HORIZON_DAYS)[1]
     instances = build_instances(args.case, args.days, profiles, horizon_days=HORIZON_DAYS)
     instances = dayahead_instances(instances, profiles, load_forecasts(args.forecasts), split_days(profiles.dates())[0])
     solves, weeks = [], []

@@ -23,7 +23,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from agents.days import DAYS_PER_WEEK, HELD_OUT_WEEK_STARTS  # noqa: E402
+from agents.days import DAYS_PER_WEEK, split_starts  # noqa: E402
 from aidc_env.case import build_instance  # noqa: E402
 from aidc_env.errors import require, run_cli  # noqa: E402
 from aidc_env.io import atomic_write_text, dumps_json  # noqa: E402
@@ -32,7 +32,6 @@ from oracle.model import OracleModel  # noqa: E402
 
 GOAL_S = 60.0
 """Issue 12: a week proven optimal within 60 s on this machine."""
-HELD_OUT_WEEKS = HELD_OUT_WEEK_STARTS
 HORIZON_DAYS = DAYS_PER_WEEK
 DEFAULT_TIME_LIMIT_S = 300.0
 """Long enough to see where a week that misses the goal ends."""
@@ -42,14 +41,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--profiles", required=True, help="profile CSV (e.g. caiso_2023_hourly.csv)")
     parser.add_argument("--case", default="2048", help="bundled case name or TOML file (default: 2048)")
-    parser.add_argument("--days", nargs="+", default=list(HELD_OUT_WEEKS),
-                        help=f"first days of the weeks (default: the held-out weeks {' '.join(HELD_OUT_WEEKS)})")
+    parser.add_argument("--days", nargs="+", help="first days of the weeks (default: the held-out weeks)")
     parser.add_argument("--time-limit", type=float, default=DEFAULT_TIME_LIMIT_S,
                         help=f"seconds per week (default {DEFAULT_TIME_LIMIT_S:g})")
     parser.add_argument("--json", help="also write the JSON to this file")
     args = parser.parse_args(argv)
     require(args.time_limit > 0, "time_limit", "must be > 0")
     profiles = load_profiles(args.profiles)
+    args.days = args.days or split_starts(profiles.dates(), profiles.horizon_starts(HORIZON_DAYS), HORIZON_DAYS)[1]
     weeks = []
     for day in args.days:
         inst = build_instance(args.case, day=day, profiles=profiles, horizon_days=HORIZON_DAYS)

@@ -9,13 +9,13 @@ total and per day). The chosen threshold is the one with the largest VSS total (
 the one closer to MPC). It also prints how spread the scenarios are against the error they stand for
 (:func:`scenario_calibration`): a threshold tuned where they differ from the evaluated days' may not transfer.
 
-With ``--horizon-days D`` (e.g. 7) the validation instances are D-day horizons starting on training days, clear of
-the evaluated held-out weeks (:data:`agents.days.HELD_OUT_WEEK_STARTS`), and the forecaster is fitted without any of
-their days (:func:`validation_split`); on a week a departure moves the rest of the week, not one day.
+With ``--horizon-days D`` (e.g. 7) the validation instances are D-day horizons wholly within training days, and the
+forecaster is fitted without any of their days (:func:`validation_split`); on a week a departure moves the rest of
+the week, not one day.
 
-    python -m experiments.smpc_threshold --case 2048 --profiles P --forecasts F --json /work/runs/smpc/tune.json
+    python -m experiments.smpc_threshold --case 2048 --profiles P --forecasts F --json runs/smpc/tune.json
     python -m experiments.smpc_threshold --case 2048 --profiles P --forecasts F --horizon-days 7 \
-        --validation-days 6 --thresholds 1,5,25 --time-limit 60 --json /work/runs/smpc/tune_weeks.json
+        --validation-days 6 --thresholds 1,5,25 --time-limit 60 --json runs/smpc/tune_weeks.json
 """
 
 from __future__ import annotations
@@ -28,9 +28,8 @@ from concurrent.futures import ProcessPoolExecutor
 
 import numpy as np
 
-from agents.days import HELD_OUT_WEEK_STARTS, split_days, spread, week_days
+from agents.days import horizon_days_of, split_days, split_starts, spread
 from agents.policies import PolicySettings, run_policy
-from agents.selection import overlaps_weeks
 from agents.smpc import DEFAULT_EVALUATION_SCENARIOS, DEFAULT_RECOURSE, DEFAULT_STAGES, SMPC_RECOURSE, SMPC_STAGES
 from aidc_env import limits
 from aidc_env.case import build_instances, load_case, require_one_site_case
@@ -52,24 +51,20 @@ SCENARIOS = 3
 
 
 def validation_split(dates: Sequence[str], forecast_dates: Sequence[str], count: int,
-                     starts: Sequence[str] | None = None, horizon_days: int = 1,
-                     held_out_weeks: Sequence[str] = ()) -> tuple[list[str], list[str]]:
-    """(fit days, validation first days): ``count`` training days inside the forecast period, evenly spread, and
+                     starts: Sequence[str] | None = None, horizon_days: int = 1) -> tuple[list[str], list[str]]:
+    """(fit days, validation first days): ``count`` training instances inside the forecast period, evenly spread, and
     the training days outside every validation instance. Held-out days are in neither list.
 
-    On a horizon of ``horizon_days`` > 1 days, a validation instance starts on a training day of ``starts`` (first
-    days of D consecutive complete days), has forecasts for all its days and shares no day with a week of
-    ``held_out_weeks``; none of its D days is a fit day, so its forecasts are out of sample. (Its days may
-    include held-out *days* of the split: 7 consecutive days hold one.)
+    A validation instance of ``horizon_days`` days starts on one of ``starts`` (default every date), lies wholly
+    within training days (:func:`agents.days.split_starts`) and has forecasts for all its days; none of its days is
+    a fit day, so its forecasts are out of sample.
     """
-    train = split_days(dates)[0]
     covered = set(forecast_dates)
-    candidates = [d for d in (train if starts is None else sorted(set(starts) & set(train)))
-                  if set(week_days([d], horizon_days)) <= covered
-                  and not overlaps_weeks(d, horizon_days, held_out_weeks)]
+    candidates = [d for d in split_starts(dates, dates if starts is None else starts, horizon_days)[0]
+                  if set(horizon_days_of(d, horizon_days)) <= covered]
     validation = spread(candidates, count)
-    used = {day for first in validation for day in week_days([first], horizon_days)}
-    return [d for d in train if d not in used], validation
+    used = {day for first in validation for day in horizon_days_of(first, horizon_days)}
+    return [d for d in split_days(dates)[0] if d not in used], validation
 
 
 def scenario_calibration(forecaster: PriceForecaster, profiles: ProfileSet, forecasts: ForecastSet,
@@ -112,9 +107,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--validation-days", type=int, default=VALIDATION_DAYS,
                         help=f"validation instances (default {VALIDATION_DAYS})")
     parser.add_argument("--horizon-days", type=int, default=1,
-                        help="days D of each validation instance (default 1; with D > 1 the instances start on "
-                             "training days, share no day with the held-out weeks of agents.days."
-                             "HELD_OUT_WEEK_STARTS, and the forecaster is fitted without any of their days)")
+                        help="days D of each validation instance (default 1; the instances lie within training "
+                             "days and the forecaster is fitted without any of their days)")
     parser.add_argument("--thresholds", default=",".join(f"{t:g}" for t in THRESHOLDS_USD),
                         help="comma-separated $ per re-planning point")
     parser.add_argument("--smpc-scenarios", type=int, default=SCENARIOS)
@@ -154,7 +148,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     several = horizon > 1
     fit, validation = validation_split(profiles.dates(), common_dates(forecasts, profiles), args.validation_days,
                                        starts=profiles.horizon_starts(horizon) if several else None,
-                                       horizon_days=horizon, held_out_weeks=HELD_OUT_WEEK_STARTS if several else ())
+                                       horizon_days=horizon)
     require(len(validation) > 0, "horizon-days", f"no {horizon}-day instance starts on a training day with forecasts")
     forecaster = fit_price_forecaster(profiles, forecasts, fit, seed=args.seed)
     instances = attach_forecasts(build_instances(case, validation, profiles, horizon_days=horizon), forecaster,

@@ -8,7 +8,7 @@ from types import SimpleNamespace
 import pytest
 
 import train
-from agents.days import HOLDOUT_EVERY, split_days
+from agents.days import horizon_days_of, split_days, split_starts
 from agents.ppo import PPOConfig
 from agents.ppo_config import HORIZON_DEFAULTS
 from agents.selection import split_horizon_starts, split_validation
@@ -50,16 +50,16 @@ def test_week_defaults_and_flags():
 
 @pytest.mark.parametrize("every", [0, 2, 7])
 @pytest.mark.parametrize("max_train,max_validation", [(12, 3), (1000, 1000), (1, 0)])
-def test_week_training_set_never_starts_on_a_heldout_day(every, max_train, max_validation):
+def test_week_training_set_lies_within_training_days(every, max_train, max_validation):
     starts = week_starts(YEAR)
-    train_starts, validation, heldout = split_horizon_starts(YEAR, starts, every, max_train, max_validation)
+    train_starts, validation, heldout = split_horizon_starts(YEAR, starts, every, max_train, max_validation,
+                                                             horizon_days=WEEK)
     split_train, split_heldout = split_days(YEAR)
-    assert heldout == [d for d in split_heldout if d in set(starts)]  # evaluate.py's held-out weeks
-    assert len(heldout) == len(split_heldout) - 1  # the last held-out day has no 7 days after it
-    assert not (set(train_starts) | set(validation)) & set(split_heldout)
+    assert heldout == split_starts(YEAR, starts, WEEK)[1]  # evaluate.py's held-out weeks
+    for start in train_starts + validation:
+        assert set(horizon_days_of(start, WEEK)) <= set(split_train)
     assert not set(train_starts) & set(validation)
-    assert set(train_starts) | set(validation) <= set(starts)
-    usable_train = [d for d in split_train if d in set(starts)]
+    usable_train = split_starts(YEAR, starts, WEEK)[0]
     all_train, all_validation = split_validation(usable_train, every)
     assert set(train_starts) <= set(all_train) and set(validation) <= set(all_validation)
     assert len(train_starts) == min(max_train, len(all_train))
@@ -70,11 +70,9 @@ def test_week_training_set_never_starts_on_a_heldout_day(every, max_train, max_v
 def test_week_training_set_keeps_only_usable_starts():
     """Starts without forecasts for all 7 days (not in ``starts``) neither train nor validate nor are held out."""
     starts = week_starts(YEAR)[60:200]
-    train_starts, validation, heldout = split_horizon_starts(YEAR, starts, 7, 1000, 1000)
+    train_starts, validation, heldout = split_horizon_starts(YEAR, starts, 7, 1000, 1000, horizon_days=WEEK)
     assert set(train_starts + validation + heldout) <= set(starts)
-    assert len(train_starts) + len(validation) + len(heldout) == len(starts)
-    # every 7th complete day is held out: 1 of 7 starts
-    assert abs(len(heldout) - len(starts) / HOLDOUT_EVERY) <= 1
+    assert all(dt.date.fromisoformat(d).weekday() == 0 for d in heldout)  # held-out weeks run Monday to Sunday
 
 
 def test_horizon_instances_sets_the_days_of_the_config():
@@ -91,11 +89,10 @@ def test_horizon_instances_sets_the_days_of_the_config():
     assert config.heldout_days == [d for d in split_days(days)[1] if d in instances]
 
 
-def test_week_forecasts_are_fitted_outside_the_heldout_weeks_and_each_training_week(monkeypatch):
+def test_week_forecasts_are_fitted_on_training_days_and_out_of_sample(monkeypatch):
     """With day-ahead information the training weeks' forecasts come from dayahead_instances out of sample (each
-    week's own days left out of its fit, as evaluate.py fits a held-out week's) and from fit days that contain no
-    day of an evaluated held-out week."""
-    from agents.days import HELD_OUT_WEEK_STARTS, week_days
+    week's own days left out of its fit, as evaluate.py fits a held-out week's) and from training days only."""
+    from agents.days import week_days
 
     days = [d for d in YEAR if "2023-03-01" <= d <= "2023-06-30"]
     weeks = {d: SimpleNamespace(days=week_days([d])) for d in week_starts(days)}
@@ -114,9 +111,7 @@ def test_week_forecasts_are_fitted_outside_the_heldout_weeks_and_each_training_w
     [(firsts, fit_days, kwargs)] = calls
     assert firsts == sorted(chosen) and len(config.train_days) == 6 and len(config.validation_days) == 2
     assert kwargs.get("out_of_sample", True)  # the default: each week's own days leave its fit
-    held = set(week_days(HELD_OUT_WEEK_STARTS))
-    assert held & set(days) and not held & set(fit_days)
-    assert fit_days == [d for d in split_days(days)[0] if d not in held]
+    assert fit_days == split_days(days)[0]
 
 
 def test_horizon_instances_refuses_no_training_start():
@@ -139,61 +134,6 @@ def test_bad_horizon_flags_exit_2_with_one_line(argv, field, capsys, tmp_path):
     assert run_cli(train.main, [*argv, "--out", str(tmp_path / "run")]) == EXIT_BAD_INPUT
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and field in err, err
-
-
-def test_overlaps_weeks_by_hand():
-    from agents.selection import overlaps_weeks
-
-    assert overlaps_weeks("2023-03-18", 7, ["2023-03-18"])
-    assert overlaps_weeks("2023-03-12", 7, ["2023-03-18"])  # 03-12..03-18 shares 03-18
-    assert not overlaps_weeks("2023-03-11", 7, ["2023-03-18"])  # 03-11..03-17
-    assert overlaps_weeks("2023-03-24", 7, ["2023-03-18"])  # the week's last day, 03-24
-    assert not overlaps_weeks("2023-03-25", 7, ["2023-03-18"])
-    assert not overlaps_weeks("2023-03-25", 1, ["2023-03-18", "2023-06-03"])
-    assert overlaps_weeks("2023-06-01", 3, ["2023-03-18", "2023-06-03"])
-    assert not overlaps_weeks("2023-03-18", 7, [])
-
-
-@pytest.mark.parametrize("every", [0, 7])
-@pytest.mark.parametrize("max_train,max_validation", [(24, 3), (1000, 1000)])
-def test_no_training_or_validation_week_shares_a_day_with_a_heldout_week(every, max_train, max_validation):
-    """The split by date: training and validation weeks keep clear of every day of the evaluated held-out weeks."""
-    from agents.days import DAYS_PER_WEEK, HELD_OUT_WEEK_STARTS
-
-    starts = week_starts(YEAR)
-    train_starts, validation, heldout = split_horizon_starts(YEAR, starts, every, max_train, max_validation,
-                                                             horizon_days=WEEK, held_out_weeks=HELD_OUT_WEEK_STARTS)
-    held_days = {(dt.date.fromisoformat(h) + dt.timedelta(days=k)).isoformat()
-                 for h in HELD_OUT_WEEK_STARTS for k in range(DAYS_PER_WEEK)}
-    assert len(held_days) == 4 * 7
-    for start in train_starts + validation:
-        days = {(dt.date.fromisoformat(start) + dt.timedelta(days=k)).isoformat() for k in range(WEEK)}
-        assert not days & held_days, start
-    # only the overlapping starts leave: 13 starts around each held-out week (6 before it, 7 in it)
-    before, before_validation, _ = split_horizon_starts(YEAR, starts, every, 1000, 1000)
-    after, after_validation, _ = split_horizon_starts(YEAR, starts, every, 1000, 1000, horizon_days=WEEK,
-                                                      held_out_weeks=HELD_OUT_WEEK_STARTS)
-    removed = set(before + before_validation) - set(after + after_validation)
-    assert len(removed) == 4 * 13 - 4  # of the 13 starts around a week, 1 is a held-out day (never trained)
-    assert heldout == [d for d in split_days(YEAR)[1] if d in set(starts)]  # evaluate.py's held-out weeks unchanged
-    assert set(after + after_validation) == set(before + before_validation) - removed  # nothing else leaves
-    assert set(train_starts) <= set(after) and set(validation) <= set(after_validation)
-    assert len(train_starts) == min(max_train, len(after))
-
-
-def test_horizon_instances_use_the_split_by_date():
-    """train.horizon_instances keeps training weeks clear of the held-out weeks (the config records the starts)."""
-    from agents.days import HELD_OUT_WEEK_STARTS
-    from agents.selection import overlaps_weeks
-
-    days = YEAR
-    instances = {d: SimpleNamespace(days=[(dt.date.fromisoformat(d) + dt.timedelta(days=k)).isoformat()
-                                          for k in range(WEEK)]) for d in week_starts(days)}
-    config = PPOConfig(horizon_train_instances=1000, horizon_validation_instances=0,
-                       train_days=split_days(days)[0], heldout_days=split_days(days)[1])
-    train.horizon_instances(config, instances, SimpleNamespace(dates=lambda: list(days)))
-    assert config.train_days and not any(overlaps_weeks(d, WEEK, HELD_OUT_WEEK_STARTS) for d in config.train_days)
-    assert any(overlaps_weeks(d, WEEK, HELD_OUT_WEEK_STARTS) for d in split_days(days)[0] if d in instances)
 
 
 def test_week_default_observes_the_issue_plans_and_the_day_default_the_forecast_plan():
