@@ -460,11 +460,11 @@ SITES_GOAL_RATIO = 1.05
 
 def evaluate_sites(args, case, policies: list[str], out: Path) -> int:
     """A sites case: oracle (cached, agents/sites_oracle.py), fixed, greedy and ppo on the days, each schedule scored
-    by simulate_sites; per-day CSV and a JSON summary shaped like the one-site one, plus each policy's cost ratio to
+    by the simulator; per-day CSV and a JSON summary shaped like the one-site one, plus each policy's cost ratio to
     the oracle (median, p90, max) and the share of days with every target met and every site within capacity."""
     from agents.sites_oracle import solve_days
     from agents.sites_train import fixed_sites_schedule, greedy_sites_schedule, ppo_sites_schedule
-    from aidc_env.site_simulator import simulate_sites
+    from aidc_env.schedule import validate_schedule
 
     unknown = [p for p in policies if p not in SITES_POLICIES]
     if unknown and args.policies == "oracle,fixed,greedy,mpc,ppo":
@@ -502,7 +502,7 @@ def evaluate_sites(args, case, policies: list[str], out: Path) -> int:
                 schedule, sites = ppo_sites_schedule(model, config, inst)
             else:
                 schedule, sites = (fixed_sites_schedule if p == "fixed" else greedy_sites_schedule)(inst)
-            results[p][day] = simulate_sites(inst, schedule, sites)
+            results[p][day] = simulate(inst, validate_schedule(inst, schedule, sites))
     rows = []
     for p, by_day in results.items():
         for day, res in by_day.items():
@@ -516,7 +516,7 @@ def evaluate_sites(args, case, policies: list[str], out: Path) -> int:
                          "renewable_used_mwh": m.renewable_used_mwh, "curtailment_mwh": m.curtailment_mwh,
                          "green_share": m.green_share, "completion": m.completion,
                          "tranches_met": float(m.tranches_met), "capacity_ok": float(m.capacity_ok),
-                         "feasible": float(m.feasible), "moves": sum(mv.moves for mv in res.moves),
+                         "feasible": float(m.feasible), "moves": sum(job.moves for job in res.metrics.jobs),
                          "restarts": sum(job.restarts for job in m.jobs),
                          **({"oracle_status": answers[day].status, "oracle_gap": answers[day].gap}
                             if p == "oracle" else {})})

@@ -558,7 +558,8 @@ def train_sites(args: argparse.Namespace, config: PPOConfig, out: Path) -> int:
         oracle_demonstrations,
         ppo_sites_schedule,
     )
-    from aidc_env.site_simulator import simulate_sites
+    from aidc_env.schedule import validate_schedule
+    from aidc_env.simulator import simulate
 
     # 2. Days: the train split of the site profiles' days.
     case = load_case(config.case)
@@ -630,11 +631,11 @@ def train_sites(args: argparse.Namespace, config: PPOConfig, out: Path) -> int:
     met = []
     for day in config.heldout_days:
         inst = instances[day]
-        result = simulate_sites(inst, *ppo_sites_schedule(model, config, inst)).metrics
+        result = simulate(inst, validate_schedule(inst, *ppo_sites_schedule(model, config, inst))).metrics
         costs["ppo"].append(result.operating_cost_usd)
         met.append(result.feasible)
         for name, rule in (("fixed", fixed_sites_schedule), ("greedy", greedy_sites_schedule)):
-            costs[name].append(simulate_sites(inst, *rule(inst)).metrics.operating_cost_usd)
+            costs[name].append(simulate(inst, validate_schedule(inst, *rule(inst))).metrics.operating_cost_usd)
     check = {"days": len(met), **{k: float(np.mean(v)) for k, v in costs.items() if v},
              "feasible": float(np.mean(met)) if met else None}
     write_json(config_path, {**read_json_file(config_path, "out"), "heldout_check": check})

@@ -104,10 +104,11 @@ def home_optimum(inst: Instance, time_limit_s: float) -> tuple[list[list[int]], 
 
 
 def _solve(inst: Instance, time_limit_s: float, method: str = DEFAULT_METHOD) -> dict[str, Any]:
-    from aidc_env.site_simulator import simulate_sites
+    from aidc_env.schedule import validate_schedule
+    from aidc_env.simulator import simulate
 
     schedule, sites, home_seconds = home_optimum(inst, time_limit_s)
-    home_usd = simulate_sites(inst, schedule, sites).metrics.operating_cost_usd
+    home_usd = simulate(inst, validate_schedule(inst, schedule, sites)).metrics.operating_cost_usd
     if method == "decomposition":
         from oracle.sites_cg import solve_sites_cg
 

@@ -46,14 +46,13 @@ from aidc_env.errors import InputError, is_finite, is_integer, require, require_
 from aidc_env.information import Forecast
 from aidc_env.io import dumps_json, read_json_file
 from aidc_env.modes import Mode
+from aidc_env.schedule import PAUSE
 from aidc_env.site_profiles import SOLAR_WIND
 from aidc_env.sites import Site, SiteNetwork
 from aidc_env.workloads import FINETUNING, JOB_KINDS, PRETRAINING, Inference
 
 SECONDS_PER_HOUR = 3600.0
 MINUTES_PER_HOUR = 60.0
-PAUSE = -1
-"""Schedule value of a paused segment (any other value is an index into the job's modes)."""
 
 INSTANCE_FORMAT = "aidc-instance/1"
 """The ``format`` of the exchange JSON; an instance without one is read as this format."""
@@ -246,13 +245,13 @@ class Instance:
     def _check_network(self, slots: int) -> None:
         """A network's sites span the instance's slots; every job has a home and a transfer time that fits a segment."""
         network = self.network
+        n_sites = 1 if network is None else len(network.sites)
+        for i, service in enumerate(self.inference):
+            require(service.site < n_sites, f"inference[{i}].site", f"must be a site index < {n_sites}")
         if network is None:
             return
         require(isinstance(network, SiteNetwork), "network", "must be a SiteNetwork")
         require(len(network.home) == len(self.jobs), "network.home", f"one home site per job ({len(self.jobs)})")
-        require(not self.inference and not any(job.is_finetuning for job in self.jobs)
-                and self.idle_value_usd_per_gpu_hour == 0, "network",
-                "sites run pre-training jobs only for now (no inference, fine-tuning or idle-GPU value)")
         for i, site in enumerate(network.sites):
             require(site.price_usd_per_mwh.size == slots, f"network.sites[{i}]", f"must have {slots} slots")
         for j, job in enumerate(self.jobs):
@@ -265,7 +264,8 @@ class Instance:
             rated_kw_per_gpu=site.rated_kw_per_gpu, renewable_ratio=site.renewable_ratio,
             ppa_usd_per_mwh=site.ppa_usd_per_mwh, curtailment_penalty_usd_per_mwh=site.curtailment_penalty_usd_per_mwh,
             price_usd_per_mwh=site.price_usd_per_mwh, renewable_shape=site.renewable_shape, forecast=None,
-            network=None) for site in network.sites)
+            inference=tuple(dataclasses.replace(service, site=0) for service in self.inference if service.site == s),
+            network=None) for s, site in enumerate(network.sites))
         object.__setattr__(self, "_site_views", views)  # not a field: derived, and compared through the network
 
     @property
@@ -278,6 +278,16 @@ class Instance:
                      renewable_ratio=self.renewable_ratio, ppa_usd_per_mwh=self.ppa_usd_per_mwh,
                      curtailment_penalty_usd_per_mwh=self.curtailment_penalty_usd_per_mwh, price_node="SCE",
                      price_usd_per_mwh=self.price_usd_per_mwh, renewable_shape=self.renewable_shape),)
+
+    @property
+    def home_sites(self) -> tuple[int, ...]:
+        """Per job, the site holding its checkpoint before t = 0 (0 with one site)."""
+        return self.network.home if self.network is not None else (0,) * len(self.jobs)
+
+    @property
+    def transfer_hours(self) -> tuple[float, ...]:
+        """Per job, the hours to copy its checkpoint to another site (0 with one site)."""
+        return self.network.transfer_hours if self.network is not None else (0.0,) * len(self.jobs)
 
     @property
     def has_sites(self) -> bool:

@@ -3,7 +3,7 @@
 import sys
 
 from aidc_env.errors import run_cli
-from aidc_env.site_simulator import main
+from aidc_env.simulator import main
 
 if __name__ == "__main__":
     sys.exit(run_cli(main))

@@ -1,8 +1,8 @@
-"""The simulator: the one place where costs and metrics are computed (DESIGN §2, §9).
+"""The simulator: the one place where costs and metrics are computed, for one site or several.
 
-:func:`simulate` turns an instance and a schedule (per job, per checkpoint segment: a mode index or
-``PAUSE``) into :class:`Metrics` plus per-slot flows. The env, the oracle (its objective and its
-precomputed joint-state costs), the baselines and every report call the functions of this module:
+:func:`simulate` turns an instance and a :class:`~aidc_env.schedule.Schedule` (per job, per checkpoint segment: a
+mode index or ``PAUSE``, and a site) into :class:`~aidc_env.metrics.Metrics` plus per-slot flows. The env, the
+oracle (its objective and its precomputed costs), the baselines and every report call the functions of this module:
 
 - :func:`facility_load_mw`: L = PUE · [Σ P + (N − Σ n) · P_idle] / 1000;
 - :func:`renewable_first`: u = min(L, R), g = L − u, c = R − u;
@@ -13,30 +13,37 @@ precomputed joint-state costs), the baselines and every report call the function
 
 **Workloads** (:mod:`aidc_env.workloads`). Inference GPUs come out of the pool first: they count in the
 capacity check (jobs + inference ≤ N), draw their own power and are never idle. A fine-tuning job may run
-only inside its window ``[release_slot, deadline_slot)``: :func:`validate_schedule` refuses a schedule that runs
+only inside its window ``[release_slot, deadline_slot)``: :func:`~aidc_env.schedule.validate_schedule` refuses a schedule that runs
 it outside (like a mode index out of range); its target is due by the deadline (``JobMetrics.tranche_met``).
 The objective is ``Metrics.objective_usd`` = operating cost − idle-GPU value (equal to the operating cost
 without an idle value, as in the day case).
 
 An instance of D days is one time axis: restarts are judged across midnight like any other boundary.
-:class:`Metrics` holds the horizon's totals and, in ``days``, the same energy and cost figures per day
-with each job's tokens that day; a job's tranche is met when the horizon target *and* every day's minimum
+:class:`~aidc_env.metrics.Metrics` holds the horizon's totals and, in ``days``, the same energy and cost figures
+per day with each job's tokens that day; a job's tranche is met when the horizon target *and* every day's minimum
 (``Instance.daily_min_tokens``) are.
+
+**Sites** (:mod:`aidc_env.sites`). Every function above reads one site: an instance's ``site_views`` are its
+sites as one-site instances (the instance itself when it has one site). Each site's load is that of the jobs (and
+inference services) it holds, its idle GPUs those of its own pool; renewable first against its own plant, at its
+own price. Totals are the sums over the sites (``Metrics.sites``: each site's figures and capacity check). A
+(re)start is a change of (mode, site) from the previous segment; a move into a running segment also loses the
+job's transfer time (:func:`job_segments`). With one site every number is the same as the day model's.
 """
 
 from __future__ import annotations
 
 import sys
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass
-from pathlib import Path
-from typing import Any
 
 import numpy as np
 
-from aidc_env.errors import CliParser, InputError, require, run_cli
-from aidc_env.instance import PAUSE, SECONDS_PER_HOUR, Instance, Job, load_instance
-from aidc_env.io import dumps_json, read_json_file
+from aidc_env.errors import CliParser, run_cli
+from aidc_env.instance import SECONDS_PER_HOUR, Instance, Job, load_instance
+from aidc_env.io import dumps_json
+from aidc_env.metrics import DayMetrics, JobMetrics, Metrics, SimulationResult, SiteMetrics, SlotFlows
+from aidc_env.schedule import (PAUSE, Schedule, moves, previous, read_schedule, slot_choices, switches,
+                               validate_schedule)
 
 TRANCHE_TOLERANCE = 1e-9
 """Relative shortfall below which a tranche counts as met (floating-point rounding only)."""
@@ -144,282 +151,23 @@ def energy_totals(inst: Instance, load_mw: np.ndarray, flows: tuple[np.ndarray, 
     }
 
 
-# ------------------------------------------------------------------------------ schedules
+# ------------------------------------------------------------------------------ the schedule's tokens
 
 
-def validate_schedule(inst: Instance, schedule: Sequence[Sequence[int]] | Mapping[str, Sequence[int]]) -> tuple[
-        np.ndarray, ...]:
-    """Per job an int array of K_j choices (PAUSE or a mode index); InputError naming the bad entry.
+def job_segments(inst: Instance, j: int, choices: np.ndarray, sites: np.ndarray) -> tuple[np.ndarray, ...]:
+    """Per segment of job j: (running, restarted, moved into a running segment, productive hours).
 
-    Accepts a list (job order) or a mapping from job name to its list. A job that runs outside its window
-    (a fine-tuning job before its release or from its deadline on) is refused.
-    """
-    if isinstance(schedule, Mapping):
-        missing = [job.name for job in inst.jobs if job.name not in schedule]
-        require(not missing, "schedule", f"no entry for job(s) {', '.join(missing)}")
-        schedule = [schedule[job.name] for job in inst.jobs]
-    require(len(schedule) == len(inst.jobs), "schedule", f"expected {len(inst.jobs)} jobs, got {len(schedule)}")
-    out = []
-    for job, choices in zip(inst.jobs, schedule, strict=True):
-        arr = np.asarray(choices)
-        require(arr.shape == (job.segments,), f"schedule.{job.name}",
-                f"expected {job.segments} segment choices, got shape {arr.shape}")
-        require(arr.size == 0 or np.issubdtype(arr.dtype, np.integer) or bool(np.all(arr == np.round(arr))),
-                f"schedule.{job.name}", "choices must be integers")
-        arr = arr.astype(np.int64)
-        require(bool(np.all((arr >= PAUSE) & (arr < job.n_modes))), f"schedule.{job.name}",
-                f"choices must be -1 (pause) or a mode index 0..{job.n_modes - 1}")
-        if job.is_finetuning:  # a pre-training job's window is the horizon
-            outside = np.flatnonzero((arr != PAUSE) & ~inst.allowed_segments(job))
-            if outside.size:
-                release, deadline = inst.job_window(job)
-                raise InputError(f"schedule.{job.name}", f"runs in segment {outside[0]} outside its window "
-                                 f"[{release}, {deadline}) slots (a fine-tuning job runs only between its release "
-                                 "and its deadline)")
-        out.append(arr)
-    return tuple(out)
-
-
-def restarts(job: Job, choices: np.ndarray) -> np.ndarray:
-    """Bool per segment: the job (re)starts a mode there (resume or switch), paying τ_j."""
-    previous = np.concatenate(([job.initial_mode], choices[:-1]))
-    return (choices != PAUSE) & (choices != previous)
-
-
-def switches(job: Job, choices: np.ndarray) -> np.ndarray:
-    """Bool per segment: the choice differs from the previous one (pauses and resumes included)."""
-    previous = np.concatenate(([job.initial_mode], choices[:-1]))
-    return choices != previous
-
-
-def slot_choices(inst: Instance, job: Job, choices: np.ndarray) -> np.ndarray:
-    """The job's choice in every slot (segment choices held over their slots)."""
-    return np.repeat(choices, inst.slots_per_segment(job))
-
-
-# ------------------------------------------------------------------------------ results
-
-
-@dataclass(frozen=True)
-class JobMetrics:
-    name: str
-    tokens: float
-    tranche_tokens: float
-    completion: float
-    """tokens / tranche (1.0 = exactly the tranche; tokens beyond it earn nothing)."""
-    tranche_met: bool
-    modes_used: int
-    switches: int
-    restarts: int
-    running_hours: float
-    gpu_hours: float
-    it_energy_mwh: float
-    tokens_by_day: tuple[float, ...] = ()
-    """Tokens made on each day of the horizon (one value for a day instance)."""
-    daily_min_tokens: float = 0.0
-    """The fewest tokens each day must make (min_daily_share × tranche / D)."""
-    daily_minimums_met: bool = True
-    """Every day made at least ``daily_min_tokens``. ``tranche_met`` requires it too."""
-    kind: str = "pretraining"
-    """``pretraining`` or ``finetuning``; a fine-tuning job's ``tranche_met`` is its target met by its deadline
-    (it cannot run after it)."""
-    release_slot: int = 0
-    deadline_slot: int = 0
-    """The job's window [release_slot, deadline_slot) (the horizon for pre-training)."""
-
-
-@dataclass(frozen=True)
-class EnergyMetrics:
-    """Costs and energies of a stretch of slots (:func:`energy_totals`). Costs in $, energy in MWh, power in MW."""
-
-    operating_cost_usd: float
-    grid_cost_usd: float
-    renewable_cost_usd: float
-    curtailment_penalty_usd: float
-    decision_cost_usd: float
-    """Grid cost + curtailment penalty: the part of the operating cost that decisions change."""
-    load_energy_mwh: float
-    grid_energy_mwh: float
-    renewable_available_mwh: float
-    renewable_used_mwh: float
-    curtailment_mwh: float
-    green_share: float
-    """Renewable used / facility load energy."""
-    peak_load_mw: float
-    peak_grid_mw: float
-
-
-@dataclass(frozen=True)
-class DayMetrics(EnergyMetrics):
-    """One day of a horizon: the energy figures over its slots, and each job's tokens that day."""
-
-    day: str
-    tokens: dict[str, float]
-    """Tokens of each job (by name) made this day."""
-    daily_minimums_met: bool
-    """Every job made at least its daily minimum this day."""
-
-
-@dataclass(frozen=True)
-class Metrics(EnergyMetrics):
-    """Everything reported about a day or a horizon (its totals; ``days``: per day)."""
-
-    peak_gpus: int
-    capacity_ok: bool
-    capacity_violation_slots: int
-    tranches_met: bool
-    completion: float
-    """The lowest completion over the jobs."""
-    jobs: tuple[JobMetrics, ...]
-    days: tuple[DayMetrics, ...] = ()
-    """Per day of the horizon (one entry for a day instance, equal to the totals)."""
-    inference_gpu_hours: float = 0.0
-    """GPU-hours of the inference services (they are served first; 0 without inference)."""
-    inference_served: bool = True
-    """The pool holds the inference GPUs in every slot (they come first; a breach beyond it is the jobs')."""
-    idle_gpu_hours: float = 0.0
-    """GPU-hours left idle (neither a job nor inference)."""
-    idle_value_usd: float = 0.0
-    """Idle GPU-hours × ``idle_value_usd_per_gpu_hour``."""
-    objective_usd: float = 0.0
-    """What a dispatcher minimises: operating cost − idle value (the operating cost when there is no idle value;
-    :func:`simulate` always sets it)."""
-    feasible: bool = True
-    """Capacity held, every target met by its deadline and inference served."""
-
-    def to_dict(self) -> dict[str, Any]:
-        data = asdict(self)
-        data["jobs"] = {job.name: asdict(job) for job in self.jobs}
-        data["days"] = [asdict(day) for day in self.days]
-        return data
-
-
-@dataclass(frozen=True)
-class SlotFlows:
-    """Per-slot arrays (length T)."""
-
-    gpus_used: np.ndarray
-    it_power_kw: np.ndarray
-    load_mw: np.ndarray
-    renewable_mw: np.ndarray
-    renewable_used_mw: np.ndarray
-    grid_mw: np.ndarray
-    curtailment_mw: np.ndarray
-    price_usd_per_mwh: np.ndarray
-    decision_cost_usd: np.ndarray
-    job_choice: np.ndarray
-    """(jobs, T): each job's choice per slot (PAUSE or mode index)."""
-    inference_gpus: np.ndarray
-    """GPUs of the inference services per slot (included in ``gpus_used``)."""
-    idle_value_usd: np.ndarray
-    """Idle-GPU value credited per slot ($)."""
-
-
-@dataclass(frozen=True)
-class SimulationResult:
-    metrics: Metrics
-    flows: SlotFlows
-    schedule: tuple[np.ndarray, ...]
-
-    def schedule_lists(self) -> list[list[int]]:
-        return [arr.tolist() for arr in self.schedule]
-
-
-def simulate(inst: Instance, schedule: Sequence[Sequence[int]] | Mapping[str, Sequence[int]]) -> SimulationResult:
-    """Score a schedule exactly (DESIGN §2). Capacity breaches are reported, not raised."""
-    choices = validate_schedule(inst, schedule)
-    T, D = inst.slots, inst.horizon_days
-    gpus_used = np.zeros(T, dtype=np.int64)
-    it_power_kw = np.zeros(T)
-    job_choice = np.empty((len(inst.jobs), T), dtype=np.int64)
-    job_metrics = []
-    for j, (job, arr) in enumerate(zip(inst.jobs, choices, strict=True)):
-        per_slot = slot_choices(inst, job, arr)
-        job_choice[j] = per_slot
-        gpus_used += job.gpus_by_choice[per_slot]
-        it_power_kw += job.it_power_kw_by_choice[per_slot]
-        restarted = restarts(job, arr)
-        running = arr != PAUSE
-        productive_h = np.where(running, segment_productive_hours(inst, job, restarted), 0.0)
-        # Hours per mode first, then tokens: a mode held all day gives exactly r * 3600 * 24 = its tranche.
-        tokens = _tokens(job, arr, running, productive_h)
-        by_day = (tokens,) if D == 1 else tuple(
-            _tokens(job, arr[d], running[d], productive_h[d]) for d in _day_segments(inst, job))
-        daily_min = inst.daily_min_tokens(job)
-        minimums_met = all(_reaches(x, daily_min) for x in by_day)
-        completion = tokens / job.tranche_tokens if job.tranche_tokens > 0 else 1.0
-        job_metrics.append(
-            JobMetrics(
-                name=job.name,
-                tokens=tokens,
-                tranche_tokens=job.tranche_tokens,
-                completion=completion,
-                tranche_met=_reaches(tokens, job.tranche_tokens) and minimums_met,
-                modes_used=int(np.unique(arr[running]).size),
-                switches=int(switches(job, arr).sum()),
-                restarts=int(restarted.sum()),
-                running_hours=float(running.sum() * inst.segment_hours(job)),
-                gpu_hours=float(np.sum(job.gpus_by_choice[per_slot]) * inst.slot_hours),
-                it_energy_mwh=float(np.sum(job.it_power_kw_by_choice[per_slot]) * inst.slot_hours / 1000.0),
-                tokens_by_day=by_day,
-                daily_min_tokens=daily_min,
-                daily_minimums_met=minimums_met,
-                kind=job.kind,
-                release_slot=inst.job_window(job)[0],
-                deadline_slot=inst.job_window(job)[1],
-            )
-        )
-    if inst.inference:  # served first: its GPUs and power join the jobs' (skipped without, bit for bit as before)
-        gpus_used = gpus_used + inst.inference_gpus
-        it_power_kw = it_power_kw + inst.inference_it_kw
-    load = facility_load_mw(inst, gpus_used, it_power_kw)
-    energy, flows = energy_accounting(inst, load)
-    used, grid, curtailment, decision = flows
-    over = gpus_used > inst.n_gpus
-    days = []
-    for d, day in enumerate(inst.days):
-        tokens_today = {m.name: m.tokens_by_day[d] for m in job_metrics}
-        days.append(DayMetrics(
-            day=day,
-            **(energy if D == 1 else energy_totals(inst, load, flows, inst.day_slots(d))),
-            tokens=tokens_today,
-            daily_minimums_met=all(_reaches(tokens_today[job.name], inst.daily_min_tokens(job)) for job in inst.jobs),
-        ))
-    idle_value = slot_idle_value_usd(inst, gpus_used)
-    idle_value_usd = float(np.sum(idle_value))
-    inference_served = bool(np.all(inst.inference_gpus <= inst.n_gpus))
-    tranches_met = all(m.tranche_met for m in job_metrics)
-    metrics = Metrics(
-        **energy,
-        peak_gpus=int(gpus_used.max()),
-        capacity_ok=not bool(over.any()),
-        capacity_violation_slots=int(over.sum()),
-        tranches_met=tranches_met,
-        completion=min(m.completion for m in job_metrics),
-        jobs=tuple(job_metrics),
-        days=tuple(days),
-        inference_gpu_hours=float(np.sum(inst.inference_gpus) * inst.slot_hours),
-        inference_served=inference_served,
-        idle_gpu_hours=float(np.sum(idle_gpus(inst, gpus_used)) * inst.slot_hours),
-        idle_value_usd=idle_value_usd,
-        objective_usd=energy["operating_cost_usd"] - idle_value_usd if idle_value_usd else energy["operating_cost_usd"],
-        feasible=not bool(over.any()) and tranches_met and inference_served,
-    )
-    flows = SlotFlows(
-        gpus_used=gpus_used,
-        it_power_kw=it_power_kw,
-        load_mw=load,
-        renewable_mw=inst.renewable_mw,
-        renewable_used_mw=used,
-        grid_mw=grid,
-        curtailment_mw=curtailment,
-        price_usd_per_mwh=inst.price_usd_per_mwh,
-        decision_cost_usd=decision,
-        job_choice=job_choice,
-        inference_gpus=inst.inference_gpus,
-        idle_value_usd=idle_value,
-    )
-    return SimulationResult(metrics=metrics, flows=flows, schedule=choices)
+    A (re)start is a change of mode or site from the previous segment (from the initial mode at the home site
+    before segment 0), pauses included; it loses τ_j, and a move into a running segment also the transfer time."""
+    job = inst.jobs[j]
+    running = choices != PAUSE
+    restarted = running & ((choices != previous(job.initial_mode, choices))
+                           | (sites != previous(inst.home_sites[j], sites)))
+    moved = running & moves(inst.home_sites[j], sites)
+    productive = segment_productive_hours(inst, job, restarted)
+    if moved.any():
+        productive = productive - inst.transfer_hours[j] * moved
+    return running, restarted, moved, np.where(running, productive, 0.0)
 
 
 def _tokens(job: Job, choices: np.ndarray, running: np.ndarray, productive_hours: np.ndarray) -> float:
@@ -429,63 +177,155 @@ def _tokens(job: Job, choices: np.ndarray, running: np.ndarray, productive_hours
     return float(np.sum(job.tokens_per_s_by_choice[:-1] * SECONDS_PER_HOUR * hours_by_mode))
 
 
-def _day_segments(inst: Instance, job: Job) -> list[slice]:
-    """The job's segments of each day of the horizon."""
-    per_day = inst.segments_per_day(job)
-    return [slice(d * per_day, (d + 1) * per_day) for d in range(inst.horizon_days)]
-
-
-def _reaches(tokens: float, target: float) -> bool:
+def reaches(tokens: float, target: float) -> bool:
     """Whether tokens meet a target, up to :data:`TRANCHE_TOLERANCE` (floating-point rounding only)."""
     return bool(tokens >= target * (1 - TRANCHE_TOLERANCE))
 
 
-# ------------------------------------------------------------------------------ schedule files
+def _job_metrics(inst: Instance, j: int, choices: np.ndarray, sites: np.ndarray) -> JobMetrics:
+    job = inst.jobs[j]
+    running, restarted, moved, productive_h = job_segments(inst, j, choices, sites)
+    per_slot = slot_choices(inst, job, choices)
+    tokens = _tokens(job, choices, running, productive_h)
+    per_day = inst.segments_per_day(job)
+    by_day = (tokens,) if inst.horizon_days == 1 else tuple(
+        _tokens(job, choices[d], running[d], productive_h[d])
+        for d in (slice(k * per_day, (k + 1) * per_day) for k in range(inst.horizon_days)))
+    daily_min = inst.daily_min_tokens(job)
+    minimums_met = all(reaches(x, daily_min) for x in by_day)
+    release, deadline = inst.job_window(job)
+    return JobMetrics(
+        name=job.name, tokens=tokens, tranche_tokens=job.tranche_tokens,
+        completion=tokens / job.tranche_tokens if job.tranche_tokens > 0 else 1.0,
+        tranche_met=reaches(tokens, job.tranche_tokens) and minimums_met,
+        modes_used=int(np.unique(choices[running]).size), switches=int(switches(job, choices).sum()),
+        restarts=int(restarted.sum()), running_hours=float(running.sum() * inst.segment_hours(job)),
+        gpu_hours=float(np.sum(job.gpus_by_choice[per_slot]) * inst.slot_hours),
+        it_energy_mwh=float(np.sum(job.it_power_kw_by_choice[per_slot]) * inst.slot_hours / 1000.0),
+        tokens_by_day=by_day, daily_min_tokens=daily_min, daily_minimums_met=minimums_met, kind=job.kind,
+        release_slot=release, deadline_slot=deadline, moves=int(moves(inst.home_sites[j], sites).sum()),
+        transfer_hours_lost=float(inst.transfer_hours[j] * moved.sum()))
 
 
-def read_schedule(path: str | Path, inst: Instance | None = None) -> list[list[int]] | dict[str, list[int]]:
-    """A schedule JSON: a list per job, ``{"schedule": ...}`` (e.g. the oracle's output) or name → list.
+# ------------------------------------------------------------------------------ simulate
 
-    Every choice must be a JSON integer (not a string, null, a boolean or a fraction); with ``inst``, the
-    job names of a mapping must be the instance's.
-    """
-    data = read_json_file(path, "schedule")
-    if isinstance(data, Mapping) and "schedule" in data:
-        data = data["schedule"]
-    require(isinstance(data, (list, Mapping)), "schedule", "must be a list per job or an object job name -> list")
-    rows = data.items() if isinstance(data, Mapping) else enumerate(data)
-    for key, choices in rows:
-        where = f"schedule.{key}" if isinstance(data, Mapping) else f"schedule[{key}]"
-        require(isinstance(choices, list), where, f"must be a list of segment choices, got {choices!r}")
-        for c in choices:
-            require(isinstance(c, int) and not isinstance(c, bool), where,
-                    f"choices must be integers (-1 = pause, else a mode index), got {c!r}")
-    if inst is not None and isinstance(data, Mapping):
-        unknown = sorted(set(data) - {job.name for job in inst.jobs})
-        require(not unknown, "schedule", f"unknown job(s) {', '.join(unknown)}; the instance's jobs: "
-                f"{', '.join(job.name for job in inst.jobs)}")
-    return data
+_ADDITIVE = ("operating_cost_usd", "grid_cost_usd", "renewable_cost_usd", "curtailment_penalty_usd",
+             "decision_cost_usd", "load_energy_mwh", "grid_energy_mwh", "renewable_available_mwh",
+             "renewable_used_mwh", "curtailment_mwh")
+
+
+def _sum_energy(per_site: Sequence[dict[str, float]], flows: Sequence[SlotFlows], slots: slice) -> dict[str, float]:
+    """The energy figures of several sites together: sums, the green share of the sums, the peaks of the sums.
+    With one site, that site's figures unchanged."""
+    if len(per_site) == 1:
+        return dict(per_site[0])
+    out = {key: float(sum(e[key] for e in per_site)) for key in _ADDITIVE}
+    out["green_share"] = out["renewable_used_mwh"] / out["load_energy_mwh"] if out["load_energy_mwh"] > 0 else 0.0
+    out["peak_load_mw"] = float(sum(f.load_mw[slots] for f in flows).max())
+    out["peak_grid_mw"] = float(sum(f.grid_mw[slots] for f in flows).max())
+    return out
+
+
+def _site_flows(view: Instance, gpus: np.ndarray, it_kw: np.ndarray) -> tuple[dict[str, float], SlotFlows]:
+    """One site's energy totals and per-slot flows (the jobs' GPUs and IT power given; its inference added)."""
+    if view.inference:  # served first: its GPUs and power join the jobs' (skipped without, bit for bit as before)
+        gpus = gpus + view.inference_gpus
+        it_kw = it_kw + view.inference_it_kw
+    load = facility_load_mw(view, gpus, it_kw)
+    energy, (used, grid, curtailment, decision) = energy_accounting(view, load)
+    return energy, SlotFlows(gpus_used=gpus, it_power_kw=it_kw, load_mw=load, renewable_mw=view.renewable_mw,
+                             renewable_used_mw=used, grid_mw=grid, curtailment_mw=curtailment,
+                             price_usd_per_mwh=view.price_usd_per_mwh, decision_cost_usd=decision,
+                             inference_gpus=view.inference_gpus, idle_value_usd=slot_idle_value_usd(view, gpus))
+
+
+def _totals(flows: Sequence[SlotFlows]) -> SlotFlows:
+    """All sites' flows together (sums; the price is the sites' mean)."""
+    if len(flows) == 1:
+        return flows[0]
+    return SlotFlows(**{name: sum(getattr(f, name) for f in flows) for name in SlotFlows.__dataclass_fields__
+                        if name != "price_usd_per_mwh"},
+                     price_usd_per_mwh=np.mean([f.price_usd_per_mwh for f in flows], axis=0))
+
+
+def simulate(inst: Instance, schedule: Schedule | Sequence[Sequence[int]] | Mapping[str, Sequence[int]]
+             ) -> SimulationResult:
+    """Score a schedule exactly, on one site or several. Capacity breaches are reported, not raised."""
+    sched = validate_schedule(inst, schedule)
+    views = inst.site_views
+    S, T = len(views), inst.slots
+    gpus = np.zeros((S, T), dtype=np.int64)
+    it_kw = np.zeros((S, T))
+    job_choice = np.empty((len(inst.jobs), T), dtype=np.int64)
+    job_site = np.empty((len(inst.jobs), T), dtype=np.int64)
+    for j, (job, choices, sites) in enumerate(zip(inst.jobs, sched.modes, sched.sites, strict=True)):
+        per_slot = job_choice[j] = slot_choices(inst, job, choices)
+        site_slot = job_site[j] = slot_choices(inst, job, sites)
+        for s in range(S):  # accumulated in job order (one site: exactly the day model's sums)
+            here = per_slot if S == 1 else np.where(site_slot == s, per_slot, PAUSE)
+            gpus[s] += job.gpus_by_choice[here]
+            it_kw[s] += job.it_power_kw_by_choice[here]
+    job_metrics = tuple(_job_metrics(inst, j, choices, sites)
+                        for j, (choices, sites) in enumerate(zip(sched.modes, sched.sites, strict=True)))
+    energies, flows = zip(*(_site_flows(view, gpus[s], it_kw[s]) for s, view in enumerate(views)), strict=True)
+    site_metrics = []
+    for s, (view, energy, f) in enumerate(zip(views, energies, flows, strict=True)):
+        over = f.gpus_used > view.n_gpus
+        site_metrics.append(SiteMetrics(
+            **energy, name=inst.sites[s].name, peak_gpus=int(f.gpus_used.max()),
+            capacity_ok=not bool(over.any()), capacity_violation_slots=int(over.sum()),
+            gpu_hours=float(f.gpus_used.sum() * inst.slot_hours),
+            idle_gpu_hours=float(np.sum(idle_gpus(view, f.gpus_used)) * inst.slot_hours),
+            idle_value_usd=float(np.sum(f.idle_value_usd))))
+    total = _totals(flows)
+    days = []
+    for d, day in enumerate(inst.days):
+        tokens_today = {m.name: m.tokens_by_day[d] for m in job_metrics}
+        slots = inst.day_slots(d)
+        energy = energies if inst.horizon_days == 1 else [
+            energy_totals(view, f.load_mw, (f.renewable_used_mw, f.grid_mw, f.curtailment_mw, f.decision_cost_usd),
+                          slots) for view, f in zip(views, flows, strict=True)]
+        days.append(DayMetrics(
+            day=day, **_sum_energy(energy, flows, slots), tokens=tokens_today,
+            daily_minimums_met=all(reaches(tokens_today[job.name], inst.daily_min_tokens(job)) for job in inst.jobs)))
+    idle_value_usd = float(np.sum(total.idle_value_usd))
+    totals = _sum_energy(energies, flows, slice(None))
+    capacity_ok = all(m.capacity_ok for m in site_metrics)
+    tranches_met = all(m.tranche_met for m in job_metrics)
+    inference_served = all(bool(np.all(view.inference_gpus <= view.n_gpus)) for view in views)
+    metrics = Metrics(
+        **totals, peak_gpus=int(total.gpus_used.max()), capacity_ok=capacity_ok,
+        capacity_violation_slots=int(sum(m.capacity_violation_slots for m in site_metrics)),
+        tranches_met=tranches_met, completion=min(m.completion for m in job_metrics), jobs=job_metrics,
+        days=tuple(days), inference_gpu_hours=float(np.sum(inst.inference_gpus) * inst.slot_hours),
+        inference_served=inference_served, idle_gpu_hours=float(sum(m.idle_gpu_hours for m in site_metrics)),
+        idle_value_usd=idle_value_usd,
+        objective_usd=totals["operating_cost_usd"] - idle_value_usd if idle_value_usd else totals["operating_cost_usd"],
+        feasible=capacity_ok and tranches_met and inference_served, sites=tuple(site_metrics))
+    return SimulationResult(metrics=metrics, flows=total, site_flows=tuple(flows), schedule=sched,
+                            job_choice=job_choice, job_site=job_site)
+
+
+# ------------------------------------------------------------------------------ command line
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = CliParser(
         prog="python -m aidc_env.simulate",
-        description="Score any schedule of an instance with the simulator (the single source of every cost "
-        "and metric). The schedule gives, per job and per checkpoint segment, a mode index or -1 for pause.",
-    )
+        description="Score any schedule of an instance with the simulator (the single source of every cost and "
+        "metric). The schedule gives, per job and per checkpoint segment, a mode index or -1 for pause; for an "
+        'instance with several sites, {"schedule": ..., "sites": ...} also gives each segment\'s site.')
     parser.add_argument("--instance", required=True, help="instance JSON (python -m aidc_env.case --json)")
     parser.add_argument("--schedule", required=True,
-                        help='schedule JSON: [[...], [...]], {"LLM-A": [...], ...} or an oracle output')
+                        help='schedule JSON: [[...], [...]], {"LLM-A": [...], ...}, {"schedule": ..., "sites": ...} '
+                        "or an oracle output")
     parser.add_argument("--json", action="store_true", help="print the metrics as JSON")
     parser.add_argument("--flows", action="store_true", help="with --json, include the per-slot flows")
     args = parser.parse_args(argv)
     inst = load_instance(args.instance)
     result = simulate(inst, read_schedule(args.schedule, inst))
     if args.json:
-        out: dict[str, Any] = {"metrics": result.metrics.to_dict(), "schedule": result.schedule_lists()}
-        if args.flows:
-            out["flows"] = {k: np.asarray(v).tolist() for k, v in asdict(result.flows).items()}
-        print(dumps_json(out, indent=1))
+        print(dumps_json(result.to_dict(inst, flows=args.flows), indent=1))
     else:
         print(format_metrics(result.metrics))
     return 0
@@ -506,8 +346,15 @@ def format_metrics(m: Metrics) -> str:
         lines.append(f"inference {m.inference_gpu_hours:,.0f} GPU-h ({served}), idle {m.idle_gpu_hours:,.0f} GPU-h "
                      f"worth ${m.idle_value_usd:,.2f}, objective ${m.objective_usd:,.2f}")
     for job in m.jobs:
+        moved = f", {job.moves} moves ({job.transfer_hours_lost:.3f} h transferring)" if job.moves else ""
         lines.append(f"  {job.name}: completion {job.completion:.4f}, modes used {job.modes_used}, "
-                     f"switches {job.switches}, restarts {job.restarts}")
+                     f"switches {job.switches}, restarts {job.restarts}{moved}")
+    if len(m.sites) > 1:
+        for site in m.sites:
+            lines.append(f"  site {site.name}: operating cost ${site.operating_cost_usd:,.2f}, load "
+                         f"{site.load_energy_mwh:.3f} MWh, renewable used {site.renewable_used_mwh:.3f} of "
+                         f"{site.renewable_available_mwh:.3f} MWh, peak {site.peak_gpus} GPUs "
+                         f"({'within' if site.capacity_ok else 'OVER'} capacity)")
     if len(m.days) > 1:
         for day in m.days:
             tokens = ", ".join(f"{name} {x / 1e9:.3f} B" for name, x in day.tokens.items())

@@ -190,49 +190,6 @@ class SiteNetwork:
                    home=tuple(data["home"]), transfer_hours=tuple(data["transfer_hours"]), link_gbps=float(link))
 
 
-def validate_sites(network: SiteNetwork, job_names: Sequence[str], segments: Sequence[int],
-                   sites: Sequence[Sequence[int | str]] | Mapping[str, Sequence[int | str]] | None) -> tuple[
-        np.ndarray, ...]:
-    """Per job an int array of its K_j site indices (one per segment); None: every job stays at its home.
-
-    Accepts a list (job order) or a mapping from job name to its list; entries are site indices or names. A job
-    at two sites in one segment, or a move within a segment, cannot be written in this format; any other shape
-    (e.g. one site per slot) is refused with an InputError naming the job.
-    """
-    if sites is None:
-        return tuple(np.full(k, h, dtype=np.int64) for k, h in zip(segments, network.home, strict=True))
-    if isinstance(sites, Mapping):
-        missing = [name for name in job_names if name not in sites]
-        require(not missing, "sites", f"no site entry for job(s) {', '.join(missing)}")
-        unknown = sorted(set(sites) - set(job_names))
-        require(not unknown, "sites", f"unknown job(s) {', '.join(unknown)}")
-        sites = [sites[name] for name in job_names]
-    require(len(sites) == len(job_names), "sites", f"expected {len(job_names)} jobs, got {len(sites)}")
-    out = []
-    for name, k, row in zip(job_names, segments, sites, strict=True):
-        require(isinstance(row, (list, tuple, np.ndarray)), f"sites.{name}", "must be a list of one site per segment")
-        values = []
-        for entry in row:
-            if isinstance(entry, str):
-                require(entry in network.index, f"sites.{name}",
-                        f"unknown site {entry!r}; the sites: {', '.join(network.names)}")
-                values.append(network.index[entry])
-            else:
-                require(is_integer(entry) and 0 <= int(entry) < len(network.sites), f"sites.{name}",
-                        f"site entries must be site names or indices 0..{len(network.sites) - 1}, got {entry!r}")
-                values.append(int(entry))
-        require(len(values) == k, f"sites.{name}", f"expected one site per checkpoint segment ({k}), got "
-                f"{len(values)} (a job is at one site per segment and moves only at a checkpoint)")
-        out.append(np.array(values, dtype=np.int64))
-    return tuple(out)
-
-
-def moves(home: int, sites: np.ndarray) -> np.ndarray:
-    """Bool per segment: the job's site differs from the previous segment's (the home site before segment 0)."""
-    previous = np.concatenate(([home], sites[:-1]))
-    return sites != previous
-
-
 def _numbers(value: Any, where: str) -> np.ndarray:
     require(isinstance(value, list) and all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in value),
             where, "per-slot values must be a list of numbers")

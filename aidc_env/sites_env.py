@@ -3,7 +3,7 @@
 ``gymnasium.make("aidc_env/SitesDispatch-v0", case="sites3")`` (registered on ``import aidc_env``). The action
 grows linearly with the sites and the modes: Discrete(S × (max modes + 1)), a site and a local choice (pause or a
 mode) of the job deciding now. Every cost comes from the simulator's functions on each site's one-site view, so
-that the episode's total equals ``simulate_sites(instance, env.schedule(), env.sites()).metrics.operating_cost_usd``.
+that the episode's total equals ``simulate(instance, validate_schedule(instance, env.schedule(), env.sites())).metrics.operating_cost_usd``.
 See ``docs/sites.md`` ("Env and PPO").
 """
 
@@ -143,8 +143,8 @@ class SitesDispatchEnv(JobQueueMasks, gym.Env):
     penalty + renewable take-or-pay cost, in $) / ``reward_scale``; other steps pay 0. With ``reward_baseline=
     "fixed"`` the cost of the fixed schedule (every job in its baseline mode at its home site) of the same slots
     is added back. At the last step, minus ``terminal_penalty_factor`` × the most a token could save per missing
-    token (reachable only with ``safety_mask=False``). :attr:`objective_usd` equals ``simulate_sites(instance,
-    env.schedule(), env.sites()).metrics.operating_cost_usd``.
+    token (reachable only with ``safety_mask=False``). :attr:`objective_usd` equals the simulator's
+    ``operating_cost_usd`` of ``env.schedule()`` at ``env.sites()``.
 
     ## Starting State
 
@@ -478,13 +478,13 @@ class SitesDispatchEnv(JobQueueMasks, gym.Env):
     def _fixed_costs(self, inst: Instance) -> np.ndarray:
         """Per-slot cost of the fixed schedule (baseline modes at the home sites): the simulator's replay."""
         from aidc_env.baselines import fixed_schedule
-        from aidc_env.site_simulator import simulate_sites
+        from aidc_env.simulator import simulate
 
-        result = simulate_sites(inst, fixed_schedule(inst))
+        result = simulate(inst, fixed_schedule(inst))
         total = np.zeros(inst.slots)
         for s, view in enumerate(inst.site_views):
             renewable = view.renewable_mw
-            _, grid, curtailment = renewable_first(result.load_mw[s], renewable)
+            _, grid, curtailment = renewable_first(result.site_flows[s].load_mw, renewable)
             total += slot_decision_cost_usd(view, grid, curtailment) + renewable * view.slot_hours * view.ppa_usd_per_mwh
         return total
 

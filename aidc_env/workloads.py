@@ -66,8 +66,12 @@ class Inference:
     demand_share: np.ndarray
     """Normalised demand per slot in [0, 1] (demand / the profile's weekly peak)."""
     source: str = ""
+    site: int = 0
+    """Index of the site whose pool serves it (``Instance.sites``; 0 with one site)."""
 
     def __post_init__(self) -> None:
+        require(is_integer(self.site) and self.site >= 0, f"inference.{self.name}.site",
+                f"must be a site index >= 0, got {self.site!r}")
         gpus = np.asarray(self.gpus)
         share = np.asarray(self.demand_share, dtype=float)
         require(gpus.ndim == 1 and gpus.size > 0, f"inference.{self.name}.gpus", "must be a non-empty list")
@@ -98,7 +102,8 @@ class Inference:
 
     def to_dict(self) -> dict[str, Any]:
         return {"name": self.name, "it_kw_per_gpu": self.it_kw_per_gpu, "peak_gpus": self.peak_gpus,
-                "source": self.source, "gpus": self.gpus.tolist(), "demand_share": self.demand_share.tolist()}
+                "source": self.source, **({"site": self.site} if self.site else {}), "gpus": self.gpus.tolist(),
+                "demand_share": self.demand_share.tolist()}
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any], where: str) -> Inference:
@@ -111,10 +116,12 @@ class Inference:
             kw, peak = data["it_kw_per_gpu"], data["peak_gpus"]
             require(is_finite(kw), f"{where}.it_kw_per_gpu", f"must be a number, got {kw!r}")
             require(is_integer(peak), f"{where}.peak_gpus", f"must be an integer, got {peak!r}")
+            site = data.get("site", 0)
+            require(is_integer(site), f"{where}.site", f"must be a site index, got {site!r}")
             name = str(data["name"])
             return cls(name=name, gpus=np.asarray(gpus, dtype=float), it_kw_per_gpu=float(kw),
                        peak_gpus=int(peak), demand_share=np.asarray(share, dtype=float),
-                       source=str(data.get("source", "")))
+                       source=str(data.get("source", "")), site=int(site))
         except KeyError as err:
             raise InputError(f"{where}.{err.args[0]}", "missing") from None
         except InputError as err:  # name the entry by its place in the file

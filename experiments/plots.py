@@ -106,7 +106,7 @@ def plot_mode_timeline(inst: Instance, results: Mapping[str, SimulationResult], 
     cmap = plt.get_cmap("tab20")
     for ax, (name, result) in zip(axes[:, 0], results.items(), strict=True):
         for j, job in enumerate(inst.jobs):
-            choices = result.flows.job_choice[j]
+            choices = result.job_choice[j]
             for t, c in enumerate(choices):
                 if c == PAUSE:
                     continue

@@ -94,7 +94,7 @@ def run(days: Sequence[str], profiles: str, segments: int | None, time_limit_s: 
                 row[f"{name}_gap"] = result.gap
                 row[f"{name}_status"] = result.status
                 row[f"{name}_seconds"] = time.perf_counter() - tick
-                row[f"{name}_moves"] = (sum(m.moves for m in result.result.moves)
+                row[f"{name}_moves"] = (sum(job.moves for job in result.result.metrics.jobs)
                                         if result.result is not None and name.startswith("migrate") else 0)
             rows.append(row)
             print(dumps_json(row, indent=None), flush=True)

@@ -12,7 +12,6 @@ from aidc_env.errors import CliParser, require, require_number, run_cli
 from aidc_env.instance import Instance, load_instance
 from aidc_env.io import atomic_path, check_output_file, dumps_json
 from aidc_env.simulator import format_metrics
-from aidc_env.site_simulator import format_sites
 from oracle.constants import DEFAULT_MIP_GAP, DEFAULT_SOLVER, DEFAULT_TIME_LIMIT_S, FORMULATIONS
 
 if TYPE_CHECKING:
@@ -137,7 +136,7 @@ def _solve_sites(inst: Instance, args: Any) -> int:
         print(f"operating cost ${result.objective_usd:,.4f} (best bound {bound}, gap {gap}), build "
               f"{result.build_seconds:.2f} s, solve {result.solve_seconds:.2f} s [{result.formulation}, highs]")
     if result.result is not None:
-        print(format_metrics(result.result.metrics) + "\n" + format_sites(result.result))
+        print(format_metrics(result.result.metrics))
     return 0
 
 

@@ -15,7 +15,7 @@ Rows: per job, tokens ≥ its tranche (scaled as in :mod:`oracle.formulations`);
 GPUs. Objective: Σ_s Σ_t the simulator's cost of a MW of grid import and of curtailment at that site and slot,
 plus each site's constant PPA term. Every coefficient comes from the simulator's functions on the site's
 one-site view (``Instance.site_views``); :func:`solve_sites` checks that the solver's objective equals
-:func:`aidc_env.site_simulator.simulate_sites`'s replay of its schedule. With one site and no migration the model
+:func:`aidc_env.simulator.simulate`'s replay of its schedule. With one site and no migration the model
 is the textbook model of :mod:`oracle.formulations`.
 
 ``fixed_sites=True`` keeps every job at its home site (no migration); ``assignment`` fixes each job to one given
@@ -40,7 +40,9 @@ from aidc_env.baselines import fixed_schedule
 from aidc_env.errors import require
 from aidc_env.instance import PAUSE, SECONDS_PER_HOUR, Instance
 from aidc_env.simulator import facility_load_mw, slot_decision_cost_usd
-from aidc_env.site_simulator import SitesResult, job_tokens_hours, simulate_sites
+from aidc_env.metrics import SimulationResult
+from aidc_env.schedule import validate_schedule
+from aidc_env.simulator import job_segments, simulate
 from aidc_env.sites import SiteNetwork
 from oracle.constants import DEFAULT_MIP_GAP, DEFAULT_SOLVER
 from oracle.data import blocks, job_coefficients, renewable_cost_usd
@@ -68,7 +70,7 @@ class SitesOracleResult:
     schedule: list[list[int]] | None
     sites: list[list[int]] | None
     """Per job, per segment: the site index."""
-    result: SitesResult | None
+    result: SimulationResult | None
     """The simulator's score of the schedule (its ``metrics.operating_cost_usd`` equals ``objective_usd``)."""
     case: str = ""
     day: str = ""
@@ -93,8 +95,6 @@ class SitesOracleResult:
             "proof": self.proof, "details": self.details,
             "start_objective_usd": self.start_objective_usd, "site_names": list(self.site_names),
             "metrics": self.result.metrics.to_dict() if self.result is not None else None,
-            "site_metrics": self.result.to_dict()["sites"] if self.result is not None else None,
-            "moves": self.result.to_dict()["moves"] if self.result is not None else None,
             "schedule": by_job(self.schedule),
             "sites": by_job([[self.site_names[s] for s in row] for row in self.sites] if self.sites else None),
         }
@@ -321,7 +321,7 @@ class SitesModel:
         where = self.assignment or net.home
         schedule = fixed_schedule(self.inst)
         sites = [[where[j]] * job.segments for j, job in enumerate(self.inst.jobs)]
-        result = simulate_sites(self.inst, schedule, sites)
+        result = simulate(self.inst, validate_schedule(self.inst, schedule, sites))
         return (schedule, sites) if result.metrics.feasible else None
 
     # ------------------------------------------------------------------ solving
@@ -350,7 +350,7 @@ class SitesModel:
         replay_inst = self.inst
         if self.free_start and self.inst.network is not None:  # each job's checkpoint starts at its chosen site
             replay_inst = with_home(self.inst, [row[0] for row in sites])
-        result = simulate_sites(replay_inst, schedule, sites)
+        result = simulate(replay_inst, validate_schedule(replay_inst, schedule, sites))
         replay = result.metrics.operating_cost_usd
         tolerance = OBJECTIVE_RTOL * max(abs(replay), 1.0)
         own = self.objective_of(schedule, sites)
@@ -385,6 +385,5 @@ def solve_sites(inst: Instance, *, time_limit_s: float = 120.0, mip_gap: float =
 
 def tokens_check(inst: Instance, schedule: Sequence[Sequence[int]], sites: Sequence[Sequence[int]]) -> list[float]:
     """Per job, the productive hours of a (schedule, sites) pair as the simulator counts them (for tests)."""
-    net = _network(inst)
-    return [float(job_tokens_hours(inst, net.home[j], net.transfer_hours[j], job, np.asarray(schedule[j]),
-                                   np.asarray(sites[j]))[2].sum()) for j, job in enumerate(inst.jobs)]
+    return [float(job_segments(inst, j, np.asarray(schedule[j]), np.asarray(sites[j]))[3].sum())
+            for j in range(len(inst.jobs))]

@@ -34,7 +34,7 @@ MILP's best bound after 120 s); neither the dive nor the restricted MILP beat th
 responses, so both are off by default.
 
 The answer is a :class:`~oracle.sites.SitesOracleResult` (formulation ``sites-decomposition``); its objective
-is asserted equal to :func:`aidc_env.site_simulator.simulate_sites`'s replay of the schedule and sites.
+is asserted equal to :func:`aidc_env.simulator.simulate`'s replay of the schedule and sites.
 """
 
 from __future__ import annotations
@@ -48,7 +48,9 @@ import numpy as np
 from aidc_env.baselines import fixed_schedule
 from aidc_env.errors import require
 from aidc_env.instance import Instance
-from aidc_env.site_simulator import SitesResult, simulate_sites
+from aidc_env.metrics import SimulationResult
+from aidc_env.schedule import validate_schedule
+from aidc_env.simulator import simulate
 from oracle.constants import DEFAULT_MIP_GAP, DEFAULT_TIME_LIMIT_S
 from oracle.fleet_master import Column, MasterLP, integer_master, lagrangian_bound, make_column
 from oracle.fleet_pricing import exact_stage_costs, stage_costs
@@ -617,9 +619,10 @@ class SitesDecomposition:
                                  best_bound_usd=bound, gap=relative_gap(objective, bound), schedule=schedule,
                                  sites=sites, result=result, proof=proof if optimal else "", **common)
 
-    def verify(self, paths: Sequence[np.ndarray], objective: float) -> SitesResult:
+    def verify(self, paths: Sequence[np.ndarray], objective: float) -> SimulationResult:
         """The simulator's replay; AssertionError if the decomposition's objective disagrees (a bug)."""
-        result = simulate_sites(self.replay_instance(paths), self.data.schedule(paths), self.data.site_rows(paths))
+        inst = self.replay_instance(paths)
+        result = simulate(inst, validate_schedule(inst, self.data.schedule(paths), self.data.site_rows(paths)))
         replay = result.metrics.operating_cost_usd
         if abs(objective - replay) > OBJECTIVE_RTOL * max(abs(replay), 1.0) + OBJECTIVE_ATOL_USD:
             raise AssertionError(f"sites decomposition objective ${objective!r} != simulator replay ${replay!r}")

@@ -6,7 +6,7 @@ or PAUSE: the site holding the job's checkpoint during the segment, where it run
 the graph is a job's (schedule row, site row); a job is at one site per stage by construction and can change
 site only between two stages, i.e. at a checkpoint.
 
-Arcs p = (s', c') → c = (s, m) make the simulator's tokens (:func:`aidc_env.site_simulator.job_tokens_hours`):
+Arcs p = (s', c') → c = (s, m) make the simulator's tokens (:func:`aidc_env.simulator.job_segments`):
 a running state makes rate_m × 3600 × (H − τ_j·[restarted] − transfer_j·[moved]) with restarted = (m ≠ c' or
 s ≠ s') and moved = s ≠ s'; a pause makes nothing (a move into a paused segment is free: the copy happens
 during the pause). The state uses GPUs and adds facility load only in its own site's pool, at that site's PUE

@@ -65,3 +65,16 @@ def reference_instance() -> Instance:
 
 
 __all__ = ["PAUSE", "SHARED_YEAR_CSV", "mode", "tiny_instance", "tiny_job"]
+
+
+def simulate_at(inst: Instance, schedule, sites=None):
+    """The simulator's result of mode rows at site rows (None: every job at its home site)."""
+    from aidc_env.schedule import validate_schedule
+    from aidc_env.simulator import simulate
+
+    return simulate(inst, validate_schedule(inst, schedule, sites))
+
+
+def site_array(result, name: str) -> np.ndarray:
+    """(sites, T): a per-site flow of a simulation result (e.g. ``gpus_used``, ``load_mw``)."""
+    return np.array([getattr(f, name) for f in result.site_flows])

@@ -22,11 +22,11 @@ from aidc_env.simulator import (
     TRANCHE_TOLERANCE,
     facility_load_mw,
     renewable_first,
-    restarts,
     segment_productive_hours,
     simulate,
     slot_decision_cost_usd,
 )
+from aidc_env.schedule import restarts
 from oracle import OracleModel, precheck, solve
 from oracle.__main__ import main as oracle_main
 from tests.conftest import mode, tiny_instance, tiny_job

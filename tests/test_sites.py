@@ -18,8 +18,8 @@ from aidc_env.case import build_instance
 from aidc_env.errors import EXIT_BAD_INPUT, InputError, run_cli
 from aidc_env.instance import PAUSE, SECONDS_PER_HOUR, Instance
 from aidc_env.simulator import simulate
-from aidc_env.site_simulator import simulate_sites
 from aidc_env.sites import CHECKPOINT_BYTES_PER_PARAMETER, SiteNetwork, checkpoint_bytes, transfer_hours
+from tests.conftest import simulate_at, site_array
 from oracle import __main__ as oracle_cli
 from oracle.sites import solve_sites
 
@@ -78,10 +78,10 @@ def test_one_site_reproduces_the_day_simulator_bit_for_bit(make):
     inst = build_instance("2048")
     schedule = make(inst)
     today = simulate(inst, schedule).metrics
-    assert simulate_sites(inst, schedule).metrics == today
+    assert simulate_at(inst, schedule).metrics == today
     explicit = one_site_network(inst)
     assert explicit.has_sites and explicit.site_views[0].renewable_mw.tobytes() == inst.renewable_mw.tobytes()
-    assert simulate_sites(explicit, schedule).metrics == today
+    assert simulate_at(explicit, schedule).metrics == today
 
 
 def test_sites_oracle_with_one_site_finds_the_reference_optimum():
@@ -98,7 +98,7 @@ def test_instance_json_round_trip_keeps_the_network():
     assert back.network.names == inst.network.names and back.network.home == inst.network.home
     assert back.network.transfer_hours == inst.network.transfer_hours
     schedule = fixed_schedule(inst)
-    assert simulate_sites(back, schedule).metrics == simulate_sites(inst, schedule).metrics
+    assert simulate_at(back, schedule).metrics == simulate_at(inst, schedule).metrics
     assert "network" not in build_instance("2048").to_dict()
 
 
@@ -119,25 +119,25 @@ def test_a_move_into_a_running_segment_pays_transfer_and_restart(tmp_path):
     rate, H, tau = job.modes[base].tokens_per_s, inst.segment_hours(job), job.restart_hours
     transfer = inst.network.transfer_hours[0]
     assert transfer > 0.1  # 0.5 Gbit/s: a visible transfer
-    stay = simulate_sites(inst, [[base] * 3], [[0, 0, 0]])
-    moved = simulate_sites(inst, [[base] * 3], [[0, 1, 1]])
+    stay = simulate_at(inst, [[base] * 3], [[0, 0, 0]])
+    moved = simulate_at(inst, [[base] * 3], [[0, 1, 1]])
     assert stay.metrics.jobs[0].tokens == pytest.approx(rate * SECONDS_PER_HOUR * 3 * H, rel=1e-12)
     # Segment 1 starts at b: the checkpoint travels (no tokens), then the job restarts (tau, no tokens).
     expected = rate * SECONDS_PER_HOUR * (3 * H - tau - transfer)
     assert moved.metrics.jobs[0].tokens == pytest.approx(expected, rel=1e-12)
-    assert moved.moves[0].moves == 1 and moved.moves[0].transfer_hours_lost == pytest.approx(transfer)
+    assert moved.metrics.jobs[0].moves == 1 and moved.metrics.jobs[0].transfer_hours_lost == pytest.approx(transfer)
     assert moved.metrics.jobs[0].restarts == 1
     # The GPUs are held at the destination from the boundary on, never at both sites in one slot.
     per = inst.slots_per_segment(job)
-    assert list(moved.gpus_used[0]) == [job.modes[base].gpus] * per + [0] * 2 * per
-    assert list(moved.gpus_used[1]) == [0] * per + [job.modes[base].gpus] * 2 * per
-    assert np.all((moved.gpus_used > 0).sum(axis=0) <= 1)
+    assert list(site_array(moved, 'gpus_used')[0]) == [job.modes[base].gpus] * per + [0] * 2 * per
+    assert list(site_array(moved, 'gpus_used')[1]) == [0] * per + [job.modes[base].gpus] * 2 * per
+    assert np.all((site_array(moved, 'gpus_used') > 0).sum(axis=0) <= 1)
     # Each site pays its own price for its own load.
-    for s, m in enumerate(moved.sites):
+    for s, m in enumerate(moved.metrics.sites):
         view = inst.site_views[s]
-        grid = np.maximum(moved.load_mw[s] - view.renewable_mw, 0.0)
+        grid = np.maximum(moved.site_flows[s].load_mw - view.renewable_mw, 0.0)
         assert m.grid_cost_usd == pytest.approx(float(np.sum(view.price_usd_per_mwh * grid) * inst.slot_hours))
-    assert moved.metrics.operating_cost_usd == pytest.approx(sum(m.operating_cost_usd for m in moved.sites))
+    assert moved.metrics.operating_cost_usd == pytest.approx(sum(m.operating_cost_usd for m in moved.metrics.sites))
 
 
 def test_a_move_during_a_pause_costs_no_transfer(tmp_path):
@@ -145,8 +145,8 @@ def test_a_move_during_a_pause_costs_no_transfer(tmp_path):
     job = inst.jobs[0]
     base = job.baseline_mode
     rate, H, tau = job.modes[base].tokens_per_s, inst.segment_hours(job), job.restart_hours
-    result = simulate_sites(inst, [[base, PAUSE, base]], [[0, 1, 1]])
-    assert result.moves[0].moves == 1 and result.moves[0].transfer_hours_lost == 0.0
+    result = simulate_at(inst, [[base, PAUSE, base]], [[0, 1, 1]])
+    assert result.metrics.jobs[0].moves == 1 and result.metrics.jobs[0].transfer_hours_lost == 0.0
     assert result.metrics.jobs[0].tokens == pytest.approx(rate * SECONDS_PER_HOUR * (2 * H - tau), rel=1e-12)
 
 
@@ -155,14 +155,14 @@ def test_a_schedule_cannot_put_a_job_at_two_sites_or_move_it_mid_segment(tmp_pat
     base = inst.jobs[0].baseline_mode
     per_slot = [0] * inst.slots  # one site per slot: a move within a segment is not writable
     with pytest.raises(InputError, match="one site per checkpoint segment"):
-        simulate_sites(inst, [[base] * 3], [per_slot])
+        simulate_at(inst, [[base] * 3], [per_slot])
     with pytest.raises(InputError, match="site entries"):
-        simulate_sites(inst, [[base] * 3], [[[0, 1], 0, 0]])  # two sites in one segment
+        simulate_at(inst, [[base] * 3], [[[0, 1], 0, 0]])  # two sites in one segment
     with pytest.raises(InputError, match="site entries"):
-        simulate_sites(inst, [[base] * 3], [[0, 2, 0]])
+        simulate_at(inst, [[base] * 3], [[0, 2, 0]])
     with pytest.raises(InputError, match="unknown site"):
-        simulate_sites(inst, [[base] * 3], [["a", "c", "a"]])
-    assert simulate_sites(inst, [[base] * 3], {"J": ["a", "b", "b"]}).moves[0].moves == 1
+        simulate_at(inst, [[base] * 3], [["a", "c", "a"]])
+    assert simulate_at(inst, [[base] * 3], {"J": ["a", "b", "b"]}).metrics.jobs[0].moves == 1
 
 
 def test_capacity_is_checked_per_site(tmp_path):
@@ -170,8 +170,8 @@ def test_capacity_is_checked_per_site(tmp_path):
     job = inst.jobs[0]
     big = max(range(job.n_modes), key=lambda c: job.modes[c].gpus)
     assert job.modes[big].gpus > 128
-    result = simulate_sites(inst, [[big] * 3], [[1, 1, 1]])  # site b holds 128 GPUs
-    assert not result.sites[1].capacity_ok and result.sites[0].capacity_ok and not result.metrics.feasible
+    result = simulate_at(inst, [[big] * 3], [[1, 1, 1]])  # site b holds 128 GPUs
+    assert not result.metrics.sites[1].capacity_ok and result.metrics.sites[0].capacity_ok and not result.metrics.feasible
 
 
 # ----------------------------------------------------------------------------------- oracle vs brute force
@@ -183,7 +183,7 @@ def test_sites_oracle_matches_brute_force_on_a_tiny_two_site_instance(tmp_path):
     options = [(c, s) for c in [PAUSE, *range(job.n_modes)] for s in range(2)]
     best = np.inf
     for combo in itertools.product(options, repeat=job.segments):
-        result = simulate_sites(inst, [[c for c, _ in combo]], [[s for _, s in combo]])
+        result = simulate_at(inst, [[c for c, _ in combo]], [[s for _, s in combo]])
         if result.metrics.feasible:
             best = min(best, result.metrics.operating_cost_usd)
     assert np.isfinite(best)

@@ -22,8 +22,8 @@ from aidc_env import register_envs
 from aidc_env.case import build_instance
 from aidc_env.instance import PAUSE, SECONDS_PER_HOUR, Instance
 from aidc_env.simulator import TRANCHE_TOLERANCE
-from aidc_env.site_simulator import simulate_sites
 from aidc_env.sites_env import SitesDispatchEnv, decode
+from tests.conftest import simulate_at, site_array
 from oracle.sites import solve_sites
 
 TWO_SITES = """
@@ -103,20 +103,20 @@ def test_random_masked_episodes_keep_every_rule(two_sites, seed):
     infos = play(env, seed)
     inst = two_sites
     schedule, sites = env.schedule(), env.sites()
-    result = simulate_sites(inst, schedule, sites)
+    result = simulate_at(inst, schedule, sites)
     # The episode total is the simulator's cost of the schedule it produced.
     assert env.objective_usd == pytest.approx(result.metrics.operating_cost_usd, rel=1e-9, abs=1e-9)
     # Every target met, every site's pool kept in every slot.
     assert result.metrics.tranches_met and result.metrics.capacity_ok
-    assert np.all(result.gpus_used <= np.array([s.n_gpus for s in inst.sites])[:, None])
-    assert np.array_equal(result.gpus_used, env.committed_gpus())
+    assert np.all(site_array(result, 'gpus_used') <= np.array([s.n_gpus for s in inst.sites])[:, None])
+    assert np.array_equal(site_array(result, 'gpus_used'), env.committed_gpus())
     for j, job in enumerate(inst.jobs):
         per = inst.slots_per_segment(job)
         # A job is at one site in every slot: its GPUs are counted at one site only.
         slot_sites = np.repeat(sites[j], per)
         gpus = job.gpus_by_choice[np.repeat(schedule[j], per)]
         for s in range(len(inst.sites)):
-            assert np.all(result.gpus_used[s] >= np.where(slot_sites == s, gpus, 0))
+            assert np.all(site_array(result, 'gpus_used')[s] >= np.where(slot_sites == s, gpus, 0))
         # It decides (and so moves) only at its checkpoint boundaries.
         for info in infos:
             if info["job"] == j:
@@ -125,7 +125,7 @@ def test_random_masked_episodes_keep_every_rule(two_sites, seed):
         H, tau, transfer = inst.segment_hours(job), job.restart_hours, inst.network.transfer_hours[j]
         running_moves = sum(1 for c, s, ps in zip(schedule[j], sites[j], [inst.network.home[j], *sites[j][:-1]],
                                                   strict=True) if c != PAUSE and s != ps)
-        assert result.moves[j].transfer_hours_lost == pytest.approx(running_moves * transfer)
+        assert result.metrics.jobs[j].transfer_hours_lost == pytest.approx(running_moves * transfer)
         tokens = sum((H - (tau if (c != pc or s != ps) else 0.0) - (transfer if s != ps else 0.0))
                      * job.tokens_per_s_by_choice[c] * SECONDS_PER_HOUR
                      for c, s, pc, ps in zip(schedule[j], sites[j], [job.initial_mode, *schedule[j][:-1]],
@@ -228,7 +228,7 @@ def test_every_allowed_sites3_choice_keeps_the_episode_completable(seed):
                     m = copy.action_masks()
                     assert m.any() and not copy.safety_fallback
                     _, _, end, _, _ = copy.step(int(rng.choice(np.flatnonzero(m))))
-                result = simulate_sites(copy.instance(), copy.schedule(), copy.sites())
+                result = simulate_at(copy.instance(), copy.schedule(), copy.sites())
                 assert result.metrics.tranches_met and result.metrics.capacity_ok
         _, _, done, _, _ = env.step(int(rng.choice(np.flatnonzero(mask))))
 
@@ -300,6 +300,6 @@ def test_the_warm_start_sequence_of_an_oracle_schedule_replays_to_its_cost(two_s
         _, _, done, _, _ = env.step(action)
     assert all(allowed)
     assert raw.schedule() == solved.schedule
-    replay = simulate_sites(two_sites, raw.schedule(), raw.sites()).metrics.operating_cost_usd
+    replay = simulate_at(two_sites, raw.schedule(), raw.sites()).metrics.operating_cost_usd
     assert raw.objective_usd == pytest.approx(replay, rel=1e-9)
     assert raw.objective_usd == pytest.approx(solved.objective_usd, rel=1e-9)

@@ -16,8 +16,8 @@ from hypothesis import strategies as st
 from aidc_env.case import build_instance
 from aidc_env.errors import InputError
 from aidc_env.instance import PAUSE, SECONDS_PER_HOUR, Instance
-from aidc_env.site_simulator import simulate_sites
 from aidc_env.sites import SiteNetwork
+from tests.conftest import simulate_at, site_array
 from oracle import __main__ as oracle_cli
 from oracle.fleet_pricing import LabelSearch
 from oracle.sites_cg import SitesDecomposition, solve_sites_cg
@@ -84,7 +84,7 @@ def brute_force(inst: Instance) -> float:
     for combo in itertools.product(*options):
         schedule = [[c for c, _ in row] for row in combo]
         sites = [[s for _, s in row] for row in combo]
-        metrics = simulate_sites(inst, schedule, sites).metrics
+        metrics = simulate_at(inst, schedule, sites).metrics
         if metrics.feasible:
             best = min(best, metrics.operating_cost_usd)
     return best
@@ -104,7 +104,7 @@ def check_moves(inst: Instance, schedule, sites, result) -> None:
             assert not np.any(elsewhere & (per_slot == s))
         previous = np.concatenate(([net.home[j]], where[:-1]))
         moved_running = (where != previous) & (choices != PAUSE)
-        assert result.moves[j].transfer_hours_lost == pytest.approx(net.transfer_hours[j] * moved_running.sum())
+        assert result.metrics.jobs[j].transfer_hours_lost == pytest.approx(net.transfer_hours[j] * moved_running.sum())
         # tokens: every running segment's productive hours, less τ after a (re)start and the transfer after a move
         previous_c = np.concatenate(([job.initial_mode], choices[:-1]))
         restarted = (choices != PAUSE) & ((choices != previous_c) | (where != previous))
@@ -112,13 +112,13 @@ def check_moves(inst: Instance, schedule, sites, result) -> None:
                          - net.transfer_hours[j] * moved_running, 0.0)
         tokens = float(np.sum(job.tokens_per_s_by_choice[choices] * SECONDS_PER_HOUR * hours))
         assert result.metrics.jobs[j].tokens == pytest.approx(tokens, rel=1e-12)
-    gpus = np.zeros_like(result.gpus_used)
+    gpus = np.zeros_like(site_array(result, 'gpus_used'))
     for j, job in enumerate(inst.jobs):
         per_slot = np.repeat(np.asarray(schedule[j]), inst.slots_per_segment(job))
         at = np.repeat(np.asarray(sites[j]), inst.slots_per_segment(job))
         for s in range(len(inst.sites)):
             gpus[s] += np.where((per_slot != PAUSE) & (at == s), job.gpus_by_choice[per_slot], 0)
-    assert np.array_equal(gpus, result.gpus_used)
+    assert np.array_equal(gpus, site_array(result, 'gpus_used'))
 
 
 @settings(max_examples=4, deadline=None, derandomize=True)
@@ -133,7 +133,7 @@ def test_bound_below_brute_force_below_objective_equal_to_replay(tmp_path_factor
     assert result.objective_usd is not None and np.isfinite(best)
     assert result.best_bound_usd <= best + 1e-6 <= result.objective_usd + 2e-6
     assert result.status == "optimal" and result.objective_usd == pytest.approx(best, rel=1e-9)
-    replay = simulate_sites(inst, result.schedule, result.sites)
+    replay = simulate_at(inst, result.schedule, result.sites)
     assert replay.metrics.operating_cost_usd == pytest.approx(result.objective_usd, rel=1e-9, abs=1e-9)
     check_moves(inst, result.schedule, result.sites, replay)
 
@@ -198,7 +198,7 @@ def test_one_site_gives_the_day_oracle_optimum():
     day = OracleModel(inst).solve(time_limit_s=60, mip_gap=1e-9)
     assert result.status == "optimal" and day.status == "optimal"
     assert result.objective_usd == pytest.approx(day.objective_usd, rel=1e-9)
-    assert result.objective_usd == pytest.approx(simulate_sites(one, result.schedule, result.sites)
+    assert result.objective_usd == pytest.approx(simulate_at(one, result.schedule, result.sites)
                                                  .metrics.operating_cost_usd, rel=1e-12)
 
 
@@ -242,9 +242,9 @@ def test_oracle_cli_dispatches_sites_to_the_decomposition_whose_moves_pay_their_
     names = [job.name for job in inst.jobs]
     schedule = [out["schedule"][n] for n in names]
     sites = [[inst.network.index[s] for s in out["sites"][n]] for n in names]
-    replay = simulate_sites(inst, schedule, sites)
+    replay = simulate_at(inst, schedule, sites)
     assert replay.metrics.operating_cost_usd == pytest.approx(out["objective_usd"], rel=1e-12)
-    assert sum(m.transfer_hours_lost > 0 for m in replay.moves) >= 1
+    assert sum(m.transfer_hours_lost > 0 for m in replay.metrics.jobs) >= 1
     check_moves(inst, schedule, sites, replay)
 
 
@@ -299,7 +299,7 @@ def test_branch_and_price_bound_below_brute_force_and_its_schedules_exact(tmp_pa
                                      details)
     assert bound <= best + 1e-6 <= value + 2e-6
     assert dec.data.fits(paths) and value == pytest.approx(dec.data.objective_usd(paths), rel=1e-12)
-    replay = simulate_sites(inst, dec.data.schedule(paths), dec.data.site_rows(paths))
+    replay = simulate_at(inst, dec.data.schedule(paths), dec.data.site_rows(paths))
     assert replay.metrics.operating_cost_usd == pytest.approx(value, rel=1e-9, abs=1e-9)
     assert details["bp_nodes"] >= 1
     if details["bp_open"] == 0 and bound >= value - 1e-9:
@@ -360,7 +360,7 @@ def test_pattern_master_bound_below_brute_force_above_the_path_master(tmp_path, 
     paths, _ = integer_patterns(pm, 60, 0.0, start=start)
     assert paths is not None and data.fits(paths) and data.tokens_ok(paths)
     value = data.objective_usd(paths)
-    replay = simulate_sites(inst, data.schedule(paths), data.site_rows(paths))
+    replay = simulate_at(inst, data.schedule(paths), data.site_rows(paths))
     assert replay.metrics.operating_cost_usd == pytest.approx(value, rel=1e-9, abs=1e-9)
     assert value >= best - 1e-6
 
@@ -373,7 +373,7 @@ def test_dives_option_checked_and_each_setting_keeps_the_optimum(tmp_path):
     for dives in ("stage", "job", "off"):
         result = dec.solve(time_limit_s=60, mip_gap=1e-9, dives=dives)
         assert result.objective_usd == pytest.approx(best, rel=1e-9)
-        replay = simulate_sites(inst, result.schedule, result.sites)
+        replay = simulate_at(inst, result.schedule, result.sites)
         assert replay.metrics.operating_cost_usd == pytest.approx(result.objective_usd, rel=1e-9, abs=1e-9)
     with pytest.raises(InputError):
         dec.solve(time_limit_s=60, dives="both")
@@ -413,7 +413,7 @@ def test_pattern_dive_schedule_is_feasible_exact_and_not_below_brute_force(tmp_p
     for paths, info in runs:
         assert paths is not None and data.fits(paths) and data.tokens_ok(paths)
         value = data.objective_usd(paths)
-        replay = simulate_sites(inst, data.schedule(paths), data.site_rows(paths))
+        replay = simulate_at(inst, data.schedule(paths), data.site_rows(paths))
         assert replay.metrics.feasible
         assert replay.metrics.operating_cost_usd == pytest.approx(value, rel=1e-9, abs=1e-9)
         assert value >= best - 1e-6
@@ -430,7 +430,7 @@ def brute_force_paths(inst: Instance, data) -> list[tuple[list[np.ndarray], floa
     for combo in itertools.product(*options):
         schedule = [[c for c, _ in row] for row in combo]
         sites = [[s for _, s in row] for row in combo]
-        metrics = simulate_sites(inst, schedule, sites).metrics
+        metrics = simulate_at(inst, schedule, sites).metrics
         if not metrics.feasible:
             continue
         try:

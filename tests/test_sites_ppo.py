@@ -16,7 +16,7 @@ from agents.sites_oracle import DEFAULT_METHOD, METHOD_TAGS, METHODS, cache_path
 from agents.sites_train import ORACLE_TRAIN_DAYS, SITES_DEFAULTS, SITES_ENV_KWARGS
 from aidc_env.case import build_instance
 from aidc_env.errors import EXIT_BAD_INPUT, InputError, run_cli
-from aidc_env.site_simulator import simulate_sites
+from tests.conftest import simulate_at
 from oracle.constants import SITES_ORACLE_REVISION
 from tests.test_sites import TINY_SITES
 
@@ -114,7 +114,7 @@ def test_decomposition_answer_is_cached_replayed_and_never_worse_than_home(tmp_p
     answer = solve_days([inst], folder, 10.0, progress=False)[inst.day]
     data = json.loads(cache_path(folder, inst, 10.0).read_text())
     assert data["method"] == METHOD_TAGS["decomposition"] and data["day"] == inst.day
-    replay = simulate_sites(inst, answer.schedule, answer.sites).metrics
+    replay = simulate_at(inst, answer.schedule, answer.sites).metrics
     assert replay.feasible and replay.operating_cost_usd == pytest.approx(answer.objective_usd, rel=1e-12)
     assert answer.objective_usd <= data["home_optimum_usd"] + 1e-9
 
@@ -179,4 +179,4 @@ def test_a_refused_running_choice_is_cloned_as_a_running_one_not_a_pause(tmp_pat
             assert not ok
         _, _, done, _, _ = env.step(action)
         steps += 1
-    assert simulate_sites(inst, raw.schedule(), raw.sites()).metrics.feasible
+    assert simulate_at(inst, raw.schedule(), raw.sites()).metrics.feasible
