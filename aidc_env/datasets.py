@@ -190,14 +190,6 @@ def resolve(source: str | os.PathLike[str], kind: str) -> Dataset | Path:
     return path
 
 
-def dataset(name: str) -> Dataset:
-    """The dataset of that name; InputError("dataset", ...) listing the names if there is none."""
-    found = DATASETS.get(name)
-    if found is None:
-        raise InputError("dataset", f"no dataset {name!r}; the datasets: {', '.join(DATASETS)}")
-    return found
-
-
 # --------------------------------------------------------------------------------------------------
 # Command line
 # --------------------------------------------------------------------------------------------------

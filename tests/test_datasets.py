@@ -64,11 +64,11 @@ def test_the_bundled_days_by_name_are_the_default():
     named, default = load_profiles("caiso-2023-days"), load_profiles()
     assert default.source == P.BUNDLED_SOURCE and named.source == "caiso-2023-days"
     assert dict(named.days) == dict(default.days)
-    assert named.renewable_capacity_mw == default.renewable_capacity_mw == load_profiles("caiso-2023").renewable_capacity_mw
+    year = load_profiles("caiso-2023")
+    assert named.renewable_capacity_mw == default.renewable_capacity_mw == year.renewable_capacity_mw
     sites, bundled_sites = load_site_profiles("caiso-2023-days"), load_site_profiles()
     assert dict(sites.days) == dict(bundled_sites.days)
     assert (sites.solar_peak_mw, sites.wind_peak_mw) == (bundled_sites.solar_peak_mw, bundled_sites.wind_peak_mw)
-    year = load_profiles("caiso-2023")
     for date, day in named.days.items():
         assert day == year.day(date), date
 
