@@ -1,7 +1,7 @@
 """Evaluate every policy on the same days and compare it with the oracle.
 
     python evaluate.py --case 2048 --policies oracle,fixed,greedy,mpc,ppo --model runs/ppo-2048/model.zip \
-        --profiles ../shared/data/caiso/caiso_2023_hourly.csv --out runs/eval
+        --profiles caiso-2023 --out runs/eval
 
 Reads like a report, top to bottom:
 1. pick the days (held-out days of the profile source by default: every 7th complete day);
@@ -245,8 +245,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--model", help="trained MaskablePPO model for the ppo policy: the run folder or its .zip "
                         "(default: runs/ppo-<case>/model.zip if it exists); it runs with the information it was "
                         "trained with (its config)")
-    parser.add_argument("--forecasts", help="day-ahead forecast CSV (load, solar, wind; e.g. ../shared/data/caiso/"
-                        "caiso_2023_dayahead_forecast_hourly.csv): the price forecaster is fitted on the training "
+    parser.add_argument("--forecasts", help="day-ahead forecasts, a dataset name or CSV (load, solar, wind; e.g. "
+                        "caiso-2023-dayahead): the price forecaster is fitted on the training "
                         "split only, never on a day of the instance it forecasts (a week from a held-out day gets "
                         "its own fit without its six training days), and the days are those inside the forecast "
                         "period; needed with "

@@ -1,7 +1,7 @@
 """Train a MaskablePPO dispatcher on many days of the 2048 case (or any case).
 
     python train.py --case 2048                                              # bundled representative days
-    python train.py --case 2048 --profiles ../shared/data/caiso/caiso_2023_hourly.csv   # the full 2023 year
+    python train.py --case 2048 --profiles caiso-2023                        # the full 2023 year
     python train.py --case 2048 --resume                                     # continue an interrupted run
     python train.py --case 2048 --config runs/tune-2048/best_config.json     # a search's best settings
 
@@ -99,8 +99,8 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         "docs/fleet.md): a warm start on the fleet oracle's schedules, then PPO.",
         formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     add_case_arguments(parser, day=False, default_case=DEFAULTS.case)
-    parser.add_argument("--forecasts", help="day-ahead forecast CSV (load, solar, wind; e.g. ../shared/data/caiso/"
-                        "caiso_2023_dayahead_forecast_hourly.csv): needed with --information dayahead")
+    parser.add_argument("--forecasts", help="day-ahead forecasts, a dataset name or CSV (load, solar, wind; e.g. "
+                        "caiso-2023-dayahead): needed with --information dayahead")
     parser.add_argument("--price-forecast", choices=PRICE_SOURCES, default=DEFAULTS.price_forecast,
                         help="with --information dayahead: the price forecast the agent sees, the package's gradient "
                         "boosting fitted on the training days (model, default) or the --forecasts CSV's "

@@ -1,6 +1,6 @@
 """PPO hyper-parameter search with Optuna, resumable, on a process pool or Ray.
 
-    python -m agents.tune --trials 6 --steps 50000 --profiles ../shared/data/caiso/caiso_2023_hourly.csv
+    python -m agents.tune --trials 6 --steps 50000 --profiles caiso-2023
     python -m agents.tune --trials 6 --steps 50000 --backend ray --workers 2        # the same search on Ray
     python train.py --config runs/tune-2048/best_config.json --profiles ...         # train the best settings
 

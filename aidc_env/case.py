@@ -452,7 +452,8 @@ def build_instance(
 ) -> Instance:
     """Resolve a case on a day (default: the case's reference day) of a profile source.
 
-    ``profiles``: a loaded :class:`ProfileSet`, a CSV path, or None for the bundled table.
+    ``profiles``: a loaded :class:`ProfileSet`, a dataset name (:mod:`aidc_env.datasets`, e.g. ``"caiso-2023"``),
+    a CSV path, or None for the bundled table.
     ``horizon_days``: D consecutive days from ``day`` (default: the case's, 1); the profile source must
     hold all of them (InputError naming the first missing day otherwise). ``min_daily_share``: each day's
     minimum share of tranche / D (default: the case's, 0).
@@ -508,7 +509,8 @@ def _profiles_for(case: Case, profiles: ProfileSet | SiteProfileSet | str | Path
         if isinstance(profiles, SiteProfileSet):
             return profiles
         require(not isinstance(profiles, ProfileSet), "profiles", "a sites case needs the three price nodes and solar "
-                "and wind apart: pass the CSV path (or nothing for the bundled days), not a loaded ProfileSet")
+                "and wind apart: pass the dataset name or CSV path (or nothing for the bundled days), not a loaded "
+                "ProfileSet")
         return load_site_profiles(profiles)
     if isinstance(profiles, ProfileSet):
         return profiles
@@ -597,7 +599,9 @@ def add_case_arguments(parser: argparse.ArgumentParser, *, day: bool = True, def
     parser.add_argument("--gpus", type=int, help="override the GPU pool size N")
     parser.add_argument("--segments", type=int, help="override the checkpoint segments K of every job")
     parser.add_argument("--renewable-ratio", type=float, help="override the renewable-to-AIDC ratio rho")
-    parser.add_argument("--profiles", help="canonical CAISO-style hourly CSV (default: the bundled days)")
+    parser.add_argument("--profiles", metavar="NAME|PATH",
+                        help="dataset name (python -m aidc_env.datasets, e.g. caiso-2023) or canonical CAISO-style "
+                             "hourly CSV (default: the bundled days)")
     parser.add_argument("--horizon-days", type=int,
                         help="consecutive days D from --day in one instance (default: the case's, 1)")
     parser.add_argument("--min-daily-share", type=float,

@@ -39,7 +39,11 @@ checked against it) and the profile set's own capacity::
 
     shape_fc = clip(scale · (max(solar_fc, 0) + max(wind_fc, 0)) / renewable_capacity_mw, 0, 1)
 
-Command line: ``python -m aidc_env.forecasts --forecasts CSV [--json]`` summarises the coverage.
+**Sources.** :func:`load_forecasts` takes a packaged dataset's name (:mod:`aidc_env.datasets`:
+``caiso-2023-dayahead``, these forecasts with the CAISO day-ahead market's LMP of SCE as the supplied price) or a
+path to a CSV (gzip too).
+
+Command line: ``python -m aidc_env.forecasts --forecasts NAME|CSV [--json]`` summarises the coverage.
 """
 
 from __future__ import annotations
@@ -48,13 +52,12 @@ import os
 from types import MappingProxyType
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
-from aidc_env import hourly
+from aidc_env import datasets, hourly
 from aidc_env.errors import CliParser, InputError, require, run_cli
 from aidc_env.information import ISSUE_HOUR
 from aidc_env.limits import MAX_PRICE_USD_PER_MWH
@@ -182,13 +185,18 @@ def parse_forecasts_frame(frame: pd.DataFrame, source: str) -> ForecastSet:
 
 
 def load_forecasts(path: str | os.PathLike[str]) -> ForecastSet:
-    """Load a day-ahead forecast CSV (schema in the module docstring)."""
-    file = Path(path)
-    source = str(file)
-    if not file.exists():
+    """Load a packaged dataset by name (:mod:`aidc_env.datasets`) or a day-ahead forecast CSV by path (schema in
+    the module docstring)."""
+    found = datasets.resolve(path, datasets.FORECASTS)
+    if isinstance(found, datasets.Dataset):
+        with found.local_path() as file:
+            frame = hourly.read_hourly_csv(file, found.name, REQUIRED_COLUMNS, "forecasts", (COL_PRICE_FC,))
+        return parse_forecasts_frame(frame, found.name)
+    source = str(found)
+    if not found.exists():
         raise FileNotFoundError(2, "No such file", source)
-    require(file.is_file(), "forecasts", f"{source} is not a file")
-    return parse_forecasts_frame(hourly.read_hourly_csv(file, source, REQUIRED_COLUMNS, "forecasts", (COL_PRICE_FC,)),
+    require(found.is_file(), "forecasts", f"{source} is not a file")
+    return parse_forecasts_frame(hourly.read_hourly_csv(found, source, REQUIRED_COLUMNS, "forecasts", (COL_PRICE_FC,)),
                                  source)
 
 
@@ -252,9 +260,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         prog="python -m aidc_env.forecasts",
         description="Summarise a day-ahead forecast source: days covered, DST days, skipped days.",
     )
-    parser.add_argument("--forecasts", metavar="CSV", required=True,
-                        help="CSV with timestamp_utc, local_start, solar_forecast_mw, wind_forecast_mw, "
-                             "load_forecast_mw and optionally price_forecast_usd_per_mwh")
+    parser.add_argument("--forecasts", metavar="NAME|CSV", required=True,
+                        help="a dataset name (python -m aidc_env.datasets, e.g. caiso-2023-dayahead) or a CSV with "
+                             "timestamp_utc, local_start, solar_forecast_mw, wind_forecast_mw, load_forecast_mw and "
+                             "optionally price_forecast_usd_per_mwh")
     return hourly.print_summary(parser, argv, lambda args: summary(load_forecasts(args.forecasts)), _format_summary)
 
 

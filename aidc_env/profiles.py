@@ -22,27 +22,27 @@ wind, or with a wrong set of hourly rows for its DST type, is *skipped* and list
 required column missing, a timestamp that cannot be parsed or that contradicts the other one) raises
 :class:`~aidc_env.errors.InputError` naming the column and the file line.
 
-``load_profiles()`` without a path loads the small bundled table of representative days
-(``aidc_env/data/caiso_2023_days.csv``, made by ``scripts/make_representative_days.py``); its sidecar
-``caiso_2023_days.json`` carries the full year's renewable peak, so that the bundled table and the full
+``load_profiles`` takes a packaged dataset's name (:mod:`aidc_env.datasets`, e.g. ``caiso-2023``, the full year)
+or a path. Without either it loads the small bundled table of representative days (the dataset
+``caiso-2023-days``, ``aidc_env/data/caiso_2023_days.csv``, made by ``scripts/make_representative_days.py``); its
+sidecar ``caiso_2023_days.json`` carries the full year's renewable peak, so that the bundled table and the full
 year normalise solar + wind identically.
 
-Command line: ``python -m aidc_env.profiles [--profiles PATH] [--json]`` prints a summary.
+Command line: ``python -m aidc_env.profiles [--profiles NAME|PATH] [--json]`` prints a summary.
 """
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from importlib import resources
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
+from aidc_env import datasets
 from aidc_env.errors import CliParser, InputError, require, run_cli
 from aidc_env.hourly import (
     COL_LOCAL_START,
@@ -70,11 +70,12 @@ VALUE_BOUNDS = {COL_PRICE: MAX_PRICE_USD_PER_MWH, COL_SOLAR: MAX_RENEWABLE_CAPAC
                 COL_WIND: MAX_RENEWABLE_CAPACITY_MW}
 """Largest |value| of each value column (reasons: aidc_env/limits.py); beyond it a cell is a data error."""
 
-PACKAGE = "aidc_env"
-BUNDLED_DIR = "data"
-BUNDLED_CSV = "caiso_2023_days.csv"
-BUNDLED_META = "caiso_2023_days.json"
+PACKAGE = datasets.PACKAGE
+BUNDLED_DIR = datasets.DATA_DIR
+BUNDLED_CSV = datasets.DAYS_CSV
+BUNDLED_META = datasets.DAYS_META
 BUNDLED_SOURCE = "bundled"
+"""The source name of the profiles loaded without a name or path (the dataset ``caiso-2023-days``)."""
 META_CAPACITY_KEY = "renewable_capacity_mw"
 
 MAX_SKIPPED_SHOWN = 50
@@ -187,14 +188,10 @@ def _peak_renewable_mw(values: Mapping[str, np.ndarray]) -> float | None:
     return float(np.max(np.maximum(solar[both], 0.0) + np.maximum(wind[both], 0.0)))
 
 
-def _bundled_capacity_mw() -> float:
-    meta_file = resources.files(PACKAGE).joinpath(BUNDLED_DIR, BUNDLED_META)
-    try:
-        meta = json.loads(meta_file.read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError) as err:
-        raise InputError("profiles", f"bundled metadata {BUNDLED_META} unreadable ({err})") from None
-    require(isinstance(meta, dict) and META_CAPACITY_KEY in meta, "profiles", f"{BUNDLED_META}: no {META_CAPACITY_KEY}")
-    return require_positive(meta[META_CAPACITY_KEY], f"{BUNDLED_META}.{META_CAPACITY_KEY}")
+def _meta_capacity_mw(found: datasets.Dataset, meta_file: str) -> float:
+    meta = found.read_meta(meta_file)
+    require(META_CAPACITY_KEY in meta, "profiles", f"{meta_file}: no {META_CAPACITY_KEY}")
+    return require_positive(meta[META_CAPACITY_KEY], f"{meta_file}.{META_CAPACITY_KEY}")
 
 
 def parse_profiles_frame(
@@ -216,7 +213,8 @@ def parse_profiles_frame(
 def load_profiles(
     path: str | os.PathLike[str] | None = None, *, renewable_capacity_mw: float | None = None
 ) -> ProfileSet:
-    """Load a profile CSV of the canonical form, or the bundled representative days if ``path`` is None.
+    """Load a packaged dataset by name (:mod:`aidc_env.datasets`), a profile CSV of the canonical form (gzip too)
+    by path, or the bundled representative days if ``path`` is None (source ``bundled``).
 
     ``renewable_capacity_mw`` (> 0) overrides the capacity that normalises solar + wind; by default it is
     the peak of max(solar, 0) + max(wind, 0) over all rows of the source with both values (for the bundled
@@ -224,18 +222,20 @@ def load_profiles(
     """
     if renewable_capacity_mw is not None:
         renewable_capacity_mw = require_positive(renewable_capacity_mw, "renewable_capacity_mw")
-    if path is None:
-        capacity = renewable_capacity_mw if renewable_capacity_mw is not None else _bundled_capacity_mw()
-        csv_file = resources.files(PACKAGE).joinpath(BUNDLED_DIR, BUNDLED_CSV)
-        with csv_file.open("r", encoding="utf-8") as handle:
-            frame = read_hourly_csv(handle, BUNDLED_SOURCE, REQUIRED_COLUMNS, "profiles")
-        return parse_profiles_frame(frame, BUNDLED_SOURCE, capacity)
-    file = Path(path)
-    source = str(file)
-    if not file.exists():
+    found = datasets.resolve(datasets.DEFAULT_PROFILES if path is None else path, datasets.PROFILES)
+    if isinstance(found, datasets.Dataset):
+        source = BUNDLED_SOURCE if path is None else found.name
+        capacity = renewable_capacity_mw
+        if capacity is None and found.meta is not None:
+            capacity = _meta_capacity_mw(found, found.meta)
+        with found.local_path() as file:
+            frame = read_hourly_csv(file, source, REQUIRED_COLUMNS, "profiles")
+        return parse_profiles_frame(frame, source, capacity)
+    source = str(found)
+    if not found.exists():
         raise FileNotFoundError(2, "No such file", source)
-    require(file.is_file(), "profiles", f"{source} is not a file")
-    frame = read_hourly_csv(file, source, REQUIRED_COLUMNS, "profiles")
+    require(found.is_file(), "profiles", f"{source} is not a file")
+    frame = read_hourly_csv(found, source, REQUIRED_COLUMNS, "profiles")
     return parse_profiles_frame(frame, source, renewable_capacity_mw)
 
 
@@ -274,10 +274,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     parser.add_argument(
         "--profiles",
-        metavar="PATH",
+        metavar="NAME|PATH",
         default=None,
-        help="CSV of the canonical form (timestamp_utc, local_start, price_usd_per_mwh, solar_mw, wind_mw); "
-        "default: the bundled representative days",
+        help="a dataset name (python -m aidc_env.datasets, e.g. caiso-2023) or a CSV of the canonical form "
+        "(timestamp_utc, local_start, price_usd_per_mwh, solar_mw, wind_mw); default: the bundled representative days",
     )
     return print_summary(parser, argv, lambda args: summary(load_profiles(args.profiles)), _format_summary)
 

@@ -4,7 +4,8 @@ The sites case (``aidc_env/cases/sites3.toml``) needs what the day model's profi
 the real-time LMP at each of the three load zones (SCE, PG&E, SDG&E) and the solar and wind outputs as two
 separate plants' shapes. A *site profile source* is a CSV of the same canonical form as
 :mod:`aidc_env.profiles` (local days, DST rules, skipped incomplete days: the same :mod:`aidc_env.hourly`
-reader) with the columns :data:`SITE_COLUMNS` (``../shared/data/caiso/caiso_2023_hourly.csv`` has them all).
+reader) with the columns :data:`SITE_COLUMNS`: the packaged dataset ``caiso-2023`` (:mod:`aidc_env.datasets`) has them
+all; the bundled days (no path, or the name ``caiso-2023-days``) are the same days as the day model's bundled table.
 
 A plant's shape is its column clipped at 0 and divided by the column's peak over the source (for the bundled
 table, the full year's peaks from its sidecar JSON, so that bundled and full-year runs normalise alike);
@@ -13,21 +14,19 @@ table, the full year's peaks from its sidecar JSON, so that bundled and full-yea
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass
-from importlib import resources
-from pathlib import Path
 from types import MappingProxyType
 
 import numpy as np
 
+from aidc_env import datasets
 from aidc_env.errors import InputError, require
 from aidc_env.hourly import COL_LOCAL_START, COL_TIMESTAMP_UTC, HOURS_PER_DAY, HourlyDay, HourlyDaySet, \
     parse_hourly_days, read_hourly_csv, require_positive
 from aidc_env.limits import MAX_PRICE_USD_PER_MWH, MAX_RENEWABLE_CAPACITY_MW
-from aidc_env.profiles import BUNDLED_DIR, COL_PRICE, COL_SOLAR, COL_WIND, PACKAGE
+from aidc_env.profiles import COL_PRICE, COL_SOLAR, COL_WIND
 
 COL_PRICE_PGE = "price_pge_usd_per_mwh"
 COL_PRICE_SDGE = "price_sdge_usd_per_mwh"
@@ -39,8 +38,8 @@ SOLAR, WIND, SOLAR_WIND, NO_PLANT = "solar", "wind", "solar+wind", "none"
 PLANTS = (SOLAR, WIND, SOLAR_WIND, NO_PLANT)
 """A site's renewable plant: its shape is the CAISO solar, wind or solar + wind output, or no plant."""
 
-BUNDLED_SITE_CSV = "caiso_2023_site_days.csv"
-BUNDLED_SITE_META = "caiso_2023_site_days.json"
+BUNDLED_SITE_CSV = datasets.SITE_DAYS_CSV
+BUNDLED_SITE_META = datasets.SITE_DAYS_META
 BUNDLED_SITE_SOURCE = "bundled-sites"
 _BOUNDS = {COL_PRICE: MAX_PRICE_USD_PER_MWH, COL_PRICE_PGE: MAX_PRICE_USD_PER_MWH,
            COL_PRICE_SDGE: MAX_PRICE_USD_PER_MWH, COL_SOLAR: MAX_RENEWABLE_CAPACITY_MW,
@@ -97,24 +96,34 @@ class SiteProfileSet(HourlyDaySet[SiteDay]):
 
 
 def load_site_profiles(path: str | os.PathLike[str] | None = None) -> SiteProfileSet:
-    """A site profile CSV (see the module docstring), or the bundled days if ``path`` is None."""
-    if path is None:
-        meta_file = resources.files(PACKAGE).joinpath(BUNDLED_DIR, BUNDLED_SITE_META)
-        meta = json.loads(meta_file.read_text(encoding="utf-8"))
-        with resources.files(PACKAGE).joinpath(BUNDLED_DIR, BUNDLED_SITE_CSV).open("r", encoding="utf-8") as handle:
-            frame = read_hourly_csv(handle, BUNDLED_SITE_SOURCE, SITE_COLUMNS, "profiles")
-        days, skipped, _ = parse_hourly_days(frame, BUNDLED_SITE_SOURCE, "profiles", SiteDay, _BOUNDS)
-        return SiteProfileSet(days=days, skipped=skipped, solar_peak_mw=float(meta["solar_peak_mw"]),
-                              wind_peak_mw=float(meta["wind_peak_mw"]), source=BUNDLED_SITE_SOURCE)
-    file = Path(path)
+    """A packaged dataset by name (:mod:`aidc_env.datasets`), a site profile CSV by path (see the module
+    docstring), or the bundled days if ``path`` is None (source ``bundled-sites``)."""
+    found = datasets.resolve(datasets.DEFAULT_PROFILES if path is None else path, datasets.PROFILES)
+    if isinstance(found, datasets.Dataset):
+        require(found.site_file is not None, "profiles", f"dataset {found.name} has no table for the sites case")
+        source = BUNDLED_SITE_SOURCE if path is None else found.name
+        with found.local_path(found.site_file) as file:
+            frame = read_hourly_csv(file, source, SITE_COLUMNS, "profiles")
+        days, skipped, _ = parse_hourly_days(frame, source, "profiles", SiteDay, _BOUNDS)
+        if found.site_meta is not None:
+            meta = found.read_meta(found.site_meta)
+            return SiteProfileSet(days=days, skipped=skipped, solar_peak_mw=float(meta["solar_peak_mw"]),
+                                  wind_peak_mw=float(meta["wind_peak_mw"]), source=source)
+        return _with_peaks(days, skipped, source)
+    file = found
     require(file.is_file(), "profiles", f"no profile file {file}")
     frame = read_hourly_csv(file, str(file), SITE_COLUMNS, "profiles")
     days, skipped, _ = parse_hourly_days(frame, str(file), "profiles", SiteDay, _BOUNDS)
+    return _with_peaks(days, skipped, str(file))
+
+
+def _with_peaks(days: Mapping[str, SiteDay], skipped: Mapping[str, str], source: str) -> SiteProfileSet:
+    """The site profile set whose plants are normalised by the solar and wind peaks over its complete days."""
     peaks = []
     for column in (COL_SOLAR, COL_WIND):
         values = np.concatenate([getattr(d, column) for d in days.values()])
         peak = float(np.max(np.maximum(values, 0.0)))
         if peak <= 0:
-            raise InputError("profiles", f"{file}: {column} has no positive value to normalise a plant by")
+            raise InputError("profiles", f"{source}: {column} has no positive value to normalise a plant by")
         peaks.append(require_positive(peak, column))
-    return SiteProfileSet(days=days, skipped=skipped, solar_peak_mw=peaks[0], wind_peak_mw=peaks[1], source=str(file))
+    return SiteProfileSet(days=days, skipped=skipped, solar_peak_mw=peaks[0], wind_peak_mw=peaks[1], source=source)

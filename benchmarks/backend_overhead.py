@@ -37,8 +37,8 @@ from aidc_env.instance import Instance  # noqa: E402
 from aidc_env.parallel import Backend, open_pool  # noqa: E402
 from aidc_env.profiles import load_profiles  # noqa: E402
 
-ROOT = Path(__file__).resolve().parents[1]
-SHARED_YEAR_CSV = ROOT.parent / "shared" / "data" / "caiso" / "caiso_2023_hourly.csv"
+YEAR = "caiso-2023"
+"""The full CAISO 2023 year (a packaged dataset, :mod:`aidc_env.datasets`)."""
 WORKER_COUNTS = (1, 2, 4)
 DEFAULT_DAYS = 8
 DEFAULT_NOOP_TASKS = 200
@@ -93,7 +93,7 @@ def measure(backend: Backend, instances: Sequence[Instance], noop_tasks: int,
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python benchmarks/backend_overhead.py", description=__doc__.split("\n")[0])
     parser.add_argument("--case", default="2048")
-    parser.add_argument("--profiles", help=f"profile CSV (default: {SHARED_YEAR_CSV} if present, else bundled days)")
+    parser.add_argument("--profiles", default=YEAR, help="dataset name or profile CSV (default: %(default)s)")
     parser.add_argument("--days", type=int, default=DEFAULT_DAYS, help=f"oracle days solved (default {DEFAULT_DAYS})")
     parser.add_argument("--noop-tasks", type=int, default=DEFAULT_NOOP_TASKS,
                         help=f"empty tasks per measurement (default {DEFAULT_NOOP_TASKS})")
@@ -103,7 +103,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     backends = [b.strip() for b in args.backends.split(",") if b.strip()]
 
     case = load_case(args.case)
-    path = args.profiles or (str(SHARED_YEAR_CSV) if SHARED_YEAR_CSV.is_file() else None)
+    path = args.profiles
     profiles = load_profiles(path, renewable_capacity_mw=case.renewable_capacity_mw)
     dates = list(profiles.dates())
     days = [dates[round(i * (len(dates) - 1) / max(1, args.days - 1))] for i in range(args.days)]

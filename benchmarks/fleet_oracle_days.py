@@ -31,11 +31,8 @@ from aidc_env.simulator import simulate  # noqa: E402
 from oracle.constants import DEFAULT_MIP_GAP  # noqa: E402
 from oracle.fleet import FleetOracle  # noqa: E402
 
-ROOT = Path(__file__).resolve().parents[1]
-SHARED_YEAR_CSV = next((p / "shared" / "data" / "caiso" / "caiso_2023_hourly.csv" for p in ROOT.parents
-                        if (p / "shared" / "data" / "caiso" / "caiso_2023_hourly.csv").is_file()),
-                       ROOT.parent / "shared" / "data" / "caiso" / "caiso_2023_hourly.csv")
-"""The full CAISO 2023 year, when this checkout sits below the shared data (as in benchmarks/oracle_speed.py)."""
+YEAR = "caiso-2023"
+"""The full CAISO 2023 year (a packaged dataset, :mod:`aidc_env.datasets`)."""
 DEFAULT_DAYS = 8
 DEFAULT_TIME_LIMIT_S = 120.0
 
@@ -51,7 +48,7 @@ def spread(days: Sequence[str], n: int) -> list[str]:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--case", default="fleet")
-    parser.add_argument("--profiles", default=str(SHARED_YEAR_CSV), help="profiles CSV (default: CAISO 2023)")
+    parser.add_argument("--profiles", default=YEAR, help="dataset name or profiles CSV (default: %(default)s)")
     parser.add_argument("--days", type=int, default=DEFAULT_DAYS, help="how many held-out days")
     parser.add_argument("--time-limit", type=float, default=DEFAULT_TIME_LIMIT_S)
     parser.add_argument("--mip-gap", type=float, default=DEFAULT_MIP_GAP)

@@ -32,13 +32,13 @@ from oracle.rolling import RollingOracle  # noqa: E402
 
 GOAL_MEDIAN_S = 1.0
 FORECAST_PERIOD = ("2023-03-14", "2023-11-15")
-"""Days covered by the CAISO day-ahead forecasts (../shared/data/caiso/README.md), first day needing a
+"""Days covered by the CAISO day-ahead forecasts (aidc_env/data/README.md), first day needing a
 forecast issued the day before."""
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--profiles", required=True, help="profile CSV (e.g. caiso_2023_hourly.csv)")
+    parser.add_argument("--profiles", required=True, help="dataset name or profile CSV (e.g. caiso-2023)")
     parser.add_argument("--case", default="2048", help="bundled case name or TOML file (default: 2048)")
     parser.add_argument("--days", type=int, default=7, help="how many held-out days (default: 7)")
     parser.add_argument("--first", default=FORECAST_PERIOD[0], help="first day considered (YYYY-MM-DD)")

@@ -12,8 +12,7 @@ them, the days not proven and the ratio oracle / textbook; the per-day rows go t
     python benchmarks/oracle_speed.py --days monthly --segments 24 48 96   # the 15th of each month
     python benchmarks/oracle_speed.py --days 2023-01-14 2023-07-25 --segments 12 --workers 1
 
-Profiles: ``--profiles CSV``; by default the shared CAISO 2023 year when it is present
-(:data:`SHARED_YEAR_CSV`), else the bundled days.
+Profiles: ``--profiles NAME|CSV``; by default the packaged CAISO 2023 year (:data:`YEAR`).
 """
 
 from __future__ import annotations
@@ -38,11 +37,8 @@ from aidc_env.parallel import add_backend_arguments, backend_from_args, open_poo
 from aidc_env.profiles import load_profiles  # noqa: E402
 from oracle.constants import DEFAULT_MIP_GAP  # noqa: E402
 
-ROOT = Path(__file__).resolve().parents[1]
-SHARED_YEAR_CSV = next((p / "shared" / "data" / "caiso" / "caiso_2023_hourly.csv" for p in ROOT.parents
-                        if (p / "shared" / "data" / "caiso" / "caiso_2023_hourly.csv").is_file()),
-                       ROOT.parent / "shared" / "data" / "caiso" / "caiso_2023_hourly.csv")
-"""The full CAISO 2023 year, when this checkout sits below the shared data (never copied into the repo)."""
+YEAR = "caiso-2023"
+"""The full CAISO 2023 year (a packaged dataset, :mod:`aidc_env.datasets`)."""
 DEFAULT_SEGMENTS = (12,)
 DEFAULT_TIME_LIMIT_S = 600.0
 MONTHLY_DAY = 15
@@ -231,8 +227,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                         help="'all', 'monthly' (the 15th of each month, default) or days YYYY-MM-DD")
     parser.add_argument("--segments", type=int, nargs="+", default=list(DEFAULT_SEGMENTS),
                         help="checkpoint segments per job K (default: 12)")
-    parser.add_argument("--profiles", help=f"profile CSV (default: {SHARED_YEAR_CSV} if present, else the bundled "
-                                           "days)")
+    parser.add_argument("--profiles", default=YEAR, help="dataset name or profile CSV (default: %(default)s)")
     parser.add_argument("--time-limit", type=float, default=DEFAULT_TIME_LIMIT_S,
                         help=f"time limit per solve in seconds (default {DEFAULT_TIME_LIMIT_S:g})")
     parser.add_argument("--mip-gap", type=float, default=DEFAULT_MIP_GAP,
@@ -266,7 +261,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     require(all(k > 0 for k in args.segments), "segments", "must be positive")
     require(1 <= args.workers <= MAX_WORKERS, "workers", f"must be 1..{MAX_WORKERS}")
     backend = backend_from_args(args, workers=args.workers)
-    profiles_path = args.profiles or (str(SHARED_YEAR_CSV) if SHARED_YEAR_CSV.is_file() else None)
+    profiles_path = args.profiles
     profiles = load_profiles(profiles_path, renewable_capacity_mw=load_case(args.case).renewable_capacity_mw)
     days = choose_days(args.days, profiles.dates())
     if args.order == "spread":

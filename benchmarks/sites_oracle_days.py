@@ -34,11 +34,8 @@ from aidc_env.sites import SiteNetwork  # noqa: E402
 from oracle.constants import DEFAULT_MIP_GAP  # noqa: E402
 from oracle.sites_cg import solve_sites_cg  # noqa: E402
 
-ROOT = Path(__file__).resolve().parents[1]
-SHARED_YEAR_CSV = next((p / "shared" / "data" / "caiso" / "caiso_2023_hourly.csv" for p in ROOT.parents
-                        if (p / "shared" / "data" / "caiso" / "caiso_2023_hourly.csv").is_file()),
-                       ROOT.parent / "shared" / "data" / "caiso" / "caiso_2023_hourly.csv")
-"""The full CAISO 2023 year (three load-zone prices, solar and wind apart)."""
+YEAR = "caiso-2023"
+"""The full CAISO 2023 year (three load-zone prices, solar and wind apart; a packaged dataset)."""
 DEFAULT_DAYS = 5
 DEFAULT_TIME_LIMIT_S = 120.0
 GOAL_GAP = 1e-3
@@ -64,7 +61,7 @@ def spread(days: Sequence[str], n: int) -> list[str]:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--case", default="sites3")
-    parser.add_argument("--profiles", default=str(SHARED_YEAR_CSV), help="site profiles CSV (default: CAISO 2023)")
+    parser.add_argument("--profiles", default=YEAR, help="dataset name or site profiles CSV (default: %(default)s)")
     parser.add_argument("--days", type=int, default=DEFAULT_DAYS, help="how many held-out days")
     parser.add_argument("--time-limit", type=float, default=DEFAULT_TIME_LIMIT_S)
     parser.add_argument("--mip-gap", type=float, default=DEFAULT_MIP_GAP)

@@ -64,8 +64,9 @@ class TimedOracle:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--profiles", required=True, help="profile CSV (e.g. caiso_2023_hourly.csv)")
-    parser.add_argument("--forecasts", required=True, help="day-ahead forecast CSV")
+    parser.add_argument("--profiles", required=True, help="dataset name or profile CSV (e.g. caiso-2023)")
+    parser.add_argument("--forecasts", required=True,
+                        help="dataset name or day-ahead forecast CSV (e.g. caiso-2023-dayahead)")
     parser.add_argument("--case", default="2048", help="bundled case name or TOML file (default: 2048)")
     parser.add_argument("--days", nargs="+", help="first days of the weeks (default: the held-out weeks)")
     parser.add_argument("--time-limit", type=float, default=DEFAULT_TIME_LIMIT_S,

@@ -7,7 +7,7 @@ objective, bound, gap, seconds (build + solve; and CPU seconds of this process, 
 the load of other processes changes less) and the oracle's ``details`` (seconds of the tables, the dual,
 the label searches), and the median, p90 and max of the seconds.
 
-    python benchmarks/week_oracle.py --profiles ../shared/data/caiso/caiso_2023_hourly.csv [--days D1 D2 ...]
+    python benchmarks/week_oracle.py --profiles caiso-2023 [--days D1 D2 ...]
 """
 
 from __future__ import annotations
@@ -39,7 +39,7 @@ DEFAULT_TIME_LIMIT_S = 300.0
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--profiles", required=True, help="profile CSV (e.g. caiso_2023_hourly.csv)")
+    parser.add_argument("--profiles", required=True, help="dataset name or profile CSV (e.g. caiso-2023)")
     parser.add_argument("--case", default="2048", help="bundled case name or TOML file (default: 2048)")
     parser.add_argument("--days", nargs="+", help="first days of the weeks (default: the held-out weeks)")
     parser.add_argument("--time-limit", type=float, default=DEFAULT_TIME_LIMIT_S,

@@ -41,7 +41,7 @@ from aidc_env.profiles import load_profiles
 from aidc_env.simulator import simulate
 from oracle.fleet import solve_fleet
 
-DEFAULT_PROFILES = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "caiso" / "caiso_2023_hourly.csv"
+DEFAULT_PROFILES = "caiso-2023"
 JOB_COUNTS = (2, 4, 8, 12, 16)
 """Sweep (a): jobs in the pool (12 = the case; 16 cycles the case's first four jobs again)."""
 INFERENCE_FACTORS = (0.0, 0.5, 1.0, 1.25)
@@ -178,7 +178,8 @@ def plot(record: dict[str, Any], path: Path) -> None:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = CliParser(description="The fleet study: the fleet oracle's saving against fixed as the number of jobs, "
                        "the inference share and the idle-GPU value vary, on held-out days (docs/fleet.md).")
-    parser.add_argument("--profiles", default=str(DEFAULT_PROFILES), help="canonical hourly CSV (default: CAISO 2023)")
+    parser.add_argument("--profiles", default=DEFAULT_PROFILES,
+                        help="dataset name or canonical hourly CSV (default: %(default)s)")
     parser.add_argument("--days", type=int, default=DEFAULT_DAYS, help="held-out days, evenly spread")
     parser.add_argument("--time-limit", type=float, default=DEFAULT_TIME_LIMIT_S, help="seconds per oracle solve")
     parser.add_argument("--out", default="docs/figures", help="folder of fleet_study.json, .md and .png")

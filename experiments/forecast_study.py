@@ -195,8 +195,8 @@ def _markdown(frame: pd.DataFrame, formats: dict[str, str]) -> str:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = CliParser(prog="python -m experiments.forecast_study", description=__doc__.split("\n")[0])
-    parser.add_argument("--profiles", required=True, help="canonical hourly CSV of actual prices and renewables")
-    parser.add_argument("--forecasts", required=True, help="day-ahead forecast CSV (load, solar, wind)")
+    parser.add_argument("--profiles", required=True, help="actual prices and renewables: dataset name (e.g. caiso-2023) or canonical hourly CSV")
+    parser.add_argument("--forecasts", required=True, help="day-ahead forecasts (load, solar, wind): dataset name (e.g. caiso-2023-dayahead) or CSV")
     parser.add_argument("--case", default="2048", help="bundled case or TOML path (default 2048)")
     parser.add_argument("--seed", type=int, default=DEFAULT_SEED, help="model seed (default 0)")
     parser.add_argument("--out", default="runs/forecast_study", help="folder for the CSVs")

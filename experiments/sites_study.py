@@ -37,7 +37,7 @@ from aidc_env.sites import transfer_hours
 from oracle.sites import solve_sites
 from oracle.sites_cg import solve_sites_cg
 
-DEFAULT_PROFILES = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "caiso" / "caiso_2023_hourly.csv"
+DEFAULT_PROFILES = "caiso-2023"
 SPREADS = (1.0, 3.0)
 """α: the real node prices (1) and their deviations from the nodes' mean tripled (3)."""
 LINKS_GBPS = (100.0, 10.0, 2.0)
@@ -151,7 +151,8 @@ def plot(rows: list[dict], path: Path) -> None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = CliParser(prog="python -m experiments.sites_study", description=__doc__.splitlines()[0])
-    parser.add_argument("--profiles", default=str(DEFAULT_PROFILES), help="site profile CSV (default: the full year)")
+    parser.add_argument("--profiles", default=DEFAULT_PROFILES,
+                        help="dataset name or site profile CSV (default: %(default)s, the full year)")
     parser.add_argument("--days", type=int, default=0, help="N held-out days spread over the year (0: all)")
     parser.add_argument("--oracle", choices=("decomposition", "textbook"), default="decomposition",
                         help="the sites decomposition (default) or the direct MILP")

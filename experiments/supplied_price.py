@@ -13,17 +13,20 @@ that share a clock hour are averaged: the repeated 01:00 of the day DST ends, an
 concatenated from several downloads. Forecast hours without a price keep an empty cell: their days keep their
 forecasts but have no supplied price when read (:mod:`aidc_env.forecasts`). The forecast CSV's canonical columns are
 copied as they are (other columns are left out). The output is written atomically and must not be the input.
+``--forecasts`` takes a dataset name too (:mod:`aidc_env.datasets`); the packaged ``caiso-2023-dayahead`` already
+carries the CAISO day-ahead market's LMP of SCE, PG&E and SDG&E (``scripts/make_dayahead_lmp.py``).
 """
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
-from aidc_env import hourly
+from aidc_env import datasets, hourly
 from aidc_env.errors import CliParser, InputError, require, run_cli
 from aidc_env.forecasts import COL_PRICE_FC, REQUIRED_COLUMNS
 from aidc_env.io import atomic_path, check_output_file
@@ -75,7 +78,8 @@ def with_supplied_price(forecasts: pd.DataFrame, prices: pd.Series) -> pd.DataFr
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = CliParser(prog="python -m experiments.supplied_price", description=__doc__.split("\n")[0])
-    parser.add_argument("--forecasts", required=True, help="day-ahead forecast CSV (load, solar, wind)")
+    parser.add_argument("--forecasts", required=True, metavar="NAME|CSV",
+                        help="day-ahead forecast CSV (load, solar, wind) or dataset name (e.g. caiso-2023-dayahead)")
     parser.add_argument("--prices", required=True, help="CSV of hourly prices ($/MWh) stamped in local clock time")
     parser.add_argument("--time-column", required=True, help="the column of the local start of each hour")
     parser.add_argument("--price-column", required=True, help="the column of the price ($/MWh)")
@@ -89,20 +93,23 @@ def main(argv: Sequence[str] | None = None) -> int:
         column, equals, value = condition.partition("=")
         require(bool(equals) and bool(column.strip()), "where", f"{condition!r} is not COLUMN=VALUE")
         where[column.strip()] = value.strip()
-    source, target = Path(args.forecasts), Path(args.out)
-    require(not target.exists() or not source.exists() or not target.samefile(source), "out",
-            "must not be the --forecasts file itself")
-    check_output_file(target, "out")
-    for path, field in ((source, "forecasts"), (Path(args.prices), "prices")):
-        if not path.exists():
-            raise FileNotFoundError(2, "No such file", str(path))
-        require(path.is_file(), field, f"{path} is not a file")
-    frame = hourly.read_hourly_csv(source, str(source), REQUIRED_COLUMNS, "forecasts")
+    found, target = datasets.resolve(args.forecasts, datasets.FORECASTS), Path(args.out)
+    with contextlib.ExitStack() as stack:
+        source = stack.enter_context(found.local_path()) if isinstance(found, datasets.Dataset) else found
+        label = found.name if isinstance(found, datasets.Dataset) else str(found)
+        require(not target.exists() or not source.exists() or not target.samefile(source), "out",
+                "must not be the --forecasts file itself")
+        check_output_file(target, "out")
+        for path, field in ((source, "forecasts"), (Path(args.prices), "prices")):
+            if not path.exists():
+                raise FileNotFoundError(2, "No such file", str(path))
+            require(path.is_file(), field, f"{path} is not a file")
+        frame = hourly.read_hourly_csv(source, label, REQUIRED_COLUMNS, "forecasts")
     table = hourly.read_hourly_csv(args.prices, args.prices, [args.time_column, args.price_column, *where], "prices")
     prices = clock_hour_prices(table, args.time_column, args.price_column, where, args.time_format)
     out = with_supplied_price(frame, prices)
     priced = int((out[COL_PRICE_FC] != "").sum())
-    require(priced > 0, "prices", f"no hour of {args.prices} falls on an hour of {source}")
+    require(priced > 0, "prices", f"no hour of {args.prices} falls on an hour of {label}")
     with atomic_path(target) as tmp:
         out.to_csv(tmp, index=False)
     print(f"wrote {target}: {priced} of {len(out)} forecast hours carry a supplied price "

@@ -2,15 +2,17 @@
 
     python scripts/make_representative_days.py [--source PATH] [--out aidc_env/data] [--include 2023-04-15,...]
 
-Reads the full year (default ``../shared/data/caiso/caiso_2023_hourly.csv`` next to the repository, see
-its README), picks at most 24 complete days deterministically and writes, in ``--out``:
+Reads the full year (default: the packaged ``aidc_env/data/caiso_2023_hourly.csv.gz``, the dataset ``caiso-2023``;
+its provenance in ``aidc_env/data/README.md``), picks at most 24 complete days deterministically and writes, in
+``--out``:
 
 - ``caiso_2023_days.csv``: the source rows of those days, in the canonical columns only (timestamp_utc,
   local_start, price_usd_per_mwh, solar_mw, wind_mw), cell text copied verbatim;
 - ``caiso_2023_days.json``: the full year's renewable peak (``renewable_capacity_mw``, used by
   ``aidc_env.profiles.load_profiles()`` so that bundled and full-year runs normalise alike), the picked
   days with why each was picked, the selection rule and the generator's name;
-- ``README.md``: provenance, the selection rule and the table of days.
+- ``README.md``: its section (from the heading ``# Bundled profile data: ...`` to the next ``# `` heading):
+  provenance, the selection rule and the table of days; the rest of the file is left as it is.
 
 Selection rule (every tie broken by the earlier date), each month has DAYS_PER_MONTH places:
 
@@ -50,7 +52,8 @@ except ModuleNotFoundError:  # run from a checkout without installing the packag
     from aidc_env.errors import InputError, require, run_cli
 
 GENERATOR = "scripts/make_representative_days.py"
-DEFAULT_SOURCE = REPO_ROOT.parent / "shared" / "data" / "caiso" / "caiso_2023_hourly.csv"
+README_HEADING = "# Bundled profile data: representative CAISO 2023 days"
+DEFAULT_SOURCE = REPO_ROOT / "aidc_env" / "data" / "caiso_2023_hourly.csv.gz"
 DEFAULT_OUT = REPO_ROOT / "aidc_env" / "data"
 DEFAULT_INCLUDE = ("2023-04-15", "2023-05-14", "2023-06-17")
 YEAR = "2023"
@@ -199,6 +202,17 @@ def select_days(stats: Mapping[str, DayStats], include: Sequence[str]) -> list[P
     return picks
 
 
+def with_section(text: str, section: str) -> str:
+    """``text`` (a README) with its :data:`README_HEADING` section replaced by ``section`` (appended if absent)."""
+    lines = text.splitlines(keepends=True)
+    starts = [i for i, line in enumerate(lines) if line.rstrip("\n") == README_HEADING]
+    if not starts:
+        return text + ("\n" if text and not text.endswith("\n\n") else "") + section
+    end = next((i for i in range(starts[0] + 1, len(lines)) if lines[i].startswith("# ")), len(lines))
+    rest = "".join(lines[end:])
+    return "".join(lines[:starts[0]]) + section + ("\n" + rest if rest else "")
+
+
 def _sha256(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
@@ -216,16 +230,16 @@ def _readme(meta: Mapping[str, object], stats: Mapping[str, DayStats], picks: Se
             f"{s.mean_renewable_mw:.0f} | {s.midday_renewable_mw:.0f} |"
         )
     table = "\n".join(rows)
-    return f"""# Bundled profile data: representative CAISO 2023 days
+    return f"""{README_HEADING}
 
-`caiso_2023_days.csv` holds {len(picks)} representative local (America/Los_Angeles) days of 2023, one row
-per hour, so that the package runs offline. `aidc_env.profiles.load_profiles()` (no path) loads it.
+`caiso_2023_days.csv` (dataset `caiso-2023-days`) holds {len(picks)} representative local (America/Los_Angeles)
+days of 2023, one row per hour: the default profiles. `aidc_env.profiles.load_profiles()` (no path) loads it.
 Do not edit these files by hand: they are written by `{GENERATOR}`.
 
 ## Provenance
 
-The rows are copied verbatim (canonical columns only) from the project's full-year file
-`../shared/data/caiso/caiso_2023_hourly.csv` (8,760 hours; not part of this repository):
+The rows are copied verbatim (canonical columns only) from the full-year file `caiso_2023_hourly.csv.gz`
+(dataset `caiso-2023`, above):
 
 | column | meaning |
 |---|---|
@@ -236,7 +250,7 @@ The rows are copied verbatim (canonical columns only) from the project's full-ye
 
 Public CAISO OASIS real-time LMP (`PRC_RTM_LAP`) and EIA-930 data, as collected in the public repositories
 xluo06/GreenH2 (`Supporting_Code/LMP/LMP_data.parquet`) and Cagataykacademy/caiso-nuclear-bess-dispatch
-(`data/caiso_preprocessed_v2_2023.csv`), joined and reformatted upstream (see the shared data README).
+(`data/caiso_preprocessed_v2_2023.csv`), joined and reformatted upstream (see `caiso-2023` above).
 
 ## Renewable capacity
 
@@ -247,8 +261,7 @@ full-year runs give the renewable ratio the same meaning. (An explicit `renewabl
 
 ## How it was generated
 
-    python {GENERATOR} --source ../shared/data/caiso/caiso_2023_hourly.csv --out aidc_env/data \\
-        --include {','.join(meta['selection']['include'])}
+    python {GENERATOR} --out aidc_env/data --include {','.join(meta['selection']['include'])}
 
 Only complete days are eligible ({meta['source_complete_days']} of the year; days with gaps are skipped by
 the loader). Selection rule, deterministic, ties broken by the earlier date; each month has
@@ -350,7 +363,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     }
     meta_path = args.out / P.BUNDLED_META
     atomic_write_text(meta_path, dumps_json(meta, indent=2) + "\n")
-    atomic_write_text(args.out / "README.md", _readme(meta, stats, picks))
+    readme = args.out / "README.md"
+    existing = readme.read_text(encoding="utf-8") if readme.is_file() else ""
+    atomic_write_text(readme, with_section(existing, _readme(meta, stats, picks)))
 
     for path in (csv_path, meta_path):
         text = path.read_text(encoding="utf-8")

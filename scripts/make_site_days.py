@@ -25,7 +25,8 @@ from aidc_env.io import atomic_write_text, dumps_json
 from aidc_env.site_profiles import BUNDLED_SITE_CSV, BUNDLED_SITE_META, SITE_COLUMNS, load_site_profiles
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
-DEFAULT_SOURCE = REPO_ROOT.parent / "shared" / "data" / "caiso" / "caiso_2023_hourly.csv"
+DEFAULT_SOURCE = REPO_ROOT / "aidc_env" / "data" / "caiso_2023_hourly.csv.gz"
+"""The full year as packaged (the dataset ``caiso-2023``)."""
 DEFAULT_OUT = REPO_ROOT / "aidc_env" / "data"
 DAYS_CSV = "caiso_2023_days.csv"
 
