@@ -66,7 +66,7 @@ from agents.selection import (
 from agents.sites_oracle import DEFAULT_METHOD, DEFAULT_TRAIN_TIME_LIMIT_S, METHODS
 from agents.sites_train import ORACLE_TRAIN_DAYS, SITES_DEFAULTS, SITES_ENV_KWARGS
 from agents.ppo_config import FLEET_DEFAULTS, HORIZON_DEFAULTS, IMITATIONS, defaults_for_case
-from aidc_env.fleet_env import REWARD_CREDITS
+from aidc_env.env.core import REWARD_CREDITS
 from aidc_env import limits
 from aidc_env.case import add_case_arguments, build_instances, case_overrides, load_case, require_one_site_case
 from aidc_env.dayahead import (add_price_issue_hour_argument, dayahead_instances,

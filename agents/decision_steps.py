@@ -46,10 +46,10 @@ from gymnasium import spaces
 
 from agents.plan_features import PLANS, PROGRESS_GAP_CLIP, ForecastPlans, plan_bounds, realised_error_table
 from agents.ppo_config import PPOConfig
-from aidc_env.env import CheckpointDispatchEnv
+from aidc_env.env import DispatchEnv
 from aidc_env.information import outlook
 from aidc_env.instance import SECONDS_PER_HOUR, Instance
-from aidc_env.observation import outlook_blocks, renewable_share_high
+from aidc_env.env.observation import outlook_blocks, renewable_share_high
 from aidc_env.simulator import segment_productive_hours, simulate
 
 HOURS_AHEAD = 24
@@ -146,7 +146,7 @@ class DecisionSteps(gym.Wrapper):
         self._current: list[int] = [job.initial_mode for job in template.jobs]
 
     @property
-    def dispatch(self) -> CheckpointDispatchEnv:
+    def dispatch(self) -> DispatchEnv:
         """The raw env."""
         return self.env.unwrapped  # type: ignore[return-value]
 

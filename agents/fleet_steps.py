@@ -1,6 +1,6 @@
 """The PPO agent's view of the fleet env (:class:`FleetSteps`, a wrapper; the env is unchanged).
 
-The fleet env (:class:`aidc_env.fleet_env.FleetDispatchEnv`) already asks one job per agent step and plays the
+The per-job env (:class:`aidc_env.env.DispatchEnv`, ``action="per_job"``) already asks one job per agent step and plays the
 forced choices itself, so the wrapper only adds what :class:`agents.decision_steps.DecisionSteps` adds to the
 joint env's view:
 
@@ -24,9 +24,9 @@ from gymnasium import spaces
 
 from agents.decision_steps import HOURS_AHEAD, SCALED_PRICE_CLIP, day_forecast_table
 from agents.ppo_config import PPOConfig
-from aidc_env.fleet_env import FleetDispatchEnv
+from aidc_env.env import DispatchEnv
 from aidc_env.instance import Instance
-from aidc_env.observation import renewable_share_high
+from aidc_env.env.observation import renewable_share_high
 
 ENVS = ("auto", "fleet", "joint")
 """``PPOConfig.env``: the fleet env for instances with fleet workloads and the joint env otherwise (auto), or
@@ -40,13 +40,13 @@ def uses_fleet_env(config: PPOConfig, instances: Sequence[Instance]) -> bool:
     return config.env == "fleet"
 
 
-def fleet_env(config: PPOConfig, instances: Sequence[Instance]) -> FleetDispatchEnv:
+def fleet_env(config: PPOConfig, instances: Sequence[Instance]) -> DispatchEnv:
     """The fleet env of a run on ``instances`` (its behaviour kwargs, reward as the config says)."""
     kwargs = config.behaviour_env_kwargs()
     kwargs["reward_scale"] = config.reward_scale_usd
     kwargs["reward_baseline"] = "fixed" if config.reward_baseline == "fixed" else None
     kwargs["reward_credit"] = config.reward_credit
-    return FleetDispatchEnv(case=list(instances), days=[inst.day for inst in instances], **kwargs)
+    return DispatchEnv(case=list(instances), days=[inst.day for inst in instances], action="per_job", **kwargs)
 
 
 class FleetSteps(gym.Wrapper):
@@ -71,7 +71,7 @@ class FleetSteps(gym.Wrapper):
         self._table = np.zeros((0, 0), dtype=np.float32)
 
     @property
-    def fleet(self) -> FleetDispatchEnv:
+    def fleet(self) -> DispatchEnv:
         """The raw env."""
         return self.env.unwrapped  # type: ignore[return-value]
 
@@ -99,7 +99,7 @@ class FleetSteps(gym.Wrapper):
         return np.concatenate([obs, np.minimum(self._table[self.fleet.slot], high)]).astype(np.float32)
 
 
-def wrap_fleet(env: FleetDispatchEnv, config: PPOConfig) -> FleetSteps:
+def wrap_fleet(env: DispatchEnv, config: PPOConfig) -> FleetSteps:
     """The wrapper of a fleet training or evaluation env, as the config says."""
     return FleetSteps(env, hourly_forecast=config.hourly_forecast)
 

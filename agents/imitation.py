@@ -26,7 +26,7 @@ from agents.decision_steps import wrap_env
 from agents.fleet_steps import fleet_env, wrap_fleet
 from agents.plan_features import ForecastPlans
 from agents.ppo_config import PPOConfig
-from aidc_env.env import CheckpointDispatchEnv
+from aidc_env.env import DispatchEnv
 from aidc_env.errors import require
 from aidc_env.instance import Instance
 from aidc_env.io import read_json_file, write_json
@@ -51,7 +51,7 @@ class Demonstrations:
 
 def plan_demonstrations(config: PPOConfig, instances: Sequence[Instance], plans: ForecastPlans) -> Demonstrations:
     """Follow each training instance's forecast plan in the training wrapper; record every decision."""
-    env = wrap_env(CheckpointDispatchEnv(case=list(instances), **config.behaviour_env_kwargs()), config, plans)
+    env = wrap_env(DispatchEnv(case=list(instances), action="joint", **config.behaviour_env_kwargs()), config, plans)
     width = int(env.action_space.n)
     observations, masks, actions, returns = [], [], [], []
     for inst in instances:

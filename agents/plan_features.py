@@ -45,7 +45,7 @@ import numpy as np
 from agents.open_loop import forecast_plan_schedule
 from aidc_env.information import slots_per_hour
 from aidc_env.instance import PAUSE, SECONDS_PER_HOUR, Instance
-from aidc_env.observation import PROGRESS_OBS_HIGH
+from aidc_env.env.observation import PROGRESS_OBS_HIGH
 from aidc_env.simulator import slot_productive_hours
 
 PLAN_TIME_LIMIT_S = 120.0

@@ -25,8 +25,7 @@ from agents.decision_steps import DecisionSteps, day_forecast_table, day_price_s
 from agents.fleet_steps import fleet_env, uses_fleet_env, wrap_fleet
 from agents.plan_features import ForecastPlans
 from agents.ppo_config import ENV_KWARGS_KEYS, PPOConfig
-from aidc_env.env import CheckpointDispatchEnv
-from aidc_env.fleet_env import FleetDispatchEnv
+from aidc_env.env import DispatchEnv
 from aidc_env.errors import InputError, require
 from aidc_env.instance import Instance
 from aidc_env.io import read_json_file, write_json
@@ -66,8 +65,8 @@ def agent_env(config: PPOConfig, instances: Sequence[Instance], plans: ForecastP
     forecast plans' cache, for a config that observes them)."""
     if uses_fleet_env(config, instances):
         return wrap_fleet(fleet_env(config, instances), config)
-    env = CheckpointDispatchEnv(case=list(instances), days=[inst.day for inst in instances],
-                                **config.behaviour_env_kwargs())
+    env = DispatchEnv(case=list(instances), days=[inst.day for inst in instances], action="joint",
+                      **config.behaviour_env_kwargs())
     return wrap_env(env, config, plans)
 
 
@@ -236,7 +235,7 @@ def ppo_schedule(model, inst: Instance, plans: ForecastPlans | None = None) -> l
         action, _ = model.predict(obs, deterministic=True, action_masks=env.action_masks())
         obs, _, terminated, truncated, _ = env.step(int(action))
         terminated = terminated or truncated
-    return raw.schedule()
+    return raw.schedule().mode_lists()
 
 
 def rollout_schedule(inst: Instance, choose: Callable[[np.ndarray, np.ndarray], int],
@@ -246,14 +245,14 @@ def rollout_schedule(inst: Instance, choose: Callable[[np.ndarray, np.ndarray], 
 
     ``env_kwargs`` are the env's (e.g. ``information="dayahead"``: then ``choose`` sees forecasts only).
     """
-    env_class = FleetDispatchEnv if inst.has_fleet_workloads else CheckpointDispatchEnv
-    env = env_class(case=inst, **env_kwargs)
+    action = "per_job" if inst.has_fleet_workloads or len(inst.sites) > 1 else "joint"
+    env = DispatchEnv(case=inst, action=action, **env_kwargs)
     obs, _ = env.reset(options={"day": inst.day})
     terminated = truncated = False
     while not (terminated or truncated):
         mask = env.action_masks()
         obs, _, terminated, truncated, _ = env.step(int(choose(obs, mask)))
-    return env.schedule()
+    return env.schedule().mode_lists()
 
 
 def heldout_check(model, instances: Sequence[Instance]) -> dict[str, Any]:

@@ -1,4 +1,4 @@
-"""PPO on several sites (issue 14 item 5): the agent's view of :class:`aidc_env.sites_env.SitesDispatchEnv`, a
+"""PPO on several sites (issue 14 item 5): the agent's view of :class:`aidc_env.env.DispatchEnv` (``action="per_job"``), a
 behaviour-cloning warm start on the sites oracle's schedules of the training days, and the schedules of the
 policies that evaluate.py compares on held-out days.
 
@@ -28,7 +28,7 @@ from agents.ppo_config import PPOConfig
 from agents.sites_oracle import OracleDay
 from aidc_env.baselines import fixed_schedule, greedy_schedule
 from aidc_env.instance import PAUSE, Instance
-from aidc_env.sites_env import SitesDispatchEnv, encode, network_of
+from aidc_env.env import DispatchEnv
 
 SITES_DEFAULTS: dict[str, Any] = {
     "learning_rate": 3e-5,
@@ -81,7 +81,7 @@ class SitesSteps(gym.Wrapper):
         base: spaces.Box = env.observation_space  # type: ignore[assignment]
         n_sites = self.sites_env.n_sites
         width = 3 * HOURS_AHEAD + 1
-        ren_high = self.sites_env._ren_high
+        ren_high = self.sites_env.dynamics._ren_high
         low = np.tile(np.concatenate([np.full(HOURS_AHEAD, -SCALED_PRICE_CLIP), np.zeros(2 * HOURS_AHEAD), [0.0]]),
                       n_sites)
         high = np.tile(np.concatenate([np.full(HOURS_AHEAD, SCALED_PRICE_CLIP), np.full(HOURS_AHEAD, ren_high),
@@ -94,7 +94,7 @@ class SitesSteps(gym.Wrapper):
         self._table = np.zeros((0, 0), dtype=np.float32)
 
     @property
-    def sites_env(self) -> SitesDispatchEnv:
+    def sites_env(self) -> DispatchEnv:
         return self.env.unwrapped  # type: ignore[return-value]
 
     def action_masks(self) -> np.ndarray:
@@ -122,8 +122,8 @@ class SitesSteps(gym.Wrapper):
 def sites_env(config: PPOConfig, instances: Sequence[Instance]) -> SitesSteps:
     """The env the sites agent acts in (the reward: saving versus fixed, in ``reward_scale_usd`` units)."""
     kwargs = config.behaviour_env_kwargs()
-    env = SitesDispatchEnv(case=list(instances), days=[inst.day for inst in instances],
-                           lookahead=int(kwargs.get("lookahead", 0)), reward_scale=config.reward_scale_usd,
+    env = DispatchEnv(case=list(instances), days=[inst.day for inst in instances], action="per_job",
+                           mask_search_nodes=1, lookahead=int(kwargs.get("lookahead", 0)), reward_scale=config.reward_scale_usd,
                            reward_baseline="fixed", safety_mask=bool(kwargs.get("safety_mask", True)),
                            pause_when_done=bool(kwargs.get("pause_when_done", True)))
     return SitesSteps(env)
@@ -152,7 +152,7 @@ def make_sites_vec_env(config: PPOConfig, instances: Sequence[Instance]):
 # ---------------------------------------------------------------------------------------------- demonstrations
 
 
-def oracle_actions(env: SitesDispatchEnv, schedule: Sequence[Sequence[int]], sites: Sequence[Sequence[int]]
+def oracle_actions(env: DispatchEnv, schedule: Sequence[Sequence[int]], sites: Sequence[Sequence[int]]
                    ) -> tuple[int, bool]:
     """The action of the job deciding now that follows (schedule, sites), and whether the mask allows it.
 
@@ -167,26 +167,26 @@ def oracle_actions(env: SitesDispatchEnv, schedule: Sequence[Sequence[int]], sit
     """
     j = env.deciding_job
     assert j is not None
-    k = env.slot // env._sps[j]
+    k = env.slot // env.template.slots_per_segment(env.template.jobs[j])
     s, c = int(sites[j][k]), int(schedule[j][k]) + 1
     mask = env.action_masks()
     if c == 0:
         later = [int(sites[j][i]) for i in range(k + 1, len(schedule[j])) if schedule[j][i] != PAUSE]
-        for site in [*later[:1], s, env._site[j]]:
-            if mask[encode(site, 0, env.n_choices)]:
-                return encode(site, 0, env.n_choices), True
-    action = encode(s, c, env.n_choices)
+        for site in [*later[:1], s, env.dynamics._site[j]]:
+            if mask[site * env.n_choices]:
+                return site * env.n_choices, True
+    action = s * env.n_choices + c
     if mask[action]:
         return action, True
     valid = np.flatnonzero(mask)
-    want = int(env._gpus_loc[j][c])
-    for site in dict.fromkeys([s, env._site[j]]):  # the schedule's site, else where the job is (no move)
+    want = int(env.dynamics._gpus_loc[j][c])
+    for site in dict.fromkeys([s, env.dynamics._site[j]]):  # the schedule's site, else where the job is (no move)
         here = [int(a) for a in valid if a // env.n_choices == site]
         if c > 0:
             here = [a for a in here if a % env.n_choices > 0] or here  # a running choice stays a running one
         if here:
-            return min(here, key=lambda a: abs(int(env._gpus_loc[j][a % env.n_choices]) - want)), False
-    return min((int(a) for a in valid), key=lambda a: abs(int(env._gpus_loc[j][a % env.n_choices]) - want)), False
+            return min(here, key=lambda a: abs(int(env.dynamics._gpus_loc[j][a % env.n_choices]) - want)), False
+    return min((int(a) for a in valid), key=lambda a: abs(int(env.dynamics._gpus_loc[j][a % env.n_choices]) - want)), False
 
 
 def oracle_demonstrations(config: PPOConfig, instances: Sequence[Instance], answers: Mapping[str, OracleDay]
@@ -236,13 +236,13 @@ def ppo_sites_schedule(model, config: PPOConfig, inst: Instance) -> tuple[list[l
         action, _ = model.predict(obs, deterministic=True, action_masks=env.action_masks())
         obs, _, terminated, truncated, _ = env.step(int(action))
         done = terminated or truncated
-    return raw.schedule(), raw.sites()
+    schedule = raw.schedule()
+    return schedule.mode_lists(), schedule.site_lists()
 
 
 def home_sites(inst: Instance) -> list[list[int]]:
     """Every job at its home site in every segment."""
-    net = network_of(inst)
-    return [[net.home[j]] * job.segments for j, job in enumerate(inst.jobs)]
+    return [[inst.home_sites[j]] * job.segments for j, job in enumerate(inst.jobs)]
 
 
 def fixed_sites_schedule(inst: Instance) -> tuple[list[list[int]], list[list[int]]]:
@@ -253,10 +253,9 @@ def fixed_sites_schedule(inst: Instance) -> tuple[list[list[int]], list[list[int
 def greedy_sites_schedule(inst: Instance) -> tuple[list[list[int]], list[list[int]]]:
     """The day model's greedy rule at each site for the jobs at home there (no migration): per site, the greedy
     schedule of the site's one-site view with only its home jobs."""
-    net = network_of(inst)
     schedule: list[list[int]] = [[PAUSE] * job.segments for job in inst.jobs]
     for s, view in enumerate(inst.site_views):
-        members = [j for j in range(len(inst.jobs)) if net.home[j] == s]
+        members = [j for j in range(len(inst.jobs)) if inst.home_sites[j] == s]
         if not members:
             continue
         sub = dataclasses.replace(view, jobs=tuple(inst.jobs[j] for j in members))

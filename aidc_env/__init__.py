@@ -4,8 +4,7 @@ The package holds the 3D mode generator (:mod:`aidc_env.modes`), cases (:mod:`ai
 instances built from them (:mod:`aidc_env.instance`; fine-tuning, inference and the idle-GPU value in
 :mod:`aidc_env.workloads`), CAISO profiles (:mod:`aidc_env.profiles`), the day simulator that computes
 every cost and metric (:mod:`aidc_env.simulator`) and the Gymnasium environment
-(:mod:`aidc_env.env`, registered as ``aidc_env/CheckpointDispatch-v0`` on import; the fleet env with per-job
-actions, :mod:`aidc_env.fleet_env`, as ``aidc_env/FleetDispatch-v0``).
+(:mod:`aidc_env.env`: one class registered on import as ``aidc_env/CheckpointDispatch-v0`` and its variants).
 
 Submodules are imported lazily, so that ``python -m aidc_env.<module>`` runs each CLI cleanly.
 """
@@ -46,19 +45,27 @@ def __getattr__(name: str) -> Any:
 
 
 def register_envs() -> None:
-    """Register ``aidc_env/CheckpointDispatch-v0``, ``aidc_env/FleetDispatch-v0`` and ``aidc_env/SitesDispatch-v0`` with Gymnasium (idempotent).
+    """Register the env's ids (``aidc_env/CheckpointDispatch-v0``, ``FleetDispatch-v0``, ``SitesDispatch-v0``,
+    ``SitesFleetDispatch-v0``: one class, :class:`aidc_env.env.DispatchEnv`, with the default configurations of
+    :data:`aidc_env.env.core.VARIANTS`) with Gymnasium (idempotent).
 
-    Only the entry point is registered: :mod:`aidc_env.env` is imported by ``gymnasium.make``, so that
-    importing the package stays light and ``python -m aidc_env.<module>`` runs cleanly.
+    Only the entry point is registered: :mod:`aidc_env.env` is imported by ``gymnasium.make``, so that importing the
+    package stays light and ``python -m aidc_env.<module>`` runs cleanly.
     """
     import gymnasium
 
-    if "aidc_env/CheckpointDispatch-v0" not in gymnasium.registry:
-        gymnasium.register(id="aidc_env/CheckpointDispatch-v0", entry_point="aidc_env.env:CheckpointDispatchEnv")
-    if "aidc_env/FleetDispatch-v0" not in gymnasium.registry:
-        gymnasium.register(id="aidc_env/FleetDispatch-v0", entry_point="aidc_env.fleet_env:FleetDispatchEnv")
-    if "aidc_env/SitesDispatch-v0" not in gymnasium.registry:
-        gymnasium.register(id="aidc_env/SitesDispatch-v0", entry_point="aidc_env.sites_env:SitesDispatchEnv")
+    for env_id, config in ENV_VARIANTS.items():
+        if env_id not in gymnasium.registry:
+            gymnasium.register(id=env_id, entry_point="aidc_env.env:DispatchEnv", kwargs=dict(config))
+
+
+ENV_VARIANTS = {
+    "aidc_env/CheckpointDispatch-v0": {"case": "2048", "action": "joint"},
+    "aidc_env/FleetDispatch-v0": {"case": "fleet", "action": "per_job"},
+    "aidc_env/SitesDispatch-v0": {"case": "sites3", "action": "per_job"},
+    "aidc_env/SitesFleetDispatch-v0": {"case": "sites-fleet", "action": "per_job"},
+}
+"""Registered ids → the env configuration keys they set (the rest: :func:`aidc_env.env.default_config`)."""
 
 
 register_envs()

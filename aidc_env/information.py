@@ -23,7 +23,9 @@ The simulator never reads the forecast: costs are always paid on the truth.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -191,16 +193,98 @@ def _forward(inst, t: int, values: np.ndarray, issued: int, later: np.ndarray | 
     return out
 
 
-def outlook(inst, t: int, information: str = "dayahead", scenario: int | None = None) -> tuple[np.ndarray,
-                                                                                             np.ndarray]:
-    """(price, renewable shape) of slots t..T−1 as known at the start of slot t.
+@dataclass(frozen=True)
+class Outlook:
+    """What a policy may know of prices and renewables: one strategy behind one interface (:meth:`view`), read by the
+    env's observation, MPC's re-plans, the plans and the PPO wrapper. Each site of an instance has its own price node
+    and plant, so a view is taken of a site's one-site view (``Instance.site_views``), with that site's forecast.
 
-    ``scenario``: with ``dayahead``, scenario s of the forecast instead of the point forecast.
+    The two kinds: :class:`Perfect` (the truth: hindsight) and :class:`DayAhead` (the forecasts issued by then).
     """
-    require(information in INFORMATION, "information", f"must be one of {', '.join(INFORMATION)}")
-    require(0 <= t <= inst.slots, "slot", f"must be within 0..{inst.slots}")
-    if information == "perfect":
+
+    name: ClassVar[str] = ""
+    needs_forecast: ClassVar[bool] = False
+
+    def view(self, inst, t: int, scenario: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """(price, renewable shape) of slots t..T−1 as known at the start of slot t (``scenario``: the forecast's
+        scenario s instead of its point forecast)."""
+        raise NotImplementedError
+
+    def issue_slots(self, inst) -> list[int]:
+        """The slots 1..T−1 where the view of the later slots changes (none for the truth)."""
+        return []
+
+    def check(self, inst, where: str = "forecasts") -> None:
+        """InputError unless ``inst`` (and each of its sites) carries what this outlook reads."""
+        if self.needs_forecast:
+            for view in inst.site_views:
+                require(view.forecast is not None, where, f"day-ahead information needs instances with forecasts; "
+                        f"the instance of {inst.day} has none (give --forecasts)")
+
+    def __str__(self) -> str:
+        return self.name
+
+
+@dataclass(frozen=True)
+class Perfect(Outlook):
+    """The truth (hindsight; the oracle's view). ``noise`` σ > 0: the env's look-ahead is the truth plus Gaussian noise
+    of standard deviation σ·√k at lead k (scaled units), drawn per episode (a sensitivity tool, not information)."""
+
+    noise: float = 0.0
+    name: ClassVar[str] = "perfect"
+
+    def __post_init__(self) -> None:
+        require(isinstance(self.noise, (int, float)) and not isinstance(self.noise, bool) and np.isfinite(self.noise)
+                and self.noise >= 0, "forecast_noise", f"must be a number >= 0, got {self.noise!r}")
+
+    def view(self, inst, t: int, scenario: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+        require(0 <= t <= inst.slots, "slot", f"must be within 0..{inst.slots}")
         return inst.price_usd_per_mwh[t:].copy(), inst.renewable_shape[t:].copy()
+
+
+@dataclass(frozen=True)
+class DayAhead(Outlook):
+    """The forecast of every day already issued at slot t (see the module docstring), and the realised past."""
+
+    name: ClassVar[str] = "dayahead"
+    needs_forecast: ClassVar[bool] = True
+
+    def view(self, inst, t: int, scenario: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+        return _dayahead_view(inst, t, scenario)
+
+    def issue_slots(self, inst) -> list[int]:
+        return issue_slots(inst)
+
+
+PERFECT = Perfect()
+DAYAHEAD = DayAhead()
+
+
+def outlook_of(spec: Any) -> Outlook:
+    """An :class:`Outlook` from its name (``"perfect"``, ``"dayahead"``), a mapping (``{"kind": "perfect", "noise":
+    0.2}``) or an Outlook (returned as is); one InputError line otherwise."""
+    if isinstance(spec, Outlook):
+        return spec
+    if isinstance(spec, Mapping):
+        unknown = sorted(set(spec) - {"kind", "noise"})
+        require(not unknown, "outlook", f"unknown key(s) {', '.join(map(str, unknown))} (known: kind, noise)")
+        kind, noise = spec.get("kind", "perfect"), spec.get("noise", 0.0)
+        require(kind == "perfect" or not noise, "forecast_noise",
+                "is synthetic noise on the truth (information='perfect' only); 'dayahead' observes the forecasts")
+        return Perfect(noise) if kind == "perfect" else outlook_of(kind)
+    require(spec in INFORMATION, "information", f"must be one of {', '.join(INFORMATION)}, got {spec!r}")
+    return PERFECT if spec == "perfect" else DAYAHEAD
+
+
+def outlook(inst, t: int, information: Any = "dayahead", scenario: int | None = None) -> tuple[np.ndarray,
+                                                                                             np.ndarray]:
+    """(price, renewable shape) of slots t..T−1 as known at the start of slot t under ``information`` (an
+    :class:`Outlook` or its name); ``scenario``: with ``dayahead``, scenario s of the forecast."""
+    return outlook_of(information).view(inst, t, scenario)
+
+
+def _dayahead_view(inst, t: int, scenario: int | None) -> tuple[np.ndarray, np.ndarray]:
+    require(0 <= t <= inst.slots, "slot", f"must be within 0..{inst.slots}")
     forecast: Forecast | None = getattr(inst, "forecast", None)
     require(forecast is not None, "forecasts", "day-ahead information needs an instance with forecasts "
             "(give --forecasts)")
@@ -230,5 +314,6 @@ def realised(inst, t: int) -> tuple[np.ndarray, np.ndarray]:
     return inst.price_usd_per_mwh[:t].copy(), inst.renewable_shape[:t].copy()
 
 
-__all__ = ["INFORMATION", "ISSUE_HOUR", "LAST_ISSUE_HOUR", "Forecast", "issue_slot", "issue_slots", "issued_days",
-           "outlook", "price_issue_hour", "realised"]
+__all__ = ["DAYAHEAD", "INFORMATION", "ISSUE_HOUR", "LAST_ISSUE_HOUR", "PERFECT", "DayAhead", "Forecast", "Outlook",
+           "Perfect", "issue_slot", "issue_slots", "issued_days", "outlook", "outlook_of", "price_issue_hour",
+           "realised"]

@@ -26,7 +26,7 @@ boundary (they are idle there from then on). The energy of the copy itself (netw
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 

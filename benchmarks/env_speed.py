@@ -36,8 +36,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from aidc_env.case import add_case_arguments, build_instances, case_overrides  # noqa: E402
 from aidc_env.information import INFORMATION, Forecast  # noqa: E402
-from aidc_env.env import ENV_ID  # noqa: E402
-from aidc_env.fleet_env import FLEET_ENV_ID  # noqa: E402
+from aidc_env.env import ENV_ID, FLEET_ENV_ID  # noqa: E402
 from aidc_env.io import dumps_json  # noqa: E402
 
 GOAL_RATIO = 3.0

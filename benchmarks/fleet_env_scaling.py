@@ -27,7 +27,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from aidc_env.case import build_instance  # noqa: E402
-from aidc_env.fleet_env import FleetDispatchEnv  # noqa: E402
+from aidc_env.env import DispatchEnv  # noqa: E402
 from aidc_env.instance import Instance  # noqa: E402
 from aidc_env.io import dumps_json  # noqa: E402
 from aidc_env.workloads import Inference  # noqa: E402
@@ -67,7 +67,7 @@ def scaled_fleet(base: Instance, n_jobs: int, n_gpus: int) -> Instance:
 
 def measure(inst: Instance, steps: int, seed: int) -> dict[str, float]:
     tracemalloc.start()
-    FleetDispatchEnv(case=inst).reset(seed=seed)
+    DispatchEnv(case=inst, action="per_job").reset(seed=seed)
     _, peak = tracemalloc.get_traced_memory()
     tracemalloc.stop()
     timed = time_fleet(steps, seed, inst, rounds=4)

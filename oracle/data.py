@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from aidc_env.instance import SECONDS_PER_HOUR, Instance, Job
-from aidc_env.joint import joint_choices, joint_count
+from aidc_env.joint_choices import joint_choices, joint_count
 from aidc_env.profiles import HOURS_PER_DAY
 from aidc_env.simulator import renewable_first, segment_productive_hours, slot_decision_cost_usd
 
@@ -142,7 +142,7 @@ def count_joint_states(inst: Instance) -> int:
 def capacity_feasible_states(inst: Instance) -> tuple[np.ndarray, np.ndarray]:
     """The capacity-feasible joint choices as a (states, jobs) int array (PAUSE = -1), and their facility load.
 
-    Built from :func:`aidc_env.joint.joint_choices` (the env's own table), in the oracle's order: the
+    Built from :func:`aidc_env.joint_choices.joint_choices` (the env's own table), in the oracle's order: the
     lexicographic order of the per-job choices (modes 0..M_j-1, then PAUSE), job 0 first.
     """
     table = joint_choices(inst)

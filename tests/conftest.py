@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import numpy as np
 import pytest
 
+from aidc_env.information import Forecast
 from aidc_env.instance import PAUSE, Instance, Job
 from aidc_env.modes import Mode
 
@@ -78,3 +80,23 @@ def simulate_at(inst: Instance, schedule, sites=None):
 def site_array(result, name: str) -> np.ndarray:
     """(sites, T): a per-site flow of a simulation result (e.g. ``gpus_used``, ``load_mw``)."""
     return np.array([getattr(f, name) for f in result.site_flows])
+
+
+SLOTS_PER_DAY = 24  # hourly slots: the forecast's issue time (10:00 the day before) falls inside the horizon
+DAYS = 2
+
+
+def dayahead_instance(seed: int = 0, days: int = DAYS, share: float = 0.0) -> Instance:
+    """Two jobs over ``days`` days of hourly slots, 4 segments a day, with a synthetic day-ahead forecast."""
+    rng = np.random.default_rng(seed)
+    T = days * SLOTS_PER_DAY
+    modes_a = (mode(2, 10.0, 800.0), mode(4, 18.0, 1800.0), mode(3, 15.0, 1200.0))
+    modes_b = (mode(1, 4.0, 300.0), mode(2, 7.0, 700.0))
+    jobs = [tiny_job("A", segments=4 * days, modes=modes_a, initial_mode=0, tranche_tokens=10.0 * 3600 * T * 0.8),
+            tiny_job("B", segments=4 * days, modes=modes_b, initial_mode=0, tranche_tokens=4.0 * 3600 * T * 0.7)]
+    base = tiny_instance(jobs, rng.uniform(-20, 200, T).tolist(), rng.uniform(0, 1, T).tolist(), n_gpus=6)
+    forecast = Forecast(price_usd_per_mwh=rng.uniform(0, 150, T), renewable_shape=rng.uniform(0, 1, T),
+                        price_scenarios_usd_per_mwh=rng.uniform(-20, 200, (2, T)),
+                        renewable_shape_scenarios=rng.uniform(0, 1, (2, T)), source="synthetic test forecast",
+                        persistence_price_usd_per_mwh=rng.uniform(0, 150, T))
+    return dataclasses.replace(base, horizon_days=days, min_daily_share=share, forecast=forecast)

@@ -21,13 +21,9 @@ import aidc_env
 from aidc_env.baselines import fixed_schedule, greedy_schedule, random_schedule
 from aidc_env.case import build_instance, load_case
 from aidc_env.instance import PAUSE, Instance
-from aidc_env.env import (
-    ENV_ID,
-    JOB_FEATURES,
-    PRICE_SCALE_USD_PER_MWH,
-    CheckpointDispatchEnv,
-    register_envs,
-)
+from aidc_env import register_envs
+from aidc_env.env import ENV_ID, DispatchEnv
+from aidc_env.env.observation import JOB_FEATURES, PRICE_SCALE_USD_PER_MWH
 from aidc_env.errors import InputError
 from aidc_env.simulator import simulate
 from tests.conftest import mode, tiny_instance, tiny_job
@@ -40,8 +36,8 @@ SCALE = 100.0
 
 
 @pytest.fixture(scope="module")
-def env2048() -> CheckpointDispatchEnv:
-    return CheckpointDispatchEnv(case="2048")
+def env2048() -> DispatchEnv:
+    return DispatchEnv(case="2048")
 
 
 def masked_random_episode(env, rng: np.random.Generator, day: str | None = None, seed: int | None = None):
@@ -86,9 +82,9 @@ def test_registered_on_import_and_idempotent():
     register_envs()
     register_envs()
     env = gym.make(ENV_ID)
-    assert isinstance(env.unwrapped, CheckpointDispatchEnv)
+    assert isinstance(env.unwrapped, DispatchEnv)
     env = gym.make("aidc_env:" + ENV_ID, case="2048")
-    assert isinstance(env.unwrapped, CheckpointDispatchEnv)
+    assert isinstance(env.unwrapped, DispatchEnv)
     assert aidc_env.__version__ == importlib.metadata.version("aidc-env")
 
 
@@ -125,8 +121,8 @@ def test_sb3_check_env():
 
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        check_env(CheckpointDispatchEnv(case="2048"), warn=True)
-        check_env(CheckpointDispatchEnv(case="2048", forecast_noise=0.1, safety_mask=False), warn=True)
+        check_env(DispatchEnv(case="2048"), warn=True)
+        check_env(DispatchEnv(case="2048", forecast_noise=0.1, safety_mask=False), warn=True)
 
 
 def test_spaces_and_observation_layout(env2048):
@@ -185,7 +181,7 @@ def test_encode_decode_round_trip(env2048):
 
 def test_mask_rules_on_boundaries_and_invalid_fallback():
     inst = build_instance("2048", segments=[12, 24])
-    env = CheckpointDispatchEnv(case=inst)
+    env = DispatchEnv(case=inst)
     env.reset(seed=0)
     keep = env.encode([job.initial_mode for job in inst.jobs])
     mask = env.action_masks()
@@ -223,7 +219,7 @@ def test_finished_job_may_only_pause():
     # One job, 4 segments of 1 h; the tranche is met after two segments of mode 1 (18 tok/s).
     job = tiny_job("A", segments=4, initial_mode=1, tranche_tokens=2 * 18 * 3600.0)
     inst = tiny_instance([job], price=[10.0] * 4, shape=[0.0] * 4)
-    env = CheckpointDispatchEnv(case=inst)
+    env = DispatchEnv(case=inst)
     env.reset(seed=0)
     run = env.encode([1])
     env.step(run)
@@ -232,7 +228,7 @@ def test_finished_job_may_only_pause():
     assert np.flatnonzero(mask).tolist() == [env.encode([PAUSE])]
     _, _, _, _, info = env.step(run)  # not allowed: falls back to the only valid choice (keep is masked)
     assert info["invalid_action"] and info["job_modes"] == [PAUSE]
-    free = CheckpointDispatchEnv(case=inst, pause_when_done=False)
+    free = DispatchEnv(case=inst, pause_when_done=False)
     free.reset(seed=0)
     free.step(run)
     free.step(run)
@@ -245,12 +241,12 @@ def test_unknown_day_is_an_input_error(env2048):
     with pytest.raises(InputError, match="not a valid date"):
         env2048.reset(options={"day": "2023-02-30"})
     with pytest.raises(InputError):
-        CheckpointDispatchEnv(case="2048", days=["2023-04-15", "1999-01-01"])
+        DispatchEnv(case="2048", days=["2023-04-15", "1999-01-01"])
 
 
 def test_days_are_drawn_from_the_configured_set_and_cached():
     days = ["2023-04-15", "2023-07-25"]
-    env = CheckpointDispatchEnv(case="2048", days=days)
+    env = DispatchEnv(case="2048", days=days)
     seen = {env.reset(seed=s)[1]["day"] for s in range(20)}
     assert seen == set(days)
     assert env.instance("2023-07-25") is env.instance("2023-07-25")
@@ -299,9 +295,9 @@ def test_same_seed_same_trajectory():
 
 
 def test_forecast_noise_only_touches_the_look_ahead():
-    names = CheckpointDispatchEnv(case="2048").observation_names()
-    exact, _ = CheckpointDispatchEnv(case="2048").reset(seed=3, options={"day": "2023-04-15"})
-    noisy, _ = CheckpointDispatchEnv(case="2048", forecast_noise=0.2).reset(seed=3, options={"day": "2023-04-15"})
+    names = DispatchEnv(case="2048").observation_names()
+    exact, _ = DispatchEnv(case="2048").reset(seed=3, options={"day": "2023-04-15"})
+    noisy, _ = DispatchEnv(case="2048", forecast_noise=0.2).reset(seed=3, options={"day": "2023-04-15"})
     ahead = np.array(["_ahead_" in n for n in names])
     assert np.array_equal(exact[~ahead], noisy[~ahead])
     assert not np.array_equal(exact[ahead], noisy[ahead])
@@ -387,8 +383,8 @@ def test_maskable_ppo_learns_a_few_hundred_steps(vec, tmp_path):
 
 @pytest.mark.parametrize("day", ["2023-04-15", "2023-07-25", "2023-01-18"])
 def test_replay_of_baselines_gives_the_simulator_cost(day):
-    permissive = CheckpointDispatchEnv(case="2048", safety_mask=False, pause_when_done=False)
-    default = CheckpointDispatchEnv(case="2048")
+    permissive = DispatchEnv(case="2048", safety_mask=False, pause_when_done=False)
+    default = DispatchEnv(case="2048")
     inst = permissive.instance(day)
     randoms = [("random", random_schedule(inst, np.random.default_rng(seed))) for seed in range(3)]
     for name, schedule in [("fixed", fixed_schedule(inst)), ("greedy", greedy_schedule(inst)), *randoms]:
@@ -397,7 +393,7 @@ def test_replay_of_baselines_gives_the_simulator_cost(day):
         for env in envs:
             rewards, infos = replay(env, schedule, day)
             assert not any(i["invalid_action"] for i in infos), name
-            assert env.schedule() == schedule
+            assert env.schedule().mode_lists() == schedule
             assert (infos[-1]["terminal_penalty_usd"] == 0.0) == expected.tranches_met
             cost = episode_decision_cost(rewards, infos)
             assert cost == pytest.approx(expected.decision_cost_usd, rel=1e-9, abs=1e-9), name
@@ -412,27 +408,27 @@ def test_replay_of_baselines_gives_the_simulator_cost(day):
 def test_replay_of_the_oracle_schedule():
     from oracle import solve
 
-    permissive = CheckpointDispatchEnv(case="2048", safety_mask=False, pause_when_done=False)
+    permissive = DispatchEnv(case="2048", safety_mask=False, pause_when_done=False)
     inst = permissive.instance(load_case("2048").day)
     result = solve(inst, time_limit_s=30)
     assert result.schedule is not None, f"{result.status}: {result.reason}"
     schedule = [list(row) for row in result.schedule]
     expected = simulate(inst, schedule).metrics
     assert expected.tranches_met
-    default = CheckpointDispatchEnv(case="2048")
+    default = DispatchEnv(case="2048")
     for env in (permissive, default):
         rewards, infos = replay(env, schedule, inst.day)
         if env is default and any(i["invalid_action"] for i in infos):
             continue  # the safety test is sufficient, not necessary: it may reject an optimal plan
         assert not any(i["invalid_action"] for i in infos)
-        assert env.schedule() == schedule
+        assert env.schedule().mode_lists() == schedule
         assert infos[-1]["terminal_penalty_usd"] == 0.0
         assert episode_decision_cost(rewards, infos) == pytest.approx(expected.decision_cost_usd, rel=1e-9, abs=1e-9)
         assert [i["slot_cost_usd"] for i in infos] == simulate(inst, schedule).flows.decision_cost_usd.tolist()
 
 
 def test_terminal_penalty_makes_missing_a_tranche_never_pay():
-    env = CheckpointDispatchEnv(case="2048", safety_mask=False)
+    env = DispatchEnv(case="2048", safety_mask=False)
     inst = env.instance("2023-04-15")
     paused = [[PAUSE] * job.segments for job in inst.jobs]
     rewards_pause, infos_pause = replay(env, paused, inst.day)
@@ -451,7 +447,7 @@ def test_terminal_penalty_makes_missing_a_tranche_never_pay():
 def test_safety_mask_completes_every_tranche_on_the_2048_case():
     rng = np.random.default_rng(0)
     for overrides in ({}, {"segments": [12, 48]}, {"gpus": 1280}):
-        env = CheckpointDispatchEnv(case="2048", overrides=overrides)
+        env = DispatchEnv(case="2048", overrides=overrides)
         days = env.days if not overrides else env.days[::4]
         for day in days:
             inst = env.instance(day)
@@ -468,7 +464,7 @@ def test_safety_mask_completes_every_tranche_on_the_2048_case():
 
 
 def test_infeasible_pool_falls_back_to_the_plain_mask():
-    env = CheckpointDispatchEnv(case="2048", overrides={"gpus": 1024})
+    env = DispatchEnv(case="2048", overrides={"gpus": 1024})
     env.reset(seed=0, options={"day": "2023-04-15"})
     assert env.safety_fallback  # 1024 GPUs cannot finish both tranches (the seed's threshold)
     rewards, infos = masked_random_episode(env, np.random.default_rng(0), day="2023-04-15")
@@ -506,7 +502,7 @@ def random_tiny_instance(rng: np.random.Generator) -> Instance:
 
 def check_masked_episodes(inst: Instance, rng: np.random.Generator, episodes: int, safety: bool,
                           pause_when_done: bool) -> int:
-    env = CheckpointDispatchEnv(case=inst, safety_mask=safety, pause_when_done=pause_when_done)
+    env = DispatchEnv(case=inst, safety_mask=safety, pause_when_done=pause_when_done)
     for _ in range(episodes):
         env.reset(seed=int(rng.integers(2**31)))
         safe_start = safety and not env.safety_fallback
@@ -575,7 +571,7 @@ def test_env_from_instances_equals_env_from_case_and_profiles():
 
     for overrides in ({}, {"gpus": 1536, "segments": [12, 24]}):
         instances = build_instances("2048", **overrides)
-        from_instances = CheckpointDispatchEnv(case=list(instances.values()), forecast_noise=0.1)
+        from_instances = DispatchEnv(case=list(instances.values()), forecast_noise=0.1)
         from_case = gym.make(ENV_ID, case="2048", overrides=overrides, forecast_noise=0.1)
         assert from_instances.days == from_case.unwrapped.days == list(instances)
         assert from_instances.observation_space == from_case.observation_space
@@ -583,7 +579,7 @@ def test_env_from_instances_equals_env_from_case_and_profiles():
 
 
 def test_case_convenience_builds_the_instances_once(monkeypatch):
-    import aidc_env.env as env_module
+    import aidc_env.env.core as env_module
 
     calls = []
     real = env_module.build_instances
@@ -602,7 +598,7 @@ def test_case_convenience_builds_the_instances_once(monkeypatch):
 
 def test_env_from_instances_never_reads_a_case_or_profiles(monkeypatch):
     import aidc_env.case
-    import aidc_env.env as env_module
+    import aidc_env.env.core as env_module
     import aidc_env.profiles
     from aidc_env.case import build_instances
 
@@ -615,7 +611,7 @@ def test_env_from_instances_never_reads_a_case_or_profiles(monkeypatch):
                          (aidc_env.case, "build_instances"), (aidc_env.profiles, "load_profiles"),
                          (env_module, "build_instances")):
         monkeypatch.setattr(module, name, forbidden)
-    env = CheckpointDispatchEnv(case=instances)
+    env = DispatchEnv(case=instances)
     env.reset(seed=0)
     assert env.instance() is instances[env.days.index(env.instance().day)]
 
@@ -628,19 +624,19 @@ def test_instances_pickle_small_and_unchanged():
     assert len(data) < 20_000 * len(instances)  # about 2.5 kB a day: the jobs' modes are pickled once
     copies = pickle.loads(data)
     assert [c.to_json() for c in copies] == [i.to_json() for i in instances]
-    assert_same_trace(run_seeded(CheckpointDispatchEnv(case=copies), 3, 120),
-                      run_seeded(CheckpointDispatchEnv(case=instances), 3, 120))
+    assert_same_trace(run_seeded(DispatchEnv(case=copies), 3, 120),
+                      run_seeded(DispatchEnv(case=instances), 3, 120))
 
 
 def test_instances_of_different_structure_are_refused():
     inst = build_instance("2048")
     other = build_instance("2048", day="2023-07-25", gpus=1536)
     with pytest.raises(InputError, match="differs from the first"):
-        CheckpointDispatchEnv(case=[inst, other])
+        DispatchEnv(case=[inst, other])
     with pytest.raises(InputError, match="two instances"):
-        CheckpointDispatchEnv(case=[inst, inst])
+        DispatchEnv(case=[inst, inst])
     with pytest.raises(InputError, match="profiles"):
-        CheckpointDispatchEnv(case="2048", profiles={"2023-04-15": None})
+        DispatchEnv(case="2048", profiles={"2023-04-15": None})
 
 
 def test_env_and_oracle_share_the_joint_choice_table():
@@ -648,7 +644,7 @@ def test_env_and_oracle_share_the_joint_choice_table():
     own (itertools) order: same states, same loads as a brute-force enumeration."""
     import itertools
 
-    from aidc_env.joint import joint_choices
+    from aidc_env.joint_choices import joint_choices
     from aidc_env.simulator import facility_load_mw
     from oracle.data import oracle_data
 
@@ -656,7 +652,7 @@ def test_env_and_oracle_share_the_joint_choice_table():
     for inst in [build_instance("2048"), build_instance("2048", gpus=1280)] + [random_tiny_instance(rng)
                                                                                 for _ in range(30)]:
         table = joint_choices(inst)
-        env = CheckpointDispatchEnv(case=inst)
+        env = DispatchEnv(case=inst)
         assert env.n_actions == table.n_choices
         for a in range(0, table.n_choices, max(1, table.n_choices // 50)):
             assert env.decode(a) == table.choices[a].tolist() and env.encode(table.choices[a]) == a
@@ -689,7 +685,7 @@ def random_horizon_instance(rng: np.random.Generator, days: int, share: float) -
 
 def check_horizon_episode(inst: Instance, rng: np.random.Generator) -> bool:
     """One masked-random episode; returns whether it started safe (then every target must be met)."""
-    env = CheckpointDispatchEnv(case=inst)
+    env = DispatchEnv(case=inst)
     env.reset(seed=int(rng.integers(2**31)))
     safe_start = not env.safety_fallback
     rewards, infos = [], []
@@ -732,7 +728,7 @@ def test_horizon_episodes_start_safe_often_enough():
 def test_horizon_time_features_and_layout():
     rng = np.random.default_rng(5)
     inst = random_horizon_instance(rng, 3, 0.5)
-    env = CheckpointDispatchEnv(case=inst, lookahead=2)
+    env = DispatchEnv(case=inst, lookahead=2)
     names = env.observation_names()
     assert names[7 * env.n_jobs: 7 * env.n_jobs + 3] == ["time_of_day", "horizon_progress", "price_now"]
     obs, _ = env.reset(seed=0)
@@ -743,14 +739,14 @@ def test_horizon_time_features_and_layout():
         assert env.observation_space.contains(obs)
         obs, *_ = env.step(int(np.flatnonzero(env.action_masks())[0]))
     # A day instance keeps today's layout (no horizon entry).
-    day = CheckpointDispatchEnv(case=dataclasses.replace(inst, horizon_days=1, min_daily_share=0.0))
+    day = DispatchEnv(case=dataclasses.replace(inst, horizon_days=1, min_daily_share=0.0))
     assert "horizon_progress" not in day.observation_names()
 
 
 def test_horizon_terminal_penalty_covers_daily_shortfalls():
     job = tiny_job(segments=2, modes=(mode(2, 10.0, 800.0),), tranche_tokens=10.0 * 3600 * 4, restart_hours=0.0)
     inst = dataclasses.replace(tiny_instance([job], [50.0] * 4, [0.0] * 4), horizon_days=2, min_daily_share=1.0)
-    env = CheckpointDispatchEnv(case=inst, safety_mask=False, pause_when_done=False)
+    env = DispatchEnv(case=inst, safety_mask=False, pause_when_done=False)
     env.reset(seed=0)
     # Day 0 paused, day 1 runs: half the horizon's tokens and day 0's whole minimum missing.
     for action in env.actions_for_schedule([[PAUSE, 0]]):
@@ -766,15 +762,15 @@ def test_horizon_terminal_penalty_covers_daily_shortfalls():
 
 def test_dayahead_observation_is_the_outlook_and_the_last_realised_values():
     from aidc_env.information import outlook
-    from tests.test_leakage import dayahead_instance
+    from tests.conftest import dayahead_instance
 
     inst = dayahead_instance(4, days=3)
     L = 3
-    env = CheckpointDispatchEnv(case=inst, information="dayahead", lookahead=L)
+    env = DispatchEnv(case=inst, information="dayahead", lookahead=L)
     names = env.observation_names()
     assert names[-4:] == ["price_last", "renewable_last", "last_known", "free_gpu_share"]
     assert len(names) == env.observation_space.shape[0]
-    perfect = CheckpointDispatchEnv(case=inst, lookahead=L)
+    perfect = DispatchEnv(case=inst, lookahead=L)
     assert perfect.observation_names() == [n for n in names if n not in ("price_last", "renewable_last",
                                                                          "last_known")]
     obs, _ = env.reset(seed=0)
@@ -800,10 +796,10 @@ def test_dayahead_observation_is_the_outlook_and_the_last_realised_values():
 
 
 def test_dayahead_rewards_are_paid_on_the_truth():
-    from tests.test_leakage import dayahead_instance
+    from tests.conftest import dayahead_instance
 
     inst = dayahead_instance(2)
-    env = CheckpointDispatchEnv(case=inst, information="dayahead")
+    env = DispatchEnv(case=inst, information="dayahead")
     env.reset(seed=1)
     rewards, infos = [], []
     rng = np.random.default_rng(1)
@@ -821,11 +817,11 @@ def test_dayahead_rewards_are_paid_on_the_truth():
 def test_gymnasium_check_env_dayahead_and_horizon(information):
     from gymnasium.utils.env_checker import check_env
 
-    from tests.test_leakage import dayahead_instance
+    from tests.conftest import dayahead_instance
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        check_env(CheckpointDispatchEnv(case=dayahead_instance(0, share=0.5), information=information, lookahead=2),
+        check_env(DispatchEnv(case=dayahead_instance(0, share=0.5), information=information, lookahead=2),
                   skip_render_check=True)
         env = gym.make(ENV_ID, case=dayahead_instance(1), information=information)
         check_env(env.unwrapped, skip_render_check=True)

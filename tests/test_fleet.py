@@ -326,11 +326,11 @@ def test_fleet_clis(tmp_path, capsys):
     assert metrics["feasible"] and metrics["inference_served"] and metrics["objective_usd"] < 0
 
 
-def test_env_refuses_the_fleet(fleet_instance):
-    """The day-model env refuses the fleet (the oracle takes it: tests/test_fleet_oracle.py)."""
-    from aidc_env.env import CheckpointDispatchEnv
-    with pytest.raises(InputError, match="FleetDispatch-v0"):
-        CheckpointDispatchEnv(case=fleet_instance)
+def test_the_joint_action_refuses_the_fleet(fleet_instance):
+    """The joint action refuses fleet workloads with one line pointing to the per-job action."""
+    from aidc_env.env import DispatchEnv
+    with pytest.raises(InputError, match="per_job"):
+        DispatchEnv(case=fleet_instance)
 
 
 # ------------------------------------------------------------------------- bad fleet input

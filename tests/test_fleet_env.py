@@ -23,13 +23,14 @@ from hypothesis import strategies as st
 from aidc_env.baselines import fixed_schedule
 from aidc_env.case import build_instance
 from aidc_env.errors import InputError
-from aidc_env.fleet_env import FLEET_ENV_ID, FleetDispatchEnv
+from aidc_env.env import FLEET_ENV_ID, DispatchEnv
 from aidc_env.instance import PAUSE, SECONDS_PER_HOUR, Instance
-from aidc_env.safety import SAFETY_TOLERANCE
+from aidc_env.env.safety import SAFETY_TOLERANCE
 from aidc_env.simulator import TRANCHE_TOLERANCE, simulate
 from tests.conftest import mode, tiny_instance, tiny_job
 from tests.test_fleet import finetuning_job, inference
-from tests.test_leakage import dayahead_instance, perturbed
+from tests.conftest import dayahead_instance
+from tests.test_leakage import perturbed
 
 
 @st.composite
@@ -119,10 +120,10 @@ def _hold_options(inst: Instance, j: int, choices: list[int], deciding: bool) ->
     return options
 
 
-def brute_mask(env: FleetDispatchEnv) -> np.ndarray:
+def brute_mask(env: DispatchEnv) -> np.ndarray:
     """The mask by its definition: capacity beside committed choices, then some held-mode plan of every job fits."""
     inst, t, j = env.instance(), env.slot, env.deciding_job
-    decided = _decided(inst, env.schedule(), t, j)
+    decided = _decided(inst, env.schedule().mode_lists(), t, j)
     N = inst.n_gpus
     job = inst.jobs[j]
     sps = inst.slots_per_segment(job)
@@ -157,7 +158,7 @@ def brute_mask(env: FleetDispatchEnv) -> np.ndarray:
     return safe if safe.any() else plain
 
 
-def _episode(env: FleetDispatchEnv, choose, day: str | None = None, check=None):
+def _episode(env: DispatchEnv, choose, day: str | None = None, check=None):
     obs, _ = env.reset(seed=0, options={"day": day} if day else None)
     total, done, infos = 0.0, False, []
     while not done:
@@ -182,7 +183,7 @@ def _random_choice(seed: int):
 @settings(derandomize=True, max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(small_fleet(), st.integers(0, 2**16))
 def test_random_masked_episodes_keep_every_rule(inst, seed):
-    env = FleetDispatchEnv(case=inst, lookahead=2)
+    env = DispatchEnv(action="per_job", case=inst, lookahead=2)
     total, infos = _episode(env, _random_choice(seed))
     result = simulate(inst, env.schedule())  # refuses a fine-tuning job outside its window
     m = result.metrics
@@ -203,7 +204,7 @@ def test_random_masked_episodes_keep_every_rule(inst, seed):
 @settings(derandomize=True, max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(small_fleet(), st.integers(0, 2**16))
 def test_mask_is_exactly_its_definition(inst, seed):
-    env = FleetDispatchEnv(case=inst)
+    env = DispatchEnv(action="per_job", case=inst)
 
     def check(env, mask):
         np.testing.assert_array_equal(mask, brute_mask(env))
@@ -214,7 +215,7 @@ def test_mask_is_exactly_its_definition(inst, seed):
 @settings(derandomize=True, max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(small_fleet(), st.integers(0, 2**16), st.integers(0, 40))
 def test_every_unmasked_action_keeps_the_episode_completable(inst, seed, at):
-    env = FleetDispatchEnv(case=inst)
+    env = DispatchEnv(action="per_job", case=inst)
     env.reset(seed=0)
     if not env.starts_safe:
         return
@@ -242,7 +243,7 @@ def test_observations_up_to_t_ignore_the_truth_after_t(t, seed, lookahead):
     for information, moved_from in (("dayahead", t), ("perfect", min(t + lookahead + 1, base.slots - 1))):
         traces = []
         for inst in (base, perturbed(base, moved_from, seed)):
-            env = FleetDispatchEnv(case=inst, information=information, lookahead=lookahead)
+            env = DispatchEnv(action="per_job", case=inst, information=information, lookahead=lookahead)
             obs, _ = env.reset(seed=0)
             choose = _random_choice(seed)
             trace = []
@@ -266,7 +267,7 @@ def fleet() -> Instance:
     return build_instance("fleet")
 
 
-def _replay(schedule: list[list[int]], env: FleetDispatchEnv):
+def _replay(schedule: list[list[int]], env: DispatchEnv):
     """A policy that plays ``schedule``: the choice of the deciding job's current segment."""
     def choose(mask):
         j, t = env.deciding_job, env.slot
@@ -279,10 +280,10 @@ def _replay(schedule: list[list[int]], env: FleetDispatchEnv):
 @pytest.mark.parametrize("case", ["fleet", "2048"])
 def test_fixed_schedule_replays_to_the_simulators_objective(case):
     inst = build_instance(case)
-    env = FleetDispatchEnv(case=inst)
+    env = DispatchEnv(action="per_job", case=inst)
     fixed = fixed_schedule(inst)
     total, infos = _episode(env, _replay(fixed, env))
-    assert env.schedule() == fixed
+    assert env.schedule().mode_lists() == fixed
     expected = simulate(inst, fixed).metrics.objective_usd
     assert -total == pytest.approx(expected, rel=1e-12)
     if case == "fleet":
@@ -297,9 +298,9 @@ def test_gymnasium_checks_registration_and_maskable_ppo(fleet):
     from agents.ppo import PPOConfig, make_model, make_vec_env, ppo_schedule
 
     for case in (fleet, build_instance("2048")):
-        check_env(FleetDispatchEnv(case=case), skip_render_check=True)
+        check_env(DispatchEnv(action="per_job", case=case), skip_render_check=True)
     env = gym.make(FLEET_ENV_ID, case=fleet)
-    assert isinstance(env.unwrapped, FleetDispatchEnv)
+    assert isinstance(env.unwrapped, DispatchEnv)
     config = PPOConfig(case="fleet", n_envs=2, n_steps=32, batch_size=32, n_epochs=1, net_arch=[16])
     vec = make_vec_env(config, [fleet])
     vec.reset()
@@ -318,7 +319,7 @@ def test_2048_case_on_either_env(reference_instance):
     from agents.fleet_steps import uses_fleet_env
     from agents.ppo import PPOConfig
 
-    env = FleetDispatchEnv(case=reference_instance)
+    env = DispatchEnv(action="per_job", case=reference_instance)
     total, infos = _episode(env, _random_choice(1))
     assert len(infos) == 24  # 12 boundaries x 2 jobs
     assert -total == pytest.approx(simulate(reference_instance, env.schedule()).metrics.objective_usd, rel=1e-9)
@@ -328,7 +329,7 @@ def test_2048_case_on_either_env(reference_instance):
 
 
 def test_invalid_actions_and_bad_arguments(fleet):
-    env = FleetDispatchEnv(case=fleet)
+    env = DispatchEnv(action="per_job", case=fleet)
     with pytest.raises(gym.error.ResetNeeded):
         env.step(0)
     env.reset(seed=0)
@@ -339,12 +340,12 @@ def test_invalid_actions_and_bad_arguments(fleet):
     for kwargs, name in (({"reward_baseline": "greedy"}, "reward_baseline"), ({"lookahead": -1}, "lookahead"),
                          ({"reward_scale": 0}, "reward_scale")):
         with pytest.raises(InputError, match=name):
-            FleetDispatchEnv(case=fleet, **kwargs)
+            DispatchEnv(action="per_job", case=fleet, **kwargs)
     with pytest.raises(InputError, match="min_daily_share"):
-        FleetDispatchEnv(case=dataclasses.replace(dayahead_instance(0), min_daily_share=0.5))
+        DispatchEnv(action="per_job", case=dataclasses.replace(dayahead_instance(0), min_daily_share=0.5))
 
 
 def test_reward_baseline_pays_the_saving_against_fixed(fleet):
-    env = FleetDispatchEnv(case=fleet, reward_baseline="fixed")
+    env = DispatchEnv(action="per_job", case=fleet, reward_baseline="fixed")
     total, _ = _episode(env, _replay(fixed_schedule(fleet), env))
     assert total == pytest.approx(0.0, abs=1e-6)

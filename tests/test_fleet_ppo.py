@@ -27,7 +27,7 @@ from agents.ppo_config import FLEET_DEFAULTS, PPOConfig, defaults_for_case
 from aidc_env.baselines import fixed_schedule, greedy_schedule
 from aidc_env.case import build_instances, load_case
 from aidc_env.errors import run_cli
-from aidc_env.fleet_env import FleetDispatchEnv
+from aidc_env.env import DispatchEnv
 from aidc_env.simulator import simulate
 from tests.test_fleet_env import small_fleet
 
@@ -74,10 +74,10 @@ def test_oracle_schedule_replays_in_the_fleet_env_and_is_cached(fleet_day, tmp_p
     schedules = oracle_schedules([inst], tmp_path)
     schedule = schedules[inst.day]
     objective = simulate(inst, schedule).metrics.objective_usd
-    env = FleetDispatchEnv(case=inst)
+    env = DispatchEnv(action="per_job", case=inst)
     demos, refused = follow_schedule(env, inst.day, schedule)
     assert refused == 0
-    assert env.schedule() == schedule
+    assert env.schedule().mode_lists() == schedule
     assert env.objective_usd == pytest.approx(objective, rel=1e-9)
     assert len(demos.actions) == len(demos.masks) == len(demos.observations) == len(demos.returns) > 0
     assert all(m[a] for m, a in zip(demos.masks, demos.actions, strict=True))
@@ -100,7 +100,7 @@ def test_follow_schedule_replays_the_baselines(fleet_day):
         env = wrap_fleet(fleet_env(PPOConfig(case="fleet", **FLEET_DEFAULTS), [fleet_day]),
                          PPOConfig(**FLEET_DEFAULTS))
         _, refused = follow_schedule(env, fleet_day.day, schedule)
-        assert refused == 0 and env.unwrapped.schedule() == schedule
+        assert refused == 0 and env.unwrapped.schedule().mode_lists() == schedule
 
 
 def _random_episode(env, seed: int) -> float:
@@ -117,16 +117,16 @@ def _random_episode(env, seed: int) -> float:
 @settings(max_examples=25, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
 @given(inst=small_fleet(), seed=st.integers(0, 1000), baseline=st.sampled_from([None, "fixed"]))
 def test_job_credit_sums_to_the_episode_objective(inst, seed, baseline):
-    env = FleetDispatchEnv(case=inst, reward_credit="job", reward_baseline=baseline, reward_scale=1.0)
+    env = DispatchEnv(action="per_job", case=inst, reward_credit="job", reward_baseline=baseline, reward_scale=1.0)
     total = _random_episode(env, seed)
     metrics = simulate(inst, env.schedule()).metrics
-    penalty = env._last_info.get("terminal_penalty_usd", 0.0) if env._last_info else 0.0
+    penalty = env.dynamics._last_info.get("terminal_penalty_usd", 0.0) if env.dynamics._last_info else 0.0
     expected = -metrics.objective_usd - penalty
     if baseline == "fixed":
         expected += simulate(inst, fixed_schedule(inst)).metrics.objective_usd
     assert total == pytest.approx(expected, rel=1e-9, abs=1e-6)
     # The decision credit of the same episode pays the same total.
-    same = FleetDispatchEnv(case=inst, reward_credit="decision", reward_baseline=baseline, reward_scale=1.0)
+    same = DispatchEnv(action="per_job", case=inst, reward_credit="decision", reward_baseline=baseline, reward_scale=1.0)
     assert _random_episode(same, seed) == pytest.approx(total, rel=1e-9, abs=1e-6)
 
 
@@ -134,7 +134,7 @@ def test_job_credit_on_the_fleet_case_pays_each_choice(fleet_day):
     """Per-job credit pays (almost) every agent step; the decision credit only the step that closes a slot."""
     rewards = {}
     for credit in ("decision", "job"):
-        env = FleetDispatchEnv(case=fleet_day, reward_credit=credit, reward_baseline="fixed", reward_scale=1.0)
+        env = DispatchEnv(action="per_job", case=fleet_day, reward_credit=credit, reward_baseline="fixed", reward_scale=1.0)
         rng = np.random.default_rng(0)
         env.reset(seed=0)
         got, done = [], False

@@ -5,19 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.golden.record import SPECS, instances_of, load, play
-
-
-def make_env(spec):
-    insts = instances_of(spec)
-    kwargs = dict(spec["kwargs"])
-    if spec["action"] == "joint":
-        from aidc_env.env import CheckpointDispatchEnv as Env
-    elif spec["action"] == "per_job":
-        from aidc_env.fleet_env import FleetDispatchEnv as Env
-    else:
-        from aidc_env.sites_env import SitesDispatchEnv as Env
-    return Env(case=insts, **kwargs)
+from tests.golden.record import SPECS, load, make_env, play
 
 
 @pytest.mark.parametrize("name", sorted(SPECS))

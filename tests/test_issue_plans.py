@@ -15,10 +15,11 @@ import pytest
 from agents.mpc import mpc_schedule
 from agents.plan_features import ForecastPlans, issue_plan_tables, issue_plans, plan_local, plan_table
 from agents.ppo import PPOConfig, make_model, make_vec_env, ppo_schedule, wrap_env
-from aidc_env.env import CheckpointDispatchEnv
+from aidc_env.env import DispatchEnv
 from aidc_env.information import issue_slot
 from aidc_env.instance import Instance
-from tests.test_leakage import SLOTS_PER_DAY, dayahead_instance, perturbed
+from tests.conftest import SLOTS_PER_DAY, dayahead_instance
+from tests.test_leakage import perturbed
 
 ISSUES = PPOConfig(env_kwargs={**PPOConfig().env_kwargs, "information": "dayahead"}, plan="issues")
 SECOND_ISSUE = 10
@@ -31,7 +32,7 @@ def plans():
 
 
 def wrapped(inst: Instance, plans: ForecastPlans, config: PPOConfig = ISSUES):
-    return wrap_env(CheckpointDispatchEnv(case=inst, **config.behaviour_env_kwargs()), config, plans)
+    return wrap_env(DispatchEnv(case=inst, **config.behaviour_env_kwargs()), config, plans)
 
 
 def later_forecast(inst: Instance, t: int, seed: int) -> Instance:
@@ -77,7 +78,7 @@ def test_following_the_issue_plan_reproduces_mpc(plans, seed):
         action = int(np.argmax(obs[-width:]))
         assert env.action_masks()[action]
         obs, _, terminated, _, _ = env.step(action)
-    assert env.dispatch.schedule() == mpc_schedule(inst, "dayahead", oracle=plans.oracle())
+    assert env.dispatch.schedule().mode_lists() == mpc_schedule(inst, "dayahead", oracle=plans.oracle())
 
 
 def test_issue_plan_tables_by_hand():

@@ -19,30 +19,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from agents.ppo import PPOConfig, make_model, make_vec_env, ppo_schedule, rollout_schedule, wrap_env
-from aidc_env.env import CheckpointDispatchEnv
-from aidc_env.information import Forecast
+from aidc_env.env import DispatchEnv
 from aidc_env.instance import Instance
-from tests.conftest import mode, tiny_instance, tiny_job
-
-SLOTS_PER_DAY = 24  # hourly slots: the forecast's issue time (10:00 the day before) falls inside the horizon
-DAYS = 2
-
-
-def dayahead_instance(seed: int = 0, days: int = DAYS, share: float = 0.0) -> Instance:
-    """Two jobs over ``days`` days of hourly slots, 4 segments a day, with a synthetic day-ahead forecast."""
-    rng = np.random.default_rng(seed)
-    T = days * SLOTS_PER_DAY
-    modes_a = (mode(2, 10.0, 800.0), mode(4, 18.0, 1800.0), mode(3, 15.0, 1200.0))
-    modes_b = (mode(1, 4.0, 300.0), mode(2, 7.0, 700.0))
-    jobs = [tiny_job("A", segments=4 * days, modes=modes_a, initial_mode=0, tranche_tokens=10.0 * 3600 * T * 0.8),
-            tiny_job("B", segments=4 * days, modes=modes_b, initial_mode=0, tranche_tokens=4.0 * 3600 * T * 0.7)]
-    base = tiny_instance(jobs, rng.uniform(-20, 200, T).tolist(), rng.uniform(0, 1, T).tolist(), n_gpus=6)
-    forecast = Forecast(price_usd_per_mwh=rng.uniform(0, 150, T), renewable_shape=rng.uniform(0, 1, T),
-                        price_scenarios_usd_per_mwh=rng.uniform(-20, 200, (2, T)),
-                        renewable_shape_scenarios=rng.uniform(0, 1, (2, T)), source="synthetic test forecast",
-                        persistence_price_usd_per_mwh=rng.uniform(0, 150, T))
-    return dataclasses.replace(base, horizon_days=days, min_daily_share=share, forecast=forecast)
-
+from tests.conftest import DAYS, SLOTS_PER_DAY, dayahead_instance
 
 def perturbed(inst: Instance, t: int, seed: int) -> Instance:
     """``inst`` with other truth (price and renewable shape) from slot t on; the forecast is unchanged."""
@@ -93,7 +72,7 @@ def test_env_observations_masks_and_decisions_up_to_t_ignore_the_truth_from_t(t,
     moved = perturbed(inst, t, seed)
     runs = []
     for case in (inst, moved):
-        env = CheckpointDispatchEnv(case=case, information="dayahead", lookahead=lookahead)
+        env = DispatchEnv(case=case, information="dayahead", lookahead=lookahead)
         fixed = np.random.default_rng(seed).integers(0, env.n_actions, t + 1)
         runs.append((env_trace(env, case, t, lambda slot, mask: int(fixed[slot])),
                      env_trace(env, case, t, masked_random(seed))))
@@ -108,7 +87,7 @@ def test_perfect_information_does_see_the_future():
     t = 30
     obs = []
     for case in (inst, perturbed(inst, t, 3)):
-        env = CheckpointDispatchEnv(case=case, information="perfect")
+        env = DispatchEnv(case=case, information="perfect")
         obs.append(env_trace(env, case, t, masked_random(0))[0][-1])
     assert not np.array_equal(*obs)
 
@@ -121,7 +100,7 @@ def test_ppo_wrapper_observations_and_masks_up_to_t_ignore_the_truth_from_t(t, s
     config = PPOConfig()
     traces = []
     for case in (inst, moved):
-        env = wrap_env(CheckpointDispatchEnv(case=case, information="dayahead", **{
+        env = wrap_env(DispatchEnv(case=case, information="dayahead", **{
             k: v for k, v in config.behaviour_env_kwargs().items() if k != "information"}), config)
         assert env.forecast_plan  # the forecast plan and the realised forecast error are observed (default)
         rng = np.random.default_rng(seed)
@@ -168,7 +147,7 @@ def test_untrained_maskable_ppo_decisions_up_to_t_ignore_the_truth_from_t(t, see
 
     # rollout_schedule drives the raw env (no wrapper): an untrained maskable policy of the env's observations.
     kwargs = {**PPOConfig().behaviour_env_kwargs(), "information": "dayahead"}
-    env = CheckpointDispatchEnv(case=inst, **kwargs)
+    env = DispatchEnv(case=inst, **kwargs)
     policy = raw_policy(tuple(env.observation_space.shape), int(env.action_space.n))
 
     def choose(obs: np.ndarray, mask: np.ndarray) -> int:
@@ -196,11 +175,11 @@ def test_dayahead_needs_forecasts_and_refuses_synthetic_noise():
 
     inst = dataclasses.replace(dayahead_instance(0), forecast=None)
     with pytest.raises(InputError, match="forecasts"):
-        CheckpointDispatchEnv(case=inst, information="dayahead")
+        DispatchEnv(case=inst, information="dayahead")
     with pytest.raises(InputError, match="forecast_noise"):
-        CheckpointDispatchEnv(case=dayahead_instance(0), information="dayahead", forecast_noise=0.1)
+        DispatchEnv(case=dayahead_instance(0), information="dayahead", forecast_noise=0.1)
     with pytest.raises(InputError, match="information"):
-        CheckpointDispatchEnv(case=dayahead_instance(0), information="oracle")
+        DispatchEnv(case=dayahead_instance(0), information="oracle")
 
 
 def test_wrapper_window_slides_across_midnight_and_reads_the_issued_forecast():

@@ -23,16 +23,17 @@ from agents.plan_features import (
     realised_error_table,
 )
 from agents.ppo import PPOConfig, observes_plan, wrap_env
-from aidc_env.env import CheckpointDispatchEnv
+from aidc_env.env import DispatchEnv
 from aidc_env.instance import PAUSE
 from aidc_env.simulator import simulate
-from tests.test_leakage import SLOTS_PER_DAY, dayahead_instance, perturbed
+from tests.conftest import SLOTS_PER_DAY, dayahead_instance
+from tests.test_leakage import perturbed
 
 DAYAHEAD = PPOConfig(env_kwargs={**PPOConfig().env_kwargs, "information": "dayahead"})
 
 
 def wrapped(inst, config: PPOConfig = DAYAHEAD, plans: ForecastPlans | None = None):
-    return wrap_env(CheckpointDispatchEnv(case=inst, **config.behaviour_env_kwargs()), config, plans)
+    return wrap_env(DispatchEnv(case=inst, **config.behaviour_env_kwargs()), config, plans)
 
 
 @pytest.fixture(scope="module")
@@ -101,7 +102,7 @@ def test_following_the_plans_choice_reproduces_the_forecast_plan(plans):
             action = int(np.argmax(onehot))
             assert env.action_masks()[action]
             obs, _, terminated, _, _ = env.step(action)
-        assert env.dispatch.schedule() == plans.plan(inst) == forecast_plan_schedule(inst, plans.oracle())
+        assert env.dispatch.schedule().mode_lists() == plans.plan(inst) == forecast_plan_schedule(inst, plans.oracle())
 
 
 def test_wrapper_layout_and_check_env(plans):

@@ -158,7 +158,6 @@ def test_a_refused_running_choice_is_cloned_as_a_running_one_not_a_pause(tmp_pat
     the nearest running mode at the schedule's site, else at the job's site -- never the lowest valid action."""
     from agents.ppo_config import PPOConfig
     from agents.sites_train import oracle_actions, sites_env
-    from aidc_env.sites_env import decode
 
     path = tmp_path / "tiny2.toml"
     path.write_text(TINY)
@@ -173,10 +172,10 @@ def test_a_refused_running_choice_is_cloned_as_a_running_one_not_a_pause(tmp_pat
     done, steps = False, 0
     while not done:
         action, ok = oracle_actions(raw, schedule, sites)
-        site, choice = decode(action, raw.n_choices)
+        site, choice = divmod(action, raw.n_choices)
         assert raw.action_masks()[action] and choice > 0, (site, choice)
         if steps == 0:
             assert not ok
         _, _, done, _, _ = env.step(action)
         steps += 1
-    assert simulate_at(inst, raw.schedule(), raw.sites()).metrics.feasible
+    assert simulate_at(inst, raw.schedule().mode_lists(), raw.schedule().site_lists()).metrics.feasible

@@ -21,7 +21,7 @@ from agents.ppo import (
 )
 from aidc_env.baselines import fixed_schedule
 from aidc_env.case import build_instance
-from aidc_env.env import CheckpointDispatchEnv
+from aidc_env.env import DispatchEnv
 from aidc_env.profiles import load_profiles
 from aidc_env.simulator import simulate
 
@@ -105,7 +105,7 @@ def test_evaluate_json_schema(trained, tmp_path):
 def test_wrapper_rewards_are_savings_versus_fixed(factored):
     inst = build_instance("2048")
     config = PPOConfig(factored_actions=factored, reward_day_scaled=False)
-    env = wrap_env(CheckpointDispatchEnv(case=inst, **config.behaviour_env_kwargs()), config)
+    env = wrap_env(DispatchEnv(case=inst, **config.behaviour_env_kwargs()), config)
     rng = np.random.default_rng(0)
     obs, _ = env.reset(seed=0)
     total, steps, done = 0.0, 0, False
@@ -155,6 +155,7 @@ def test_training_is_deterministic_given_the_seed(tmp_path):
 def test_make_vec_env_uses_the_given_instances_only(monkeypatch):
     import aidc_env.case
     import aidc_env.env
+    import aidc_env.env.core
     import aidc_env.profiles
     from agents.ppo import make_vec_env
     from aidc_env.case import build_instances
@@ -166,7 +167,7 @@ def test_make_vec_env_uses_the_given_instances_only(monkeypatch):
 
     for module, name in ((aidc_env.case, "load_case"), (aidc_env.case, "load_profiles"),
                          (aidc_env.case, "build_instances"), (aidc_env.case, "build_instance"),
-                         (aidc_env.profiles, "load_profiles"), (aidc_env.env, "build_instances")):
+                         (aidc_env.profiles, "load_profiles"), (aidc_env.env.core, "build_instances")):
         monkeypatch.setattr(module, name, forbidden)
     config = PPOConfig(n_envs=2, seed=4)
     vec = make_vec_env(config, list(instances.values()))

@@ -12,7 +12,6 @@ from __future__ import annotations
 import gzip
 import hashlib
 import json
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -39,7 +38,7 @@ SPECS: dict[str, dict[str, Any]] = {
                                "seeds": [0]},
     "sites-sites3": {"action": "sites", "instances": "case:sites3", "kwargs": {}, "seeds": [0, 1]},
     "sites-sites3-baseline": {"action": "sites", "instances": "case:sites3", "kwargs": {"reward_baseline": "fixed",
-                                                                                     "mask_search_nodes": 0},
+                                                                                     "mask_search_nodes": 1},
                               "seeds": [2]},
 }
 """name → how to make the env: its action type, its instances, keyword arguments, seeds (one episode each)."""
@@ -53,7 +52,7 @@ def instances_of(spec: dict[str, Any]):
     if kind.startswith("case:"):
         return list(build_instances(kind[5:], **spec.get("overrides", {})).values())
     if kind.startswith("dayahead"):
-        from tests.test_leakage import dayahead_instance
+        from tests.conftest import dayahead_instance
 
         return dayahead_instance(seed=0, days=2, share=0.5 if kind.endswith("share") else 0.0)
     if kind.startswith("scaled:"):
@@ -113,13 +112,22 @@ def play(env, seed: int, actions: list[int] | None = None) -> dict[str, Any]:
         steps.append({"action": action, "mask": mask_hex(mask), "reward": fhex(reward), "done": bool(done),
                       "obs": digest(obs), "info": info_part(info)})
         k += 1
-    record["schedule"] = [list(map(int, row)) for row in env.unwrapped.schedule()]
-    if hasattr(env.unwrapped, "sites") and callable(env.unwrapped.sites):
-        record["sites"] = [list(map(int, row)) for row in env.unwrapped.sites()]
+    schedule = env.unwrapped.schedule()
+    record["schedule"] = schedule.mode_lists()
+    if env.unwrapped.n_sites > 1:
+        record["sites"] = schedule.site_lists()
     return record
 
 
-def record_all(make_env: Callable[[dict[str, Any]], Any], names: list[str] | None = None) -> None:
+def make_env(spec: dict[str, Any]):
+    """The env of a spec: ``DispatchEnv`` with the spec's action type (``sites``: per job on a sites case)."""
+    from aidc_env.env import DispatchEnv
+
+    action = "joint" if spec["action"] == "joint" else "per_job"
+    return DispatchEnv(case=instances_of(spec), action=action, **spec["kwargs"])
+
+
+def record_all(names: list[str] | None = None) -> None:
     for name, spec in SPECS.items():
         if names and name not in names:
             continue
@@ -134,3 +142,9 @@ def record_all(make_env: Callable[[dict[str, Any]], Any], names: list[str] | Non
 def load(name: str) -> dict[str, Any]:
     with gzip.open(HERE / f"{name}.json.gz", "rt", encoding="utf-8") as f:
         return json.load(f)
+
+
+if __name__ == "__main__":
+    import sys
+
+    record_all(sys.argv[1:] or None)

@@ -1,13 +1,13 @@
-"""The env's observation: its layout, bounds and scaling, and the per-day table of its global part.
+"""The env's observation: its scaling and bounds, the joint action's layout, and the per-day table of its global part.
 
-The per-job part changes every slot and is filled by :class:`~aidc_env.env.CheckpointDispatchEnv`; the
-global part (time of day, price and renewable now, their look-ahead window) depends only on the instance, the
-slot and the information setting, so it is built once per episode by :func:`global_table`. The layout is
-documented in the env's docstring and in ``docs/env.md``.
+The per-job part changes every step and is filled by the action type (:mod:`aidc_env.env.joint`,
+:mod:`aidc_env.env.per_job`); the global part of a site (time of day, price and renewable now, their look-ahead
+window) depends only on the instance, the slot and the outlook, so it is built once per episode by
+:func:`global_table`. The layouts are documented in the env's docstring and in ``docs/env.md``.
 
-What the global part may know at slot t is read only through :func:`aidc_env.information.outlook` (the view
-of slots t..T−1 at the start of slot t: the truth with ``information="perfect"``, the issued day-ahead
-forecasts with ``"dayahead"``) and :func:`aidc_env.information.realised` (the truth of slots < t).
+What the global part may know at slot t is read only through an :class:`~aidc_env.information.Outlook` (the view
+of slots t..T−1 at the start of slot t: the truth with ``perfect``, the issued day-ahead forecasts with
+``dayahead``) and :func:`aidc_env.information.realised` (the truth of slots < t).
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from collections.abc import Sequence
 import numpy as np
 from gymnasium import spaces
 
-from aidc_env.information import issue_slots, outlook, realised
+from aidc_env.information import DayAhead, Outlook, Perfect, outlook_of, realised
 from aidc_env.instance import Instance
 
 PRICE_SCALE_USD_PER_MWH = 100.0
@@ -42,7 +42,7 @@ JOB_FEATURES = (
     "at_checkpoint",
     "slots_to_boundary",
 )
-"""The per-job observation features, in order (see :class:`~aidc_env.env.CheckpointDispatchEnv`)."""
+"""The joint action's per-job observation features, in order (see :class:`~aidc_env.env.DispatchEnv`)."""
 
 
 def renewable_share_high(inst: Instance) -> float:
@@ -87,49 +87,56 @@ def observation_names(job_names: Sequence[str], lookahead: int, *, horizon: bool
     return names
 
 
-def outlook_blocks(inst: Instance, information: str) -> list[tuple[int, int, np.ndarray, np.ndarray]]:
-    """The views of :func:`~aidc_env.information.outlook` for every slot t = 0..T, grouped in blocks.
+def outlook_blocks(inst: Instance, outlook: Outlook | str) -> list[tuple[int, int, np.ndarray, np.ndarray]]:
+    """The views of ``outlook`` for every slot t = 0..T, grouped in blocks.
 
     Returns ``(t0, t1, price, renewable_mw)``: for every t0 ≤ t < t1, ``price[t:]`` and ``renewable_mw[t:]``
     (arrays of T slots, MW = ρ · P_rated · shape) are the view at slot t (the slots before t0 are 0 and never
-    read). The view changes only when a forecast is issued, so the blocks start at 0 and at each issue slot
-    inside the horizon (the renewables' and the price's). With ``perfect`` there is one block holding the truth
-    (``inst.renewable_mw`` itself).
+    read). The view changes only when a forecast is issued, so the blocks start at 0 and at each of the outlook's
+    issue slots. With the truth there is one block holding it (``inst.renewable_mw`` itself).
     """
     T = inst.slots
-    if information == "perfect":
-        price, _ = outlook(inst, 0, information)
+    outlook = outlook_of(outlook)
+    if isinstance(outlook, Perfect):
+        price, _ = outlook.view(inst, 0)
         return [(0, T + 1, price, np.asarray(inst.renewable_mw, dtype=float))]
-    starts = [0] + issue_slots(inst)
+    starts = [0] + outlook.issue_slots(inst)
     ends = starts[1:] + [T + 1]
     rated_renewable = inst.renewable_ratio * inst.rated_facility_mw
     blocks = []
     for t0, t1 in zip(starts, ends, strict=True):
         price = np.zeros(T)
         shape = np.zeros(T)
-        price[t0:], shape[t0:] = outlook(inst, t0, information)
+        price[t0:], shape[t0:] = outlook.view(inst, t0)
         blocks.append((t0, t1, price, rated_renewable * shape))
     return blocks
 
 
-def global_table(inst: Instance, lookahead: int, forecast_noise: float, renewable_high: float,
-                 rng: np.random.Generator, information: str = "perfect") -> np.ndarray:
-    """Per slot t = 0..T: the global observation entries but the free GPU share (float32).
+def time_columns(inst: Instance) -> int:
+    """The global table's columns that depend on the slot only: time of day, and the horizon progress when D > 1."""
+    return 1 + (inst.horizon_days > 1)
 
-    Time of day (t − 24h · day) / slots per day; with D > 1 the horizon progress t / T; price and renewable
-    now and the look-ahead window of both, as :func:`~aidc_env.information.outlook` sees them at slot t (0
-    past the end of the horizon); with ``dayahead`` the last realised price and renewable share (slot t − 1,
-    :func:`~aidc_env.information.realised`) and a flag that they exist (0 at t = 0, where the instance holds
+
+def global_table(inst: Instance, lookahead: int, outlook: Outlook | str, renewable_high: float,
+                 rng: np.random.Generator) -> np.ndarray:
+    """Per slot t = 0..T: the global observation entries of a site but the free GPU share (float32).
+
+    Time of day (t − 24h · day) / slots per day; with D > 1 the horizon progress t / T (:func:`time_columns`);
+    price and renewable now and the look-ahead window of both, as ``outlook`` sees them at slot t (0 past the end of
+    the horizon); with :class:`~aidc_env.information.DayAhead` the last realised price and renewable share (slot
+    t − 1, :func:`~aidc_env.information.realised`) and a flag that they exist (0 at t = 0, where the instance holds
     no earlier slot: the values are then 0).
 
-    With ``forecast_noise`` σ > 0 (``perfect`` only: synthetic noise on the truth) the look-ahead is the truth
-    plus Gaussian noise of standard deviation σ·√k at lead k (scaled units), drawn from ``rng`` (prices first,
-    then renewables) and clipped to the bounds.
+    With :class:`~aidc_env.information.Perfect` noise σ > 0 the look-ahead is the truth plus Gaussian noise of
+    standard deviation σ·√k at lead k (scaled units), drawn from ``rng`` (prices first, then renewables) and clipped
+    to the bounds.
     """
     T, L = inst.slots, lookahead
     D = inst.horizon_days
     spd = inst.slots_per_day
-    dayahead = information == "dayahead"
+    outlook = outlook_of(outlook)
+    dayahead = isinstance(outlook, DayAhead)
+    forecast_noise = getattr(outlook, "noise", 0.0)
     rated = inst.rated_facility_mw
     n_cols = 3 + 2 * L + (D > 1) + 3 * dayahead
     table = np.zeros((T + 1, n_cols))
@@ -140,7 +147,7 @@ def global_table(inst: Instance, lookahead: int, forecast_noise: float, renewabl
     if D > 1:
         table[:, 1] = slots / T
         col = 2
-    for t0, t1, price_usd, renewable_mw in outlook_blocks(inst, information):
+    for t0, t1, price_usd, renewable_mw in outlook_blocks(inst, outlook):
         price = np.clip(price_usd / PRICE_SCALE_USD_PER_MWH, PRICE_OBS_LOW, PRICE_OBS_HIGH)
         ren = np.clip(renewable_mw / rated if rated > 0 else np.zeros(T), 0.0, renewable_high)
         price_pad = np.concatenate([price, np.zeros(L + 1)])
@@ -170,6 +177,17 @@ def global_table(inst: Instance, lookahead: int, forecast_noise: float, renewabl
     return table.astype(np.float32)
 
 
+def sites_global_table(inst: Instance, lookahead: int, outlook: Outlook, renewable_high: float,
+                       rng: np.random.Generator) -> np.ndarray:
+    """Per slot t = 0..T: the time columns once, then each site's :func:`global_table` without them (one site: its
+    table as is)."""
+    tables = [global_table(view, lookahead, outlook, renewable_high, rng) for view in inst.site_views]
+    if len(tables) == 1:
+        return tables[0]
+    k = time_columns(inst)
+    return np.concatenate([tables[0]] + [t[:, k:] for t in tables[1:]], axis=1)
+
+
 __all__ = ["DEFAULT_LOOKAHEAD", "JOB_FEATURES", "PRICE_OBS_HIGH", "PRICE_OBS_LOW", "PRICE_SCALE_USD_PER_MWH",
            "PROGRESS_OBS_HIGH", "RATE_RATIO_OBS_HIGH", "global_table", "observation_names", "observation_space",
-           "outlook_blocks", "renewable_share_high"]
+           "outlook_blocks", "renewable_share_high", "sites_global_table", "time_columns"]

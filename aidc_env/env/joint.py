@@ -1,0 +1,389 @@
+"""The ``joint`` action type: one step per slot, one joint choice of every job (one site).
+
+Action ``Discrete(A)`` with A = Π_j (M_j + 1) joint choices (a few hundred in the 2048 case). Job j's local choice
+is 0 = pause or i = its Pareto mode i − 1; the joint index is the mixed-radix number of the local choices with job
+0 the most significant digit (``numpy.ravel_multi_index`` order): a = Σ_j local_j · Π_{k>j} (M_k + 1).
+
+**Mask.** A job off its checkpoint boundary may only keep its choice (before t = 0 every job runs its
+``initial_mode``; keeping it costs no restart); the joint choice's GPUs fit the pool; with ``pause_when_done`` a job
+whose tranche is met may only pause at its boundaries (over a horizon with daily minimums, only on the last day,
+once that day's minimum is met); with ``safety_mask`` a joint choice is removed unless some capacity-feasible joint
+mode held for all the remaining segments still finishes every tranche (:mod:`aidc_env.env.safety`; if no choice
+passes, the plain mask is used and ``info["safety_fallback"]`` is set).
+
+**Observation** (``Box(float32)`` of size 7·J + 4 + 2·L, + 1 over a horizon of D > 1 days, + 3 with ``dayahead``).
+Per job (7 values, :data:`~aidc_env.env.observation.JOB_FEATURES`): progress X_j / W_j [0, 4]; required-rate ratio
+(W_j − X_j)⁺ / seconds left / fastest tokens/s [0, 10]; GPU share of its current choice; IT power share (of N ·
+p_rated); mode index (local choice / M_j); at-checkpoint flag; slots left in the segment / slots per segment. Then
+the global values (:func:`~aidc_env.env.observation.global_table`: time of day, [horizon progress,] price λ/100 and
+renewable share now, the next L slots' prices and renewable shares, [the last realised values and a flag]) and the
+free GPU share. The "current choice" is the one held in the previous slot.
+
+**Reward** every slot: −(grid cost + curtailment penalty of the slot) / ``reward_scale``; at the last step minus the
+terminal penalty of each job's missing tokens (and, with daily minimums, each day's missing minimum).
+
+**Info** every step: ``day``, ``slot``, ``slot_cost_usd``, ``load_mw``, ``grid_mw``, ``renewable_used_mw``,
+``curtailment_mw``, ``gpus_used``, ``job_modes``, ``job_progress``, ``invalid_action``, ``terminal_penalty_usd``,
+``safety_fallback``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+from gymnasium import spaces
+
+from aidc_env.env.rules import masked_action, penalty_usd_per_token
+from aidc_env.env.observation import (JOB_FEATURES, PROGRESS_OBS_HIGH, RATE_RATIO_OBS_HIGH, global_table,
+                                      observation_names, observation_space, renewable_share_high)
+from aidc_env.env.safety import SafetyTest
+from aidc_env.errors import require
+from aidc_env.information import DayAhead
+from aidc_env.instance import PAUSE, SECONDS_PER_HOUR, Instance
+from aidc_env.joint_choices import joint_choices
+from aidc_env.schedule import Schedule
+from aidc_env.simulator import TRANCHE_TOLERANCE, renewable_first, slot_decision_cost_usd, slot_productive_hours
+
+if TYPE_CHECKING:
+    from aidc_env.env.core import DispatchEnv
+
+
+class JointDynamics:
+    """The joint action type of a :class:`~aidc_env.env.core.DispatchEnv` (see the module docstring). Its tables do not
+    depend on the day: built once from the env's first instance; ``reset`` builds the day's observation table."""
+
+    def __init__(self, env: DispatchEnv, inst: Instance):
+        require(len(inst.sites) == 1, "action", "the joint action takes one site: use action='per_job' for several")
+        require(not inst.has_fleet_workloads, "action",
+                "the joint action takes pre-training jobs only: use action='per_job' for fine-tuning, inference or "
+                "an idle-GPU value")
+        require(env.reward_baseline is None and env.reward_credit == "decision", "reward_baseline",
+                "reward_baseline and reward_credit apply to the per_job action")
+        self.env = env
+        self._template = inst
+        self._setup_tables(inst)
+        self._inst: Instance | None = None
+        self._t = 0
+        # Per job (plain Python lists: the step is scalar work): current local choice, whether the current
+        # segment restarted, tokens so far; and the joint action that keeps every choice.
+        self._cur: list[int] = [0] * self.n_jobs
+        self._restarted: list[bool] = [False] * self.n_jobs
+        self._tokens: list[float] = [0.0] * self.n_jobs
+        self._today: list[float] = [0.0] * self.n_jobs  # tokens since the start of the current day
+        self._daily_shortfall = np.zeros(self.n_jobs)  # tokens missing from the days' minimums so far
+        self._keep = 0
+        self._schedule: list[np.ndarray] = []
+        self._mask: np.ndarray | None = None
+        self._global_obs = np.zeros((0, 0), dtype=np.float32)
+        self._renewable = np.zeros(0)
+        self._penalty_per_token = np.zeros(self.n_jobs)
+        self._last_info: dict[str, Any] = {}
+        self._fallback = False
+        self._start_safe = True
+
+    def _setup_tables(self, inst: Instance) -> None:
+        """Joint-action tables and per-job arrays (the same for every day)."""
+        jobs = inst.jobs
+        self.n_jobs = J = len(jobs)
+        self.n_slots = inst.slots
+        self.slots_per_day = inst.slots_per_day
+        self._slot_hours = inst.slot_hours
+        self._n_gpus = inst.n_gpus
+        joint = joint_choices(inst)
+        sizes = joint.sizes
+        self._sizes = sizes
+        self.n_actions = A = joint.n_choices
+        loc = joint.local  # (A, J) local choices, job 0 most significant
+        self._loc_cols = [np.ascontiguousarray(loc[:, j]) for j in range(J)]
+        self._strides = [int(np.prod(sizes[j + 1:])) for j in range(J)]
+        self._choice_table = joint.choices  # PAUSE (-1) or a mode index
+        self._loc_rows = [tuple(int(c) for c in row) for row in loc]
+        self._gpus_list = joint.gpus.tolist()
+        self._load_table = joint.load_mw
+        self._cap_ok = joint.fits
+
+        self._power_ref_kw = inst.n_gpus * inst.rated_kw_per_gpu
+        if self._power_ref_kw <= 0:
+            self._power_ref_kw = max(float(joint.it_power_kw.max()), 1.0)
+        # Per job, arrays indexed by local choice (0 = pause, i = mode i - 1).
+        self._sps = [inst.slots_per_segment(job) for job in jobs]
+        self._tranche = np.array([job.tranche_tokens for job in jobs], dtype=float)
+        self._tranche_list = self._tranche.tolist()
+        self._daily_min_list = [inst.daily_min_tokens(job) if inst.horizon_days > 1 else 0.0 for job in jobs]
+        gpus_loc = [np.asarray(job.gpus_by_choice[np.arange(n) - 1], dtype=np.int64) for job, n in
+                    zip(jobs, sizes, strict=True)]
+        power_loc = [np.asarray(job.it_power_kw_by_choice[np.arange(n) - 1], dtype=float) for job, n in
+                     zip(jobs, sizes, strict=True)]
+        rate_loc = [np.asarray(job.tokens_per_s_by_choice[np.arange(n) - 1], dtype=float) for job, n in
+                    zip(jobs, sizes, strict=True)]
+        rate3600_loc = [r * SECONDS_PER_HOUR for r in rate_loc]
+        self._rate3600_list = [r.tolist() for r in rate3600_loc]
+        self._gpus_loc_list = [g.tolist() for g in gpus_loc]
+        self._power_share_list = [(p / self._power_ref_kw).tolist() for p in power_loc]
+        self._max_rate = [float(r.max()) if r.size else 0.0 for r in rate_loc]
+        # Productive hours of each slot of a restarted segment (the simulator's function), and suffix sums.
+        self._prod_restart: list[list[float]] = []
+        suffix_restart: list[np.ndarray] = []
+        for job, sps in zip(jobs, self._sps, strict=True):
+            per_slot = [slot_productive_hours(inst, job, o, True) for o in range(sps)]
+            self._prod_restart.append(per_slot)
+            suffix_restart.append(np.cumsum(per_slot[::-1])[::-1].copy())
+        self._safety = SafetyTest(
+            n_gpus=inst.n_gpus, n_slots=inst.slots, slot_hours=inst.slot_hours, slots_per_segment=self._sps,
+            restart_hours=[job.restart_hours for job in jobs], tranche_tokens=self._tranche, gpus_loc=gpus_loc,
+            rate3600_loc=rate3600_loc, suffix_restart=suffix_restart, slots_per_day=inst.slots_per_day,
+            daily_min_tokens=self._daily_min_list)
+        self._daily = self._safety.daily
+
+        # Observation layout and bounds.
+        power_high = max(1.0, max(float(p.max()) / self._power_ref_kw for p in power_loc))
+        self._ren_high = renewable_share_high(inst)
+        self._layout = {"horizon": inst.horizon_days > 1, "last_realised": isinstance(self.env.outlook, DayAhead)}
+        self.observation_space = observation_space(J, self.env.lookahead, power_high, self._ren_high, **self._layout)
+        self.action_space = spaces.Discrete(A)
+        self._n_job_obs = len(JOB_FEATURES) * J
+        self._obs_size = self.observation_space.shape[0]
+
+    def observation_names(self) -> list[str]:
+        return observation_names([job.name for job in self._template.jobs], self.env.lookahead, **self._layout)
+
+    # ------------------------------------------------------------------ action encoding
+
+    def encode(self, choices: Sequence[int]) -> int:
+        """Joint action of per-job choices (``PAUSE`` or a mode index)."""
+        require(len(choices) == self.n_jobs, "choices", f"expected {self.n_jobs} values")
+        action = 0
+        for j, c in enumerate(choices):
+            c = int(c)
+            require(PAUSE <= c < self._sizes[j] - 1, f"choices[{j}]",
+                    f"must be -1 or a mode index < {self._sizes[j] - 1}")
+            action += (c + 1) * self._strides[j]
+        return action
+
+    def decode(self, action: int) -> list[int]:
+        """Per-job choices (``PAUSE`` or a mode index) of a joint action."""
+        return [int(c) for c in self._choice_table[int(action)]]
+
+    def actions_for_schedule(self, schedule: Sequence[Sequence[int]] | Schedule) -> list[int]:
+        """The joint action of every slot that replays a schedule (per job, per segment: mode or PAUSE)."""
+        rows = schedule.modes if isinstance(schedule, Schedule) else schedule
+        require(len(rows) == self.n_jobs, "schedule", f"expected {self.n_jobs} jobs")
+        per_slot = [np.repeat(np.asarray(s, dtype=np.int64), sps) for s, sps in zip(rows, self._sps, strict=True)]
+        for j, arr in enumerate(per_slot):
+            require(arr.size == self.n_slots, f"schedule[{j}]", f"expected {self._template.jobs[j].segments} segments")
+        return [self.encode([arr[t] for arr in per_slot]) for t in range(self.n_slots)]
+
+    def schedule(self) -> Schedule:
+        return Schedule(modes=tuple(arr.copy() for arr in self._schedule),
+                        sites=tuple(np.zeros(arr.size, dtype=np.int64) for arr in self._schedule))
+
+    # ------------------------------------------------------------------ episode
+
+    def reset(self, inst: Instance):
+        env = self.env
+        self._inst = inst
+        self._t = 0
+        self._cur = [job.initial_mode + 1 for job in inst.jobs]
+        self._restarted = [False] * self.n_jobs
+        self._tokens = [0.0] * self.n_jobs
+        self._today = [0.0] * self.n_jobs
+        self._daily_shortfall = np.zeros(self.n_jobs)
+        self._keep = sum(c * s for c, s in zip(self._cur, self._strides, strict=True))
+        self._schedule = [np.full(job.segments, PAUSE, dtype=np.int64) for job in inst.jobs]
+        self._mask = None
+        self._renewable = inst.renewable_mw
+        self._global_obs = global_table(inst, env.lookahead, env.outlook, self._ren_high, env.np_random)
+        self._penalty_per_token = penalty_usd_per_token(inst, env.terminal_penalty_factor)
+        self._start_safe = not self._safety_fallback_at_start()
+        info = {"day": inst.day, "slot": 0, "job_modes": [c - 1 for c in self._cur],
+                "job_progress": self._progress()}
+        return self._observation(), info
+
+    def _safety_fallback_at_start(self) -> bool:
+        """Whether the first slot's mask falls back (no joint choice passes the safety test)."""
+        self._compute_mask()
+        return self._fallback
+
+    def step(self, action):
+        inst = self._inst
+        t = self._t
+        mask = self._mask if self._mask is not None else self._compute_mask()
+        fallback = self._fallback
+        a, invalid = masked_action(action, mask, self._keep)
+
+        cur = self._cur
+        loc = self._loc_rows[a]
+        restarted = self._restarted
+        for j in range(self.n_jobs):
+            c = loc[j]
+            sps = self._sps[j]
+            offset = t % sps
+            if offset == 0:
+                restarted[j] = c != 0 and c != cur[j]
+                self._schedule[j][t // sps] = c - 1
+            if c:
+                hours = self._prod_restart[j][offset] if restarted[j] else self._slot_hours
+                made = self._rate3600_list[j][c] * hours
+                self._tokens[j] += made
+                self._today[j] += made
+            cur[j] = c
+        self._keep = a
+
+        load = self._load_table[a]
+        used, grid, curtailment = renewable_first(load, self._renewable[t])
+        cost = float(slot_decision_cost_usd(inst, grid, curtailment, t))
+        reward = -cost / self.env.reward_scale
+        self._t = t = t + 1
+        self._mask = None
+        if t % self.slots_per_day == 0:
+            self._close_day()
+        terminated = t == self.n_slots
+        penalty = 0.0
+        if terminated:
+            shortfall = self.env.shortfall_tokens() + self._daily_shortfall
+            penalty = float(np.sum(shortfall * self._penalty_per_token))
+            reward -= penalty / self.env.reward_scale
+        info = {
+            "day": inst.day, "slot": t - 1, "slot_cost_usd": cost, "load_mw": float(load), "grid_mw": float(grid),
+            "renewable_used_mw": float(used), "curtailment_mw": float(curtailment), "gpus_used": self._gpus_list[a],
+            "job_modes": [c - 1 for c in loc], "job_progress": self._progress(), "invalid_action": invalid,
+            "terminal_penalty_usd": penalty, "safety_fallback": fallback,
+        }
+        self._last_info = info
+        return self._observation(), reward, terminated, False, info
+
+    @property
+    def slot(self) -> int:
+        return self._t
+
+    @property
+    def deciding_job(self) -> None:
+        return None
+
+    @property
+    def safety_fallback(self) -> bool:
+        if self._inst is not None and self._mask is None and self._t < self.n_slots:
+            self._compute_mask()
+        return self._fallback
+
+    @property
+    def starts_safe(self) -> bool:
+        return self._start_safe
+
+    def mask(self) -> np.ndarray:
+        if self._t >= self.n_slots:
+            return np.ones(self.n_actions, dtype=bool)
+        return self._mask if self._mask is not None else self._compute_mask()
+
+    def render(self) -> str:
+        info = self._last_info
+        modes = " ".join(f"{job.name}={c - 1:>2d}" for job, c in zip(self._inst.jobs, self._cur, strict=True))
+        progress = " ".join(f"{p:.3f}" for p in self._progress())
+        cost = info.get("slot_cost_usd", 0.0)
+        return f"{self._inst.day} slot {self._t:3d}/{self.n_slots}: {modes} progress {progress} cost ${cost:.2f}"
+
+    # ------------------------------------------------------------------ tranche bookkeeping
+
+    def _close_day(self) -> None:
+        """At midnight: record the tokens the day missed from its minimum, and start the next day's count."""
+        for j, (x, w) in enumerate(zip(self._today, self._daily_min_list, strict=True)):
+            if x < w * (1 - TRANCHE_TOLERANCE):
+                self._daily_shortfall[j] += w - x
+        self._today = [0.0] * self.n_jobs
+
+    def daily_shortfall_tokens(self) -> np.ndarray:
+        """Tokens missing from the minimums of the days already over, per job (summed over the days)."""
+        return self._daily_shortfall.copy()
+
+    def tokens(self) -> list[float]:
+        return list(self._tokens)
+
+    def _progress(self) -> list[float]:
+        return [x / w if w > 0 else 1.0 for x, w in zip(self._tokens, self._tranche_list, strict=True)]
+
+    def _done(self) -> list[bool]:
+        """Per job: nothing more to make (the horizon's target met and, with daily minimums, the last day's)."""
+        done = [x >= w * (1 - TRANCHE_TOLERANCE) for x, w in zip(self._tokens, self._tranche_list, strict=True)]
+        if self._daily:
+            last_day = self._t >= self.n_slots - self.slots_per_day
+            for j, w in enumerate(self._daily_min_list):
+                if w > 0:
+                    done[j] = done[j] and last_day and self._today[j] >= w * (1 - TRANCHE_TOLERANCE)
+        return done
+
+    # ------------------------------------------------------------------ mask
+
+    def _compute_mask(self) -> np.ndarray:
+        t = self._t
+        J = self.n_jobs
+        at_boundary = [t % sps == 0 for sps in self._sps]
+        if not any(at_boundary):
+            # Nobody may change: only "keep", which is valid (the previous slot was).
+            mask = np.zeros(self.n_actions, dtype=bool)
+            mask[self._keep] = True
+            self._mask = mask
+            self._fallback = False
+            return mask
+        self._fallback = False
+        done = self._done()
+        plain = self._cap_ok.copy()
+        for j in range(J):
+            if at_boundary[j]:
+                if self.env.pause_when_done and done[j]:
+                    plain &= self._loc_cols[j] == 0
+            else:
+                plain &= self._loc_cols[j] == self._cur[j]
+        mask = plain
+        if self.env.safety_mask:
+            safe = plain & self._safety.safe(t, at_boundary, self._tokens, self._cur, self._restarted, self._today)
+            if safe.any():
+                mask = safe
+            else:
+                self._fallback = True
+        self._mask = mask
+        return mask
+
+    # ------------------------------------------------------------------ observation
+
+    def _observation(self) -> np.ndarray:
+        t = self._t
+        T = self.n_slots
+        feats: list[float] = []
+        gpus_used = 0
+        seconds_left = (T - t) * self._slot_hours * SECONDS_PER_HOUR
+        n_gpus = self._n_gpus
+        for j in range(self.n_jobs):
+            c = self._cur[j]
+            sps = self._sps[j]
+            offset = t % sps
+            W = self._tranche_list[j]
+            X = self._tokens[j]
+            missing = W - X
+            if missing <= W * TRANCHE_TOLERANCE:
+                ratio = 0.0
+            elif seconds_left <= 0 or self._max_rate[j] <= 0:
+                ratio = RATE_RATIO_OBS_HIGH
+            else:
+                ratio = min(missing / seconds_left / self._max_rate[j], RATE_RATIO_OBS_HIGH)
+            gpus = self._gpus_loc_list[j][c]
+            gpus_used += gpus
+            n_modes = self._sizes[j] - 1
+            feats += (
+                min(X / W, PROGRESS_OBS_HIGH) if W > 0 else 1.0,
+                ratio,
+                min(gpus / n_gpus, 1.0),
+                self._power_share_list[j][c],
+                c / n_modes if n_modes else 0.0,
+                1.0 if offset == 0 else 0.0,
+                (sps - offset) / sps,
+            )
+        obs = np.empty(self._obs_size, dtype=np.float32)
+        obs[: self._n_job_obs] = feats
+        obs[self._n_job_obs: -1] = self._global_obs[t]
+        obs[-1] = min(max((n_gpus - gpus_used) / n_gpus, 0.0), 1.0)
+        return obs
+
+
+__all__ = ["JointDynamics"]

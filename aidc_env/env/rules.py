@@ -1,0 +1,51 @@
+"""What every action type of the env applies the same way: an action outside the mask, and the terminal penalty."""
+
+from __future__ import annotations
+
+import operator
+from typing import Any
+
+import numpy as np
+
+from aidc_env.instance import SECONDS_PER_HOUR, Instance
+
+PENALTY_PRICE_FLOOR_USD_PER_MWH = 100.0
+"""The terminal penalty prices energy at max(day's highest price, $100/MWh), so it never vanishes."""
+
+
+def masked_action(action: Any, mask: np.ndarray, keep: int) -> tuple[int, bool]:
+    """(the action taken, whether the one given was invalid): an action outside the mask (or not an integer) never
+    raises; ``keep`` is taken if valid, else the lowest valid action."""
+    try:
+        a = operator.index(action)
+    except TypeError:
+        arr = np.asarray(action)
+        a = int(arr.reshape(-1)[0]) if arr.size == 1 and np.issubdtype(arr.dtype, np.integer) else -1
+    invalid = not (0 <= a < mask.size) or not mask[a]
+    if invalid:
+        a = keep if mask[keep] else int(np.argmax(mask))
+    return a, invalid
+
+
+def penalty_usd_per_token(inst: Instance, factor: float) -> np.ndarray:
+    """Terminal penalty per missing token of each job ($/token).
+
+    ``factor`` × max(the highest price of any site, $100/MWh) × the job's highest facility energy per token over
+    its modes (PUE·P/1000 / (r·3600), MWh/token, at the site of the highest PUE) × T_seg / (T_seg − τ) (a restart
+    spends energy for no token). The most not making a token can save is its energy at the highest price, so with
+    a factor ≥ 1 missing a target never pays.
+    """
+    out = np.zeros(len(inst.jobs))
+    for view in inst.site_views:
+        price = max(float(view.price_usd_per_mwh.max()), PENALTY_PRICE_FLOOR_USD_PER_MWH)
+        for j, job in enumerate(inst.jobs):
+            if job.n_modes == 0:
+                continue
+            rate = job.tokens_per_s_by_choice[:-1]
+            energy = view.pue * job.it_power_kw_by_choice[:-1] / 1000.0 / (rate * SECONDS_PER_HOUR)
+            seg = inst.segment_hours(job)
+            out[j] = max(out[j], factor * price * float(energy.max()) * seg / (seg - job.restart_hours))
+    return out
+
+
+__all__ = ["PENALTY_PRICE_FLOOR_USD_PER_MWH", "masked_action", "penalty_usd_per_token"]
