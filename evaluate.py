@@ -409,7 +409,7 @@ def main(argv: Sequence[str] | None = None) -> int:
              "smpc_threshold_usd": (None if "smpc" not in policies else args.smpc_threshold
                                     if math.isfinite(args.smpc_threshold) else "inf"), "time_limit_s": args.time_limit}
     results: Results = {}
-    rows = RowsOnDisk(out / "per_day.csv", rows=lambda: summarise(results)[0])
+    rows = RowsOnDisk(out / "per_day.csv", rows=lambda: summarise(results)[0] if any(results.values()) else pd.DataFrame())
     try:
         with backend.session():
             run_all(instances, policies, settings, backend, results, on_result=rows.add)

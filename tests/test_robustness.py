@@ -1,0 +1,85 @@
+"""Outputs that do not damage what they write to, inputs that end with one line, and Ctrl-C that ends a run at once.
+
+- writers write through to what is not a regular file (a device, a FIFO, a symlink's target) and replace regular
+  files atomically;
+- Ctrl-C during a HiGHS solve or the label search ends the run with exit code 130 within 2 s, one line on stderr.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from aidc_env.errors import EXIT_INTERRUPTED
+
+ROOT = Path(__file__).resolve().parents[1]
+ENV = {**os.environ, "PYTHONPATH": str(ROOT)}
+
+# ------------------------------------------------------------------------------------------ Ctrl-C
+
+SIGINT_EXIT_S = 2.0
+"""A run must have ended this long after the SIGINT."""
+START_DEADLINE_S = 180.0
+"""How long a run may take to reach the moment of the signal (a loaded machine starts Python slowly)."""
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU seconds of a process (Linux /proc)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def interrupt_after_cpu(argv: list[str], cpu_s: float, cwd: Path) -> tuple[int, float, str, str]:
+    """Start ``argv``, send SIGINT once it has spent ``cpu_s`` CPU seconds (past its imports: the same on a loaded
+    machine), and wait at most SIGINT_EXIT_S for it; (exit code, seconds after the signal, stdout, stderr)."""
+    proc = subprocess.Popen([sys.executable, *argv], cwd=cwd, env=ENV, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + START_DEADLINE_S
+        while proc.poll() is None and cpu_seconds(proc.pid) < cpu_s:
+            assert time.monotonic() < deadline, "the run did not get going"
+            time.sleep(0.02)
+        assert proc.poll() is None, f"the run ended before the signal: {proc.communicate()}"
+        sent = time.monotonic()
+        proc.send_signal(signal.SIGINT)
+        try:
+            proc.wait(timeout=SIGINT_EXIT_S)
+        except subprocess.TimeoutExpired:
+            pytest.fail(f"still running {SIGINT_EXIT_S} s after SIGINT")
+        elapsed = time.monotonic() - sent
+        out, err = proc.communicate()
+        return proc.returncode, elapsed, out, err
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+
+
+def test_ctrl_c_during_a_highs_solve_exits_130_at_once(tmp_path):
+    # The textbook MILP of K = 96 is not proved within minutes: after ~2 CPU s of imports and build, HiGHS solves.
+    code, elapsed, out, err = interrupt_after_cpu(
+        ["-m", "oracle", "--case", "2048", "--segments", "96", "--formulation", "textbook", "--time-limit", "60",
+         "--json"], 4.5, tmp_path)
+    assert code == EXIT_INTERRUPTED, (code, err)
+    assert elapsed < SIGINT_EXIT_S
+    assert err.strip().splitlines() == ["interrupted (Ctrl-C)"], err
+    assert "Traceback" not in err + out and not any(tmp_path.iterdir())
+
+
+def test_ctrl_c_during_an_evaluation_by_the_oracle_exits_130_at_once(tmp_path):
+    # The oracle's label search of K = 96 takes ~5 CPU s, after ~1.6 CPU s of imports and days.
+    out_dir = tmp_path / "eval"
+    code, elapsed, _, err = interrupt_after_cpu(
+        [str(ROOT / "evaluate.py"), "--policies", "oracle", "--days", "reference", "--segments", "96", "--workers",
+         "1", "--no-plots", "--out", str(out_dir)], 3.5, tmp_path)
+    assert code == EXIT_INTERRUPTED, (code, err)
+    assert elapsed < SIGINT_EXIT_S
+    lines = err.strip().splitlines()  # the progress bar, then one line
+    assert lines[-1] == "interrupted before any policy-day finished" and "Traceback" not in err, err
+    assert not out_dir.exists() or not any(out_dir.iterdir())
