@@ -2,7 +2,9 @@
 
 - :func:`atomic_write_text` / :func:`atomic_write_bytes`: a temporary file in the same folder, flushed and
   fsynced, then ``os.replace`` onto the target: a reader sees the old file or the new one, never half of one
-  (also after a crash or Ctrl-C in the middle of a write).
+  (also after a crash or Ctrl-C in the middle of a write). Only a regular file (or an absent path) is replaced: a
+  symlink to a regular file has its target replaced (the link stays), and anything else -- ``/dev/null``, a device,
+  a FIFO, a symlink to one -- is opened and written through, never replaced (:func:`write_destination`).
 - :func:`atomic_path`: the same for libraries that write to a path themselves (SB3 ``model.save``,
   matplotlib ``savefig``, ``DataFrame.to_csv``): yields a temporary path with the target's suffix.
 - :func:`dumps_json` / :func:`write_json`: strict JSON (RFC 8259): NaN and ±Infinity become ``null``
@@ -17,6 +19,8 @@ import contextlib
 import json
 import math
 import os
+import shutil
+import stat
 import tempfile
 from collections.abc import Iterator, Mapping
 from pathlib import Path
@@ -33,13 +37,43 @@ TEMP_PREFIX = ".tmp-"
 # ------------------------------------------------------------------------------------------ atomic writes
 
 
+def write_destination(target: str | os.PathLike[str]) -> tuple[Path, bool]:
+    """(the path a write to ``target`` goes to, whether it is written through rather than replaced).
+
+    A regular file or an absent path is replaced atomically; a symlink to a regular file has that file replaced (the
+    link stays a link). Anything else that exists -- a character or block device such as ``/dev/null``, a FIFO, a
+    socket, a symlink to one of those -- is written through: opened and written, never replaced (replacing it would
+    turn ``/dev/null`` into a regular file).
+    """
+    target = Path(target)
+    try:
+        info = os.stat(target)  # follows symlinks
+    except FileNotFoundError:
+        return target, os.path.islink(target)  # a dangling symlink: written through (its target is created)
+    except OSError:  # e.g. a file where a folder is expected: the write itself says so
+        return target, False
+    if not stat.S_ISREG(info.st_mode):
+        return target, not stat.S_ISDIR(info.st_mode)
+    if os.path.islink(target):
+        real = Path(os.path.realpath(target))
+        if real.is_file() and os.path.samefile(real, target):
+            return real, False
+        return target, True
+    return target, False
+
+
 @contextlib.contextmanager
 def atomic_path(target: str | os.PathLike[str]) -> Iterator[Path]:
-    """Yield a temporary path beside ``target`` (same suffix); on success it replaces ``target`` atomically.
+    """Yield a temporary path beside ``target`` (same suffix); on success it replaces ``target`` atomically (or is
+    written through to it: :func:`write_destination`).
 
     On an exception (Ctrl-C included) the temporary file is removed and ``target`` is left as it was.
     """
-    target = Path(target)
+    target, through = write_destination(target)
+    if through:
+        with _through_path(target) as temp:
+            yield temp
+        return
     target.parent.mkdir(parents=True, exist_ok=True)
     fd, name = tempfile.mkstemp(prefix=f"{TEMP_PREFIX}{target.name}.", suffix=target.suffix, dir=target.parent)
     os.close(fd)
@@ -54,6 +88,21 @@ def atomic_path(target: str | os.PathLike[str]) -> Iterator[Path]:
     except BaseException:
         temp.unlink(missing_ok=True)
         raise
+
+
+@contextlib.contextmanager
+def _through_path(target: Path) -> Iterator[Path]:
+    """A temporary file (in the temporary folder, same suffix) whose bytes are written through to ``target`` on
+    success; removed in any case."""
+    fd, name = tempfile.mkstemp(prefix=TEMP_PREFIX, suffix=target.suffix)
+    os.close(fd)
+    temp = Path(name)
+    try:
+        yield temp
+        with open(temp, "rb") as source, open(target, "wb") as sink:
+            shutil.copyfileobj(source, sink)
+    finally:
+        temp.unlink(missing_ok=True)
 
 
 def atomic_write_bytes(target: str | os.PathLike[str], data: bytes) -> Path:
@@ -162,13 +211,18 @@ def check_output_folder(folder: str | os.PathLike[str], field: str) -> Path:
 
 
 def check_output_file(path: str | os.PathLike[str], field: str, *, overwrite: bool = True) -> Path:
-    """Refuse an output file whose folder cannot be written, that is a folder, or (``overwrite=False``) exists."""
+    """Refuse an output file whose folder cannot be written, that is a folder, or (``overwrite=False``) exists.
+    A device or FIFO (``/dev/null``) is accepted if it can be written: it is written through."""
     path = Path(path)
     require(not path.is_dir(), field, f"{path} is a folder, not a file")
     require(overwrite or not path.exists(), field, f"{path} already exists")
-    check_output_folder(path.parent, field)
+    target, through = write_destination(path)
+    if through and path.exists():
+        require(os.access(target, os.W_OK), field, f"cannot write to {path}")
+        return path
+    check_output_folder(target.parent, field)
     return path
 
 
 __all__ = ["atomic_path", "atomic_write_bytes", "atomic_write_text", "check_output_file", "check_output_folder",
-           "dumps_json", "finite_or_none", "loads_json", "read_input_text", "read_json_file", "write_json"]
+           "dumps_json", "finite_or_none", "loads_json", "read_input_text", "read_json_file", "write_destination", "write_json"]

@@ -7,19 +7,79 @@
 
 from __future__ import annotations
 
+import json
 import os
 import signal
+import stat
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
+import pandas as pd
 import pytest
 
-from aidc_env.errors import EXIT_INTERRUPTED
+from aidc_env import case as case_cli
+from aidc_env.errors import EXIT_INTERRUPTED, run_cli
+from aidc_env.io import atomic_path, atomic_write_text, check_output_file, write_json
 
 ROOT = Path(__file__).resolve().parents[1]
 ENV = {**os.environ, "PYTHONPATH": str(ROOT)}
+
+# ------------------------------------------------------------------------------------------ writes through
+
+
+def test_a_symlink_to_a_file_stays_a_symlink_and_its_target_gets_the_content(tmp_path):
+    real = tmp_path / "data" / "results.csv"
+    real.parent.mkdir()
+    real.write_text("old\n")
+    link = tmp_path / "results.csv"
+    link.symlink_to(real)
+    atomic_write_text(link, "new\n")
+    assert link.is_symlink() and real.read_text() == "new\n"
+    with atomic_path(link) as temp:  # what SB3's model.save, savefig and to_csv go through
+        pd.DataFrame({"a": [1]}).to_csv(temp, index=False)
+    assert link.is_symlink() and real.read_text() == "a\n1\n"
+    write_json(link, {"x": 1})
+    assert link.is_symlink() and json.loads(real.read_text()) == {"x": 1}
+    assert sorted(p.name for p in real.parent.iterdir()) == ["results.csv"]  # no temporary file left
+
+
+def test_a_fifo_is_written_through_and_stays_a_fifo(tmp_path):
+    fifo = tmp_path / "pipe.json"
+    os.mkfifo(fifo)
+    got: list[bytes] = []
+    reader = threading.Thread(target=lambda: got.append(fifo.read_bytes()), daemon=True)
+    reader.start()
+    check_output_file(fifo, "out")
+    write_json(fifo, {"a": 1})
+    reader.join(10)
+    assert json.loads(got[0]) == {"a": 1} and stat.S_ISFIFO(os.lstat(fifo).st_mode)
+    link = tmp_path / "to_pipe.json"  # a symlink to a FIFO: written through, the link kept
+    link.symlink_to(fifo)
+    reader = threading.Thread(target=lambda: got.append(fifo.read_bytes()), daemon=True)
+    reader.start()
+    atomic_write_text(link, "through\n")
+    reader.join(10)
+    assert got[1] == b"through\n" and link.is_symlink() and stat.S_ISFIFO(os.lstat(fifo).st_mode)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["pipe.json", "to_pipe.json"]
+
+
+def test_dev_null_is_written_through_and_stays_a_device(tmp_path):
+    null = Path(os.devnull)
+    assert stat.S_ISCHR(os.stat(null).st_mode)
+    atomic_write_text(null, "x")
+    with atomic_path(null) as temp:
+        temp.write_bytes(b"y")
+    assert stat.S_ISCHR(os.lstat(null).st_mode)
+    link = tmp_path / "out.json"
+    link.symlink_to(null)
+    write_json(link, {"a": 1})
+    assert link.is_symlink() and stat.S_ISCHR(os.lstat(null).st_mode)
+    assert run_cli(case_cli.main, ["--out", str(null), "--segments", "4"]) == 0  # --out /dev/null is accepted
+    assert stat.S_ISCHR(os.lstat(null).st_mode)
+
 
 # ------------------------------------------------------------------------------------------ Ctrl-C
 
