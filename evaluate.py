@@ -42,7 +42,7 @@ from aidc_env.information import INFORMATION, ISSUE_HOUR
 from aidc_env.price_forecast import DEFAULT_PRICE_SOURCE, PRICE_SOURCES
 from aidc_env.errors import EXIT_INTERRUPTED, CliParser, InputError, require, require_number, run_cli
 from aidc_env.instance import Instance
-from aidc_env.io import atomic_path, check_output_file, check_output_folder, write_json
+from aidc_env.io import atomic_path, check_output_file, check_output_folder, path_component, write_json
 from aidc_env.parallel import Backend, add_backend_arguments, backend_from_args, open_pool
 from aidc_env.profiles import load_profiles
 from aidc_env.simulator import Metrics, SimulationResult, simulate
@@ -581,7 +581,7 @@ def resolve_model_path(model: str | None, case_name: str) -> str:
     from agents.ppo import MODEL_FILE
 
     if model is None:
-        return str(Path("runs") / f"ppo-{case_name}" / MODEL_FILE)
+        return str(Path("runs") / f"ppo-{path_component(case_name, 'name')}" / MODEL_FILE)
     return str(Path(model) / MODEL_FILE) if Path(model).is_dir() else model
 
 

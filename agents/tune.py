@@ -38,7 +38,7 @@ from aidc_env import limits
 from aidc_env.case import add_case_arguments, build_instances, case_overrides, load_case
 from aidc_env.errors import CliParser, require, require_number, run_cli
 from aidc_env.instance import Instance
-from aidc_env.io import atomic_path, check_output_folder, write_json
+from aidc_env.io import atomic_path, check_output_folder, path_component, write_json
 from aidc_env.parallel import Backend, add_backend_arguments, backend_from_args, open_pool
 from aidc_env.profiles import load_profiles
 
@@ -241,7 +241,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         require_number(args.compare_steps, "compare-steps", 1, limits.MAX_TIMESTEPS, integer=True)
     backend = backend_from_args(args, workers=args.workers)
     case = load_case(args.case)
-    out = check_output_folder(args.out or Path("runs") / f"tune-{case.name}", "out")
+    out = check_output_folder(args.out or Path("runs") / f"tune-{path_component(case.name, 'name')}", "out")
     out.mkdir(parents=True, exist_ok=True)
     storage = args.storage or f"sqlite:///{(out / 'study.db').resolve()}"
     study_name = args.study_name or f"ppo-{case.name}"

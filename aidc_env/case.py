@@ -36,7 +36,7 @@ from aidc_env.instance import (
     Job,
     validate_horizon,
 )
-from aidc_env.io import atomic_write_text, check_output_file, read_input_text
+from aidc_env.io import atomic_write_text, check_output_file, path_component, read_input_text, safe_name
 from aidc_env.modes import Mode, ModeParams, generate_modes
 from aidc_env.profiles import HOURS_PER_DAY, ProfileSet, hourly_to_slots, load_profiles
 from aidc_env.site_profiles import SiteProfileSet, load_site_profiles
@@ -152,6 +152,7 @@ class Case:
 
     def validate(self) -> None:
         """Raise :class:`InputError` naming the first bad field."""
+        path_component(self.name, "name")  # it names output folders (runs/ppo-<name>)
         require(is_integer(self.n_gpus) and self.n_gpus > 0, "gpus", f"must be a positive integer, got {self.n_gpus!r}")
         require(is_integer(self.slots) and self.slots > 0, "slots", f"must be a positive integer, got {self.slots!r}")
         require(
@@ -353,7 +354,7 @@ def case_from_dict(data: Mapping[str, Any], source: str = "") -> Case:
     for key, value in numeric.items():
         require(isinstance(value, (int, float)) and not isinstance(value, bool), key, f"must be a number, got {value!r}")
     case = Case(
-        name=str(data.get("name", Path(source).stem if source else "case")),
+        name=str(data["name"]) if "name" in data else safe_name(Path(source).stem) if source else "case",
         description=str(data.get("description", "")),
         n_gpus=data["gpus"],
         slots=data.get("slots", 96),

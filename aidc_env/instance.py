@@ -44,7 +44,7 @@ import numpy as np
 from aidc_env import limits
 from aidc_env.errors import InputError, is_finite, is_integer, require, require_date
 from aidc_env.information import Forecast
-from aidc_env.io import dumps_json, read_json_file
+from aidc_env.io import dumps_json, path_component, read_json_file
 from aidc_env.modes import Mode
 from aidc_env.site_profiles import SOLAR_WIND
 from aidc_env.sites import Site, SiteNetwork
@@ -204,6 +204,8 @@ class Instance:
     (they refuse a sites instance: :func:`require_one_site`)."""
 
     def __post_init__(self) -> None:
+        if self.case_name:  # it names cache files (agents/sites_oracle.py)
+            path_component(self.case_name, "case")
         price = np.array(self.price_usd_per_mwh, dtype=float)
         shape = np.array(self.renewable_shape, dtype=float)
         require(price.ndim == 1 and price.size > 0, "price_usd_per_mwh", "must be a non-empty list of numbers")

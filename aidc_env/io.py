@@ -11,6 +11,8 @@
   (callers report a status beside them), and ``allow_nan=False`` makes any that slip through an error.
 - :func:`check_output_folder` / :func:`check_output_file`: refuse an output that cannot be written, before
   any work starts, without leaving anything behind.
+- :func:`path_component`: a name that becomes part of a path (a case's name in ``runs/ppo-<case>``) is a plain file
+  name, never ``..`` nor a folder.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ import contextlib
 import json
 import math
 import os
+import re
 import shutil
 import stat
 import tempfile
@@ -187,6 +190,27 @@ def read_input_text(path: str | os.PathLike[str], field: str) -> str:
 
 # ------------------------------------------------------------------------------------------ output paths
 
+SAFE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}")
+"""A name that may be part of a path: letters, digits, ``.``, ``_`` and ``-``, starting with a letter or digit
+(so never ``.``, ``..``, hidden, absolute or with a folder), at most 100 characters."""
+
+
+def path_component(name: Any, field: str) -> str:
+    """``name`` if it is a safe file name (:data:`SAFE_NAME`), else :class:`InputError` naming ``field``: a name that
+    becomes part of an output path (``runs/ppo-<case>``) must not lead outside its folder."""
+    require(isinstance(name, str) and SAFE_NAME.fullmatch(name) is not None, field,
+            f"must be a plain name of letters, digits, '.', '_' and '-' (starting with a letter or digit, at most 100 "
+            f"characters), got {name!r}")
+    return name
+
+
+def safe_name(text: str) -> str:
+    """``text`` made a :data:`SAFE_NAME` (other characters become ``_``), e.g. a case file's stem as its default
+    name."""
+    name = re.sub(r"[^A-Za-z0-9._-]", "_", text).lstrip("._-")[:100]
+    return name or "case"
+
+
 
 def _nearest_existing(path: Path) -> Path:
     path = path.absolute()
@@ -225,4 +249,4 @@ def check_output_file(path: str | os.PathLike[str], field: str, *, overwrite: bo
 
 
 __all__ = ["atomic_path", "atomic_write_bytes", "atomic_write_text", "check_output_file", "check_output_folder",
-           "dumps_json", "finite_or_none", "loads_json", "read_input_text", "read_json_file", "write_destination", "write_json"]
+           "dumps_json", "finite_or_none", "loads_json", "path_component", "read_input_text", "safe_name", "read_json_file", "write_destination", "write_json"]

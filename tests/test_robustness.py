@@ -81,6 +81,41 @@ def test_dev_null_is_written_through_and_stays_a_device(tmp_path):
     assert stat.S_ISCHR(os.lstat(null).st_mode)
 
 
+# ------------------------------------------------------------------------------------------ names in paths
+
+CASE_2048 = (ROOT / "aidc_env" / "cases" / "2048.toml").read_text()
+
+
+def case_file(folder: Path, replace: str, by: str, name: str = "case.toml") -> Path:
+    """The 2048 case with one line replaced, as a TOML file in ``folder``."""
+    assert replace in CASE_2048
+    path = folder / name
+    path.write_text(CASE_2048.replace(replace, by, 1))
+    return path
+
+
+def refused(capsys, code: int, field: str) -> str:
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert code == 2 and len(lines) == 1 and field in lines[0] and "Traceback" not in lines[0], (code, lines)
+    return lines[0]
+
+
+@pytest.mark.parametrize("name", ["/../../x", "..", "../escape", "a/b", ".hidden", "", "x" * 101, "tab\tname"])
+def test_a_case_name_that_would_leave_runs_is_refused_at_load(name, tmp_path, monkeypatch, capsys):
+    import train
+
+    monkeypatch.chdir(tmp_path)
+    hostile = case_file(tmp_path, 'name = "2048"', f"name = {json.dumps(name)}")
+    assert refused(capsys, run_cli(case_cli.main, ["--case", str(hostile)]), "name").startswith("error: name:")
+    assert refused(capsys, run_cli(train.main, ["--case", str(hostile), "--timesteps", "8"]), "name")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["case.toml"]  # no runs/ folder, nothing outside it
+
+
+def test_a_case_file_without_a_name_is_named_after_its_file_made_safe(tmp_path):
+    path = case_file(tmp_path, 'name = "2048"', "", name="my case.toml")
+    assert case_cli.load_case(str(path)).name == "my_case"
+
+
 # ------------------------------------------------------------------------------------------ Ctrl-C
 
 SIGINT_EXIT_S = 2.0
