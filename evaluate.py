@@ -8,7 +8,8 @@ Reads like a report, top to bottom:
 2. build one instance per day (modes resolved once);
 3. run each policy on each day (MILP policies in worker processes), score each schedule with the
    simulator — the only place where costs are computed;
-4. print one table, write per-day CSV, a JSON summary and PNG figures (to ``--out``, default runs/eval).
+4. print one table, write per-day CSV, a JSON summary and PNG figures (to ``--out``, default a new numbered
+   folder runs/eval/<case>_N; an earlier run's results in ``--out`` are refused, not overwritten).
 
 Every flag is checked before the work. The per-day rows are rewritten to ``<out>/per_day.csv`` (atomically) as
 days finish, so a Ctrl-C (exit code 130) keeps the days already finished.
@@ -42,12 +43,14 @@ from aidc_env.information import INFORMATION, ISSUE_HOUR
 from aidc_env.price_forecast import DEFAULT_PRICE_SOURCE, PRICE_SOURCES
 from aidc_env.errors import EXIT_INTERRUPTED, CliParser, InputError, require, require_number, run_cli
 from aidc_env.instance import Instance
-from aidc_env.io import atomic_path, check_output_file, check_output_folder, path_component, write_json
+from aidc_env.io import atomic_path, check_output_file, path_component, write_json
 from aidc_env.parallel import Backend, add_backend_arguments, backend_from_args, open_pool
 from aidc_env.profiles import load_profiles
 from aidc_env.simulator import Metrics, SimulationResult, simulate
-from experiments.runs import RowsOnDisk
+from experiments.runs import RowsOnDisk, result_folder
 
+EVAL_RESULTS = ("per_day.csv", "summary.json", "*.png")
+"""What an evaluation writes to its folder: an --out holding any of them is an earlier run's, refused."""
 DEFAULT_SMPC_SCENARIOS = 3
 """Scenarios of the stochastic MPC by default: the measured time per day grows with S (docs/uncertainty.md)."""
 
@@ -300,8 +303,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--mpc-noise", type=float, default=0.0,
                         help="MPC forecast error (relative sigma at 24 h lead) on price and renewable (default 0)")
     parser.add_argument("--seed", type=int, default=0, help="seed of the random policy and MPC noise")
-    parser.add_argument("--out", help="output folder (CSV, JSON, PNG; default runs/eval, or runs/studies/<study> "
-                        "with --study)")
+    parser.add_argument("--out", help="output folder (CSV, JSON, PNG; default runs/eval/<case>_N, the next free N, "
+                        "or runs/studies/<study>_N with --study); one that holds an earlier run's results is refused")
     parser.add_argument("--json", help="also write the JSON summary to this file")
     parser.add_argument("--no-plots", action="store_true", help="skip the PNG figures")
     parser.add_argument("--study", help="run a research study instead: checkpoints, gpus, renewable, flexibility, "
@@ -321,7 +324,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     # 0. Every flag, the model and the outputs are checked before the work.
     validate_args(args)
     backend = backend_from_args(args, workers=args.workers)
-    out = check_output_folder(args.out or Path("runs") / "eval", "out")
+    out = result_folder(args.out, Path("runs") / "eval", load_case(args.case).name, EVAL_RESULTS)
     if args.json:
         check_output_file(args.json, "json")
     policies = [p.strip() for p in args.policies.split(",") if p.strip()]

@@ -84,6 +84,7 @@ def test_dev_null_is_written_through_and_stays_a_device(tmp_path):
 # ------------------------------------------------------------------------------------------ names in paths
 
 CASE_2048 = (ROOT / "aidc_env" / "cases" / "2048.toml").read_text()
+CSV = (ROOT / "aidc_env" / "data" / "caiso_2023_days.csv").read_text()
 
 
 def case_file(folder: Path, replace: str, by: str, name: str = "case.toml") -> Path:
@@ -114,6 +115,73 @@ def test_a_case_name_that_would_leave_runs_is_refused_at_load(name, tmp_path, mo
 def test_a_case_file_without_a_name_is_named_after_its_file_made_safe(tmp_path):
     path = case_file(tmp_path, 'name = "2048"', "", name="my case.toml")
     assert case_cli.load_case(str(path)).name == "my_case"
+
+
+# ------------------------------------------------------------------------------------------ a folder per run
+
+
+def test_evaluate_gives_each_run_its_own_numbered_folder(tmp_path, monkeypatch, capsys):
+    import evaluate
+
+    monkeypatch.chdir(tmp_path)
+    argv = ["--policies", "fixed", "--days", "reference", "--no-plots"]
+    (tmp_path / "runs" / "eval" / "2048_7x").mkdir(parents=True)  # not a number: not counted
+    for _ in range(2):
+        assert run_cli(evaluate.main, argv) == 0
+    made = sorted(p.name for p in (tmp_path / "runs" / "eval").iterdir())
+    assert made == ["2048_1", "2048_2", "2048_7x"]
+    assert all((tmp_path / "runs" / "eval" / name / "summary.json").is_file() for name in made[:2])
+    capsys.readouterr()
+    # an --out holding an earlier run's results is refused, as train.py refuses an existing run
+    first = tmp_path / "runs" / "eval" / "2048_1"
+    before = {p.name: p.read_bytes() for p in first.iterdir()}
+    assert "already holds a run's results" in refused(capsys, run_cli(evaluate.main, [*argv, "--out", str(first)]),
+                                                      "out")
+    assert {p.name: p.read_bytes() for p in first.iterdir()} == before
+    assert run_cli(evaluate.main, [*argv, "--out", str(tmp_path / "runs" / "eval" / "2048_7x")]) == 0  # empty: fine
+
+
+@pytest.mark.parametrize("module,argv,result", [
+    ("experiments.studies", ["gpus", "--grid", "1280"], "gpus.csv"),
+    ("experiments.studies", ["days", "--days", "2023-06-17"], "days_modes.png"),
+    ("experiments.fleet_study", ["--days", "1"], "fleet_study.json"),
+    ("experiments.sites_study", ["--days", "1"], "figures/sites_study.png"),
+    ("experiments.forecast_study", ["--profiles", "p.csv", "--forecasts", "f.csv"], "plans.part0.csv"),
+])
+def test_the_experiments_refuse_an_out_holding_an_earlier_run(module, argv, result, tmp_path, monkeypatch, capsys):
+    import importlib
+
+    main = importlib.import_module(module).main
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "p.csv").write_text(CSV)
+    (tmp_path / "f.csv").write_text("x\n")
+    out = tmp_path / "earlier"
+    (out / result).parent.mkdir(parents=True, exist_ok=True)
+    (out / result).write_text("an earlier run's\n")
+    if module.endswith("forecast_study"):  # it reads its inputs before it checks --out
+        monkeypatch.setattr(importlib.import_module(module), "load_forecasts", lambda path: None)
+        monkeypatch.setattr(importlib.import_module(module), "common_dates", lambda f, p, days: list(days))
+    assert "already holds a run's results" in refused(capsys, run_cli(main, [*argv, "--out", str(out)]), "out")
+    assert (out / result).read_text() == "an earlier run's\n"
+
+
+def test_result_folder_numbers_runs_and_replace_allows_an_earlier_run(tmp_path):
+    from experiments.runs import result_file, result_folder
+
+    assert result_folder(None, tmp_path / "runs", "gpus", ["gpus.csv"]) == tmp_path / "runs" / "gpus_1"
+    for name in ("gpus_1", "gpus_12", "gpus_x", "other_40"):
+        (tmp_path / "runs" / name).mkdir(parents=True)
+    assert result_folder(None, tmp_path / "runs", "gpus", ["gpus.csv"]) == tmp_path / "runs" / "gpus_13"
+    (tmp_path / "runs" / "gpus_1" / "gpus.csv").write_text("old")
+    with pytest.raises(ValueError, match="already holds"):
+        result_folder(tmp_path / "runs" / "gpus_1", tmp_path, "gpus", ["gpus.csv"])
+    assert result_folder(tmp_path / "runs" / "gpus_1", tmp_path, "gpus", ["gpus.csv"], replace=True).is_dir()
+    assert result_folder(tmp_path / "runs" / "gpus_1", tmp_path, "gpus", ["days.csv"]).is_dir()  # another study's
+    (tmp_path / "t.json").write_text("{}")
+    with pytest.raises(ValueError, match="already holds"):
+        result_file(tmp_path / "t.json", "json")
+    assert result_file(tmp_path / "new.json", "json") and result_file(os.devnull, "json")
+    assert not (tmp_path / "new.json").exists()
 
 
 # ------------------------------------------------------------------------------------------ Ctrl-C
