@@ -488,6 +488,7 @@ def evaluate_sites(args, case, policies: list[str], out: Path) -> int:
         model_path = resolve_model_path(args.model, case.name)
         model = load_model(model_path)
         config = model_config(model)
+        require_trained_case(model_path, config, args)
         try:
             ppo_sites_schedule(model, config, instances[days[0]])
         except ValueError as err:
@@ -612,12 +613,24 @@ def check_model(model_path: str, args, inst: Instance) -> None:
     if trained == "dayahead" and hour != getattr(args, "price_issue_hour", hour):
         print(f"note: {model_path} was trained on a price issued at {hour:02d}:00 and is evaluated on one issued at "
               f"{args.price_issue_hour:02d}:00", file=sys.stderr)
+    require_trained_case(model_path, config, args)
     try:
         ppo_schedule(model, inst)  # a model of another case, overrides or horizon (its observation differs)
     except InputError:
         raise
     except ValueError as err:
         raise InputError("model", str(err)) from None
+
+
+def require_trained_case(model_path: str, config, args) -> None:
+    """Refuse (one line naming what differs) a model trained on another case or other overrides (segments, GPUs,
+    horizon, ...) than the evaluation's: its policy was made for those instances."""
+    from agents.ppo_config import trained_case_differences
+
+    differs = trained_case_differences(config, load_case(args.case), case_overrides(args))
+    require(not differs, "model", f"{model_path} was trained on other instances than these (trained -> given: "
+            f"{', '.join(differs[:4])}{', ...' if len(differs) > 4 else ''}): evaluate it with its own case and "
+            "overrides (its config.json)")
 
 
 def select_days(requested: Sequence[str], available: Sequence[str], reference: str, max_days: int | None) -> list[str]:

@@ -375,6 +375,30 @@ def case_from_dict(data: Mapping[str, Any], source: str = "") -> Case:
     return case
 
 
+CASE_LABELS = ("name", "description", "source")
+"""Fields of a case that name or describe it and shape none of its instances."""
+
+
+def case_differences(first: Case, second: Case) -> list[str]:
+    """What differs between the instances of two cases, one ``field first -> second`` text each (per job field for
+    the jobs); empty if they build the same instances (names and descriptions aside)."""
+    def text(value: Any) -> str:
+        return f"{value:g}" if isinstance(value, float) else str(value)
+
+    found = []
+    if len(first.jobs) != len(second.jobs):
+        found.append(f"jobs {len(first.jobs)} -> {len(second.jobs)}")
+    else:
+        for j, (a, b) in enumerate(zip(first.jobs, second.jobs, strict=True)):
+            found += [f"jobs[{j}].{f.name} {text(getattr(a, f.name))} -> {text(getattr(b, f.name))}"
+                      for f in dataclasses.fields(JobSpec) if getattr(a, f.name) != getattr(b, f.name)]
+    for f in dataclasses.fields(Case):
+        if f.name not in CASE_LABELS and f.name != "jobs" and getattr(first, f.name) != getattr(second, f.name):
+            a, b = getattr(first, f.name), getattr(second, f.name)
+            found.append(f"{f.name} {text(a)} -> {text(b)}" if not isinstance(a, tuple) else f"{f.name} differ")
+    return found
+
+
 def require_one_site_case(case: Case, who: str) -> None:
     """Refuse, with one :class:`InputError` line, a sites case in a command that models one site (``who``)."""
     require(not case.sites, "case", f"{who} models one site (case {case.name!r} has several: use the "

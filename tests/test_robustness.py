@@ -184,6 +184,44 @@ def test_result_folder_numbers_runs_and_replace_allows_an_earlier_run(tmp_path):
     assert not (tmp_path / "new.json").exists()
 
 
+# ------------------------------------------------------------------------------------------ a model's own instances
+
+TINY = ["--n-envs", "2", "--n-steps", "32", "--batch-size", "32", "--n-epochs", "1", "--net-arch", "16", "--seed", "1"]
+
+
+@pytest.fixture(scope="module")
+def model_k12(tmp_path_factory) -> Path:
+    import train
+
+    out = tmp_path_factory.mktemp("model") / "run"
+    assert train.main([*TINY, "--timesteps", "64", "--segments", "12", "--out", str(out)]) == 0
+    return out
+
+
+@pytest.mark.parametrize("flags,differs", [
+    (["--segments", "24"], "jobs[0].segments 12 -> 24"),
+    (["--gpus", "1536"], "n_gpus 2048 -> 1536"),
+    (["--case", "{dir}/case.toml"], "pue 1.2 -> 1.3"),
+])
+def test_evaluate_refuses_a_model_trained_on_other_instances(flags, differs, model_k12, tmp_path, capsys):
+    import evaluate
+
+    case_file(tmp_path, "pue = 1.2", "pue = 1.3")
+    flags = [f.replace("{dir}", str(tmp_path)) for f in flags]
+    code = run_cli(evaluate.main, ["--policies", "ppo", "--model", str(model_k12), "--days", "reference", "--no-plots",
+                                   "--out", str(tmp_path / "eval"), *flags])
+    line = refused(capsys, code, "model")
+    assert differs in line and "trained -> given" in line
+    assert not (tmp_path / "eval").exists()
+
+
+def test_evaluate_runs_a_model_on_its_own_instances(model_k12, tmp_path):
+    import evaluate
+
+    assert run_cli(evaluate.main, ["--policies", "ppo", "--model", str(model_k12), "--days", "reference",
+                                   "--no-plots", "--segments", "12", "--out", str(tmp_path / "eval")]) == 0
+
+
 # ------------------------------------------------------------------------------------------ Ctrl-C
 
 SIGINT_EXIT_S = 2.0
