@@ -30,7 +30,7 @@ import numpy as np
 import pandas as pd
 from tqdm import tqdm
 
-from agents.days import split_days, spread as spread_days
+from agents.days import held_out_days, split_days, spread as spread_days, training_days_among
 from agents.mpc import ForecastNoise
 from agents.policies import HEAVY_POLICIES, POLICY_NAMES, RELAXATIONS, PolicySettings, run_policy
 from agents.sites_oracle import DEFAULT_METHOD as DEFAULT_SITES_ORACLE_METHOD, METHODS as SITES_ORACLE_METHODS
@@ -636,8 +636,8 @@ def require_trained_case(model_path: str, config, args) -> None:
 def select_days(requested: Sequence[str], available: Sequence[str], reference: str, max_days: int | None) -> list[str]:
     """Resolve --days: explicit dates, 'heldout', 'all' or 'reference'; --max-days spreads evenly (:func:`spread`)."""
     if list(requested) == ["heldout"]:
-        days = split_days(available)[1] or list(available)
-    elif list(requested) == ["all"]:
+        return spread(held_out_days(available), max_days)  # refused if the source is too short to hold a day out
+    if list(requested) == ["all"]:
         days = list(available)
     elif list(requested) == ["reference"]:
         days = [reference]
@@ -647,7 +647,11 @@ def select_days(requested: Sequence[str], available: Sequence[str], reference: s
         if missing:
             raise InputError("days", f"{', '.join(missing)} not among the {len(available)} complete days of the "
                              "profile source")
-    return spread(days, max_days)
+    days = spread(days, max_days)
+    if list(requested) != ["reference"] and (training := training_days_among(days, available)):
+        print(f"note: {len(training)} of the {len(days)} days are training days of the split, not held out "
+              f"({', '.join(training[:3])}{', ...' if len(training) > 3 else ''})", file=sys.stderr)
+    return days
 
 
 def spread(days: list[str], max_days: int | None) -> list[str]:

@@ -17,6 +17,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from aidc_env.errors import require
+
 HOLDOUT_EVERY = 7
 
 
@@ -43,6 +45,23 @@ def split_days(dates: Sequence[str], holdout_every: int = HOLDOUT_EVERY) -> tupl
     held_out = [d for i, d in enumerate(ordered) if i % holdout_every == holdout_every - 1]
     train = [d for i, d in enumerate(ordered) if i % holdout_every != holdout_every - 1]
     return train, held_out
+
+
+def held_out_days(dates: Sequence[str], field: str = "days") -> list[str]:
+    """The held-out days of ``dates`` (:func:`split_days`); :class:`InputError` naming ``field`` if there is none (a
+    source of fewer than HOLDOUT_EVERY days): the other days are training days, and evaluating on them would report
+    training results as held-out ones."""
+    held = split_days(dates)[1]
+    require(bool(held), field, f"the profile source has {len(set(dates))} complete days, too few to hold one out "
+            f"(every {HOLDOUT_EVERY}th day is; at least {HOLDOUT_EVERY} needed): give a longer source, or explicit "
+            "--days to evaluate on training days knowingly")
+    return held
+
+
+def training_days_among(days: Sequence[str], dates: Sequence[str]) -> list[str]:
+    """Those of ``days`` that are training days of the split of ``dates`` (:func:`split_days`)."""
+    train = set(split_days(dates)[0])
+    return [d for d in days if d in train]
 
 
 def spread(days: Sequence[str], count: int) -> list[str]:

@@ -32,7 +32,7 @@ from typing import Any
 
 import numpy as np
 
-from agents.days import split_days, spread
+from agents.days import held_out_days, spread
 from aidc_env.baselines import fixed_schedule
 from aidc_env.case import build_instances, load_case
 from aidc_env import limits
@@ -115,7 +115,7 @@ def solve_one(inst: Instance, time_limit_s: float) -> dict[str, Any]:
 def run(profiles: str | Path, n_days: int, time_limit_s: float, log=print) -> dict[str, Any]:
     case = load_case("fleet")
     source = load_profiles(profiles, renewable_capacity_mw=case.renewable_capacity_mw)
-    days = spread(split_days(source.dates())[1], n_days)
+    days = spread(held_out_days(source.dates()), n_days)
     instances = build_instances(case, days, source)
     rows = []
     for day in days:

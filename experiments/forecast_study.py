@@ -33,7 +33,7 @@ import numpy as np
 import pandas as pd
 from tqdm import tqdm
 
-from agents.days import split_days
+from agents.days import held_out_days, split_days
 from aidc_env.baselines import fixed_schedule
 from aidc_env.case import build_instances, load_case
 from aidc_env.errors import CliParser, require, run_cli
@@ -217,6 +217,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     forecasts = load_forecasts(args.forecasts)
     train, held = (common_dates(forecasts, profiles, part) for part in split_days(profiles.dates()))
     held = held[: args.days]
+    require(bool(held), "forecasts", f"no held-out day of {held_out_days(profiles.dates(), 'profiles')[0]}.. has a "
+            "forecast")
     out = result_folder(args.out, "runs", "forecast_study", ("errors.csv", "plans.csv", "plans.part*.csv"))
     model, functions = price_forecasters(profiles, forecasts, train, held, args.seed, not args.no_walk_forward)
     errors = error_table(profiles, forecasts, model, functions, held)

@@ -27,7 +27,7 @@ from pathlib import Path
 
 import numpy as np
 
-from agents.days import split_days
+from agents.days import held_out_days
 from aidc_env.case import build_instance, load_case
 from aidc_env.errors import CliParser, run_cli
 from aidc_env.instance import Instance
@@ -173,7 +173,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     load_case("sites3")
     out = result_folder(args.out or (DOCS_FOLDER if args.update_docs else None), "runs", "sites_study", RESULTS,
                         replace=args.update_docs)
-    held_out = split_days(load_site_profiles(args.profiles).dates())[1]
+    held_out = held_out_days(load_site_profiles(args.profiles).dates())
     days = held_out if args.days <= 0 else held_out[::max(1, len(held_out) // args.days)][: args.days]
     rows = run(days, args.profiles, args.segments, args.time_limit, args.mip_gap, args.oracle)
     atomic_write_text(out / "sites_table.md", table(rows) + "\n")

@@ -222,6 +222,40 @@ def test_evaluate_runs_a_model_on_its_own_instances(model_k12, tmp_path):
                                    "--no-plots", "--segments", "12", "--out", str(tmp_path / "eval")]) == 0
 
 
+# ------------------------------------------------------------------------------------------ held-out days
+
+
+@pytest.fixture()
+def six_days(tmp_path) -> Path:
+    """A profile source of 6 complete days: too few to hold one out (every 7th day is)."""
+    lines = CSV.splitlines(keepends=True)
+    path = tmp_path / "six_days.csv"
+    path.write_text("".join(lines[: 1 + 6 * 24]))
+    return path
+
+
+def test_evaluate_refuses_a_source_too_short_to_hold_a_day_out(six_days, tmp_path, capsys):
+    import evaluate
+
+    out = tmp_path / "eval"
+    code = run_cli(evaluate.main, ["--policies", "fixed", "--profiles", str(six_days), "--no-plots", "--out", str(out)])
+    assert "6 complete days, too few to hold one out" in refused(capsys, code, "days")
+    assert not out.exists()
+    # explicit days are evaluated, with one line saying they are training days
+    assert run_cli(evaluate.main, ["--policies", "fixed", "--profiles", str(six_days), "--days", "all", "--no-plots",
+                                   "--out", str(out)]) == 0
+    notes = [line for line in capsys.readouterr().err.splitlines() if line.startswith("note:")]
+    assert notes == ["note: 6 of the 6 days are training days of the split, not held out (2023-01-18, 2023-01-31, "
+                     "2023-02-02, ...)"]
+
+
+def test_the_studies_of_held_out_days_refuse_a_source_too_short(six_days):
+    from experiments import fleet_study
+
+    with pytest.raises(ValueError, match="too few to hold one out"):
+        fleet_study.run(six_days, 1, 1.0)
+
+
 # ------------------------------------------------------------------------------------------ Ctrl-C
 
 SIGINT_EXIT_S = 2.0
