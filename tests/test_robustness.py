@@ -256,6 +256,23 @@ def test_the_studies_of_held_out_days_refuse_a_source_too_short(six_days):
         fleet_study.run(six_days, 1, 1.0)
 
 
+# ------------------------------------------------------------------------------------------ storage URLs
+
+
+@pytest.mark.parametrize("url,says", [
+    ("notaurl", "not a database URL"), ("://", "not a database URL"), ("journal:x", "not a database URL"),
+    ("http://[::1", "not a database URL"), ("sqlite://", "in-memory"), ("sqlite:///:memory:", "in-memory"),
+    ("sqlite:////proc/nope/study.db", "unable to open database file"), ("redis://localhost", "storage"),
+])
+def test_a_malformed_storage_url_ends_with_one_line(url, says, tmp_path, monkeypatch, capsys):
+    from agents import tune
+
+    monkeypatch.chdir(tmp_path)
+    code = run_cli(tune.main, ["--storage", url, "--trials", "1", "--steps", "8"])
+    assert says in refused(capsys, code, "storage")
+    assert not any(tmp_path.iterdir())  # no runs/tune-2048 left behind
+
+
 # ------------------------------------------------------------------------------------------ Ctrl-C
 
 SIGINT_EXIT_S = 2.0
