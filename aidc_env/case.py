@@ -26,7 +26,8 @@ from typing import Any
 import numpy as np
 
 from aidc_env import limits
-from aidc_env.errors import CliParser, InputError, is_finite, is_integer, require, require_date, require_number, run_cli
+from aidc_env.errors import (CliParser, InputError, is_finite, is_integer, require, require_date, require_number,
+                              require_unique, run_cli)
 from aidc_env.instance import (
     DEFAULT_MIN_DAILY_SHARE,
     MINUTES_PER_HOUR,
@@ -175,8 +176,7 @@ class Case:
         self._check_bounds()
         require_date(self.day, "day")
         require(len(self.jobs) > 0, "jobs", "at least one job is needed")
-        names = [job.name for job in self.jobs]
-        require(len(set(names)) == len(names), "jobs", f"job names must be unique, got {names}")
+        require_unique([job.name for job in self.jobs], "jobs", "jobs")
         for j, job in enumerate(self.jobs):
             where = f"jobs[{j}]"
             require(isinstance(job.name, str) and job.name != "", f"{where}.name", "must be a non-empty string")
@@ -216,8 +216,7 @@ class Case:
             return
         for i, site in enumerate(self.sites):
             site.validate(f"sites[{i}]", self.n_gpus, limits.MAX_RENEWABLE_RATIO)
-        names = [s.name for s in self.sites]
-        require(len(set(names)) == len(names), "sites", f"site names must be unique, got {names}")
+        require_unique([s.name for s in self.sites], "sites", "sites")
         require(max(s.gpus for s in self.sites) == self.n_gpus, "gpus",
                 "in a sites case, gpus is the largest site's pool (the jobs' modes are those that fit it)")
         require_number(self.link_gbps, "migration.link_gbps", 0.0, limits.MAX_LINK_GBPS, low_open=True)

@@ -41,6 +41,15 @@ def require(condition: bool, field: str, message: str) -> None:
         raise InputError(field, message)
 
 
+def require_unique(names: Sequence[Any], field: str, what: str) -> None:
+    """Raise :class:`InputError` for ``field`` naming the first name that ``names`` holds twice (``what``: e.g.
+    "jobs", for "two jobs named 'LLM-A'")."""
+    seen: set[Any] = set()
+    for name in names:
+        require(name not in seen, field, f"two {what} named {name!r}: names must be unique")
+        seen.add(name)
+
+
 def is_integer(value: Any) -> bool:
     """An integer (Python or numpy), not a bool."""
     return isinstance(value, numbers.Integral) and not isinstance(value, bool)
@@ -104,4 +113,4 @@ def run_cli(main: Callable[[Sequence[str] | None], int | None], argv: Sequence[s
 
 
 __all__ = ["EXIT_BAD_INPUT", "EXIT_INTERRUPTED", "CliParser", "InputError", "is_finite", "is_integer", "require",
-           "require_date", "require_number", "run_cli"]
+           "require_date", "require_number", "require_unique", "run_cli"]

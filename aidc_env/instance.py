@@ -42,7 +42,7 @@ from typing import Any
 import numpy as np
 
 from aidc_env import limits
-from aidc_env.errors import InputError, is_finite, is_integer, require, require_date
+from aidc_env.errors import InputError, is_finite, is_integer, require, require_date, require_unique
 from aidc_env.information import Forecast
 from aidc_env.io import dumps_json, path_component, read_json_file
 from aidc_env.modes import Mode
@@ -218,6 +218,7 @@ class Instance:
         require(self.renewable_capacity_mw is None or (is_finite(self.renewable_capacity_mw)
                                                        and self.renewable_capacity_mw > 0),
                 "renewable_capacity_mw", f"must be a number > 0 or null, got {self.renewable_capacity_mw!r}")
+        require_unique([job.name for job in self.jobs], "jobs", "jobs")  # schedules are keyed by job name
         for j, job in enumerate(self.jobs):
             require(price.size % job.segments == 0, f"jobs[{j}].segments",
                     f"K = {job.segments} does not divide the {price.size} slots")

@@ -273,6 +273,23 @@ def test_a_malformed_storage_url_ends_with_one_line(url, says, tmp_path, monkeyp
     assert not any(tmp_path.iterdir())  # no runs/tune-2048 left behind
 
 
+# ------------------------------------------------------------------------------------------ duplicate jobs
+
+
+def test_two_jobs_of_one_name_are_refused_in_a_case_and_an_instance(tmp_path, capsys):
+    from aidc_env.case import build_instance
+    from oracle import __main__ as oracle_cli
+
+    case = case_file(tmp_path, 'name = "LLM-B"', 'name = "LLM-A"')
+    assert "two jobs named 'LLM-A'" in refused(capsys, run_cli(case_cli.main, ["--case", str(case)]), "jobs")
+    inst = build_instance("2048", segments=4).to_dict()
+    inst["jobs"][1]["name"] = inst["jobs"][0]["name"]
+    path = tmp_path / "instance.json"
+    path.write_text(json.dumps(inst))
+    line = refused(capsys, run_cli(oracle_cli.main, ["--instance", str(path), "--json"]), "jobs")
+    assert f"two jobs named {inst['jobs'][0]['name']!r}" in line
+
+
 # ------------------------------------------------------------------------------------------ Ctrl-C
 
 SIGINT_EXIT_S = 2.0
