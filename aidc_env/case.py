@@ -27,7 +27,7 @@ import numpy as np
 
 from aidc_env import limits
 from aidc_env.errors import (CliParser, InputError, is_finite, is_integer, require, require_date, require_number,
-                              require_unique, run_cli)
+                              require_machine_ints, require_unique, run_cli)
 from aidc_env.instance import (
     DEFAULT_MIN_DAILY_SHARE,
     MINUTES_PER_HOUR,
@@ -298,6 +298,9 @@ def load_case(name_or_path: str | Path | Case) -> Case:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as err:
         raise InputError("case", f"malformed TOML in {text_source}: {err}") from None
+    except RecursionError:
+        raise InputError("case", f"malformed TOML in {text_source}: nested too deeply") from None
+    require_machine_ints(data, "")  # e.g. gpus = 1e23 written out: no count of any machine type
     return case_from_dict(data, source=text_source)
 
 

@@ -31,7 +31,7 @@ from typing import Any
 
 import numpy as np
 
-from aidc_env.errors import InputError, require
+from aidc_env.errors import MAX_MACHINE_INT, InputError, require
 
 TEMP_PREFIX = ".tmp-"
 """Prefix of the temporary files (hidden; a crash may leave one, never a half-written target)."""
@@ -160,12 +160,45 @@ def _reject_constant(token: str) -> Any:
     raise InputError("json", f"non-standard JSON token {token}")
 
 
+def _machine_int(text: str) -> int:
+    """A JSON integer that fits a machine integer (int64); a longer one is refused before ``int`` reads it (Python
+    refuses more than 4300 digits with a ValueError of its own)."""
+    digits = text.lstrip("-")
+    require(len(digits) <= len(str(MAX_MACHINE_INT)) and abs(int(text)) <= MAX_MACHINE_INT, "json",
+            f"the integer {text if len(digits) <= 40 else text[:12] + f'... ({len(digits)} digits)'} is beyond any "
+            f"machine integer (at most {MAX_MACHINE_INT} in size)")
+    return int(text)
+
+
+def _finite_float(text: str) -> float:
+    value = float(text)
+    require(math.isfinite(value), "json", f"the number {text[:40]} is beyond any float (about 1.8e308 at most)")
+    return value
+
+
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    data: dict[str, Any] = {}
+    for key, value in pairs:
+        require(key not in data, "json", f"the key {key!r} appears twice in one object")
+        data[key] = value
+    return data
+
+
 def loads_json(text: str, field: str) -> Any:
-    """Parse strict JSON (NaN/Infinity tokens refused); errors are :class:`InputError` naming ``field``."""
+    """Parse strict JSON; errors are :class:`InputError` naming ``field``.
+
+    Refused, each with one line: NaN/Infinity tokens, numbers beyond a float (``1e400``) or a machine integer
+    (:data:`~aidc_env.errors.MAX_MACHINE_INT`), a key twice in one object (JSON keeps the last one silently),
+    nesting too deep for the parser, an empty text.
+    """
+    require(bool(text.strip()), field, "empty: no JSON value")
     try:
-        return json.loads(text, parse_constant=_reject_constant)
+        return json.loads(text, parse_constant=_reject_constant, parse_int=_machine_int, parse_float=_finite_float,
+                          object_pairs_hook=_unique_keys)
     except json.JSONDecodeError as err:
         raise InputError(field, f"not valid JSON ({err.msg} at line {err.lineno})") from None
+    except RecursionError:
+        raise InputError(field, "not valid JSON here (nested too deeply)") from None
     except InputError as err:
         raise InputError(field, err.message) from None
 

@@ -290,6 +290,122 @@ def test_two_jobs_of_one_name_are_refused_in_a_case_and_an_instance(tmp_path, ca
     assert f"two jobs named {inst['jobs'][0]['name']!r}" in line
 
 
+# ------------------------------------------------------------------------------------------ huge numbers
+
+HUGE = 10**400
+"""An integer no machine type holds, beyond even a float."""
+
+
+def _mains():
+    import evaluate
+    import train
+    from aidc_env import simulator as simulate_cli
+    from aidc_env.modes import cli as modes_cli
+    from oracle import __main__ as oracle_cli
+
+    return {"case": case_cli.main, "oracle": oracle_cli.main, "simulate": simulate_cli.main, "train": train.main,
+            "evaluate": evaluate.main, "modes": modes_cli.main}
+
+
+@pytest.fixture(scope="module")
+def instance_files(tmp_path_factory) -> Path:
+    from aidc_env.baselines import fixed_schedule
+    from aidc_env.case import build_instance
+
+    folder = tmp_path_factory.mktemp("huge")
+    inst = build_instance("2048", segments=4)
+    data = inst.to_dict()
+    (folder / "instance.json").write_text(inst.to_json())
+    for name, key, value in (("gpus", "gpus", 10**23), ("gpus_huge", "gpus", HUGE)):
+        bad = dict(data)
+        bad[key] = value
+        (folder / f"instance_{name}.json").write_text(json.dumps(bad))
+    schedule = [list(row) for row in fixed_schedule(inst)]
+    for name, value in (("2e70", 2**70), ("minus", -2**70), ("huge", HUGE)):
+        schedule[0][0] = value
+        (folder / f"schedule_{name}.json").write_text(json.dumps(schedule))
+    (folder / "config.json").write_text(json.dumps({"config": {"n_steps": 10**23}}))
+    (folder / "config_net.json").write_text(json.dumps({"config": {"net_arch": [2**64, 64]}}))
+    return folder
+
+
+@pytest.mark.parametrize("command,argv,field", [
+    ("case", ["--case", "{case:gpus = 2048:gpus = 100000000000000000000000}"], "gpus"),
+    ("case", ["--case", f"{{case:gpus = 2048:gpus = {HUGE}}}"], "gpus"),
+    ("case", ["--case", f"{{case:segments = 12:segments = {HUGE}}}"], "jobs[0].segments"),
+    ("case", ["--case", f"{{case:baseline_gpus = 512:baseline_gpus = 512\nmax_gpus = {2**64}}}"], "jobs[0].max_gpus"),
+    ("oracle", ["--instance", "{dir}/instance_gpus.json", "--json"], "instance"),
+    ("oracle", ["--instance", "{dir}/instance_gpus_huge.json", "--json"], "instance"),
+    ("simulate", ["--instance", "{dir}/instance.json", "--schedule", "{dir}/schedule_2e70.json"], "schedule"),
+    ("simulate", ["--instance", "{dir}/instance.json", "--schedule", "{dir}/schedule_minus.json"], "schedule"),
+    ("simulate", ["--instance", "{dir}/instance.json", "--schedule", "{dir}/schedule_huge.json"], "schedule"),
+    ("train", ["--config", "{dir}/config.json", "--out", "{tmp}/run"], "config"),
+    ("train", ["--config", "{dir}/config_net.json", "--out", "{tmp}/run"], "config"),
+    ("oracle", ["--gpus", str(HUGE), "--json"], "gpus"),
+    ("oracle", ["--threads", str(-HUGE), "--json"], "threads"),
+    ("train", ["--timesteps", str(HUGE), "--out", "{tmp}/run"], "timesteps"),
+    ("train", ["--seed", str(2**70), "--out", "{tmp}/run"], "seed"),
+    ("evaluate", ["--policies", "fixed", "--max-days", str(HUGE), "--out", "{tmp}/eval"], "max-days"),
+    ("modes", ["--model", "llama-7b", "--gpus", str(HUGE)], "gpus"),
+    ("modes", ["--model", "llama-7b", "--gpus", "1e30"], "--gpus"),
+], ids=lambda v: v if isinstance(v, str) and len(v) < 30 else None)
+def test_integers_beyond_any_machine_type_end_with_one_line(command, argv, field, instance_files, tmp_path, capsys):
+    def resolve(arg: str) -> str:
+        if arg.startswith("{case:"):
+            _, old, new = arg[1:-1].split(":")
+            return str(case_file(tmp_path, old, new.replace("\\n", "\n")))
+        return arg.replace("{dir}", str(instance_files)).replace("{tmp}", str(tmp_path))
+
+    line = refused(capsys, run_cli(_mains()[command], [resolve(a) for a in argv]), field)
+    assert len(line) < 400
+    assert sorted(p.name for p in tmp_path.iterdir()) in ([], ["case.toml"])
+
+
+# ------------------------------------------------------------------------------------------ pathological JSON
+
+PATHOLOGICAL_JSON = {
+    "deep_arrays": b"[" * 100_000 + b"]" * 100_000,
+    "deep_objects": b'{"a":' * 100_000 + b"1" + b"}" * 100_000,
+    "huge_float": b'{"gpus": 1e400}',
+    "huge_negative": b"[-1e400]",
+    "nan": b'{"pue": NaN}',
+    "infinity": b"[Infinity, -Infinity]",
+    "duplicate_keys": b'{"gpus": 2048, "gpus": 1}',
+    "nested_duplicate": b'[{"jobs": [{"name": "A", "name": "B"}]}]',
+    "not_utf8": b'{"case": "caf\xe9"}',
+    "empty": b"",
+    "blank": b" \n\t ",
+    "long_integer": b"[" + b"9" * 5000 + b"]",
+    "bom": b"\xef\xbb\xbf{}",
+}
+
+
+@pytest.mark.parametrize("name", list(PATHOLOGICAL_JSON))
+def test_pathological_json_ends_with_one_line_in_every_reader(name, instance_files, tmp_path, capsys):
+    from aidc_env.io import loads_json, read_json_file
+
+    path = tmp_path / f"{name}.json"
+    path.write_bytes(PATHOLOGICAL_JSON[name])
+    with pytest.raises(ValueError) as caught:
+        read_json_file(path, "instance")
+    assert str(caught.value).startswith("instance: ") and "\n" not in str(caught.value)
+    if name != "not_utf8":
+        with pytest.raises(ValueError):
+            loads_json(PATHOLOGICAL_JSON[name].decode("utf-8"), "x")
+    mains = _mains()
+    inst = str(instance_files / "instance.json")
+    for command, argv, field in (("oracle", ["--instance", str(path), "--json"], "instance"),
+                                 ("simulate", ["--instance", inst, "--schedule", str(path)], "schedule"),
+                                 ("train", ["--config", str(path), "--out", str(tmp_path / "run")], "config")):
+        refused(capsys, run_cli(mains[command], argv), field)
+    assert sorted(p.name for p in tmp_path.iterdir()) == [path.name]
+
+
+def test_a_case_nested_too_deeply_ends_with_one_line(tmp_path, capsys):
+    path = case_file(tmp_path, 'day = "2023-06-17"', 'day = "2023-06-17"\nx = ' + "[" * 50_000 + "]" * 50_000)
+    assert "nested too deeply" in refused(capsys, run_cli(case_cli.main, ["--case", str(path)]), "case")
+
+
 # ------------------------------------------------------------------------------------------ Ctrl-C
 
 SIGINT_EXIT_S = 2.0
