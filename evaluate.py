@@ -8,7 +8,8 @@ Reads like a report, top to bottom:
 2. build one instance per day (modes resolved once);
 3. run each policy on each day (MILP policies in worker processes), score each schedule with the
    simulator — the only place where costs are computed;
-4. print one table, write per-day CSV, a JSON summary and PNG figures (to ``--out``, default runs/eval).
+4. print one table, write per-day CSV, a JSON summary and PNG figures (to ``--out``, default a new numbered
+   folder runs/eval/<case>_N; an earlier run's results in ``--out`` are refused, not overwritten).
 
 Every flag is checked before the work. The per-day rows are rewritten to ``<out>/per_day.csv`` (atomically) as
 days finish, so a Ctrl-C (exit code 130) keeps the days already finished.
@@ -29,7 +30,7 @@ import numpy as np
 import pandas as pd
 from tqdm import tqdm
 
-from agents.days import split_days, split_starts, spread as spread_days
+from agents.days import held_out_starts, split_days, spread as spread_days, training_days_among
 from agents.mpc import ForecastNoise
 from agents.policies import HEAVY_POLICIES, POLICY_NAMES, RELAXATIONS, PolicySettings, run_policy
 from agents.sites_oracle import DEFAULT_METHOD as DEFAULT_SITES_ORACLE_METHOD, METHODS as SITES_ORACLE_METHODS
@@ -42,12 +43,14 @@ from aidc_env.information import INFORMATION, ISSUE_HOUR
 from aidc_env.price_forecast import DEFAULT_PRICE_SOURCE, PRICE_SOURCES
 from aidc_env.errors import EXIT_INTERRUPTED, CliParser, InputError, require, require_number, run_cli
 from aidc_env.instance import Instance
-from aidc_env.io import atomic_path, check_output_file, check_output_folder, write_json
+from aidc_env.io import atomic_path, check_output_file, path_component, write_json
 from aidc_env.parallel import Backend, add_backend_arguments, backend_from_args, open_pool
 from aidc_env.profiles import load_profiles
 from aidc_env.simulator import Metrics, SimulationResult, simulate
-from experiments.runs import RowsOnDisk
+from experiments.runs import RowsOnDisk, result_folder
 
+EVAL_RESULTS = ("per_day.csv", "summary.json", "*.png")
+"""What an evaluation writes to its folder: an --out holding any of them is an earlier run's, refused."""
 DEFAULT_SMPC_SCENARIOS = 3
 """Scenarios of the stochastic MPC by default: the measured time per day grows with S (docs/uncertainty.md)."""
 
@@ -300,8 +303,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--mpc-noise", type=float, default=0.0,
                         help="MPC forecast error (relative sigma at 24 h lead) on price and renewable (default 0)")
     parser.add_argument("--seed", type=int, default=0, help="seed of the random policy and MPC noise")
-    parser.add_argument("--out", help="output folder (CSV, JSON, PNG; default runs/eval, or runs/studies/<study> "
-                        "with --study)")
+    parser.add_argument("--out", help="output folder (CSV, JSON, PNG; default runs/eval/<case>_N, the next free N, "
+                        "or runs/studies/<study>_N with --study); one that holds an earlier run's results is refused")
     parser.add_argument("--json", help="also write the JSON summary to this file")
     parser.add_argument("--no-plots", action="store_true", help="skip the PNG figures")
     parser.add_argument("--study", help="run a research study instead: checkpoints, gpus, renewable, flexibility, "
@@ -321,7 +324,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     # 0. Every flag, the model and the outputs are checked before the work.
     validate_args(args)
     backend = backend_from_args(args, workers=args.workers)
-    out = check_output_folder(args.out or Path("runs") / "eval", "out")
+    out = result_folder(args.out, Path("runs") / "eval", load_case(args.case).name, EVAL_RESULTS)
     if args.json:
         check_output_file(args.json, "json")
     policies = [p.strip() for p in args.policies.split(",") if p.strip()]
@@ -409,7 +412,7 @@ def main(argv: Sequence[str] | None = None) -> int:
              "smpc_threshold_usd": (None if "smpc" not in policies else args.smpc_threshold
                                     if math.isfinite(args.smpc_threshold) else "inf"), "time_limit_s": args.time_limit}
     results: Results = {}
-    rows = RowsOnDisk(out / "per_day.csv", rows=lambda: summarise(results)[0])
+    rows = RowsOnDisk(out / "per_day.csv", rows=lambda: summarise(results)[0] if any(results.values()) else pd.DataFrame())
     try:
         with backend.session():
             run_all(instances, policies, settings, backend, results, on_result=rows.add)
@@ -485,6 +488,7 @@ def evaluate_sites(args, case, policies: list[str], out: Path) -> int:
         model_path = resolve_model_path(args.model, case.name)
         model = load_model(model_path)
         config = model_config(model)
+        require_trained_case(model_path, config, args)
         try:
             ppo_sites_schedule(model, config, instances[days[0]])
         except ValueError as err:
@@ -581,7 +585,7 @@ def resolve_model_path(model: str | None, case_name: str) -> str:
     from agents.ppo import MODEL_FILE
 
     if model is None:
-        return str(Path("runs") / f"ppo-{case_name}" / MODEL_FILE)
+        return str(Path("runs") / f"ppo-{path_component(case_name, 'name')}" / MODEL_FILE)
     return str(Path(model) / MODEL_FILE) if Path(model).is_dir() else model
 
 
@@ -609,12 +613,24 @@ def check_model(model_path: str, args, inst: Instance) -> None:
     if trained == "dayahead" and hour != getattr(args, "price_issue_hour", hour):
         print(f"note: {model_path} was trained on a price issued at {hour:02d}:00 and is evaluated on one issued at "
               f"{args.price_issue_hour:02d}:00", file=sys.stderr)
+    require_trained_case(model_path, config, args)
     try:
         ppo_schedule(model, inst)  # a model of another case, overrides or horizon (its observation differs)
     except InputError:
         raise
     except ValueError as err:
         raise InputError("model", str(err)) from None
+
+
+def require_trained_case(model_path: str, config, args) -> None:
+    """Refuse (one line naming what differs) a model trained on another case or other overrides (segments, GPUs,
+    horizon, ...) than the evaluation's: its policy was made for those instances."""
+    from agents.ppo_config import trained_case_differences
+
+    differs = trained_case_differences(config, load_case(args.case), case_overrides(args))
+    require(not differs, "model", f"{model_path} was trained on other instances than these (trained -> given: "
+            f"{', '.join(differs[:4])}{', ...' if len(differs) > 4 else ''}): evaluate it with its own case and "
+            "overrides (its config.json)")
 
 
 def select_days(requested: Sequence[str], available: Sequence[str], reference: str, max_days: int | None,
@@ -624,11 +640,10 @@ def select_days(requested: Sequence[str], available: Sequence[str], reference: s
     ``available``: the first days of the instances; ``dates``: every complete day of the profile source (default
     ``available``), split by :func:`agents.days.split_starts` into training and held-out instances of
     ``horizon_days`` days."""
-    if list(requested) == ["heldout"]:
-        days = split_starts(available if dates is None else dates, available, horizon_days)[1]
-        require(bool(days), "days", f"the profile source has no held-out instance of {horizon_days} day(s) (whole "
-                "weeks are held out: agents/days.py); give --days all or dates")
-    elif list(requested) == ["all"]:
+    dates = available if dates is None else dates
+    if list(requested) == ["heldout"]:  # refused if the source holds no held-out instance
+        return spread(held_out_starts(dates, available, horizon_days), max_days)
+    if list(requested) == ["all"]:
         days = list(available)
     elif list(requested) == ["reference"]:
         days = [reference]
@@ -638,7 +653,11 @@ def select_days(requested: Sequence[str], available: Sequence[str], reference: s
         if missing:
             raise InputError("days", f"{', '.join(missing)} not among the {len(available)} complete days of the "
                              "profile source")
-    return spread(days, max_days)
+    days = spread(days, max_days)
+    if list(requested) != ["reference"] and (training := training_days_among(days, dates)):
+        print(f"note: {len(training)} of the {len(days)} days are training days of the split, not held out "
+              f"({', '.join(training[:3])}{', ...' if len(training) > 3 else ''})", file=sys.stderr)
+    return days
 
 
 def spread(days: list[str], max_days: int | None) -> list[str]:

@@ -75,7 +75,7 @@ from aidc_env.forecasts import load_forecasts
 from aidc_env.information import INFORMATION
 from aidc_env.price_forecast import PRICE_SOURCES
 from aidc_env.errors import EXIT_INTERRUPTED, CliParser, InputError, require, require_number, run_cli
-from aidc_env.io import check_output_folder, read_json_file, write_json
+from aidc_env.io import check_output_folder, path_component, read_json_file, write_json
 from aidc_env.profiles import load_profiles
 
 DEFAULTS = PPOConfig()
@@ -301,7 +301,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         require(not args.resume, "resume", "a sites run cannot be resumed yet: train it again with another --out")
         require(args.information == "perfect", "information", "the sites env shows the truth of its look-ahead only "
                 "(sites instances carry no day-ahead forecasts): use --information perfect")
-    out = Path(args.out or Path("runs") / f"ppo-{case.name}")
+    out = Path(args.out or Path("runs") / f"ppo-{path_component(case.name, 'name')}")
     check_output_folder(out, "out")
     checkpoints = out / "checkpoints"
     newest = newest_checkpoint(checkpoints) if args.resume else None

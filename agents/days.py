@@ -82,6 +82,24 @@ def split_starts(dates: Sequence[str], starts: Sequence[str], horizon_days: int 
     return train, held
 
 
+def held_out_starts(dates: Sequence[str], starts: Sequence[str] | None = None, horizon_days: int = 1,
+                    field: str = "days") -> list[str]:
+    """The held-out instances of :func:`split_starts` (``starts``: default every date); :class:`InputError` naming
+    ``field`` if there is none (a source that holds no held-out week): the other days are training days, and
+    evaluating on them would report training results as held-out ones."""
+    held = split_starts(dates, dates if starts is None else starts, horizon_days)[1]
+    require(bool(held), field, f"the profile source ({len(set(dates))} complete days) holds no held-out instance of "
+            f"{horizon_days} day(s) (one ISO week in {HOLDOUT_WEEK_EVERY} is held out: agents/days.py): give a longer "
+            "source, or explicit --days to evaluate on training days knowingly")
+    return held
+
+
+def training_days_among(days: Sequence[str], dates: Sequence[str]) -> list[str]:
+    """Those of ``days`` that are training days of the split of ``dates`` (:func:`split_days`)."""
+    train = set(split_days(dates)[0])
+    return [d for d in days if d in train]
+
+
 def spread(days: Sequence[str], count: int) -> list[str]:
     """At most ``count`` (> 0) of ``days``, evenly spread from the first to the last (all if fewer)."""
     if len(days) <= count:

@@ -35,7 +35,6 @@ schedule decision for decision (the warm start's teacher). On one day they are t
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
@@ -121,7 +120,9 @@ class ForecastPlans:
             tag = f"{key}/{oracle.time_limit_s!r}/{oracle.mip_gap!r}/{ISSUE_PLAN_FORMAT}"
             path = self.cache_dir / f"{hashlib.sha1(tag.encode()).hexdigest()[:20]}.json"
             if path.exists():
-                data = json.loads(path.read_text())
+                from aidc_env.io import read_json_file
+
+                data = read_json_file(path, "oracle-cache")
                 found = [(int(start), [list(map(int, row)) for row in sched]) for start, sched in data["plans"]]
         if found is None:
             found = issue_plans(inst, oracle)

@@ -218,11 +218,27 @@ def case_has_fleet_workloads(case: Any) -> bool:
             or any(getattr(job, "kind", "pretraining") == "finetuning" for job in getattr(case, "jobs", ())))
 
 
+def trained_case_differences(config: PPOConfig, case: Any, overrides: dict[str, Any]) -> list[str]:
+    """What differs between the case a model was trained on (``config.case`` with ``config.overrides``) and
+    ``case`` with ``overrides`` (:func:`aidc_env.case.case_differences`, trained -> given): a policy is evaluated on
+    the instances it was trained for. A training case file that no longer loads is compared by its overrides."""
+    from aidc_env.case import case_differences, load_case
+    from aidc_env.errors import InputError
+
+    given = case.with_overrides(**overrides)
+    try:
+        trained = load_case(config.case).with_overrides(**config.overrides)
+    except InputError:
+        keys = sorted(set(config.overrides) | set(overrides))
+        return [f"{k} {config.overrides.get(k, 'the case')} -> {overrides.get(k, 'the case')}" for k in keys
+                if config.overrides.get(k) != overrides.get(k)]
+    return case_differences(trained, given)
+
+
 def defaults_for_case(case: Any) -> PPOConfig:
     """The defaults of a run on ``case``: :class:`PPOConfig`'s, with :data:`FLEET_DEFAULTS` for a fleet case."""
     return PPOConfig(**FLEET_DEFAULTS) if case_has_fleet_workloads(case) else PPOConfig()
 
 
 __all__ = ["ENV_KWARGS_KEYS", "FLEET_DEFAULTS", "HORIZON_DEFAULTS", "HYPERPARAMETERS", "IMITATIONS", "PPOConfig",
-           "case_has_fleet_workloads",
-           "defaults_for_case"]
+           "case_has_fleet_workloads", "defaults_for_case", "trained_case_differences"]

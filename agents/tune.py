@@ -24,6 +24,7 @@ days.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import sys
 from collections.abc import Callable, Sequence
@@ -36,9 +37,9 @@ from agents.days import split_days, spread
 from agents.ppo_config import PPOConfig
 from aidc_env import limits
 from aidc_env.case import add_case_arguments, build_instances, case_overrides, load_case
-from aidc_env.errors import CliParser, require, require_number, run_cli
+from aidc_env.errors import CliParser, InputError, require, require_number, run_cli
 from aidc_env.instance import Instance
-from aidc_env.io import atomic_path, check_output_folder, write_json
+from aidc_env.io import atomic_path, check_output_folder, path_component, write_json
 from aidc_env.parallel import Backend, add_backend_arguments, backend_from_args, open_pool
 from aidc_env.profiles import load_profiles
 
@@ -204,6 +205,24 @@ def settings_of(trial: Any) -> dict[str, Any]:
     return params
 
 
+def check_storage(url: str) -> str:
+    """``url`` if it is an Optuna storage URL the trials' workers can share (SQLAlchemy's syntax: a file or server
+    database, e.g. ``sqlite:///runs/tune/study.db``, ``postgresql://user@host/db``); :class:`InputError` naming
+    storage otherwise (a malformed URL, an in-memory SQLite database, which each worker would see empty)."""
+    from sqlalchemy.engine import make_url
+    from sqlalchemy.exc import ArgumentError
+
+    try:
+        parsed = make_url(url)
+    except (ArgumentError, ValueError, TypeError) as err:
+        raise InputError("storage", f"{url!r} is not a database URL such as sqlite:///runs/tune/study.db or "
+                         f"postgresql://user@host/db ({err})") from None
+    require(parsed.get_backend_name() != "sqlite" or parsed.database not in (None, "", ":memory:"), "storage",
+            f"{url!r} is an in-memory SQLite database, which the trials' workers cannot share: give a file, "
+            "sqlite:///PATH")
+    return url
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = CliParser(prog="python -m agents.tune", description=__doc__.split("\n")[0])
     add_case_arguments(parser, day=False)
@@ -240,8 +259,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.compare_steps is not None:
         require_number(args.compare_steps, "compare-steps", 1, limits.MAX_TIMESTEPS, integer=True)
     backend = backend_from_args(args, workers=args.workers)
+    if args.storage is not None:
+        check_storage(args.storage)
     case = load_case(args.case)
-    out = check_output_folder(args.out or Path("runs") / f"tune-{case.name}", "out")
+    out = check_output_folder(args.out or Path("runs") / f"tune-{path_component(case.name, 'name')}", "out")
+    made = [folder for folder in (out, *out.parents) if not folder.exists()]  # removed again if the storage fails
     out.mkdir(parents=True, exist_ok=True)
     storage = args.storage or f"sqlite:///{(out / 'study.db').resolve()}"
     study_name = args.study_name or f"ppo-{case.name}"
@@ -256,13 +278,17 @@ def main(argv: Sequence[str] | None = None) -> int:
                      seed=args.seed, n_envs=args.n_envs, total_timesteps=args.steps)
 
     import optuna
+    from sqlalchemy.exc import SQLAlchemyError
 
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     try:
         study = optuna.create_study(storage=storage, study_name=study_name, load_if_exists=True,
                                     direction=STUDY_DIRECTION, pruner=make_pruner())
-    except (ValueError, ImportError, optuna.exceptions.StorageInternalError) as err:
-        require(False, "storage", f"{storage}: {err}")
+    except (ValueError, ImportError, OSError, optuna.exceptions.StorageInternalError, SQLAlchemyError) as err:
+        for folder in made:
+            with contextlib.suppress(OSError):
+                folder.rmdir()
+        require(False, "storage", f"{storage}: {str(err).splitlines()[0] if str(err) else type(err).__name__}")
     # A resumed search draws new settings: the sampler's seed moves on with the trials the study already holds.
     study.sampler = optuna.samplers.TPESampler(seed=args.seed + len(study.trials))
     stale = recover_stale_trials(study)

@@ -26,7 +26,8 @@ from typing import Any
 import numpy as np
 
 from aidc_env import limits
-from aidc_env.errors import CliParser, InputError, is_finite, is_integer, require, require_date, require_number, run_cli
+from aidc_env.errors import (CliParser, InputError, is_finite, is_integer, require, require_date, require_number,
+                              require_machine_ints, require_unique, run_cli)
 from aidc_env.instance import (
     DEFAULT_MIN_DAILY_SHARE,
     MINUTES_PER_HOUR,
@@ -36,7 +37,7 @@ from aidc_env.instance import (
     Job,
     validate_horizon,
 )
-from aidc_env.io import atomic_write_text, check_output_file, read_input_text
+from aidc_env.io import atomic_write_text, check_output_file, path_component, read_input_text, safe_name
 from aidc_env.modes import Mode, ModeParams, generate_modes
 from aidc_env.profiles import HOURS_PER_DAY, ProfileSet, hourly_to_slots, load_profiles
 from aidc_env.site_profiles import SiteProfileSet, load_site_profiles
@@ -152,6 +153,7 @@ class Case:
 
     def validate(self) -> None:
         """Raise :class:`InputError` naming the first bad field."""
+        path_component(self.name, "name")  # it names output folders (runs/ppo-<name>)
         require(is_integer(self.n_gpus) and self.n_gpus > 0, "gpus", f"must be a positive integer, got {self.n_gpus!r}")
         require(is_integer(self.slots) and self.slots > 0, "slots", f"must be a positive integer, got {self.slots!r}")
         require(
@@ -174,8 +176,7 @@ class Case:
         self._check_bounds()
         require_date(self.day, "day")
         require(len(self.jobs) > 0, "jobs", "at least one job is needed")
-        names = [job.name for job in self.jobs]
-        require(len(set(names)) == len(names), "jobs", f"job names must be unique, got {names}")
+        require_unique([job.name for job in self.jobs], "jobs", "jobs")
         for j, job in enumerate(self.jobs):
             where = f"jobs[{j}]"
             require(isinstance(job.name, str) and job.name != "", f"{where}.name", "must be a non-empty string")
@@ -215,8 +216,7 @@ class Case:
             return
         for i, site in enumerate(self.sites):
             site.validate(f"sites[{i}]", self.n_gpus, limits.MAX_RENEWABLE_RATIO)
-        names = [s.name for s in self.sites]
-        require(len(set(names)) == len(names), "sites", f"site names must be unique, got {names}")
+        require_unique([s.name for s in self.sites], "sites", "sites")
         require(max(s.gpus for s in self.sites) == self.n_gpus, "gpus",
                 "in a sites case, gpus is the largest site's pool (the jobs' modes are those that fit it)")
         require_number(self.link_gbps, "migration.link_gbps", 0.0, limits.MAX_LINK_GBPS, low_open=True)
@@ -298,6 +298,9 @@ def load_case(name_or_path: str | Path | Case) -> Case:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as err:
         raise InputError("case", f"malformed TOML in {text_source}: {err}") from None
+    except RecursionError:
+        raise InputError("case", f"malformed TOML in {text_source}: nested too deeply") from None
+    require_machine_ints(data, "")  # e.g. gpus = 1e23 written out: no count of any machine type
     return case_from_dict(data, source=text_source)
 
 
@@ -353,7 +356,7 @@ def case_from_dict(data: Mapping[str, Any], source: str = "") -> Case:
     for key, value in numeric.items():
         require(isinstance(value, (int, float)) and not isinstance(value, bool), key, f"must be a number, got {value!r}")
     case = Case(
-        name=str(data.get("name", Path(source).stem if source else "case")),
+        name=str(data["name"]) if "name" in data else safe_name(Path(source).stem) if source else "case",
         description=str(data.get("description", "")),
         n_gpus=data["gpus"],
         slots=data.get("slots", 96),
@@ -372,6 +375,30 @@ def case_from_dict(data: Mapping[str, Any], source: str = "") -> Case:
     )
     case.validate()
     return case
+
+
+CASE_LABELS = ("name", "description", "source")
+"""Fields of a case that name or describe it and shape none of its instances."""
+
+
+def case_differences(first: Case, second: Case) -> list[str]:
+    """What differs between the instances of two cases, one ``field first -> second`` text each (per job field for
+    the jobs); empty if they build the same instances (names and descriptions aside)."""
+    def text(value: Any) -> str:
+        return f"{value:g}" if isinstance(value, float) else str(value)
+
+    found = []
+    if len(first.jobs) != len(second.jobs):
+        found.append(f"jobs {len(first.jobs)} -> {len(second.jobs)}")
+    else:
+        for j, (a, b) in enumerate(zip(first.jobs, second.jobs, strict=True)):
+            found += [f"jobs[{j}].{f.name} {text(getattr(a, f.name))} -> {text(getattr(b, f.name))}"
+                      for f in dataclasses.fields(JobSpec) if getattr(a, f.name) != getattr(b, f.name)]
+    for f in dataclasses.fields(Case):
+        if f.name not in CASE_LABELS and f.name != "jobs" and getattr(first, f.name) != getattr(second, f.name):
+            a, b = getattr(first, f.name), getattr(second, f.name)
+            found.append(f"{f.name} {text(a)} -> {text(b)}" if not isinstance(a, tuple) else f"{f.name} differ")
+    return found
 
 
 def require_one_site_case(case: Case, who: str) -> None:

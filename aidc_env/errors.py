@@ -17,6 +17,9 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import Any, NoReturn
 
+MAX_MACHINE_INT = 2**63 - 1
+"""Largest integer of a machine type (int64): a number beyond ±this is no count, index or seed of any input, and
+numpy, HiGHS and torch cannot hold it (an OverflowError, or an object array, where they meet it)."""
 EXIT_BAD_INPUT = 2
 EXIT_INTERRUPTED = 130
 """128 + SIGINT (2): the shell's code for a command ended by Ctrl-C."""
@@ -41,14 +44,26 @@ def require(condition: bool, field: str, message: str) -> None:
         raise InputError(field, message)
 
 
+def require_unique(names: Sequence[Any], field: str, what: str) -> None:
+    """Raise :class:`InputError` for ``field`` naming the first name that ``names`` holds twice (``what``: e.g.
+    "jobs", for "two jobs named 'LLM-A'")."""
+    seen: set[Any] = set()
+    for name in names:
+        require(name not in seen, field, f"two {what} named {name!r}: names must be unique")
+        seen.add(name)
+
+
 def is_integer(value: Any) -> bool:
     """An integer (Python or numpy), not a bool."""
     return isinstance(value, numbers.Integral) and not isinstance(value, bool)
 
 
 def is_finite(value: Any) -> bool:
-    """A finite real number (Python or numpy), not a bool."""
-    return isinstance(value, numbers.Real) and not isinstance(value, bool) and math.isfinite(value)
+    """A finite real number (Python or numpy), not a bool (an integer of any size is finite: no float conversion,
+    which overflows beyond 1e308)."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        return False
+    return isinstance(value, numbers.Integral) or math.isfinite(value)
 
 
 def require_date(text: Any, field: str) -> None:
@@ -69,13 +84,35 @@ def require_number(value: Any, field: str, low: float, high: float, *, integer: 
         is_number = is_number or (hasattr(value, "dtype") and value.dtype.kind in "iuf")
     except AttributeError:
         pass
-    ok = is_number and math.isfinite(value) and (float(value).is_integer() if integer else True)
+    # Integers are compared as they are (exactly, whatever their size): a float conversion overflows beyond 1e308.
+    whole = is_number and is_integer(value)
+    ok = is_number and (whole or (math.isfinite(value) and (float(value).is_integer() or not integer)))
     ok = ok and (value > low if low_open else value >= low) and value <= high
     bound = f"{'>' if low_open else '>='} {_number_text(low)} and <= {_number_text(high)}"
-    require(bool(ok), field, f"must be {kind} {bound}, got {value!r}")
+    require(bool(ok), field, f"must be {kind} {bound}, got {_number_text(value) if is_integer(value) else repr(value)}")
+
+
+def require_machine_ints(data: Any, field: str) -> None:
+    """Raise :class:`InputError` naming the path (``field``, ``field.key``, ``field[i]``) of the first integer in
+    ``data`` (nested dicts and lists, as JSON and TOML give them) beyond ±:data:`MAX_MACHINE_INT`."""
+    stack: list[tuple[Any, str]] = [(data, field)]
+    while stack:  # not recursive: a deeply nested document does not exhaust the stack
+        item, where = stack.pop()
+        if isinstance(item, dict):
+            stack.extend((v, f"{where}.{k}" if where else str(k)) for k, v in item.items())
+        elif isinstance(item, (list, tuple)):
+            stack.extend((v, f"{where}[{i}]") for i, v in enumerate(item))
+        elif is_integer(item):
+            text = _number_text(item)
+            require(abs(item) <= MAX_MACHINE_INT, where, f"{text if text.startswith('a') else 'the integer ' + text} "
+                    f"is beyond any machine integer (at most {MAX_MACHINE_INT} in size)")
 
 
 def _number_text(value: float) -> str:
+    if is_integer(value) and abs(value) >= 1e16:  # no float conversion: it overflows beyond 1e308
+        digits = len(str(abs(int(value)))) if abs(value) < 10**4000 else None  # str() refuses > 4300 digits
+        return str(int(value)) if digits is not None and digits <= 40 else \
+            f"{'a negative' if value < 0 else 'an'} integer of {digits or 'over 4000'} digits"
     return str(int(value)) if float(value).is_integer() and abs(value) < 1e16 else f"{value:g}"
 
 
@@ -103,5 +140,5 @@ def run_cli(main: Callable[[Sequence[str] | None], int | None], argv: Sequence[s
     return EXIT_BAD_INPUT
 
 
-__all__ = ["EXIT_BAD_INPUT", "EXIT_INTERRUPTED", "CliParser", "InputError", "is_finite", "is_integer", "require",
-           "require_date", "require_number", "run_cli"]
+__all__ = ["EXIT_BAD_INPUT", "EXIT_INTERRUPTED", "MAX_MACHINE_INT", "CliParser", "InputError", "is_finite", "is_integer", "require",
+           "require_date", "require_machine_ints", "require_number", "require_unique", "run_cli"]

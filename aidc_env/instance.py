@@ -42,9 +42,9 @@ from typing import Any
 import numpy as np
 
 from aidc_env import limits
-from aidc_env.errors import InputError, is_finite, is_integer, require, require_date
+from aidc_env.errors import InputError, is_finite, is_integer, require, require_date, require_unique
 from aidc_env.information import Forecast
-from aidc_env.io import dumps_json, read_json_file
+from aidc_env.io import dumps_json, path_component, read_json_file
 from aidc_env.modes import Mode
 from aidc_env.schedule import PAUSE
 from aidc_env.site_profiles import SOLAR_WIND
@@ -203,6 +203,8 @@ class Instance:
     (they refuse a sites instance: :func:`require_one_site`)."""
 
     def __post_init__(self) -> None:
+        if self.case_name:  # it names cache files (agents/sites_oracle.py)
+            path_component(self.case_name, "case")
         price = np.array(self.price_usd_per_mwh, dtype=float)
         shape = np.array(self.renewable_shape, dtype=float)
         require(price.ndim == 1 and price.size > 0, "price_usd_per_mwh", "must be a non-empty list of numbers")
@@ -215,6 +217,7 @@ class Instance:
         require(self.renewable_capacity_mw is None or (is_finite(self.renewable_capacity_mw)
                                                        and self.renewable_capacity_mw > 0),
                 "renewable_capacity_mw", f"must be a number > 0 or null, got {self.renewable_capacity_mw!r}")
+        require_unique([job.name for job in self.jobs], "jobs", "jobs")  # schedules are keyed by job name
         for j, job in enumerate(self.jobs):
             require(price.size % job.segments == 0, f"jobs[{j}].segments",
                     f"K = {job.segments} does not divide the {price.size} slots")

@@ -23,7 +23,6 @@ import math
 import os
 import platform
 import sys
-import tempfile
 import time
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
@@ -33,6 +32,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from aidc_env.case import load_case  # noqa: E402
 from aidc_env.errors import require, run_cli  # noqa: E402
+from aidc_env.io import atomic_write_text  # noqa: E402
 from aidc_env.parallel import add_backend_arguments, backend_from_args, open_pool  # noqa: E402
 from aidc_env.profiles import load_profiles  # noqa: E402
 from oracle.constants import DEFAULT_MIP_GAP  # noqa: E402
@@ -197,11 +197,7 @@ def summary(rows: Sequence[Row], variants: Sequence[str]) -> str:
 
 
 def write_atomically(path: Path, text: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with tempfile.NamedTemporaryFile("w", dir=path.parent, prefix=f".{path.name}.", delete=False) as handle:
-        handle.write(text)
-        temporary = Path(handle.name)
-    os.replace(temporary, path)
+    atomic_write_text(path, text)
 
 
 def write_rows(rows: Sequence[Row], out: Path, header: dict) -> None:

@@ -1,6 +1,6 @@
 """The fleet study (issue 13, docs/fleet.md): the saving of the fleet oracle against fixed as the fleet varies.
 
-    python -m experiments.fleet_study [--profiles CSV] [--days N] [--time-limit S] [--out docs/figures]
+    python -m experiments.fleet_study [--profiles CSV] [--days N] [--time-limit S] [--out DIR | --update-docs]
 
 On held-out days (``agents/days.py``'s split of the profile source, ``--days`` of them evenly spread) the fleet
 case is solved by the fleet oracle (:mod:`oracle.fleet`) and compared with the fixed schedule
@@ -15,7 +15,9 @@ replays) along three sweeps, one at a time, the others at the case's values:
 
 The saving is split into its two parts: the operating cost (energy, curtailment, PPA) saved and the idle-GPU
 value gained. Writes ``fleet_study.json`` (every solve: status, gap, objective, bound, fixed, saving),
-``fleet_study.md`` (the table of means) and ``fleet_study.png`` into ``--out``, atomically.
+``fleet_study.md`` (the table of means) and ``fleet_study.png`` into ``--out`` (default a new numbered folder
+runs/fleet_study_N; one holding an earlier run's results is refused), atomically; ``--update-docs`` rewrites the
+committed ones in docs/figures.
 """
 
 from __future__ import annotations
@@ -30,13 +32,14 @@ from typing import Any
 
 import numpy as np
 
-from agents.days import split_days, spread
+from agents.days import held_out_starts, spread
 from aidc_env.baselines import fixed_schedule
 from aidc_env.case import build_instances, load_case
 from aidc_env import limits
 from aidc_env.errors import CliParser, require_number, run_cli
 from aidc_env.instance import Instance
 from aidc_env.io import atomic_path, atomic_write_text, write_json
+from experiments.runs import result_folder
 from aidc_env.profiles import load_profiles
 from aidc_env.simulator import simulate
 from oracle.fleet import solve_fleet
@@ -112,7 +115,7 @@ def solve_one(inst: Instance, time_limit_s: float) -> dict[str, Any]:
 def run(profiles: str | Path, n_days: int, time_limit_s: float, log=print) -> dict[str, Any]:
     case = load_case("fleet")
     source = load_profiles(profiles, renewable_capacity_mw=case.renewable_capacity_mw)
-    days = spread(split_days(source.dates())[1], n_days)
+    days = spread(held_out_starts(source.dates()), n_days)
     instances = build_instances(case, days, source)
     rows = []
     for day in days:
@@ -175,6 +178,12 @@ def plot(record: dict[str, Any], path: Path) -> None:
     plt.close(fig)
 
 
+DOCS_FOLDER = "docs/figures"
+"""Where ``--update-docs`` writes the study (the committed files docs/fleet.md shows)."""
+RESULTS = ("fleet_study.json", "fleet_study.md", "fleet_study.png")
+"""What a run writes to its folder."""
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = CliParser(description="The fleet study: the fleet oracle's saving against fixed as the number of jobs, "
                        "the inference share and the idle-GPU value vary, on held-out days (docs/fleet.md).")
@@ -182,12 +191,15 @@ def main(argv: Sequence[str] | None = None) -> int:
                         help="dataset name or canonical hourly CSV (default: %(default)s)")
     parser.add_argument("--days", type=int, default=DEFAULT_DAYS, help="held-out days, evenly spread")
     parser.add_argument("--time-limit", type=float, default=DEFAULT_TIME_LIMIT_S, help="seconds per oracle solve")
-    parser.add_argument("--out", default="docs/figures", help="folder of fleet_study.json, .md and .png")
+    parser.add_argument("--out", help="folder of fleet_study.json, .md and .png (default runs/fleet_study_N, the "
+                        "next free N; one holding an earlier run's results is refused)")
+    parser.add_argument("--update-docs", action="store_true",
+                        help=f"write them to {DOCS_FOLDER} (or --out), replacing the committed ones")
     args = parser.parse_args(argv)
     require_number(args.days, "days", 1, limits.MAX_DAYS, integer=True)
     require_number(args.time_limit, "time-limit", 0.0, limits.MAX_TIME_LIMIT_S, low_open=True)
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
+    out = result_folder(args.out or (DOCS_FOLDER if args.update_docs else None), "runs", "fleet_study", RESULTS,
+                        replace=args.update_docs)
     record = run(args.profiles, args.days, args.time_limit, log=lambda s: print(s, flush=True))
     write_json(out / "fleet_study.json", record)
     table = summary_table(record)

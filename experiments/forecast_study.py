@@ -15,7 +15,7 @@ For every held-out day of the project's split (``agents.days.split_days``) insid
 
 Command line::
 
-    python -m experiments.forecast_study --profiles CSV --forecasts CSV [--case 2048] [--out runs/forecast_study]
+    python -m experiments.forecast_study --profiles CSV --forecasts CSV [--case 2048] [--out DIR]
 
 writes ``errors.csv`` (one row per forecaster) and ``plans.csv`` (one row per day and plan) and prints
 both tables as markdown.
@@ -33,13 +33,14 @@ import numpy as np
 import pandas as pd
 from tqdm import tqdm
 
-from agents.days import split_days
+from agents.days import held_out_starts, split_days
 from aidc_env.baselines import fixed_schedule
 from aidc_env.case import build_instances, load_case
 from aidc_env.errors import CliParser, require, run_cli
 from aidc_env.forecasts import ForecastSet, common_dates, load_forecasts
 from aidc_env.instance import Instance
-from aidc_env.io import atomic_path, check_output_folder
+from aidc_env.io import atomic_path
+from experiments.runs import result_folder
 from aidc_env.parallel import Backend, add_backend_arguments, backend_from_args, open_pool
 from aidc_env.price_forecast import (
     DEFAULT_SEED,
@@ -199,7 +200,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--forecasts", required=True, help="day-ahead forecasts (load, solar, wind): dataset name (e.g. caiso-2023-dayahead) or CSV")
     parser.add_argument("--case", default="2048", help="bundled case or TOML path (default 2048)")
     parser.add_argument("--seed", type=int, default=DEFAULT_SEED, help="model seed (default 0)")
-    parser.add_argument("--out", default="runs/forecast_study", help="folder for the CSVs")
+    parser.add_argument("--out", help="folder for the CSVs (default runs/forecast_study_N, the next free N; one "
+                        "holding an earlier run's results is refused)")
     parser.add_argument("--days", type=int, default=None, help="only the first N held-out days (quick runs)")
     parser.add_argument("--no-walk-forward", action="store_true", help="skip the per-day refits")
     parser.add_argument("--no-plans", action="store_true", help="errors only (no oracle solves)")
@@ -215,7 +217,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     forecasts = load_forecasts(args.forecasts)
     train, held = (common_dates(forecasts, profiles, part) for part in split_days(profiles.dates()))
     held = held[: args.days]
-    out = check_output_folder(args.out, "out")
+    require(bool(held), "forecasts", f"no held-out day of {held_out_starts(profiles.dates(), field='profiles')[0]}.. has a "
+            "forecast")
+    out = result_folder(args.out, "runs", "forecast_study", ("errors.csv", "plans.csv", "plans.part*.csv"))
     model, functions = price_forecasters(profiles, forecasts, train, held, args.seed, not args.no_walk_forward)
     errors = error_table(profiles, forecasts, model, functions, held)
     _atomic_csv(errors, out / "errors.csv")

@@ -4,11 +4,14 @@
   ``min_interval_s`` and once more at the end or on Ctrl-C, so that the finished days stay on disk.
 - :func:`update_docs_section`: rewrite one study section of a committed markdown file, only when the section's
   recorded day set is the run's (a 24-day run never replaces a 351-day table).
+- :func:`result_folder` / :func:`result_file`: each run its own results: a new numbered folder by default
+  (``runs/eval/2048_3``), and an earlier run's results in a given ``--out`` refused, never overwritten.
 """
 
 from __future__ import annotations
 
 import hashlib
+import os
 import re
 import time
 from collections.abc import Callable, Sequence
@@ -18,7 +21,8 @@ from typing import Any
 import pandas as pd
 
 from aidc_env.errors import InputError, require
-from aidc_env.io import atomic_path, atomic_write_text, read_input_text
+from aidc_env.io import (atomic_path, atomic_write_text, check_output_file, check_output_folder, path_component,
+                         read_input_text, write_destination)
 
 ROWS_WRITE_INTERVAL_S = 2.0
 """Rows finished are rewritten to disk at most this often (and always at the end or on Ctrl-C)."""
@@ -49,6 +53,45 @@ class RowsOnDisk:
             with atomic_path(self.path) as temp:
                 frame.to_csv(temp, index=False)
         self._last = time.monotonic()
+
+
+# ------------------------------------------------------------------------------------------ result folders
+
+
+def result_folder(out: str | os.PathLike[str] | None, parent: str | os.PathLike[str], name: str,
+                  results: Sequence[str], field: str = "out", *, replace: bool = False) -> Path:
+    """The folder a run writes its ``results`` (file names or glob patterns) to; checked, not created.
+
+    Without ``out``: ``parent/<name>_<N>``, N one more than the highest of the folders ``<name>_<k>`` already there
+    (1 at first), as rl-baselines3-zoo numbers its runs: every run keeps its own folder. With ``out``: that folder,
+    refused (:class:`InputError` naming ``field``, as train.py refuses an existing run) if it already holds one of
+    ``results`` of an earlier run, whose figures would otherwise stay beside the new numbers; ``replace`` allows it
+    (a run meant to rewrite committed results, e.g. ``--update-docs``).
+    """
+    if out is None:
+        path_component(name, field)
+        parent = Path(parent)
+        numbered = re.compile(rf"{re.escape(name)}_(\d+)")
+        taken = [int(m.group(1)) for p in (parent.iterdir() if parent.is_dir() else ())
+                 if (m := numbered.fullmatch(p.name))]
+        folder = parent / f"{name}_{max(taken, default=0) + 1}"
+    else:
+        folder = Path(out)
+        if folder.is_dir() and not replace:
+            found = sorted({p.name for pattern in results for p in folder.glob(pattern)})
+            flag = field if field.startswith("-") else f"--{field}"
+            require(not found, field, f"{folder} already holds a run's results ({', '.join(found[:3])}"
+                    f"{', ...' if len(found) > 3 else ''}); give another {flag} or none (a new numbered folder)")
+    return check_output_folder(folder, field)
+
+
+def result_file(path: str | os.PathLike[str], field: str) -> Path:
+    """An output file of a run's results: refused if it is an existing regular file (an earlier run's results);
+    a device or FIFO (``/dev/null``) is written through."""
+    path = check_output_file(path, field)
+    _, through = write_destination(path)
+    require(through or not path.exists(), field, f"{path} already holds a run's results; give another --{field}")
+    return path
 
 
 # ------------------------------------------------------------------------------------------ docs sections
@@ -96,4 +139,4 @@ def _describe(recorded: str | None) -> str:
     return f"{recorded.split(':')[0]} days ({recorded})"
 
 
-__all__ = ["RowsOnDisk", "day_set_key", "update_docs_section"]
+__all__ = ["RowsOnDisk", "day_set_key", "result_file", "result_folder", "update_docs_section"]

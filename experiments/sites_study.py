@@ -27,11 +27,12 @@ from pathlib import Path
 
 import numpy as np
 
-from agents.days import split_days
+from agents.days import held_out_starts
 from aidc_env.case import build_instance, load_case
 from aidc_env.errors import CliParser, run_cli
 from aidc_env.instance import Instance
 from aidc_env.io import atomic_path, atomic_write_text, dumps_json
+from experiments.runs import result_folder
 from aidc_env.site_profiles import load_site_profiles
 from aidc_env.sites import transfer_hours
 from oracle.sites import solve_sites
@@ -149,6 +150,12 @@ def plot(rows: list[dict], path: Path) -> None:
     plt.close(fig)
 
 
+DOCS_FOLDER = "docs"
+"""Where ``--update-docs`` writes the study (the committed files docs/sites.md shows)."""
+RESULTS = ("sites_table.md", "sites_study.json", "figures/sites_study.png")
+"""What a run writes to its folder."""
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = CliParser(prog="python -m experiments.sites_study", description=__doc__.splitlines()[0])
     parser.add_argument("--profiles", default=DEFAULT_PROFILES,
@@ -159,13 +166,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--segments", type=int, default=None, help="override K of every job (default: the case's)")
     parser.add_argument("--time-limit", type=float, default=60.0, help="seconds per solve")
     parser.add_argument("--mip-gap", type=float, default=1e-3)
-    parser.add_argument("--out", default="docs", help="folder of sites_table.md, sites_study.json and the figure")
+    parser.add_argument("--out", help="folder of sites_table.md, sites_study.json and figures/sites_study.png "
+                        "(default runs/sites_study_N, the next free N; one holding an earlier run's results is refused)")
+    parser.add_argument("--update-docs", action="store_true",
+                        help=f"write them to {DOCS_FOLDER}/ (or --out), replacing the committed ones")
     args = parser.parse_args(argv)
     load_case("sites3")
-    held_out = split_days(load_site_profiles(args.profiles).dates())[1]
+    out = result_folder(args.out or (DOCS_FOLDER if args.update_docs else None), "runs", "sites_study", RESULTS,
+                        replace=args.update_docs)
+    held_out = held_out_starts(load_site_profiles(args.profiles).dates())
     days = held_out if args.days <= 0 else held_out[::max(1, len(held_out) // args.days)][: args.days]
     rows = run(days, args.profiles, args.segments, args.time_limit, args.mip_gap, args.oracle)
-    out = Path(args.out)
     atomic_write_text(out / "sites_table.md", table(rows) + "\n")
     atomic_write_text(out / "sites_study.json", dumps_json(rows, indent=1))
     plot(rows, out / "figures" / "sites_study.png")

@@ -37,10 +37,11 @@ from aidc_env.dayahead import DEFAULT_SCENARIOS, attach_forecasts
 from aidc_env.errors import CliParser, require, require_number, run_cli
 from aidc_env.forecasts import ForecastSet, common_dates, load_forecasts
 from aidc_env.instance import Instance
-from aidc_env.io import check_output_file, write_json
+from aidc_env.io import write_json
 from aidc_env.price_forecast import PriceForecaster, fit_price_forecaster
 from aidc_env.profiles import ProfileSet, load_profiles
 from aidc_env.simulator import simulate
+from experiments.runs import result_file
 
 THRESHOLDS_USD = (0.0, 0.5, 1.0, 2.0)
 """Thresholds tried by default ($ per re-planning point); inf (MPC itself) is the reference row."""
@@ -138,7 +139,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         require(False, "thresholds", f"must be comma-separated numbers, got {args.thresholds!r}")
     require(bool(thresholds) and all(math.isfinite(t) and t >= 0 for t in thresholds), "thresholds",
             "must be finite numbers >= 0")
-    check_output_file(args.json, "json")
+    result_file(args.json, "json")
 
     case = load_case(args.case)
     require_one_site_case(case, "experiments.smpc_threshold")

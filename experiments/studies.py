@@ -5,7 +5,8 @@
 
 Each study solves the oracle over a grid (in parallel with ``--workers``), scores every schedule with
 the simulator, and writes ``<out>/<study>.csv``, ``<out>/<study>.png`` and ``<out>/<study>.md`` (its markdown
-table) to ``--out`` (default runs/studies/<study>). Rows already solved are kept in ``<out>/<study>.partial.csv``
+table) to ``--out`` (default a new numbered folder runs/studies/<study>_N; a folder holding an earlier run of the
+study is refused). Rows already solved are kept in ``<out>/<study>.partial.csv``
 while the study runs (and after a Ctrl-C). Committed files under docs/ are rewritten only with
 ``--update-docs``: the table between the markers ``<!-- study:NAME days=KEY -->`` and ``<!-- /study:NAME -->`` of
 docs/results.md (``--results``), and the study's CSV and PNG in docs/figures, and only if the section's day set
@@ -39,7 +40,7 @@ from aidc_env.profiles import load_profiles
 from aidc_env.simulator import simulate
 from experiments.flexibility import continuous_power_optimum, restrict_to_baseline_mode
 from experiments.plots import plot_dispatch, plot_mode_timeline, plot_study
-from experiments.runs import RowsOnDisk, update_docs_section
+from experiments.runs import RowsOnDisk, result_folder, update_docs_section
 
 STUDIES = ("headline", "checkpoints", "gpus", "renewable", "flexibility", "days")
 CHECKPOINT_GRID = (1, 2, 3, 4, 6, 8, 12, 24, 48, 96)
@@ -342,6 +343,11 @@ def _markdown(header: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
     return "\n".join(lines)
 
 
+def study_results(study: str) -> list[str]:
+    """What a run of ``study`` writes to its folder (an --out holding any of them is an earlier run's)."""
+    return [f"{study}.csv", f"{study}.partial.csv", f"{study}.md", f"{study}*.png"]
+
+
 GRID_FIELDS = {"checkpoints": "segments", "gpus": "gpus", "renewable": "renewable_ratio"}
 """The case field each grid study sweeps."""
 
@@ -359,7 +365,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--workers", type=int, default=2, help="parallel oracle solves (default 2)")
     add_backend_arguments(parser)
     parser.add_argument("--time-limit", type=float, default=120.0, help="seconds per oracle solve (default 120)")
-    parser.add_argument("--out", help="folder for the CSV, PNG and table (default runs/studies/<study>)")
+    parser.add_argument("--out", help="folder for the CSV, PNG and table (default runs/studies/<study>_N, the next "
+                        "free N); one that holds an earlier run of the study is refused")
     parser.add_argument("--update-docs", action="store_true",
                         help="also replace the study's section of --results and copy its CSV and PNG to --figures, "
                         "if the section's day set is this run's")
@@ -373,7 +380,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     require_number(args.workers, "workers", 1, limits.MAX_WORKERS, integer=True)
     backend = backend_from_args(args, workers=args.workers)
     require_number(args.time_limit, "time-limit", 0.0, limits.MAX_TIME_LIMIT_S, low_open=True)
-    out = check_output_folder(args.out or Path("runs") / "studies" / args.study, "out")
+    out = result_folder(args.out, Path("runs") / "studies", args.study, study_results(args.study))
     case = load_case(args.case)
     overrides = case_overrides(args)
     if overrides:

@@ -28,6 +28,7 @@ import numpy as np
 from pyomo.common.tee import capture_output
 
 from oracle.fleet_graph import FleetData, JobGraph
+from oracle.solvers import run_highs
 
 SLACK_USD_PER_GPU = 1e4
 """Cost of an artificial GPU beyond the capacity in the restricted LP ($ per GPU per slot): far above any
@@ -373,7 +374,7 @@ def integer_master(data: FleetData, columns: Sequence[Column], *, time_limit_s: 
         sol.col_value = value.tolist()
         sol.value_valid = True
         h.setSolution(sol)
-    h.run()
+    run_highs(h)  # a MIP with a time limit: Ctrl-C stops it (oracle/solvers.py)
     status = h.getModelStatus()
     info = h.getInfo()
     name = {highspy.HighsModelStatus.kOptimal: "optimal", highspy.HighsModelStatus.kInfeasible: "infeasible",

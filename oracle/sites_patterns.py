@@ -35,6 +35,7 @@ from aidc_env.instance import PAUSE
 from oracle.fleet_master import INF, Column, _quiet, make_column
 from oracle.fleet_pricing import stage_costs
 from oracle.sites_graph import SitesData
+from oracle.solvers import run_highs
 
 MAX_PATTERNS = 2_000_000
 """A (site, block) with more GPU-feasible patterns than this is refused (ValueError): the caller keeps the other
@@ -467,7 +468,7 @@ def integer_patterns(master: PatternMaster, time_limit_s: float, mip_gap: float,
         sol.col_value = value.tolist()
         sol.value_valid = True
         h.setSolution(sol)
-    h.run()
+    run_highs(h)  # a MIP with a time limit: Ctrl-C stops it (oracle/solvers.py)
     info = h.getInfo()
     bound = float(info.mip_dual_bound) if np.isfinite(info.mip_dual_bound) else None
     if info.primal_solution_status != 2:

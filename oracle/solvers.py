@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import logging
 import math
+import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
@@ -75,6 +76,42 @@ class RunOutcome:
 
 StartValues = Iterable[tuple[pyo.Var, float]]
 
+INTERRUPT_GRACE_S = 1.0
+"""Seconds a HiGHS solve gets to stop at its next interrupt check after Ctrl-C before the KeyboardInterrupt is raised
+anyway (the solve's thread is then left to end with the process)."""
+WAIT_POLL_S = 0.1
+"""How often the waiting thread wakes while HiGHS solves (a Ctrl-C is seen within this)."""
+
+
+def run_highs(highs: Any) -> Any:
+    """``highs.run()`` that Ctrl-C stops within about a second, wherever HiGHS is.
+
+    Python's signal handler runs only in the main thread and only between bytecodes: while HiGHS solves in C++ in the
+    main thread, a Ctrl-C waits for the solve to end (up to its time limit), or is raised inside one of HiGHS's
+    Python callbacks and lost there. Here HiGHS solves in a thread of its own (it releases the GIL) while this thread
+    waits; a KeyboardInterrupt raised here asks HiGHS to stop at its next simplex, IPM or MIP interrupt check
+    (highspy's ``cancelSolve``), waits up to :data:`INTERRUPT_GRACE_S` for it, and is raised again.
+    """
+    highs.HandleUserInterrupt = True  # subscribes highspy's check of cancelSolve to the interrupt callbacks
+    thread = highs.startSolve()
+    try:
+        while True:
+            done, status = highs.wait(WAIT_POLL_S)
+            if done:
+                return status
+    except KeyboardInterrupt:
+        highs.cancelSolve()
+        thread.join(INTERRUPT_GRACE_S)
+        raise
+
+
+def interruptible(highs: Any) -> Any:
+    """``highs`` (a ``highspy.Highs``) whose ``run()`` is :func:`run_highs` (for code that calls ``run()`` itself,
+    as Pyomo's interface does); returns it."""
+    if threading.current_thread() is threading.main_thread():  # only the main thread sees Ctrl-C
+        highs.run = lambda: run_highs(highs)
+    return highs
+
 
 class HighsRunner:
     """Persistent HiGHS: load once, re-solve after in-place changes, MIP start via highspy."""
@@ -96,6 +133,7 @@ class HighsRunner:
             self._opt = ContribSolverFactory(DEFAULT_SOLVER)
             self._set_auto_updates(True)
             self._opt.set_instance(model)
+            interruptible(self._opt._solver_model)
             self._model = model
         else:
             self._set_auto_updates(True)
@@ -150,8 +188,8 @@ class HighsRunner:
         fired: list[str] = []
 
         def check(event: Any) -> None:
-            # Ctrl-C arrives here while HiGHS runs; an exception must not escape into HiGHS (it would be lost):
-            # stop HiGHS and raise it once the solve has returned.
+            # An exception must not escape into HiGHS (it would be lost): stop HiGHS and raise it once the solve has
+            # returned. (Ctrl-C itself reaches run_highs's waiting thread, not this one.)
             try:
                 if fired or interrupt():
                     fired.append("interrupt")

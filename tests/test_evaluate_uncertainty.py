@@ -69,6 +69,9 @@ class FakeModel:
 
 
 class Args:
+    case = "2048"
+    gpus = segments = renewable_ratio = horizon_days = min_daily_share = None  # the model's own case
+
     def __init__(self, information: str, forecasts: str | None):
         self.information, self.forecasts = information, forecasts
 

@@ -92,7 +92,10 @@ def test_study_cli_writes_csv_png_and_section(tmp_path):
     assert code == 0
     assert (out / "gpus.csv").exists() and (out / "gpus.png").exists() and (out / "gpus.md").exists()
     assert not results.exists() and not (out / "gpus.partial.csv").exists()  # docs only with --update-docs
-    code = studies.main(["gpus", "--grid", "1152,1280", "--out", str(out), "--results", str(results),
+    with pytest.raises(studies.InputError, match="already holds a run's results"):  # each run its own folder
+        studies.main(["gpus", "--grid", "1152,1280", "--out", str(out), "--results", str(results), "--workers", "1",
+                      "--update-docs"])
+    code = studies.main(["gpus", "--grid", "1152,1280", "--out", str(tmp_path / "again"), "--results", str(results),
                          "--workers", "1", "--update-docs"])
     assert code == 0
     assert "<!-- study:gpus days=1:" in results.read_text() and "(figures/gpus.png)" in results.read_text()
