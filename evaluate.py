@@ -3,8 +3,8 @@
     python evaluate.py --case 2048 --policies oracle,fixed,greedy,mpc,ppo --model runs/ppo-2048/model.zip \
         --profiles caiso-2023 --out runs/eval
 
-Reads like a report, top to bottom:
-1. pick the days (held-out days of the profile source by default: every 7th complete day);
+Reads like a report, top to bottom, one path for every case (one site or several, with or without fleet workloads):
+1. pick the days (held-out instances of the profile source by default: agents/days.py);
 2. build one instance per day (modes resolved once);
 3. run each policy on each day (MILP policies in worker processes), score each schedule with the
    simulator — the only place where costs are computed;
@@ -33,11 +33,9 @@ from tqdm import tqdm
 from agents.days import held_out_starts, split_days, spread as spread_days, training_days_among
 from agents.mpc import ForecastNoise
 from agents.policies import HEAVY_POLICIES, POLICY_NAMES, RELAXATIONS, PolicySettings, run_policy
-from agents.sites_oracle import DEFAULT_METHOD as DEFAULT_SITES_ORACLE_METHOD, METHODS as SITES_ORACLE_METHODS
-from agents.smpc import (DEFAULT_EVALUATION_SCENARIOS, DEFAULT_RECOURSE, DEFAULT_STAGES, DEFAULT_THRESHOLD_USD,
-                         SMPC_RECOURSE, SMPC_STAGES)
+from agents.smpc import DEFAULT_THRESHOLD_USD
 from aidc_env import limits
-from aidc_env.case import add_case_arguments, build_instances, case_overrides, load_case, require_one_site_case
+from aidc_env.case import add_case_arguments, build_instances, case_overrides, load_case, profiles_for
 from aidc_env.dayahead import DEFAULT_SCENARIOS, add_price_issue_hour_argument, require_price_issue_hour
 from aidc_env.information import INFORMATION, ISSUE_HOUR
 from aidc_env.price_forecast import DEFAULT_PRICE_SOURCE, PRICE_SOURCES
@@ -45,12 +43,13 @@ from aidc_env.errors import EXIT_INTERRUPTED, CliParser, InputError, require, re
 from aidc_env.instance import Instance
 from aidc_env.io import atomic_path, check_output_file, path_component, write_json
 from aidc_env.parallel import Backend, add_backend_arguments, backend_from_args, open_pool
-from aidc_env.profiles import load_profiles
 from aidc_env.simulator import Metrics, SimulationResult, simulate
 from experiments.runs import RowsOnDisk, result_folder
 
 EVAL_RESULTS = ("per_day.csv", "summary.json", "*.png")
 """What an evaluation writes to its folder: an --out holding any of them is an earlier run's, refused."""
+RATIO_QUANTILE = 0.9
+"""Besides the median and the worst day, the summary reports this quantile of each policy's ratio to the oracle."""
 DEFAULT_SMPC_SCENARIOS = 3
 """Scenarios of the stochastic MPC by default: the measured time per day grows with S (docs/uncertainty.md)."""
 
@@ -214,6 +213,11 @@ def comparisons(costs: dict[str, dict[str, float]]) -> dict[str, Any]:
                     (fixed_total - sum(by_day[d] for d in common)) / (fixed_total - hindsight_common)
                     if fixed_total != hindsight_common else float("nan"))
                 facts["days_saving_compared"] = len(common)
+            ratios = np.array([by_day[d] / reference[d] for d in days if reference[d] > 0])
+            if ratios.size:  # the distribution over the days, not only the total (the worst day beside the median)
+                facts["ratio_to_hindsight"] = {"median": float(np.median(ratios)),
+                                               "p90": float(np.quantile(ratios, RATIO_QUANTILE)),
+                                               "max": float(ratios.max())}
         out["policies"][policy] = facts
     if "mpc" in costs and "smpc" in costs:
         days = [d for d in costs["smpc"] if d in costs["mpc"]]
@@ -241,7 +245,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         description="Run every policy on the same days and compare each with the exact oracle: one table "
         "(operating cost, cost ratio to the oracle, grid energy, curtailment, green share, completion, modes "
         "used), per-day CSV, a JSON summary and PNG figures. Days default to the held-out split "
-        "(every 7th complete day of the profile source; see agents/days.py).")
+        "(whole ISO weeks, one in four; see agents/days.py).")
     add_case_arguments(parser, day=False)
     parser.add_argument("--policies", default="oracle,fixed,greedy,mpc,ppo",
                         help=f"comma-separated, from {','.join(POLICY_NAMES)} (default: oracle,fixed,greedy,mpc,ppo)")
@@ -270,20 +274,6 @@ def main(argv: Sequence[str] | None = None) -> int:
                         help="expected saving ($ per first decision) the stochastic MPC needs before it departs "
                         f"from MPC's plan (inf: never; default {DEFAULT_THRESHOLD_USD}, tuned on validation days of "
                         "the training period)")
-    parser.add_argument("--smpc-evaluation-scenarios", type=int, default=DEFAULT_EVALUATION_SCENARIOS,
-                        help="further scenarios of the forecast, after the S that propose the stochastic MPC's "
-                        "candidate first decisions, on which it costs them (0: on those S, in sample; S + this <= "
-                        f"{DEFAULT_SCENARIOS}; default {DEFAULT_EVALUATION_SCENARIOS})")
-    parser.add_argument("--smpc-stages", choices=SMPC_STAGES, default=DEFAULT_STAGES,
-                        help="what the stochastic MPC's first decision spans: up to the next forecast issue "
-                        f"(issues) or up to the next re-planning point (points); default {DEFAULT_STAGES}")
-    parser.add_argument("--smpc-recourse", choices=SMPC_RECOURSE, default=DEFAULT_RECOURSE,
-                        help="how the stochastic MPC costs a candidate's rest in a scenario: the scenario's own "
-                        "optimum (clairvoyant) or a rest planned on what will be known at the next issue and paid on "
-                        f"the scenario (informed, needs --smpc-stages issues); default {DEFAULT_RECOURSE}")
-    parser.add_argument("--smpc-unanimous", action="store_true",
-                        help="the stochastic MPC departs from MPC's plan only where its choice costs no more than "
-                        "MPC's first decision in every scenario (and saves more than the threshold on average)")
     parser.add_argument("--days", nargs="+", default=["heldout"],
                         help="dates YYYY-MM-DD (first days), or one of: heldout (default), all, reference; with "
                         "--horizon-days D the instances start on these days and need D consecutive days (held-out "
@@ -294,12 +284,6 @@ def main(argv: Sequence[str] | None = None) -> int:
                         "in flight with --backend ray (default 2)")
     add_backend_arguments(parser)
     parser.add_argument("--time-limit", type=float, default=120.0, help="seconds per MILP solve (default 120)")
-    parser.add_argument("--oracle-cache", default=str(Path("runs") / "sites-oracle-cache"),
-                        help="a sites case: folder of the cached sites-oracle answers (reused across runs)")
-    parser.add_argument("--oracle-method", choices=SITES_ORACLE_METHODS, default=DEFAULT_SITES_ORACLE_METHOD,
-                        help="a sites case: the reference the ratios divide by: the sites decomposition with "
-                        "migration (decomposition, the issue's oracle; default) or the per-site optimum without "
-                        "migration then the direct sites MILP (per-site-milp); agents/sites_oracle.py")
     parser.add_argument("--mpc-noise", type=float, default=0.0,
                         help="MPC forecast error (relative sigma at 24 h lead) on price and renewable (default 0)")
     parser.add_argument("--seed", type=int, default=0, help="seed of the random policy and MPC noise")
@@ -343,12 +327,9 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     # 1. Days (first days of the instances).
     case = load_case(args.case)
-    if case.sites:
-        return evaluate_sites(args, case, policies, out)
-    require_one_site_case(case, "evaluate.py")
     overrides = case_overrides(args)
     horizon = int(overrides.get("horizon_days") or case.horizon_days)
-    profiles = load_profiles(args.profiles, renewable_capacity_mw=case.renewable_capacity_mw)
+    profiles = profiles_for(case, args.profiles)
     starts = profiles.horizon_starts(horizon)
     days = select_days(args.days, starts, case.day, None, profiles.dates(), horizon)
     require(bool(days), "days", f"none of the selected days starts {horizon} consecutive days of the profile source")
@@ -394,9 +375,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         check_model(model_path, args, instances[days[0]])
     settings = PolicySettings(time_limit_s=args.time_limit, seed=args.seed, model_path=model_path,
                               information=args.information, smpc_scenarios=args.smpc_scenarios,
-                              smpc_threshold_usd=args.smpc_threshold, smpc_stages=args.smpc_stages,
-                              smpc_evaluation_scenarios=args.smpc_evaluation_scenarios,
-                              smpc_recourse=args.smpc_recourse, smpc_unanimous=args.smpc_unanimous,
+                              smpc_threshold_usd=args.smpc_threshold,
                               mpc_noise=ForecastNoise(args.mpc_noise, args.mpc_noise))
     print(f"{len(policies)} policies x {len(days)} {horizon}-day instances of case {case.name} ({profiles.source}, "
           f"information {args.information})")
@@ -405,10 +384,6 @@ def main(argv: Sequence[str] | None = None) -> int:
              "price_forecast": args.price_forecast if args.forecasts is not None else None,
              "price_issue_hour": args.price_issue_hour if args.forecasts is not None else None,
              "smpc_scenarios": args.smpc_scenarios if "smpc" in policies else None,
-             "smpc_stages": args.smpc_stages if "smpc" in policies else None,
-             "smpc_evaluation_scenarios": args.smpc_evaluation_scenarios if "smpc" in policies else None,
-             "smpc_recourse": args.smpc_recourse if "smpc" in policies else None,
-             "smpc_unanimous": args.smpc_unanimous if "smpc" in policies else None,
              "smpc_threshold_usd": (None if "smpc" not in policies else args.smpc_threshold
                                     if math.isfinite(args.smpc_threshold) else "inf"), "time_limit_s": args.time_limit}
     results: Results = {}
@@ -449,120 +424,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     return 0
 
 
-SITES_POLICIES = ("oracle", "fixed", "greedy", "ppo")
-"""The policies evaluate.py runs on a sites case (agents/sites_train.py; the oracle: agents/sites_oracle.py)."""
-SITES_ORACLE_DESCRIPTIONS = {
-    "decomposition": "agents/sites_oracle.py: the sites decomposition with migration (oracle/sites_cg.py) started "
-                     "from the per-site optimum (each site exactly on its own, jobs at home), the better kept",
-    "per-site-milp": "agents/sites_oracle.py: each site exactly on its own (day oracle, jobs at home), then "
-                     "the direct sites MILP from it, the better kept"}
-"""The summary's ``oracle`` text per ``--oracle-method``."""
-SITES_GOAL_RATIO = 1.05
-"""Issue 14's goal: PPO within 1.05x the sites oracle on held-out days (the summary counts the days within it)."""
-
-
-def evaluate_sites(args, case, policies: list[str], out: Path) -> int:
-    """A sites case: oracle (cached, agents/sites_oracle.py), fixed, greedy and ppo on the days, each schedule scored
-    by the simulator; per-day CSV and a JSON summary shaped like the one-site one, plus each policy's cost ratio to
-    the oracle (median, p90, max) and the share of days with every target met and every site within capacity."""
-    from agents.sites_oracle import solve_days
-    from agents.sites_train import fixed_sites_schedule, greedy_sites_schedule, ppo_sites_schedule
-    from aidc_env.schedule import validate_schedule
-
-    unknown = [p for p in policies if p not in SITES_POLICIES]
-    if unknown and args.policies == "oracle,fixed,greedy,mpc,ppo":
-        print(f"a sites case runs {', '.join(SITES_POLICIES)}: leaving out {', '.join(unknown)}", file=sys.stderr)
-        policies = [p for p in policies if p in SITES_POLICIES]
-    require(not unknown or not set(unknown) & set(policies), "policies",
-            f"{', '.join(unknown)} do not run on a sites case; these do: {', '.join(SITES_POLICIES)}")
-    require(args.information == "perfect", "information", "a sites case is evaluated with perfect information "
-            "(sites instances carry no day-ahead forecasts)")
-    overrides = case_overrides(args)
-    all_instances = build_instances(case, profiles=args.profiles, **overrides)
-    days = select_days(args.days, sorted(all_instances), case.day, args.max_days)
-    instances = {d: all_instances[d] for d in days}
-    model = config = None
-    if "ppo" in policies:
-        from agents.ppo import load_model, model_config
-
-        model_path = resolve_model_path(args.model, case.name)
-        model = load_model(model_path)
-        config = model_config(model)
-        require_trained_case(model_path, config, args)
-        try:
-            ppo_sites_schedule(model, config, instances[days[0]])
-        except ValueError as err:
-            raise InputError("model", str(err)) from None
-    print(f"{len(policies)} policies x {len(days)} days of case {case.name} (sites; oracle: {args.oracle_method}, "
-          f"{args.time_limit:g} s a day)")
-    results: dict[str, dict[str, Any]] = {p: {} for p in policies}
-    answers = solve_days(list(instances.values()), args.oracle_cache, args.time_limit, workers=args.workers,
-                         method=args.oracle_method) if "oracle" in policies else {}
-    for day, inst in tqdm(instances.items(), desc="days", unit="day"):
-        for p in policies:
-            if p == "oracle":
-                schedule, sites = answers[day].schedule, answers[day].sites
-            elif p == "ppo":
-                schedule, sites = ppo_sites_schedule(model, config, inst)
-            else:
-                schedule, sites = (fixed_sites_schedule if p == "fixed" else greedy_sites_schedule)(inst)
-            results[p][day] = simulate(inst, validate_schedule(inst, schedule, sites))
-    rows = []
-    for p, by_day in results.items():
-        for day, res in by_day.items():
-            m = res.metrics
-            reference = results.get("oracle", {}).get(day)
-            rows.append({"policy": p, "day": day, "objective_usd": m.objective_usd,
-                         "operating_cost_usd": m.operating_cost_usd,
-                         "cost_ratio_to_oracle": m.objective_usd / reference.metrics.objective_usd
-                         if reference is not None else float("nan"),
-                         "grid_cost_usd": m.grid_cost_usd, "grid_energy_mwh": m.grid_energy_mwh,
-                         "renewable_used_mwh": m.renewable_used_mwh, "curtailment_mwh": m.curtailment_mwh,
-                         "green_share": m.green_share, "completion": m.completion,
-                         "tranches_met": float(m.tranches_met), "capacity_ok": float(m.capacity_ok),
-                         "feasible": float(m.feasible), "moves": sum(job.moves for job in res.metrics.jobs),
-                         "restarts": sum(job.restarts for job in m.jobs),
-                         **({"oracle_status": answers[day].status, "oracle_gap": answers[day].gap}
-                            if p == "oracle" else {})})
-    per_day = pd.DataFrame(rows)
-    summary: dict[str, Any] = {"policies": {}}
-    for p, group in per_day.groupby("policy", sort=False):
-        numeric = group.select_dtypes("number")
-        ratios = group["cost_ratio_to_oracle"].dropna().to_numpy()
-        summary["policies"][p] = {
-            "mean": {k: _json_number(v) for k, v in numeric.mean().items()},
-            "days": {row["day"]: {k: _json_number(row[k]) for k in numeric.columns} for _, row in group.iterrows()},
-            "ratio_to_oracle": {"median": _json_number(np.median(ratios)), "p90": _json_number(np.quantile(ratios, 0.9)),
-                                "max": _json_number(ratios.max()), "mean": _json_number(ratios.mean()),
-                                "goal_ratio": SITES_GOAL_RATIO,
-                                "days_within_goal": int((ratios <= SITES_GOAL_RATIO).sum())} if ratios.size else None,
-            "every_target_met_and_capacity_kept": _json_number(group["feasible"].mean()),
-        }
-    compared = comparisons({p: {d: r.metrics.objective_usd for d, r in by_day.items()} for p, by_day in results.items()})
-    for p, facts in compared["policies"].items():
-        summary["policies"][p].update(facts)
-    summary.update({"case": case.name, "days": days, "horizon_days": 1, "profiles": args.profiles,
-                    "overrides": overrides, "information": "perfect", "time_limit_s": args.time_limit,
-                    "oracle_method": args.oracle_method, "oracle": SITES_ORACLE_DESCRIPTIONS[args.oracle_method],
-                    **({"oracle_gap": {"median": _json_number(np.median(gaps)), "max": _json_number(max(gaps))}}
-                       if (gaps := [a.gap for a in answers.values() if a.gap is not None]) else {})})
-    print_table(per_day)
-    for p, facts in summary["policies"].items():
-        if p != "oracle" and facts["ratio_to_oracle"] is not None:
-            r = facts["ratio_to_oracle"]
-            print(f"{p} / oracle ({args.oracle_method}): median {r['median']:.4f}, p90 {r['p90']:.4f}, max "
-                  f"{r['max']:.4f}, mean {r['mean']:.4f}; {r['days_within_goal']}/{len(days)} days within "
-                  f"{SITES_GOAL_RATIO}; every target met and capacity kept on "
-                  f"{facts['every_target_met_and_capacity_kept']:.0%} of days")
-    with atomic_path(out / "per_day.csv") as temp:
-        per_day.to_csv(temp, index=False)
-    write_json(out / "summary.json", summary)
-    if args.json:
-        write_json(args.json, summary)
-    print(f"wrote {out}/per_day.csv, {out}/summary.json")
-    return 0
-
-
 def validate_args(args) -> None:
     """Bounds of evaluate's numeric flags (reasons: aidc_env/limits.py)."""
     require_number(args.workers, "workers", 1, limits.MAX_WORKERS, integer=True)
@@ -572,10 +433,6 @@ def validate_args(args) -> None:
     if args.max_days is not None:
         require_number(args.max_days, "max-days", 1, limits.MAX_DAYS, integer=True)
     require_number(args.smpc_scenarios, "smpc-scenarios", 1, DEFAULT_SCENARIOS, integer=True)
-    require_number(args.smpc_evaluation_scenarios, "smpc-evaluation-scenarios", 0,
-                   DEFAULT_SCENARIOS - args.smpc_scenarios, integer=True)
-    require(args.smpc_recourse == "clairvoyant" or args.smpc_stages == "issues", "smpc-recourse",
-            "informed needs --smpc-stages issues")
     require(not math.isnan(args.smpc_threshold) and args.smpc_threshold >= 0, "smpc-threshold",
             f"must be >= 0 (inf: never depart from MPC), got {args.smpc_threshold}")
 

@@ -5,10 +5,11 @@
     python train.py --case 2048 --resume                                     # continue an interrupted run
     python train.py --case 2048 --config runs/tune-2048/best_config.json     # a search's best settings
 
-Reads top to bottom, CleanRL style: args → config → days → envs → model → callbacks → learn → save.
-Train days are the train split of ``agents.days.split_days`` over the profile source (every 7th complete
-day is held out for evaluate.py). What the agent sees and is rewarded for is documented in agents/ppo.py,
-the defaults and their measured results in docs/training.md.
+Reads top to bottom, CleanRL style: args → config → days → envs → model → warm start → callbacks → learn → save,
+one path for every case (the action type and the defaults follow the case: :func:`agents.ppo.action_type`,
+:func:`agents.ppo_config.defaults_for_case`). Train days are the train split of ``agents.days.split_days`` over the
+profile source (whole ISO weeks, one in four, are held out for evaluate.py). What the agent sees and is rewarded for
+is documented in agents/steps.py, the defaults and their measured results in docs/training.md.
 
 Outputs (``--out``, default runs/ppo-<case>): model.zip (the config inside), config.json (every
 hyperparameter, env kwargs, train and held-out days, seed, versions, wall time, a held-out check against
@@ -27,7 +28,6 @@ import warnings
 from collections.abc import Sequence
 from pathlib import Path
 
-import numpy as np
 
 from agents.checkpoints import (
     CHECKPOINT_PATTERN,
@@ -40,12 +40,12 @@ from agents.checkpoints import (
     stop_callback,
 )
 from agents.days import split_days, spread
-from agents.fleet_steps import ENVS, uses_fleet_env
-from agents.imitation import oracle_demonstrations, oracle_schedules, plan_demonstrations, pretrain
+from agents.imitation import plan_demonstrations, pretrain
 from agents.plan_features import PLANS, ForecastPlans
 from agents.ppo import (
     CONFIG_FILE,
     PPOConfig,
+    action_type,
     heldout_check,
     load_model,
     make_model,
@@ -63,12 +63,11 @@ from agents.selection import (
     validation_cost,
     write_selection,
 )
-from agents.sites_oracle import DEFAULT_METHOD, DEFAULT_TRAIN_TIME_LIMIT_S, METHODS
-from agents.sites_train import ORACLE_TRAIN_DAYS, SITES_DEFAULTS, SITES_ENV_KWARGS
-from agents.ppo_config import FLEET_DEFAULTS, HORIZON_DEFAULTS, IMITATIONS, defaults_for_case
-from aidc_env.env.core import REWARD_CREDITS
+from agents.ppo_config import ENVS, HORIZON_DEFAULTS, IMITATIONS, PER_JOB_DEFAULTS, defaults_for_case
+from agents.teacher import TEACHER_TIME_LIMIT_S, teacher_demonstrations, teacher_schedules
 from aidc_env import limits
-from aidc_env.case import add_case_arguments, build_instances, case_overrides, load_case, require_one_site_case
+from aidc_env.case import add_case_arguments, build_instances, case_overrides, load_case, profiles_for
+from aidc_env.env.core import REWARD_CREDITS
 from aidc_env.dayahead import (add_price_issue_hour_argument, dayahead_instances,
                               require_price_issue_hour)
 from aidc_env.forecasts import load_forecasts
@@ -76,13 +75,12 @@ from aidc_env.information import INFORMATION
 from aidc_env.price_forecast import PRICE_SOURCES
 from aidc_env.errors import EXIT_INTERRUPTED, CliParser, InputError, require, require_number, run_cli
 from aidc_env.io import check_output_folder, path_component, read_json_file, write_json
-from aidc_env.profiles import load_profiles
 
 DEFAULTS = PPOConfig()
-SITES_ORACLE_CACHE = Path("runs") / "sites-oracle-cache"
 ISSUE_PLANS_DIR = "issue_plans"
 """OUT's folder of the training and validation horizons' issue plans (``--plan issues``) without --oracle-cache."""
-"""Default folder of the sites-oracle answers a sites case's warm start clones (reused across runs)."""
+ORACLE_SCHEDULES_DIR = "oracle_schedules"
+"""OUT's folder of the oracle's schedules a warm start clones (``--imitation oracle``) without --oracle-cache."""
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
@@ -93,10 +91,10 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         "and the env's safety mask guarantees that every tranche completes. Trains on the train split of the "
         f"profile days (whole weeks, one in four, are held out for evaluate.py: agents/days.py). Shows a progress "
         "bar, logs to TensorBoard (OUT/tb), checkpoints to OUT/checkpoints, and saves OUT/model.zip and "
-        f"OUT/config.json. Defaults (docs/training.md): {DEFAULTS.total_timesteps:,} steps (wall times measured on "
-        "a 2-core machine: docs/training.md). A case with fleet workloads (fine-tuning, inference, an idle-GPU "
-        f"value; e.g. --case fleet) takes the fleet defaults instead ({', '.join(f'{k}={v}' for k, v in FLEET_DEFAULTS.items())}; "
-        "docs/fleet.md): a warm start on the fleet oracle's schedules, then PPO.",
+        f"OUT/config.json. Defaults (docs/training.md): {DEFAULTS.total_timesteps:,} steps. A case with fine-tuning, "
+        "inference, an idle-GPU value or several sites takes the per-job action and its defaults "
+        f"({', '.join(f'{k}={v}' for k, v in PER_JOB_DEFAULTS.items())}): a warm start on the oracle's "
+        "schedules, then PPO.",
         formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     add_case_arguments(parser, day=False, default_case=DEFAULTS.case)
     parser.add_argument("--forecasts", help="day-ahead forecasts, a dataset name or CSV (load, solar, wind; e.g. "
@@ -146,8 +144,8 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     hp.add_argument("--choice-features", action=argparse.BooleanOptionalAction, default=DEFAULTS.choice_features,
                     help="per-choice token features of the job choosing (with factored actions)")
     hp.add_argument("--env", choices=ENVS, default=DEFAULTS.env,
-                    help="the per-job fleet env (fleet), the joint env (joint), or the fleet env for cases with "
-                    "fine-tuning, inference or an idle-GPU value (auto)")
+                    help="the env's action type: per_job, joint, or per_job for cases with fine-tuning, inference, an "
+                    "idle-GPU value or several sites (auto)")
     hp.add_argument("--forecast-plan", action=argparse.BooleanOptionalAction, default=DEFAULTS.forecast_plan,
                     help="with --information dayahead: observe the forecast plan (the oracle's schedule on the "
                     "day-ahead point forecast, solved once per day before training) and the realised forecast error")
@@ -166,15 +164,19 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
                     "saved as OUT/model.zip (OUT/selection.json; 0: off, the last model is saved)")
     hp.add_argument("--imitation", choices=IMITATIONS, default=DEFAULTS.imitation,
                     help="what the warm start clones: the forecast plan (plan) or the oracle's schedules of "
-                    "--imitation-days training days (oracle; the per-job fleet env; the fleet defaults)")
+                    "--imitation-days training days (oracle; the per-job action's default)")
     hp.add_argument("--imitation-days", type=int, default=DEFAULTS.imitation_days,
                     help="with --imitation oracle: training days cloned (evenly spread over the train split)")
     hp.add_argument("--oracle-cache", help="folder of cached oracle answers, re-read instead of solved again: with "
-                    "--imitation oracle the oracle schedules (one JSON per day and instance; default "
-                    "OUT/oracle_schedules), for a sites case the sites-oracle answers (default runs/sites-oracle-cache)")
+                    "--imitation oracle the oracle's schedules (one JSON per day and instance; default "
+                    f"OUT/{ORACLE_SCHEDULES_DIR}), with --plan issues the issue plans (default OUT/{ISSUE_PLANS_DIR})")
+    hp.add_argument("--oracle-time-limit", type=float, default=TEACHER_TIME_LIMIT_S,
+                    help="with --imitation oracle: seconds per training day's oracle solve")
+    hp.add_argument("--oracle-workers", type=int, default=1,
+                    help="with --imitation oracle: oracle solves at once (processes)")
     hp.add_argument("--reward-credit", choices=REWARD_CREDITS, default=DEFAULTS.reward_credit,
-                    help="the fleet env's reward: the objective paid when a decision point closes (decision), or per "
-                    "agent step the objective change of that job's choice (job; the fleet defaults)")
+                    help="the per-job action's reward: the objective paid when a decision point closes (decision), or "
+                    "per agent step the objective change of that job's choice (job; the per-job defaults)")
     hp.add_argument("--reward-day-scaled", action=argparse.BooleanOptionalAction,
                     default=DEFAULTS.reward_day_scaled, help="divide each day's rewards by its price scale")
     weeks = parser.add_argument_group("horizons of several days (--horizon-days D > 1, e.g. weeks: docs/training.md)")
@@ -188,26 +190,14 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     weeks.add_argument("--plan", choices=PLANS, default=DEFAULTS.plan,
                        help="the plan observed and cloned: made once at slot 0 (forecast) or re-made at each forecast "
                        "issue, mpc's plans (issues, the default of horizons; cached in --oracle-cache or OUT/issue_plans)")
-    sites = parser.add_argument_group("several sites (a case with [[sites]]: agents/sites_train.py)")
-    sites.add_argument("--oracle-days", type=int, default=ORACLE_TRAIN_DAYS,
-                       help="training days whose sites-oracle schedules the warm start clones (evenly spread)")
-    sites.add_argument("--oracle-time-limit", type=float, default=DEFAULT_TRAIN_TIME_LIMIT_S,
-                       help="seconds per training day's sites-oracle solve")
-    sites.add_argument("--oracle-method", choices=METHODS, default=DEFAULT_METHOD,
-                       help="how the training days are solved: the sites decomposition with migration "
-                       "(decomposition, the default) or the per-site optimum then the direct sites MILP "
-                       "(per-site-milp); agents/sites_oracle.py")
-    sites.add_argument("--oracle-workers", type=int, default=2, help="sites-oracle solves at once (processes)")
     early, _ = parser.parse_known_args(argv)
-    case_defaults = defaults_for_case(load_case(early.case))  # the fleet defaults for a fleet case
-    parser.set_defaults(**{k: v for k, v in case_defaults.to_dict().items() if k in FLEET_DEFAULTS
+    case_defaults = defaults_for_case(load_case(early.case))  # the per-job defaults for a per-job case
+    parser.set_defaults(**{k: v for k, v in case_defaults.to_dict().items() if k in PER_JOB_DEFAULTS
                            and k != "total_timesteps"})
     parser.set_defaults(default_timesteps=case_defaults.total_timesteps)
     if early.horizon_days is not None and early.horizon_days > 1:  # weeks: agents/ppo_config.py HORIZON_DEFAULTS
         parser.set_defaults(**{k: v for k, v in HORIZON_DEFAULTS.items() if k != "total_timesteps"},
                             default_timesteps=HORIZON_DEFAULTS["total_timesteps"])
-    if _is_sites_case(early.case):  # the sites recipe's defaults (agents/sites_train.py SITES_DEFAULTS)
-        parser.set_defaults(**{k: v for k, v in SITES_DEFAULTS.items() if k != "total_timesteps"})
     if early.config is not None:
         parser.set_defaults(**PPOConfig.hyperparameters_of(read_json_file(early.config, "config")))
     args = parser.parse_args(argv)
@@ -215,17 +205,8 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     return args
 
 
-def _is_sites_case(name: str | None) -> bool:
-    """Whether --case names a case with several sites (False if it does not load: the main path says why)."""
-    try:
-        return bool(load_case(name).sites) if name else False
-    except InputError:
-        return False
-
-
 def validate_args(args: argparse.Namespace) -> None:
     """Refuse bad flags before any work (bounds and their reasons: aidc_env/limits.py)."""
-    require_number(args.oracle_days, "oracle-days", 1, limits.MAX_DAYS, integer=True)
     require_number(args.oracle_time_limit, "oracle-time-limit", 0.0, limits.MAX_TIME_LIMIT_S, low_open=True)
     require_number(args.oracle_workers, "oracle-workers", 1, limits.MAX_WORKERS, integer=True)
     if args.timesteps is not None:
@@ -297,10 +278,6 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     # 1. Config (with --resume: the run's own config.json, so that a resumed run is the same run).
     case = load_case(args.case)
-    if case.sites:
-        require(not args.resume, "resume", "a sites run cannot be resumed yet: train it again with another --out")
-        require(args.information == "perfect", "information", "the sites env shows the truth of its look-ahead only "
-                "(sites instances carry no day-ahead forecasts): use --information perfect")
     out = Path(args.out or Path("runs") / f"ppo-{path_component(case.name, 'name')}")
     check_output_folder(out, "out")
     checkpoints = out / "checkpoints"
@@ -320,8 +297,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             case=args.case, profiles=args.profiles, forecasts=args.forecasts, price_forecast=args.price_forecast,
             price_issue_hour=args.price_issue_hour,
             overrides=case_overrides(args),
-            env_kwargs={**DEFAULTS.env_kwargs, **(SITES_ENV_KWARGS if case.sites else {}), "lookahead": args.lookahead,
-                        "information": args.information},
+            env_kwargs={**DEFAULTS.env_kwargs, "lookahead": args.lookahead, "information": args.information},
             reward_scale_usd=args.reward_scale_usd, reward_day_scaled=args.reward_day_scaled,
             factored_actions=args.factored_actions, choice_features=args.choice_features, env=args.env,
             forecast_plan=args.forecast_plan, imitation_epochs=args.imitation_epochs, finetune=args.finetune,
@@ -330,21 +306,17 @@ def main(argv: Sequence[str] | None = None) -> int:
             horizon_train_instances=args.horizon_train_instances,
             horizon_validation_instances=args.horizon_validation_instances,
             horizon_plan_time_limit_s=args.horizon_plan_time_limit, plan=args.plan,
-            seed=args.seed, total_timesteps=((SITES_DEFAULTS["total_timesteps"] if case.sites else args.default_timesteps)
-                                             if args.timesteps is None else args.timesteps),
+            seed=args.seed, total_timesteps=args.default_timesteps if args.timesteps is None else args.timesteps,
             n_envs=args.n_envs, vec_env=args.vec_env, learning_rate=args.learning_rate,
             lr_schedule=args.lr_schedule, n_steps=args.n_steps, batch_size=args.batch_size, n_epochs=args.n_epochs,
             gamma=args.gamma, gae_lambda=args.gae_lambda, ent_coef=args.ent_coef, clip_range=args.clip_range,
             net_arch=args.net_arch, activation=args.activation,
             checkpoint_freq=args.checkpoint_freq)
     case.with_overrides(**config.overrides)  # e.g. --segments 7 is refused here, before any work
-    if case.sites:
-        return train_sites(args, config, out)
 
     # 2. Days: the train split of the profile source, one instance per day (built once, here).
     case = load_case(config.case)
-    require_one_site_case(case, "train.py")
-    profiles = load_profiles(config.profiles, renewable_capacity_mw=case.renewable_capacity_mw)
+    profiles = profiles_for(case, config.profiles)
     instances = build_instances(case, profiles=profiles, **config.overrides)
     config.train_days, config.heldout_days = split_days(profiles.dates())
     if not config.train_days:
@@ -370,8 +342,8 @@ def main(argv: Sequence[str] | None = None) -> int:
           f"{config.n_envs} {config.vec_env} envs -> {out}")
 
     require(config.imitation != "oracle" or config.imitation_epochs == 0
-            or uses_fleet_env(config, [instances[day] for day in config.train_days]), "imitation",
-            "--imitation oracle clones into the per-job fleet env: use --env fleet or a fleet case")
+            or action_type(config, [instances[day] for day in config.train_days]) == "per_job", "imitation",
+            "--imitation oracle clones into the per-job action: use --env per_job or a per-job case")
 
     import torch
 
@@ -399,10 +371,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         if config.imitation == "oracle" and config.imitation_epochs > 0:  # warm start on the oracle's schedules
             tick = time.perf_counter()
             cloned = [instances[day] for day in spread(config.train_days, config.imitation_days)]
-            cache = Path(args.oracle_cache) if args.oracle_cache else out / "oracle_schedules"
-            schedules = oracle_schedules(cloned, cache)
+            cache = Path(args.oracle_cache) if args.oracle_cache else out / ORACLE_SCHEDULES_DIR
+            schedules = teacher_schedules(cloned, cache, args.oracle_time_limit, args.oracle_workers)
             solved = time.perf_counter() - tick
-            demos, refused = oracle_demonstrations(config, cloned, schedules)
+            demos, refused = teacher_demonstrations(config, cloned, schedules)
             fit = pretrain(model, demos, config.imitation_epochs, seed=config.seed, vf_coef=config.vf_coef)
             print(f"warm start on the oracle's schedules of {len(schedules)} of {len(cloned)} training days "
                   f"(solved or read from {cache} in {solved:.0f} s): {fit['decisions']:.0f} decisions, {refused} "
@@ -544,108 +516,6 @@ def select_model(model, config: PPOConfig, out: Path, validation: list, plans: F
           f"{out / 'selection.json'}")
     return models[kept], {"kept": candidates[kept].label, "kept_steps": candidates[kept].steps,
                           "validation_cost_usd": candidates[kept].cost_usd}
-
-
-def train_sites(args: argparse.Namespace, config: PPOConfig, out: Path) -> int:
-    """A sites case (agents/sites_train.py): days -> oracle schedules of the training days (cached) -> envs -> model
-    -> behaviour cloning of the oracle -> PPO fine-tuning -> save -> held-out check against fixed and greedy."""
-    from agents.days import spread
-    from agents.sites_oracle import solve_days
-    from agents.sites_train import (
-        fixed_sites_schedule,
-        greedy_sites_schedule,
-        make_sites_vec_env,
-        oracle_demonstrations,
-        ppo_sites_schedule,
-    )
-    from aidc_env.schedule import validate_schedule
-    from aidc_env.simulator import simulate
-
-    # 2. Days: the train split of the site profiles' days.
-    case = load_case(config.case)
-    instances = build_instances(case, profiles=config.profiles, **config.overrides)
-    config.train_days, config.heldout_days = split_days(list(instances))
-    if not config.train_days:
-        config.train_days = list(instances)
-    print(f"case {case.name}: training on {len(config.train_days)} days ({len(config.heldout_days)} held out), "
-          f"{config.total_timesteps:,} steps, seed {config.seed}, {config.n_envs} {config.vec_env} envs -> {out}")
-    import torch
-
-    torch.set_num_threads(config.torch_threads)
-
-    # 3. The oracle's schedules of (a spread of) the training days, cached on disk.
-    tick = time.perf_counter()
-    oracle_days = spread(config.train_days, args.oracle_days)
-    cache = args.oracle_cache or str(SITES_ORACLE_CACHE)
-    answers = solve_days([instances[d] for d in oracle_days], cache, args.oracle_time_limit,
-                         workers=args.oracle_workers, progress=False, method=args.oracle_method)
-    print(f"sites oracle ({args.oracle_method}) on {len(oracle_days)} training days ({args.oracle_time_limit:g} s "
-          f"each, cache "
-          f"{cache}) in {time.perf_counter() - tick:.0f} s")
-
-    # 4. Envs and model; the warm start clones the oracle's schedules.
-    train_instances = [instances[d] for d in config.train_days]
-    vec_env = make_sites_vec_env(config, train_instances)
-    model = make_model(config, vec_env, tensorboard_log=str(out / "tb"))
-    fit: dict[str, float] = {}
-    if config.imitation_epochs > 0:
-        tick = time.perf_counter()
-        demos, followed = oracle_demonstrations(config, [instances[d] for d in oracle_days], answers)
-        fit = pretrain(model, demos, config.imitation_epochs, seed=config.seed, vf_coef=config.vf_coef)
-        fit["oracle_actions_allowed"] = followed
-        print(f"warm start on the oracle: {fit['decisions']:.0f} decisions ({followed:.1%} allowed by the masks), "
-              f"{config.imitation_epochs} epochs, {fit['matches_plan']:.1%} matched, in "
-              f"{time.perf_counter() - tick:.0f} s")
-    write_json(out / CONFIG_FILE, {"config": config.to_dict(), "status": "training"})
-
-    # 5-6. Learn (checkpoints; the first Ctrl-C stops at the next step and saves).
-    from stable_baselines3.common.callbacks import CallbackList
-
-    interrupted: list[int] = []
-    callbacks = CallbackList([checkpoint_callback(config.checkpoint_freq, out / "checkpoints"),
-                              stop_callback(lambda: bool(interrupted))])
-    warnings.filterwarnings("ignore", message="rich is experimental")
-    start = time.perf_counter()
-
-    def on_sigint(signum, frame):
-        interrupted.append(signum)
-        signal.signal(signal.SIGINT, signal.default_int_handler)
-
-    previous_handler = signal.signal(signal.SIGINT, on_sigint)
-    try:
-        model.learn(total_timesteps=config.total_timesteps, callback=callbacks, progress_bar=True, tb_log_name="ppo")
-    finally:
-        signal.signal(signal.SIGINT, previous_handler)
-    seconds = time.perf_counter() - start
-    vec_env.close()
-    if interrupted:
-        return save_interrupted(model, config, out, seconds)
-
-    # 7. Save, then a held-out check against fixed and greedy (the oracle: evaluate.py).
-    facts = {"status": "done", "num_timesteps": int(model.num_timesteps), "train_seconds": seconds,
-             "steps_per_second": config.total_timesteps / seconds if seconds > 0 else None, "imitation": fit,
-             "oracle_days": oracle_days, "oracle_time_limit_s": args.oracle_time_limit,
-             "oracle_method": args.oracle_method}
-    model_path, config_path = save_run(model, config, out, extra=facts)
-    costs: dict[str, list[float]] = {"ppo": [], "fixed": [], "greedy": []}
-    met = []
-    for day in config.heldout_days:
-        inst = instances[day]
-        result = simulate(inst, validate_schedule(inst, *ppo_sites_schedule(model, config, inst))).metrics
-        costs["ppo"].append(result.operating_cost_usd)
-        met.append(result.feasible)
-        for name, rule in (("fixed", fixed_sites_schedule), ("greedy", greedy_sites_schedule)):
-            costs[name].append(simulate(inst, validate_schedule(inst, *rule(inst))).metrics.operating_cost_usd)
-    check = {"days": len(met), **{k: float(np.mean(v)) for k, v in costs.items() if v},
-             "feasible": float(np.mean(met)) if met else None}
-    write_json(config_path, {**read_json_file(config_path, "out"), "heldout_check": check})
-    print(f"trained {model.num_timesteps:,} steps in {seconds / 60:.1f} min; saved {model_path} and {config_path}")
-    if met:
-        print(f"held-out days ({check['days']}): mean cost ppo ${check['ppo']:,.2f}, fixed ${check['fixed']:,.2f}, "
-              f"greedy ${check['greedy']:,.2f}; targets met and capacity kept {check['feasible']:.0%}")
-    print(f"evaluate: python evaluate.py --case {case.name} --model {model_path}"
-          + (f" --profiles {config.profiles}" if config.profiles else ""))
-    return 0
 
 
 def previous_train_seconds(out: Path) -> float:

@@ -11,21 +11,24 @@ import dataclasses
 
 import numpy as np
 
+from agents.mpc import site_views, with_series
 from aidc_env.baselines import greedy_schedule
 from aidc_env.errors import require
+from aidc_env.information import realised
 from aidc_env.instance import Instance
-from aidc_env.information import outlook, realised
+from aidc_env.schedule import Schedule, validate_schedule
 
 
 def viewed(inst: Instance, information: str, t: int = 0, scenario: int | None = None) -> Instance:
-    """The instance as known at the start of slot ``t``: the realised truth before t, the outlook from t."""
-    past_price, past_shape = realised(inst, t)
-    price, shape = outlook(inst, t, information, scenario)
-    return dataclasses.replace(inst, price_usd_per_mwh=np.concatenate([past_price, price]),
-                               renewable_shape=np.concatenate([past_shape, shape]))
+    """The instance as known at the start of slot ``t``, every site's: the realised truth before t, the outlook
+    from t."""
+    past = [realised(view, t) for view in inst.site_views]
+    prices, shapes = site_views(inst, t, information, scenario)
+    return with_series(inst, [np.concatenate([p[0], price]) for p, price in zip(past, prices, strict=True)],
+                       [np.concatenate([p[1], shape]) for p, shape in zip(past, shapes, strict=True)])
 
 
-def oracle_schedule(inst: Instance, oracle):
+def oracle_schedule(inst: Instance, oracle) -> tuple[Schedule, object]:
     """(schedule, result) of the oracle on ``inst`` as given (``oracle``: a :class:`oracle.rolling.RollingOracle`).
 
     On the truth this is ``hindsight``, the perfect-information bound (not a causal policy).
@@ -33,10 +36,10 @@ def oracle_schedule(inst: Instance, oracle):
     result = oracle.solve(inst)
     if result.schedule is None:
         raise RuntimeError(f"oracle found no schedule on {inst.day}: {result.status} {result.reason}")
-    return [list(row) for row in result.schedule], result
+    return validate_schedule(inst, result.schedule, result.sites), result
 
 
-def forecast_plan_schedule(inst: Instance, oracle, information: str = "dayahead") -> list[list[int]]:
+def forecast_plan_schedule(inst: Instance, oracle, information: str = "dayahead") -> Schedule:
     """Open loop: the oracle's plan made once, at the first day's issue time, on the point forecast.
 
     At the first day's issue time only that day's forecast is issued; later days are the outlook of that issue
@@ -57,7 +60,7 @@ def with_persistence_price(inst: Instance) -> Instance:
         forecast, price_usd_per_mwh=forecast.persistence_price_usd_per_mwh, issue_outlook_price_usd_per_mwh=None))
 
 
-def dayahead_plan_schedule(inst: Instance, oracle, information: str = "dayahead") -> list[list[int]]:
+def dayahead_plan_schedule(inst: Instance, oracle, information: str = "dayahead") -> Schedule:
     """Open loop, the naive operator's plan (issue 12's ``dayahead-plan``): made once at the first day's issue
     time from the persistence price (the latest prices known then) and the real renewable forecast.
 

@@ -103,7 +103,7 @@ class ForecastPlans:
         key = plan_key(inst)
         found = self.plans.get(key)
         if found is None:
-            found = self.plans[key] = forecast_plan_schedule(inst, self.oracle(), "dayahead")
+            found = self.plans[key] = forecast_plan_schedule(inst, self.oracle(), "dayahead").mode_lists()
         return found
 
     def issue_plans(self, inst: Instance) -> IssuePlans:

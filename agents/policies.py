@@ -11,11 +11,10 @@ Policies (DESIGN §9, issue 12 §4), each using only what is known at its decisi
 - ``forecast-plan``: the same plan from the forecaster's price (on a one-day instance it equals ``mpc``);
 - ``greedy``: the threshold rule on the view at slot 0 (the truth only with ``information="perfect"``);
 - ``fixed``: continuous baseline modes (reads nothing);
-- ``mpc-true-dayahead``, ``mpc-true-level``, ``mpc-true-shape``, ``mpc-true-outlook``, ``mpc-true-price``: ``mpc``
-  on an information relaxation (:data:`RELAXATIONS`, :func:`aidc_env.dayahead.revealed`): the issued days' prices
-  (all of them, only their daily mean, or only their hourly shape about it), the outlook of the days not issued
-  yet, or both, replaced by the truth. Not policies an operator can run: they measure what a perfect
-  forecast of each part of the price would be worth to ``mpc`` (``--information dayahead`` only);
+- ``mpc-true-dayahead``, ``mpc-true-price``: ``mpc`` on an information relaxation (:data:`RELAXATIONS`,
+  :func:`aidc_env.dayahead.revealed`): the issued days' prices, or every price, replaced by the truth. Not policies
+  an operator can run: they measure what a perfect forecast of the price would be worth to ``mpc``
+  (``--information dayahead`` only);
 - ``random`` (random masked actions in the env) and ``ppo`` (a trained MaskablePPO model in the env).
 """
 
@@ -29,16 +28,15 @@ import numpy as np
 
 from agents.mpc import ForecastNoise, mpc_schedule
 from agents.open_loop import dayahead_plan_schedule, forecast_plan_schedule, greedy_view_schedule, oracle_schedule
-from agents.smpc import (DEFAULT_EVALUATION_SCENARIOS, DEFAULT_RECOURSE, DEFAULT_STAGES, DEFAULT_THRESHOLD_USD,
-                         smpc_schedule)
+from agents.smpc import DEFAULT_THRESHOLD_USD, smpc_schedule
 from aidc_env.baselines import fixed_schedule
 from aidc_env.dayahead import revealed
 from aidc_env.errors import require
 from aidc_env.instance import Instance
 from aidc_env.information import INFORMATION
+from aidc_env.schedule import Schedule, validate_schedule
 
-RELAXATIONS = {"mpc-true-dayahead": "dayahead", "mpc-true-level": "dayahead-level",
-               "mpc-true-shape": "dayahead-shape", "mpc-true-outlook": "later", "mpc-true-price": "all"}
+RELAXATIONS = {"mpc-true-dayahead": "dayahead", "mpc-true-price": "all"}
 """``mpc`` on a relaxation of the price forecast: policy → what :func:`aidc_env.dayahead.revealed` makes true."""
 POLICY_NAMES = ("hindsight", "oracle", "mpc", "smpc", "dayahead-plan", "forecast-plan", "fixed", "greedy", "random",
                 "ppo", *RELAXATIONS)
@@ -56,24 +54,11 @@ class PolicySettings:
     """What the causal policies know: ``perfect`` (the truth) or ``dayahead`` (issued forecasts)."""
     mpc_noise: ForecastNoise = field(default_factory=ForecastNoise)
     """Synthetic error on the truth for ``mpc`` with ``information="perfect"`` (a sensitivity tool)."""
-    smpc_method: str = "candidates"
-    """How ``smpc`` solves each two-stage choice (:data:`agents.smpc.SMPC_METHODS`)."""
     smpc_scenarios: int | None = None
     """``smpc`` uses the forecast's first S scenarios (None: all)."""
     smpc_threshold_usd: float = DEFAULT_THRESHOLD_USD
-    """``smpc`` departs from MPC's plan only for an expected saving above this ($ per re-planning point; inf:
-    never, i.e. MPC)."""
-    smpc_stages: str = DEFAULT_STAGES
-    """What ``smpc``'s first decision spans (:data:`agents.smpc.SMPC_STAGES`)."""
-    smpc_evaluation_scenarios: int = DEFAULT_EVALUATION_SCENARIOS
-    """``smpc`` costs its candidates on this many further scenarios, disjoint from the S that propose them (0:
-    on those S; :func:`agents.smpc.smpc_schedule`)."""
-    smpc_recourse: str = DEFAULT_RECOURSE
-    """How ``smpc`` costs a candidate's rest in a scenario (:data:`agents.smpc.SMPC_RECOURSE`)."""
-    smpc_unanimous: bool = False
-    """``smpc`` departs only where its choice costs no more than MPC's first decision in every scenario."""
-    smpc_centre: bool = True
-    """``smpc`` re-centres its scenarios on the point forecast (:func:`agents.smpc.centre_scenarios`)."""
+    """``smpc`` departs from MPC's plan only for an expected saving above this ($ per stage; inf: never, i.e.
+    MPC)."""
     seed: int = 0
     model_path: str | None = None
     _model: Any = field(default=None, repr=False)
@@ -105,14 +90,14 @@ class PolicySettings:
         return self._oracle
 
 
-def run_policy(name: str, inst: Instance, settings: PolicySettings) -> tuple[list[list[int]], dict[str, Any]]:
+def run_policy(name: str, inst: Instance, settings: PolicySettings) -> tuple[Schedule, dict[str, Any]]:
     """The policy's schedule for an instance, plus facts about how it was made (solve times, wall time, ...)."""
     start = time.perf_counter()
     schedule, info = _schedule(name, inst, settings)
-    return schedule, {**info, "wall_seconds": time.perf_counter() - start}
+    return validate_schedule(inst, schedule), {**info, "wall_seconds": time.perf_counter() - start}
 
 
-def _schedule(name: str, inst: Instance, settings: PolicySettings) -> tuple[list[list[int]], dict[str, Any]]:
+def _schedule(name: str, inst: Instance, settings: PolicySettings) -> tuple[Schedule | list, dict[str, Any]]:
     if name == "fixed":
         return fixed_schedule(inst), {}
     if name == "greedy":
@@ -132,11 +117,8 @@ def _schedule(name: str, inst: Instance, settings: PolicySettings) -> tuple[list
             schedule = mpc_schedule(revealed(inst, RELAXATIONS[name]), "dayahead", oracle=oracle, seed=settings.seed)
         elif name == "smpc":
             log: list[dict] = []
-            schedule = smpc_schedule(inst, settings.information, oracle=oracle, method=settings.smpc_method,
-                                     n_scenarios=settings.smpc_scenarios, threshold_usd=settings.smpc_threshold_usd,
-                                     centre=settings.smpc_centre, stages=settings.smpc_stages, log=log,
-                                     evaluation_scenarios=settings.smpc_evaluation_scenarios,
-                                     recourse=settings.smpc_recourse, unanimous=settings.smpc_unanimous)
+            schedule = smpc_schedule(inst, settings.information, oracle=oracle, n_scenarios=settings.smpc_scenarios,
+                                     threshold_usd=settings.smpc_threshold_usd, log=log)
             info = {"replanning_points": len(log), "departures": sum(e["departed"] for e in log),
                     "expected_saving_usd": float(sum(e["mpc_expected_usd"] - e["best_expected_usd"] for e in log
                                                      if e["departed"])), "log": log}

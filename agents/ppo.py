@@ -4,9 +4,9 @@ train.py reads top to bottom (args → :class:`PPOConfig` → :func:`make_vec_en
 callbacks → learn → :func:`save_run`); evaluate.py and ``agents/policies.py`` call :func:`load_model`,
 :func:`ppo_schedule` and :func:`rollout_schedule`.
 
-What the agent sees and optimises is in :mod:`agents.decision_steps` (the :class:`DecisionSteps` wrapper); the
-run's settings are :class:`PPOConfig` (:mod:`agents.ppo_config`). Both are re-exported here. The envs are
-built from instances only (:func:`aidc_env.case.build_instances`, called once by the entry point).
+What the agent sees and optimises is in :mod:`agents.steps` (the :class:`AgentSteps` wrapper); the run's settings
+are :class:`PPOConfig` (:mod:`agents.ppo_config`). Both are re-exported here. The envs are built from instances only
+(:func:`aidc_env.case.build_instances`, called once by the entry point).
 """
 
 from __future__ import annotations
@@ -21,14 +21,14 @@ import gymnasium as gym
 import numpy as np
 
 from agents.checkpoints import save_model_atomically
-from agents.decision_steps import DecisionSteps, day_forecast_table, day_price_scale, wrap_env
-from agents.fleet_steps import fleet_env, uses_fleet_env, wrap_fleet
 from agents.plan_features import ForecastPlans
 from agents.ppo_config import ENV_KWARGS_KEYS, PPOConfig
+from agents.steps import AgentSteps, day_forecast_table, day_price_scale, wrap_env
 from aidc_env.env import DispatchEnv
 from aidc_env.errors import InputError, require
 from aidc_env.instance import Instance
 from aidc_env.io import read_json_file, write_json
+from aidc_env.schedule import Schedule
 from aidc_env.simulator import simulate
 
 CONFIG_FILE = "config.json"
@@ -59,14 +59,24 @@ def make_env(config: PPOConfig, instances: Sequence[Instance], rank: int = 0,
     return _init
 
 
-def agent_env(config: PPOConfig, instances: Sequence[Instance], plans: ForecastPlans | None = None) -> gym.Wrapper:
-    """The env the agent acts in on ``instances``, wrapped as the config says: the per-job fleet env
-    (:func:`agents.fleet_steps.uses_fleet_env`) or the joint env with :class:`DecisionSteps` (``plans``: the
-    forecast plans' cache, for a config that observes them)."""
-    if uses_fleet_env(config, instances):
-        return wrap_fleet(fleet_env(config, instances), config)
-    env = DispatchEnv(case=list(instances), days=[inst.day for inst in instances], action="joint",
-                      **config.behaviour_env_kwargs())
+def action_type(config: PPOConfig, instances: Sequence[Instance]) -> str:
+    """The env's action type of a run (``config.env``; ``auto``: ``per_job`` for instances with fine-tuning,
+    inference, an idle-GPU value or several sites, else ``joint``)."""
+    if config.env != "auto":
+        return config.env
+    return "per_job" if any(inst.has_fleet_workloads or len(inst.sites) > 1 for inst in instances) else "joint"
+
+
+def agent_env(config: PPOConfig, instances: Sequence[Instance], plans: ForecastPlans | None = None) -> AgentSteps:
+    """The env the agent acts in on ``instances``, wrapped as the config says (``plans``: the forecast plans' cache,
+    for a config that observes them). With the per-job action the env pays the config's reward (its scale, the
+    saving versus fixed with ``reward_baseline="fixed"``, the credit)."""
+    action = action_type(config, instances)
+    kwargs = config.behaviour_env_kwargs()
+    if action == "per_job":
+        kwargs.update(reward_scale=config.reward_scale_usd, reward_credit=config.reward_credit,
+                      reward_baseline="fixed" if config.reward_baseline == "fixed" else None)
+    env = DispatchEnv(case=list(instances), days=[inst.day for inst in instances], action=action, **kwargs)
     return wrap_env(env, config, plans)
 
 
@@ -216,7 +226,7 @@ def rate_and_entropy(config: PPOConfig) -> tuple[float, float]:
     return config.learning_rate, config.ent_coef
 
 
-def ppo_schedule(model, inst: Instance, plans: ForecastPlans | None = None) -> list[list[int]]:
+def ppo_schedule(model, inst: Instance, plans: ForecastPlans | None = None) -> Schedule:
     """The schedule of a trained model on one instance (a day or a horizon): deterministic, masked, in the env it
     was trained in, with the information it was trained with (``information="dayahead"``: ``inst`` must carry
     its forecasts). A model that observes the forecast plan rebuilds it (``plans``: a cache to reuse, e.g. one
@@ -235,13 +245,13 @@ def ppo_schedule(model, inst: Instance, plans: ForecastPlans | None = None) -> l
         action, _ = model.predict(obs, deterministic=True, action_masks=env.action_masks())
         obs, _, terminated, truncated, _ = env.step(int(action))
         terminated = terminated or truncated
-    return raw.schedule().mode_lists()
+    return raw.schedule()
 
 
 def rollout_schedule(inst: Instance, choose: Callable[[np.ndarray, np.ndarray], int],
-                     **env_kwargs: Any) -> list[list[int]]:
+                     **env_kwargs: Any) -> Schedule:
     """Generic masked rollout on one instance: ``choose(obs, mask) -> action`` at every step of the env (the joint
-    env, or the per-job fleet env for an instance with fleet workloads).
+    action, or the per-job action for an instance with fleet workloads or several sites).
 
     ``env_kwargs`` are the env's (e.g. ``information="dayahead"``: then ``choose`` sees forecasts only).
     """
@@ -252,7 +262,7 @@ def rollout_schedule(inst: Instance, choose: Callable[[np.ndarray, np.ndarray], 
     while not (terminated or truncated):
         mask = env.action_masks()
         obs, _, terminated, truncated, _ = env.step(int(choose(obs, mask)))
-    return env.schedule().mode_lists()
+    return env.schedule()
 
 
 def heldout_check(model, instances: Sequence[Instance]) -> dict[str, Any]:
@@ -277,8 +287,8 @@ def heldout_check(model, instances: Sequence[Instance]) -> dict[str, Any]:
             "tranches_met": float(np.mean(met)), "feasible": float(np.mean(feasible))}
 
 
-__all__ = ["CONFIG_ATTRIBUTE", "CONFIG_FILE", "ENV_KWARGS_KEYS", "MODEL_FILE", "DecisionSteps", "PPOConfig",
-           "agent_env", "day_forecast_table", "day_price_scale", "heldout_check", "linear_schedule", "load_model",
+__all__ = ["CONFIG_ATTRIBUTE", "CONFIG_FILE", "ENV_KWARGS_KEYS", "MODEL_FILE", "AgentSteps", "PPOConfig",
+           "action_type", "agent_env", "day_forecast_table", "day_price_scale", "heldout_check", "linear_schedule", "load_model",
            "finetunes", "make_env", "make_model", "make_vec_env", "model_config", "observes_plan",
            "ppo_schedule", "rate_and_entropy", "rollout_schedule", "save_run", "versions", "warm_starts", "wrap_env"]
 

@@ -85,15 +85,15 @@ class PPOConfig:
     before PPO (a warm start, :mod:`agents.imitation`; 0 = none)."""
     imitation: str = "plan"
     """What the warm start clones: ``"plan"`` (the forecast plan, only when it is observed) or ``"oracle"`` (the
-    oracle's schedules of ``imitation_days`` training days, solved once and cached on disk; the per-job fleet env
-    only). Configs saved before it: plan."""
+    oracle's schedules of ``imitation_days`` training days, solved once and cached on disk; the per-job action
+    only)."""
     imitation_days: int = 21
     """With ``imitation="oracle"``: training days whose oracle schedules are cloned (evenly spread over the train
     split, :func:`agents.days.spread`)."""
     reward_credit: str = "decision"
-    """The per-job fleet env's reward credit (:data:`aidc_env.fleet_env.REWARD_CREDITS`): the objective paid when
-    a decision point closes, or per agent step the objective change attributable to that job's choice ("job").
-    No effect on the joint env. Configs saved before it: decision."""
+    """The per-job action's reward credit (:data:`aidc_env.env.core.REWARD_CREDITS`): the objective paid when a
+    decision point closes, or per agent step the objective change attributable to that job's choice ("job"). No
+    effect on the joint action."""
 
     finetune: bool = True
     """With the warm start: PPO then fine-tunes at ``finetune_lr_factor`` × ``learning_rate`` with entropy
@@ -124,9 +124,9 @@ class PPOConfig:
     ``plan="issues"``; an incumbent plan when the limit stops it; evaluate.py's plans use its ``--time-limit``)."""
 
     env: str = "auto"
-    """Which env: ``"auto"`` (the per-job fleet env, :class:`aidc_env.fleet_env.FleetDispatchEnv`, for instances with
-    fine-tuning, inference or an idle-GPU value; the joint env otherwise), ``"fleet"`` or ``"joint"`` for every
-    case (the 2048 case on the per-job env compares the two action designs). Configs saved before it: auto."""
+    """The env's action type (:data:`ENVS`): ``"auto"`` (``per_job`` for instances with fine-tuning, inference, an
+    idle-GPU value or several sites; ``joint`` otherwise), or ``"per_job"`` or ``"joint"`` for every case (the 2048
+    case with the per-job action compares the two action designs)."""
 
     # PPO.
     total_timesteps: int = 1_000_000
@@ -161,7 +161,7 @@ class PPOConfig:
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> PPOConfig:
         known = {f.name for f in dataclasses.fields(cls)}
-        return cls(**{"forecast_plan": False, "finetune": False, "validation_every": 0, **{k: v for k, v in data.items() if k in known}})
+        return cls(**{k: v for k, v in data.items() if k in known})
 
     @property
     def information(self) -> str:
@@ -184,17 +184,17 @@ class PPOConfig:
         return {k: v for k, v in self.env_kwargs.items() if k in ENV_KWARGS_KEYS}
 
 
-FLEET_DEFAULTS: dict[str, Any] = {
+ENVS = ("auto", "per_job", "joint")
+"""``PPOConfig.env``: the env's action type."""
+PER_JOB_DEFAULTS: dict[str, Any] = {
     "total_timesteps": 300_000, "learning_rate": 3e-5, "ent_coef": 0.0, "gae_lambda": 1.0, "n_steps": 512,
     "reward_credit": "job", "imitation": "oracle", "imitation_days": 63, "imitation_epochs": 50}
-"""train.py's defaults for a case with fleet workloads (fine-tuning, inference or an idle-GPU value; the per-job
-fleet env): a warm start by behaviour cloning of the fleet oracle's schedules on 63 training days (21 captured
-68% of the oracle's saving on the held-out days, 63 captured 92%: docs/fleet.md), then PPO
-with a small step (3e-5) and no entropy bonus, so that it refines the cloned policy instead of unlearning it,
-rewarded per job (each choice sees its own idle-GPU credit at its own step), with whole-episode Monte Carlo
-advantages (GAE λ = 1 and 512 steps per env and update: an episode is ~140-190 agent steps). With λ = 0.95 or
-128 steps per env the advantages lean on the value net and PPO drifted away from the cloned policy (measured in
-docs/fleet.md, "The fleet defaults"). Every other setting is :class:`PPOConfig`'s default."""
+"""train.py's defaults with the per-job action (a case with fine-tuning, inference, an idle-GPU value or several
+sites): a warm start by behaviour cloning of the oracle's schedules on 63 training days, then PPO with a small step
+(3e-5) and no entropy bonus, so that it refines the cloned policy instead of unlearning it, rewarded per job (each
+choice sees its own idle-GPU credit and energy cost at its own step), with whole-episode Monte Carlo advantages (GAE
+λ = 1 and 512 steps per env and update: an episode is one agent step per job decision, 40-190 of them). Every other
+setting is :class:`PPOConfig`'s default; docs/training.md says what each reaches."""
 HORIZON_DEFAULTS: dict[str, Any] = {"total_timesteps": 25_000, "checkpoint_freq": 12_500, "plan": "issues"}
 """train.py's defaults with ``--horizon-days D`` > 1 (weeks; a week episode is 7 x 24 = 168 agent steps of the 2048
 case): 25,000 PPO steps with checkpoints every 12,500. Fine-tuning after the warm start made the validation weeks
@@ -211,10 +211,11 @@ IMITATIONS = ("plan", "oracle")
 """``PPOConfig.imitation``."""
 
 
-def case_has_fleet_workloads(case: Any) -> bool:
-    """Whether a :class:`aidc_env.case.Case` has fine-tuning jobs, inference or an idle-GPU value (then train.py
-    takes :data:`FLEET_DEFAULTS`)."""
+def case_takes_per_job(case: Any) -> bool:
+    """Whether a :class:`aidc_env.case.Case` has fine-tuning jobs, inference, an idle-GPU value or several sites (then
+    the ``auto`` env is the per-job action and train.py takes :data:`PER_JOB_DEFAULTS`)."""
     return (bool(getattr(case, "inference", ())) or getattr(case, "idle_value_usd_per_gpu_hour", 0.0) > 0
+            or len(getattr(case, "sites", ())) > 1
             or any(getattr(job, "kind", "pretraining") == "finetuning" for job in getattr(case, "jobs", ())))
 
 
@@ -236,9 +237,10 @@ def trained_case_differences(config: PPOConfig, case: Any, overrides: dict[str, 
 
 
 def defaults_for_case(case: Any) -> PPOConfig:
-    """The defaults of a run on ``case``: :class:`PPOConfig`'s, with :data:`FLEET_DEFAULTS` for a fleet case."""
-    return PPOConfig(**FLEET_DEFAULTS) if case_has_fleet_workloads(case) else PPOConfig()
+    """The defaults of a run on ``case``: :class:`PPOConfig`'s, with :data:`PER_JOB_DEFAULTS` for a case that takes
+    the per-job action."""
+    return PPOConfig(**PER_JOB_DEFAULTS) if case_takes_per_job(case) else PPOConfig()
 
 
-__all__ = ["ENV_KWARGS_KEYS", "FLEET_DEFAULTS", "HORIZON_DEFAULTS", "HYPERPARAMETERS", "IMITATIONS", "PPOConfig",
-           "case_has_fleet_workloads", "defaults_for_case", "trained_case_differences"]
+__all__ = ["ENVS", "ENV_KWARGS_KEYS", "HORIZON_DEFAULTS", "HYPERPARAMETERS", "IMITATIONS", "PER_JOB_DEFAULTS",
+           "PPOConfig", "case_takes_per_job", "defaults_for_case", "trained_case_differences"]

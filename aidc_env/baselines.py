@@ -1,10 +1,12 @@
-"""Baseline schedules (DESIGN §2): fixed continuous, a greedy threshold rule, random.
+"""Baseline schedules: fixed continuous, a greedy threshold rule, random.
 
-Each baseline returns a schedule (per job, per checkpoint segment: mode index or ``PAUSE``) that the
-simulator scores; none computes a cost of its own.
+Each baseline returns a schedule (per job, per checkpoint segment: mode index or ``PAUSE``; every job at its home
+site) that the simulator scores; none computes a cost of its own.
 """
 
 from __future__ import annotations
+
+import dataclasses
 
 import numpy as np
 
@@ -60,6 +62,21 @@ def effective_segment_price(inst: Instance, job: Job) -> np.ndarray:
 
 
 def greedy_schedule(inst: Instance) -> list[list[int]]:
+    """Price threshold rule, tranche-aware: run in the cheapest segments, pause in the others; with several sites,
+    each site's rule over the jobs at home there (no job moves)."""
+    if len(inst.sites) == 1:
+        return _greedy_one_site(inst)
+    schedule: list[list[int]] = [[PAUSE] * job.segments for job in inst.jobs]
+    for s, view in enumerate(inst.site_views):
+        members = [j for j in range(len(inst.jobs)) if inst.home_sites[j] == s]
+        if members:
+            sub = dataclasses.replace(view, jobs=tuple(inst.jobs[j] for j in members))
+            for j, row in zip(members, _greedy_one_site(sub), strict=True):
+                schedule[j] = list(row)
+    return schedule
+
+
+def _greedy_one_site(inst: Instance) -> list[list[int]]:
     """Price threshold rule, tranche-aware: run in the cheapest segments, pause in the others.
 
     Job by job: rank the job's segments by effective price (slots where renewable covers the baseline

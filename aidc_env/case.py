@@ -487,7 +487,7 @@ def build_instance(
     ``overrides``: ``gpus``, ``segments``, ``renewable_ratio`` or any :class:`Case` field.
     """
     case = _resolved_case(case, day=day, horizon_days=horizon_days, min_daily_share=min_daily_share, **overrides)
-    profiles = _profiles_for(case, profiles)
+    profiles = profiles_for(case, profiles)
     return _instance_on_days(case, case.day, profiles, horizon_jobs(resolve_jobs(case), case.horizon_days))
 
 
@@ -506,7 +506,7 @@ def build_instances(
     ``horizon_days`` consecutive complete days; with D = 1, every day). Horizons may overlap.
     """
     case = _resolved_case(case, horizon_days=horizon_days, min_daily_share=min_daily_share, **overrides)
-    profiles = _profiles_for(case, profiles)
+    profiles = profiles_for(case, profiles)
     jobs = horizon_jobs(resolve_jobs(case), case.horizon_days)
     starts = days or profiles.horizon_starts(case.horizon_days)
     return {day: _instance_on_days(case, day, profiles, jobs) for day in starts}
@@ -529,7 +529,7 @@ def horizon_jobs(jobs: tuple[Job, ...], horizon_days: int) -> tuple[Job, ...]:
                  for job in jobs)
 
 
-def _profiles_for(case: Case, profiles: ProfileSet | SiteProfileSet | str | Path | None) -> ProfileSet | SiteProfileSet:
+def profiles_for(case: Case, profiles: ProfileSet | SiteProfileSet | str | Path | None) -> ProfileSet | SiteProfileSet:
     """The profile source of a case: a :class:`SiteProfileSet` (three price nodes, solar and wind apart) for a
     sites case, else a :class:`ProfileSet`; a loaded set of the wrong kind is refused (one line)."""
     if case.sites:

@@ -153,50 +153,28 @@ def dayahead_instances(instances: Mapping[str, Instance], profiles: ProfileSet, 
     return out
 
 
-REVEALED_PRICES = ("dayahead", "dayahead-level", "dayahead-shape", "later", "all")
-"""What :func:`revealed` replaces by the truth: the issued days' prices (``dayahead``), only their daily mean
-(``dayahead-level``) or only their hourly deviation from it (``dayahead-shape``), the outlook of the days not issued
-yet (``later``), or all of them (``all``)."""
-_ISSUED_ERROR_PARTS = {"dayahead": "all", "all": "all", "dayahead-level": "level", "dayahead-shape": "shape"}
-"""Which part of each issued day's error (truth − forecast) a relaxation adds to the forecast."""
-
-
-def _issued_error_part(error: np.ndarray, part: str) -> np.ndarray:
-    """The part of one day's forecast error that is revealed: all of it, its daily mean (the level) or the rest (the
-    shape: the hourly deviation from the daily mean). Level + shape = all."""
-    if part == "level":
-        return np.full_like(error, error.mean())
-    if part == "shape":
-        return error - error.mean()
-    return error
+REVEALED_PRICES = ("dayahead", "all")
+"""What :func:`revealed` replaces by the truth: the issued days' prices (``dayahead``), or every price (``all``)."""
 
 
 def revealed(inst: Instance, prices: str) -> Instance:
-    """``inst`` with part of its price forecast replaced by the truth: an information relaxation that measures
-    what a perfect forecast of that part would be worth to a policy (docs/uncertainty.md, "What each part of the
-    price forecast is worth"). Renewables, the persistence price and the scenarios are left as forecast.
+    """``inst`` with part of its price forecast replaced by the truth: an information relaxation that measures what
+    a perfect forecast of that part would be worth to a policy (docs/uncertainty.md). Renewables, the persistence
+    price and the scenarios are left as forecast.
 
     - ``dayahead``: each day's issued forecast is the true price; the outlook of the later days, made at each issue
       from the issued day (:func:`~aidc_env.price_forecast.later_day_outlook`), moves with it: by
-      ``LATER_DAY_REPEAT_WEIGHT`` × the issued day's error at each clock hour (by all of it when the instance has
-      no issue outlook, whose later days then repeat the last issued day);
-    - ``dayahead-level``: each issued day's forecast moves by its daily mean error (its mean is the true one, its
-      hourly shape stays as forecast), and the later days' outlook with it, as under ``dayahead``;
-    - ``dayahead-shape``: each issued day's forecast takes the true hourly deviation from the daily mean (its mean
-      stays as forecast), and the later days' outlook with it; ``dayahead-level`` and ``dayahead-shape`` add up
-      to ``dayahead``;
-    - ``later``: the issued forecasts stay; the outlook of every day not yet issued is its true price;
-    - ``all``: both, so every price a policy reads is the truth.
+      ``LATER_DAY_REPEAT_WEIGHT`` × the issued day's error at each clock hour (by all of it when the instance has no
+      issue outlook, whose later days then repeat the last issued day);
+    - ``all``: every price a policy reads is the truth (the later days' outlook too).
     """
     require(prices in REVEALED_PRICES, "prices", f"must be one of {', '.join(REVEALED_PRICES)}, got {prices!r}")
     forecast = inst.forecast
     require(forecast is not None, "forecasts", "a relaxation of the forecast needs an instance with forecasts")
     spd, days = inst.slots_per_day, inst.horizon_days
     truth, point = inst.price_usd_per_mwh, forecast.price_usd_per_mwh
-    part = _ISSUED_ERROR_PARTS.get(prices)
-    errors = [_issued_error_part(truth[k * spd:(k + 1) * spd] - point[k * spd:(k + 1) * spd], part)
-              if part is not None else np.zeros(spd) for k in range(days)]
-    issued_price = truth.copy() if part == "all" else point + np.concatenate(errors)
+    errors = [truth[k * spd:(k + 1) * spd] - point[k * spd:(k + 1) * spd] for k in range(days)]
+    issued_price = truth.copy() if prices == "all" else point + np.concatenate(errors)
     rows, weight = forecast.issue_outlook_price_usd_per_mwh, LATER_DAY_REPEAT_WEIGHT
     if rows is None and days > 1:
         rows = np.stack([np.concatenate([point[:(k + 1) * spd]] + [point[k * spd:(k + 1) * spd]] * (days - k - 1))
@@ -206,11 +184,9 @@ def revealed(inst: Instance, prices: str) -> Instance:
         rows = np.array(rows, dtype=float)
         for k in range(days):
             issued, later = slice(0, (k + 1) * spd), slice((k + 1) * spd, None)
-            if part is not None:
-                rows[k, issued] = issued_price[issued]
-                rows[k, later] += weight * np.tile(errors[k], days - k - 1)
-            if prices in ("later", "all"):
-                rows[k, later] = truth[later]
+            rows[k, issued] = issued_price[issued]
+            rows[k, later] = truth[later] if prices == "all" else rows[k, later] + weight * np.tile(
+                errors[k], days - k - 1)
     source = f"{forecast.source}; revealed: {prices} prices are the truth (an information relaxation)"
     return dataclasses.replace(inst, forecast=dataclasses.replace(
         forecast, price_usd_per_mwh=issued_price, issue_outlook_price_usd_per_mwh=rows, source=source))

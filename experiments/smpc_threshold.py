@@ -30,7 +30,6 @@ import numpy as np
 
 from agents.days import horizon_days_of, split_days, split_starts, spread
 from agents.policies import PolicySettings, run_policy
-from agents.smpc import DEFAULT_EVALUATION_SCENARIOS, DEFAULT_RECOURSE, DEFAULT_STAGES, SMPC_RECOURSE, SMPC_STAGES
 from aidc_env import limits
 from aidc_env.case import build_instances, load_case, require_one_site_case
 from aidc_env.dayahead import DEFAULT_SCENARIOS, attach_forecasts
@@ -79,15 +78,11 @@ def scenario_calibration(forecaster: PriceForecaster, profiles: ProfileSet, fore
             "issued_forecast_mae_usd_per_mwh": float(np.abs(np.concatenate(errors)).mean())}
 
 
-def _run_day(inst: Instance, thresholds: tuple[float, ...], scenarios: int, time_limit_s: float,
-             stages: str = DEFAULT_STAGES, evaluation_scenarios: int = DEFAULT_EVALUATION_SCENARIOS,
-             recourse: str = DEFAULT_RECOURSE, unanimous: bool = False) -> dict:
+def _run_day(inst: Instance, thresholds: tuple[float, ...], scenarios: int, time_limit_s: float) -> dict:
     costs, facts = {}, {}
     for name, threshold in [("mpc", math.inf), *[(f"smpc@{t:g}", t) for t in thresholds]]:
         settings = PolicySettings(information="dayahead", time_limit_s=time_limit_s, smpc_scenarios=scenarios,
-                                  smpc_threshold_usd=threshold, smpc_stages=stages,
-                                  smpc_evaluation_scenarios=evaluation_scenarios, smpc_recourse=recourse,
-                                  smpc_unanimous=unanimous)
+                                  smpc_threshold_usd=threshold)
         tick = time.perf_counter()
         schedule, info = run_policy("mpc" if name == "mpc" else "smpc", inst, settings)
         metrics = simulate(inst, schedule).metrics
@@ -113,13 +108,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--thresholds", default=",".join(f"{t:g}" for t in THRESHOLDS_USD),
                         help="comma-separated $ per re-planning point")
     parser.add_argument("--smpc-scenarios", type=int, default=SCENARIOS)
-    parser.add_argument("--smpc-stages", choices=SMPC_STAGES, default=DEFAULT_STAGES)
-    parser.add_argument("--smpc-recourse", choices=SMPC_RECOURSE, default=DEFAULT_RECOURSE,
-                        help="how smpc costs a candidate's rest (evaluate.py's flag)")
-    parser.add_argument("--smpc-unanimous", action="store_true",
-                        help="smpc departs only where no scenario loses (evaluate.py's flag)")
-    parser.add_argument("--smpc-evaluation-scenarios", type=int, default=DEFAULT_EVALUATION_SCENARIOS,
-                        help="further scenarios that cost the candidates (evaluate.py's flag)")
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--time-limit", type=float, default=120.0)
     parser.add_argument("--seed", type=int, default=0)
@@ -128,11 +116,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     require_number(args.validation_days, "validation-days", 1, limits.MAX_DAYS, integer=True)
     require_number(args.workers, "workers", 1, limits.MAX_WORKERS, integer=True)
     require_number(args.smpc_scenarios, "smpc-scenarios", 1, DEFAULT_SCENARIOS, integer=True)
-    require_number(args.smpc_evaluation_scenarios, "smpc-evaluation-scenarios", 0,
-                   DEFAULT_SCENARIOS - args.smpc_scenarios, integer=True)
     require_number(args.horizon_days, "horizon-days", 1, limits.MAX_HORIZON_DAYS, integer=True)
-    require(args.smpc_recourse == "clairvoyant" or args.smpc_stages == "issues", "smpc-recourse",
-            "informed needs --smpc-stages issues")
     try:
         thresholds = tuple(float(t) for t in args.thresholds.split(",") if t.strip())
     except ValueError:
@@ -167,10 +151,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     tick = time.perf_counter()
     with ProcessPoolExecutor(args.workers) as pool:
         runs = dict(zip(days, pool.map(_run_day, [instances[d] for d in days], [thresholds] * len(days),
-                                       [args.smpc_scenarios] * len(days), [args.time_limit] * len(days),
-                                       [args.smpc_stages] * len(days),
-                                       [args.smpc_evaluation_scenarios] * len(days),
-                                       [args.smpc_recourse] * len(days), [args.smpc_unanimous] * len(days)),
+                                       [args.smpc_scenarios] * len(days), [args.time_limit] * len(days)),
                         strict=True))
     rows = {}
     for t in thresholds:
@@ -185,10 +166,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(f"chosen threshold: {best['threshold_usd']:g} $ (VSS {best['vss_usd']:+.2f} $ on {len(days)} "
           f"{'days' if not several else f'{horizon}-day instances'})")
     write_json(args.json, {"case": case.name, "validation_days": days, "horizon_days": horizon, "fit_days": len(fit),
-                           "smpc_scenarios": args.smpc_scenarios, "smpc_stages": args.smpc_stages,
-                           "smpc_evaluation_scenarios": args.smpc_evaluation_scenarios,
-                           "smpc_recourse": args.smpc_recourse, "smpc_unanimous": args.smpc_unanimous,
-                           "seed": args.seed,
+                           "smpc_scenarios": args.smpc_scenarios, "seed": args.seed,
                            "mpc_total_usd": sum(runs[d]["costs"]["mpc"] for d in days), "thresholds": rows,
                            "scenario_calibration": calibration,
                            "chosen_threshold_usd": best["threshold_usd"], "runs": runs,

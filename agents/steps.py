@@ -1,6 +1,9 @@
-"""The PPO agent's view of the dispatch env: :class:`DecisionSteps`, a wrapper (the env is unchanged).
+"""The PPO agent's view of the dispatch env: :class:`AgentSteps`, one wrapper for both action types.
 
-What the agent sees and optimises (all of it in :class:`DecisionSteps`, a wrapper; the env is unchanged):
+With the ``per_job`` action the env already asks one real decision per step and pays the reward the config asks
+(its ``reward_baseline``, ``reward_credit`` and ``reward_scale``: :func:`agents.ppo.agent_env`); the wrapper appends
+each site's hourly forecast table (below). With the ``joint`` action the wrapper also does what follows (the env
+is unchanged):
 
 - **One agent step per real decision.** With K checkpoint segments per day only the boundary slots offer a
   choice; at every other slot the mask allows only "keep". The wrapper plays those forced slots itself and
@@ -12,15 +15,15 @@ What the agent sees and optimises (all of it in :class:`DecisionSteps`, a wrappe
   slot depends only on the day and the slot, not on the agent, so this is the env's reward shifted by a
   function of the state (the day has a fixed length): the best policy is unchanged, but returns no longer
   carry the day's price level, which would otherwise dominate their variance.
-- **Observation = the env's observation plus a day-scaled hourly forecast.** The env's own observation is
-  kept as is (with ``lookahead`` = 0 by default: no slot-level window). The wrapper appends a sliding
-  24-hour window at hourly resolution (24 hours from the current slot, zero past the end of the instance,
-  plus a validity flag each; on a day instance, the rest of the day): prices divided by the episode's price
-  scale (mean |λ| of the outlook at slot 0, at least $5/MWh; decisions are invariant to a common price
-  factor, so every day looks alike), renewable shares, and the price scale / $100. Every one of these is
-  read through :func:`aidc_env.information.outlook` with the env's ``information``: with ``"perfect"``
-  the truth (foresight, as the oracle has), with ``"dayahead"`` the day-ahead forecasts issued by slot t
-  (the window at slot t and the price scale never depend on the truth of slots ≥ t).
+- **Observation = the env's observation plus a day-scaled hourly forecast of every site.** The env's own
+  observation is kept as is (with ``lookahead`` = 0 by default: no slot-level window). The wrapper appends, per
+  site, a sliding 24-hour window at hourly resolution (24 hours from the current slot, zero past the end of the
+  instance, plus a validity flag each; on a day instance, the rest of the day): prices divided by the episode's
+  price scale (mean |λ| of the outlook at slot 0, at least $5/MWh; decisions are invariant to a common price
+  factor, so every day looks alike), renewable shares, and the price scale / $100. Every one of these is read
+  through the env's outlook: with ``"perfect"`` the truth (foresight, as the oracle has), with ``"dayahead"`` the
+  day-ahead forecasts issued by slot t (the window at slot t and the price scale never depend on the truth of
+  slots ≥ t).
 - **Rewards are paid on the truth.** The fixed schedule's cost per slot (the reward baseline) is the
   simulator's cost on the true prices: it is paid after the fact and only shifts the return by a function
   of the day, so it carries no information into the observation or the mask.
@@ -66,11 +69,12 @@ REWARD_REFERENCE_PRICE_USD_PER_MWH = 50.0
 _DEFAULTS = PPOConfig()
 
 
-class DecisionSteps(gym.Wrapper):
-    """One agent step per real decision; reward = savings versus fixed; hourly day-scaled forecast.
+class AgentSteps(gym.Wrapper):
+    """One agent step per real decision; reward = savings versus fixed; hourly day-scaled forecast per site.
 
     See the module docstring. Exposes ``action_masks()`` (the mask of the agent's current choice), so
-    MaskablePPO finds it through ``VecEnv.env_method``.
+    MaskablePPO finds it through ``VecEnv.env_method``. With the ``per_job`` action only the hourly forecast is
+    added (the other options are the joint action's).
 
     With ``factored_actions`` the joint choice of a boundary slot is made one job at a time: the action space
     is ``Discrete(max_j (M_j + 1))`` (a local choice: 0 = pause, i = mode i − 1), job j's mask allows the
@@ -90,15 +94,16 @@ class DecisionSteps(gym.Wrapper):
         super().__init__(env)
         if reward_baseline not in ("fixed", "none"):
             raise ValueError(f"reward_baseline must be 'fixed' or 'none', got {reward_baseline!r}")
-        self.decision_steps = decision_steps
+        dispatch = self.dispatch
+        self.joint = dispatch.action_type == "joint"
+        self.decision_steps = decision_steps and self.joint
         self.hourly_forecast = hourly_forecast
         self.reward_baseline = reward_baseline
         self.reward_scale_usd = float(reward_scale_usd)
         self.reward_day_scaled = bool(reward_day_scaled)
-        self.factored_actions = bool(factored_actions)
+        self.factored_actions = bool(factored_actions) and self.joint
         self._reward_div = self.reward_scale_usd
-        dispatch = self.dispatch
-        template = dispatch.instance(dispatch.days[0])
+        template = dispatch.template
         self._sizes = [job.n_modes + 1 for job in template.jobs]
         self._gpu_share = [np.append(0.0, [m.gpus / template.n_gpus for m in job.modes]) for job in template.jobs]
         # Per job, by local choice: tokens per hour; the job's tranche, segment and restart hours.
@@ -109,10 +114,11 @@ class DecisionSteps(gym.Wrapper):
         base: spaces.Box = env.observation_space  # type: ignore[assignment]
         low, high = [base.low], [base.high]
         if hourly_forecast:
-            ren_high = renewable_share_high(template)  # renewable_now's bound: rho
-            low += [np.full(HOURS_AHEAD, -SCALED_PRICE_CLIP), np.zeros(2 * HOURS_AHEAD), [0.0]]
-            high += [np.full(HOURS_AHEAD, SCALED_PRICE_CLIP), np.full(HOURS_AHEAD, ren_high), np.ones(HOURS_AHEAD),
-                     [SCALED_PRICE_CLIP]]
+            for view in template.site_views:
+                ren_high = renewable_share_high(view)  # renewable_now's bound: rho
+                low += [np.full(HOURS_AHEAD, -SCALED_PRICE_CLIP), np.zeros(2 * HOURS_AHEAD), [0.0]]
+                high += [np.full(HOURS_AHEAD, SCALED_PRICE_CLIP), np.full(HOURS_AHEAD, ren_high),
+                         np.ones(HOURS_AHEAD), [SCALED_PRICE_CLIP]]
         if self.factored_actions:
             # Per job: choosing now, already chosen, the chosen mode index / M_j, its GPU share.
             n = 4 * len(self._sizes)
@@ -122,7 +128,7 @@ class DecisionSteps(gym.Wrapper):
                 low.append(np.zeros(2 * max(self._sizes)))
                 high.append(np.full(2 * max(self._sizes), CHOICE_FEATURE_CLIP))
             self.action_space = spaces.Discrete(max(self._sizes))
-        self.forecast_plan = bool(forecast_plan) and dispatch.information == "dayahead"
+        self.forecast_plan = bool(forecast_plan) and dispatch.information == "dayahead" and self.joint
         self.plans = ForecastPlans()
         """Where the forecast plans come from (replace it to share one cache between envs)."""
         if plan not in PLANS:
@@ -157,6 +163,9 @@ class DecisionSteps(gym.Wrapper):
 
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
         obs, info = self.env.reset(seed=seed, options=options)
+        if not self.joint:
+            self._prepare_day(self.dispatch.instance())
+            return self._observation(obs), info
         self._current = list(info["job_modes"])
         self._prepare_day(self.dispatch.instance())
         obs, _, terminated, info = self._advance(obs, info)
@@ -167,6 +176,9 @@ class DecisionSteps(gym.Wrapper):
         return self._observation(self._obs), self._compact(info)
 
     def step(self, action):
+        if not self.joint:
+            obs, reward, terminated, truncated, info = self.env.step(action)
+            return self._observation(obs), reward, terminated, truncated, info
         if self.factored_actions:
             obs, reward, terminated, info = self._substep(int(action))
             return self._observation(self._obs), reward, terminated, False, self._compact(info)
@@ -282,12 +294,13 @@ class DecisionSteps(gym.Wrapper):
             for job in inst.jobs:
                 boundary[: inst.slots: inst.slots_per_segment(job)] = True
             baseline = np.zeros(inst.slots)
-            if self.reward_baseline == "fixed":
+            if self.reward_baseline == "fixed" and self.joint:
                 from aidc_env.baselines import fixed_schedule
 
                 baseline = simulate(inst, fixed_schedule(inst)).flows.decision_cost_usd
             information = self.dispatch.information
-            extra = day_forecast_table(inst, information) if self.hourly_forecast else None
+            extra = np.concatenate([day_forecast_table(view, information) for view in inst.site_views],
+                                   axis=1) if self.hourly_forecast else None
             div = self.reward_scale_usd
             scale = day_price_scale(inst, information)
             if self.reward_day_scaled:
@@ -405,9 +418,9 @@ def day_forecast_table(inst: Instance, information: str = "perfect") -> np.ndarr
     return table
 
 
-def wrap_env(env: gym.Env, config: PPOConfig, plans: ForecastPlans | None = None) -> DecisionSteps:
+def wrap_env(env: gym.Env, config: PPOConfig, plans: ForecastPlans | None = None) -> AgentSteps:
     """The wrapper of a training or evaluation env, as the config says (``plans``: a shared plan cache)."""
-    wrapper = DecisionSteps(env, decision_steps=config.decision_steps, hourly_forecast=config.hourly_forecast,
+    wrapper = AgentSteps(env, decision_steps=config.decision_steps, hourly_forecast=config.hourly_forecast,
                             reward_baseline=config.reward_baseline, reward_scale_usd=config.reward_scale_usd,
                             reward_day_scaled=config.reward_day_scaled, factored_actions=config.factored_actions,
                             choice_features=config.choice_features, forecast_plan=config.forecast_plan,
@@ -417,4 +430,4 @@ def wrap_env(env: gym.Env, config: PPOConfig, plans: ForecastPlans | None = None
     return wrapper
 
 
-__all__ = ["DecisionSteps", "day_forecast_table", "day_price_scale", "wrap_env"]
+__all__ = ["AgentSteps", "day_forecast_table", "day_price_scale", "wrap_env"]
