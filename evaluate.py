@@ -449,7 +449,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 SITES_POLICIES = ("oracle", "fixed", "greedy", "ppo")
 """The policies evaluate.py runs on a sites case (agents/sites_train.py; the oracle: agents/sites_oracle.py)."""
 SITES_ORACLE_DESCRIPTIONS = {
-    "decomposition": "agents/sites_oracle.py: the sites decomposition with migration (oracle/sites_cg.py) started "
+    "decomposition": "agents/sites_oracle.py: the sites decomposition with migration (oracle/decomposition.py) started "
                      "from the per-site optimum (each site exactly on its own, jobs at home), the better kept",
     "per-site-milp": "agents/sites_oracle.py: each site exactly on its own (day oracle, jobs at home), then "
                      "the direct sites MILP from it, the better kept"}

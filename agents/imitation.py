@@ -102,7 +102,7 @@ def oracle_schedules(instances: Sequence[Instance], cache: str | Path,
     """The oracle's schedule of every instance (by day), read from ``cache`` (a folder, one JSON per instance keyed
     by :func:`instance_key`) when :func:`reusable`, else solved and written there atomically. Days without a
     feasible schedule are left out (a run warns)."""
-    from oracle.model import solve
+    from oracle import solve
 
     folder = Path(cache)
     folder.mkdir(parents=True, exist_ok=True)
