@@ -2,7 +2,7 @@
 its evaluation; issue 14 item 5).
 
 :func:`solve_days` solves every day not yet in the cache -- first each site exactly on its own with its home jobs
-(the day oracle, :func:`home_optimum`: no migration), then :func:`oracle.sites.solve_sites` started from that
+(the day oracle, :func:`home_optimum`: no migration), then :func:`oracle.solve` (the sites MILP) started from that
 schedule (each job's checkpoint at its home site at t = 0, as the env starts), keeping the better -- in worker processes, and writes each answer atomically to
 ``<folder>/<case>_<day>_<time limit>s.json`` (schedule, sites, the simulator's cost, the solver's bound and gap,
 seconds). The direct MILP does not close its gap on sites3 at K = 12 (docs/sites.md: ~2 % after 120 s; started from
@@ -35,9 +35,9 @@ load 2-4, the decomposition's incumbent after 10 / 20 / 40 s was $921.64 / $921.
 (docs/sites.md "Env and PPO")."""
 
 METHODS = ("decomposition", "per-site-milp")
-"""How a day is solved: ``"decomposition"`` (the issue's sites oracle, :func:`oracle.sites_cg.solve_sites_cg`, with
+"""How a day is solved: ``"decomposition"`` (the issue's sites oracle, :func:`oracle.solve`'s decomposition, with
 migration, started from the per-site optimum; the default) or ``"per-site-milp"`` (the per-site optimum without
-migration, then the direct sites MILP :func:`oracle.sites.solve_sites` from it, the better kept: the reference
+migration, then the direct sites MILP (:func:`oracle.solve`'s textbook method) from it, the better kept: the reference
 before the decomposition existed)."""
 DEFAULT_METHOD = "decomposition"
 
@@ -109,14 +109,10 @@ def _solve(inst: Instance, time_limit_s: float, method: str = DEFAULT_METHOD) ->
 
     schedule, sites, home_seconds = home_optimum(inst, time_limit_s)
     home_usd = simulate(inst, validate_schedule(inst, schedule, sites)).metrics.operating_cost_usd
-    if method == "decomposition":
-        from oracle.sites_cg import solve_sites_cg
+    from oracle import solve
 
-        res = solve_sites_cg(inst, time_limit_s=time_limit_s, start=(schedule, sites))
-    else:
-        from oracle.sites import solve_sites
-
-        res = solve_sites(inst, time_limit_s=time_limit_s, threads=1, start=(schedule, sites))
+    res = solve(inst, method="decomposition" if method == "decomposition" else "textbook", time_limit_s=time_limit_s,
+                threads=None if method == "decomposition" else 1, start=(schedule, sites))
     better = res.schedule is not None and res.objective_usd is not None and res.objective_usd <= home_usd
     return {"day": inst.day, "status": res.status if better else f"home_optimum (sites MILP: {res.status})",
             "objective_usd": res.objective_usd if better else home_usd,

@@ -208,11 +208,13 @@ class Case:
         self._check_sites()
 
     def _check_sites(self) -> None:
-        """Sites, their names, the jobs' home sites and the link (only a sites case has them)."""
+        """Sites, their names, the jobs' and inference services' sites and the link (only a sites case has them)."""
         for j, job in enumerate(self.jobs):
             require(job.site is None or job.site in {s.name for s in self.sites}, f"jobs[{j}].site",
                     f"must be the name of a site of the case, got {job.site!r}")
         if not self.sites:
+            for i, service in enumerate(self.inference):
+                require(service.site is None, f"inference[{i}].site", "only a sites case ([[sites]]) names sites")
             return
         for i, site in enumerate(self.sites):
             site.validate(f"sites[{i}]", self.n_gpus, limits.MAX_RENEWABLE_RATIO)
@@ -220,9 +222,12 @@ class Case:
         require(max(s.gpus for s in self.sites) == self.n_gpus, "gpus",
                 "in a sites case, gpus is the largest site's pool (the jobs' modes are those that fit it)")
         require_number(self.link_gbps, "migration.link_gbps", 0.0, limits.MAX_LINK_GBPS, low_open=True)
-        require(not self.inference and self.idle_value_usd_per_gpu_hour == 0
-                and all(job.kind == PRETRAINING for job in self.jobs), "sites",
-                "sites run pre-training jobs only for now (no inference, fine-tuning or idle-GPU value)")
+        pools = {site.name: site.gpus for site in self.sites}
+        for i, service in enumerate(self.inference):
+            site = service.site if service.site is not None else names[0]
+            require(site in pools, f"inference[{i}].site", f"must be the name of a site of the case, got {site!r}")
+            require(service.peak_gpus <= pools[site], f"inference[{i}].peak_gpus",
+                    f"must fit its site {site}'s pool of {pools[site]} GPUs, got {service.peak_gpus}")
 
     def _check_workload(self, job: JobSpec, where: str, segment_hours: float) -> None:
         """Kind, window, GPU cap and target of one job (:mod:`aidc_env.workloads`)."""
@@ -571,13 +576,17 @@ def _sites_instance_on_days(case: Case, first_day: str, profiles: SiteProfileSet
     days = profiles.consecutive_days(first_day, case.horizon_days)
     network = _site_network(case, jobs, days, profiles)
     first = network.sites[0]
+    index = {site.name: s for s, site in enumerate(network.sites)}
+    inference = tuple(service.resolve(first_day, len(days), case.slots, index.get(service.site, 0))
+                      for service in case.inference)
     return Instance(
         case_name=case.name, day=first_day, n_gpus=first.n_gpus, slot_hours=case.slot_hours, pue=first.pue,
         idle_kw_per_gpu=first.idle_kw_per_gpu, rated_kw_per_gpu=first.rated_kw_per_gpu,
         renewable_ratio=first.renewable_ratio, ppa_usd_per_mwh=first.ppa_usd_per_mwh,
         curtailment_penalty_usd_per_mwh=first.curtailment_penalty_usd_per_mwh, renewable_capacity_mw=None,
         jobs=jobs, price_usd_per_mwh=first.price_usd_per_mwh, renewable_shape=first.renewable_shape,
-        horizon_days=len(days), min_daily_share=case.min_daily_share, network=network)
+        horizon_days=len(days), min_daily_share=case.min_daily_share, network=network, inference=inference,
+        idle_value_usd_per_gpu_hour=float(case.idle_value_usd_per_gpu_hour))
 
 
 def _instance_on_days(case: Case, first_day: str, profiles: ProfileSet | SiteProfileSet,

@@ -193,6 +193,8 @@ class InferenceSpec:
     profile: str | None = None
     """Path of a weekly profile CSV (``hour_of_week``, ``demand_share``); None: the bundled Azure profile."""
     source: str = ""
+    site: str | None = None
+    """Sites case: the name of the site whose pool serves it (default: the first site)."""
 
     def validate(self, where: str, max_gpus: int, max_kw_per_gpu: float) -> None:
         require(isinstance(self.name, str) and self.name != "", f"{where}.name", "must be a non-empty string")
@@ -204,11 +206,13 @@ class InferenceSpec:
                 f"{where}.utc_offset_hours", f"must be a number of hours within -14..14, got {self.utc_offset_hours!r}")
         require(float(self.utc_offset_hours).is_integer(), f"{where}.utc_offset_hours", "must be whole hours")
         require(self.profile is None or isinstance(self.profile, str), f"{where}.profile", "must be a file path")
+        require(self.site is None or isinstance(self.site, str), f"{where}.site", "must be a site name")
 
-    def resolve(self, first_day: str, days: int, slots_per_day: int) -> Inference:
-        """The service's load over ``days`` local days from ``first_day``, ``slots_per_day`` slots a day."""
+    def resolve(self, first_day: str, days: int, slots_per_day: int, site: int = 0) -> Inference:
+        """The service's load over ``days`` local days from ``first_day``, ``slots_per_day`` slots a day, served by
+        site index ``site``."""
         share = inference_demand_share(load_inference_profile(self.profile), first_day, days, slots_per_day,
                                        self.utc_offset_hours)
         return Inference(name=self.name, gpus=gpus_for_share(share, self.peak_gpus), it_kw_per_gpu=self.it_kw_per_gpu,
                          peak_gpus=self.peak_gpus, demand_share=share,
-                         source=self.source or f"profile {self.profile or BUNDLED_INFERENCE_PROFILE}")
+                         source=self.source or f"profile {self.profile or BUNDLED_INFERENCE_PROFILE}", site=site)

@@ -29,7 +29,7 @@ from aidc_env.errors import require, run_cli  # noqa: E402
 from aidc_env.profiles import load_profiles  # noqa: E402
 from aidc_env.simulator import simulate  # noqa: E402
 from oracle.constants import DEFAULT_MIP_GAP  # noqa: E402
-from oracle.fleet import FleetOracle  # noqa: E402
+from oracle import solve  # noqa: E402
 
 YEAR = "caiso-2023"
 """The full CAISO 2023 year (a packaged dataset, :mod:`aidc_env.datasets`)."""
@@ -65,7 +65,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     for day in held_out:
         inst = build_instance(args.case, day=day, profiles=profiles, **overrides)
         tick = time.perf_counter()
-        result = FleetOracle(inst).solve(time_limit_s=args.time_limit, mip_gap=args.mip_gap)
+        result = solve(inst, method="decomposition", time_limit_s=args.time_limit, mip_gap=args.mip_gap)
         seconds = time.perf_counter() - tick
         fixed = simulate(inst, fixed_schedule(inst)).metrics.objective_usd
         greedy = simulate(inst, greedy_schedule(inst)).metrics.objective_usd

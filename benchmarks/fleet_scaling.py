@@ -30,7 +30,7 @@ from aidc_env.errors import require, run_cli  # noqa: E402
 from aidc_env.simulator import simulate  # noqa: E402
 from experiments.fleet_study import scaled_fleet  # noqa: E402
 from oracle.constants import DEFAULT_MIP_GAP  # noqa: E402
-from oracle.fleet import FleetOracle  # noqa: E402
+from oracle import solve  # noqa: E402
 
 DEFAULT_JOBS = (2, 4, 8, 12, 16)
 DEFAULT_TIME_LIMIT_S = 120.0
@@ -49,7 +49,7 @@ def oracle_part(args: argparse.Namespace) -> None:
         fixed = simulate(inst, fixed_schedule(inst)).metrics
         tracemalloc.start()
         tick = time.perf_counter()
-        result = FleetOracle(inst).solve(time_limit_s=args.time_limit, mip_gap=args.mip_gap)
+        result = solve(inst, method="decomposition", time_limit_s=args.time_limit, mip_gap=args.mip_gap)
         seconds = time.perf_counter() - tick
         peak_mb = tracemalloc.get_traced_memory()[1] / 2**20
         tracemalloc.stop()

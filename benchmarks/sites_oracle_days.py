@@ -1,4 +1,4 @@
-"""The sites decomposition oracle (oracle/sites_cg.py) on held-out days of sites3: seconds, objective, bound, gap.
+"""The oracle's decomposition (oracle/decomposition.py) on held-out days of sites3: seconds, objective, bound, gap.
 
 The held-out days are those of :func:`agents.days.split_days` (every 7th complete day of the profile source);
 ``--days N`` takes N of them evenly spread over the year. Each day is solved once, in this process, with the
@@ -32,7 +32,7 @@ from aidc_env.errors import require, run_cli  # noqa: E402
 from aidc_env.site_profiles import load_site_profiles  # noqa: E402
 from aidc_env.sites import SiteNetwork  # noqa: E402
 from oracle.constants import DEFAULT_MIP_GAP  # noqa: E402
-from oracle.sites_cg import solve_sites_cg  # noqa: E402
+from oracle import solve  # noqa: E402
 
 YEAR = "caiso-2023"
 """The full CAISO 2023 year (three load-zone prices, solar and wind apart; a packaged dataset)."""
@@ -76,7 +76,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         one = dataclasses.replace(inst, network=SiteNetwork(sites=inst.sites, home=(0,) * len(inst.jobs),
                                                             transfer_hours=(0.0,) * len(inst.jobs)))
         tick = time.perf_counter()
-        result = solve_sites_cg(one, time_limit_s=args.time_limit, mip_gap=1e-9)
+        result = solve(one, method="decomposition", time_limit_s=args.time_limit, mip_gap=1e-9)
         print(f"# 2048 with one site: {result.status} ({result.proof or '-'}), ${result.objective_usd!r} vs the day "
               f"oracle's ${REFERENCE_USD!r}, equal: {result.objective_usd == REFERENCE_USD}, "
               f"{time.perf_counter() - tick:.1f} s, load average {os.getloadavg()[0]:.2f}", flush=True)
@@ -89,7 +89,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     for day in held_out:
         inst = build_instance(args.case, day=day, profiles=profiles)
         tick, cpu = time.perf_counter(), cpu_seconds()
-        result = solve_sites_cg(inst, time_limit_s=args.time_limit, mip_gap=args.mip_gap)
+        result = solve(inst, method="decomposition", time_limit_s=args.time_limit, mip_gap=args.mip_gap)
         took = time.perf_counter() - tick
         share = (cpu_seconds() - cpu) / took
         seconds.append(took)

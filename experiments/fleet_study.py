@@ -3,7 +3,7 @@
     python -m experiments.fleet_study [--profiles CSV] [--days N] [--time-limit S] [--out DIR | --update-docs]
 
 On held-out days (``agents/days.py``'s split of the profile source, ``--days`` of them evenly spread) the fleet
-case is solved by the fleet oracle (:mod:`oracle.fleet`) and compared with the fixed schedule
+case is solved by the oracle's decomposition (:mod:`oracle.decomposition`) and compared with the fixed schedule
 (:func:`aidc_env.baselines.fixed_schedule`; saving = fixed objective − oracle objective, both the simulator's
 replays) along three sweeps, one at a time, the others at the case's values:
 
@@ -42,7 +42,7 @@ from aidc_env.io import atomic_path, atomic_write_text, write_json
 from experiments.runs import result_folder
 from aidc_env.profiles import load_profiles
 from aidc_env.simulator import simulate
-from oracle.fleet import solve_fleet
+from oracle import solve
 
 DEFAULT_PROFILES = "caiso-2023"
 JOB_COUNTS = (2, 4, 8, 12, 16)
@@ -99,7 +99,7 @@ def variants(base: Instance) -> list[tuple[str, float, Instance]]:
 def solve_one(inst: Instance, time_limit_s: float) -> dict[str, Any]:
     """The fleet oracle and fixed on one instance: objectives, the saving and its two parts."""
     tick = time.perf_counter()
-    result = solve_fleet(inst, time_limit_s=time_limit_s)
+    result = solve(inst, method="decomposition", time_limit_s=time_limit_s)
     seconds = time.perf_counter() - tick
     fixed = simulate(inst, fixed_schedule(inst)).metrics
     row: dict[str, Any] = {"status": result.status, "seconds": seconds, "gap": result.gap, "bound_usd": result.best_bound_usd,

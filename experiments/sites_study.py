@@ -3,7 +3,7 @@
     python -m experiments.sites_study [--profiles CSV] [--days N] [--segments K] [--time-limit S] [--out docs]
 
 On held-out days (``agents/days.py`` split of the profile source) the sites case is solved three ways by the
-sites decomposition (:mod:`oracle.sites_cg`; ``--oracle textbook``: the direct MILP of :mod:`oracle.sites`):
+oracle's decomposition (:mod:`oracle.decomposition`; ``--oracle textbook``: the sites MILP of :mod:`oracle.sites`):
 
 (a) **on its own**: every job stays at its home site (each site dispatches its own jobs; no migration);
 (b) **coordinated, no migration**: each job's one site for the day chosen jointly (the best fixed assignment);
@@ -35,8 +35,7 @@ from aidc_env.io import atomic_path, atomic_write_text, dumps_json
 from experiments.runs import result_folder
 from aidc_env.site_profiles import load_site_profiles
 from aidc_env.sites import transfer_hours
-from oracle.sites import solve_sites
-from oracle.sites_cg import solve_sites_cg
+from oracle import solve as solve_oracle
 
 DEFAULT_PROFILES = "caiso-2023"
 SPREADS = (1.0, 3.0)
@@ -44,8 +43,7 @@ SPREADS = (1.0, 3.0)
 LINKS_GBPS = (100.0, 10.0, 2.0)
 """A 100G wavelength (transfers of 8 s-1.2 min), the case's 10 Gbit/s (1.3-12 min) and 2 Gbit/s (6 min-1 h)."""
 PLACEMENTS = {"own": "home", "fixed": "stay", "migrate": "free"}
-"""The decomposition's placement of each study case (oracle/sites_graph.py)."""
-MILP_OPTIONS = {"own": {"fixed_sites": True}, "fixed": {"stay": True}, "migrate": {"free_start": True}}
+"""The oracle's placement of each study case (oracle/graph.py)."""
 
 
 def with_spread(inst: Instance, alpha: float) -> Instance:
@@ -68,10 +66,8 @@ def with_link(inst: Instance, link_gbps: float) -> Instance:
 
 def solve(name: str, inst: Instance, oracle: str, time_limit_s: float, mip_gap: float, start):
     """One study case (own, fixed, migrate) by the chosen oracle."""
-    kind = name.split("_")[0]
-    if oracle == "textbook":
-        return solve_sites(inst, time_limit_s=time_limit_s, mip_gap=mip_gap, start=start, **MILP_OPTIONS[kind])
-    return solve_sites_cg(inst, time_limit_s=time_limit_s, mip_gap=mip_gap, placement=PLACEMENTS[kind], start=start)
+    return solve_oracle(inst, method=oracle, time_limit_s=time_limit_s, mip_gap=mip_gap,
+                        placement=PLACEMENTS[name.split("_")[0]], start=start)
 
 
 def run(days: Sequence[str], profiles: str, segments: int | None, time_limit_s: float, mip_gap: float,
@@ -95,8 +91,8 @@ def run(days: Sequence[str], profiles: str, segments: int | None, time_limit_s: 
                 row[f"{name}_gap"] = result.gap
                 row[f"{name}_status"] = result.status
                 row[f"{name}_seconds"] = time.perf_counter() - tick
-                row[f"{name}_moves"] = (sum(job.moves for job in result.result.metrics.jobs)
-                                        if result.result is not None and name.startswith("migrate") else 0)
+                row[f"{name}_moves"] = (sum(job.moves for job in result.metrics.jobs)
+                                        if result.metrics is not None and name.startswith("migrate") else 0)
             rows.append(row)
             print(dumps_json(row, indent=None), flush=True)
     return rows

@@ -1,18 +1,18 @@
-"""Exact MILP oracle of a day (DESIGN §3): Pyomo model, HiGHS by default, checked against the simulator.
+"""The oracle: the cheapest schedule of a day, a horizon, a fleet or several sites, with a proven bound.
 
 Public API:
 
-- :func:`solve` -- one call: an Instance (or a case + day + overrides) -> :class:`OracleResult`;
-- :class:`OracleModel` -- build once, ``solve()`` many times, ``update(instance)`` for sweeps over
+- :func:`solve` -- one call: an Instance (or a case + day + overrides) and a method -> :class:`OracleResult`;
+  :data:`METHODS`: ``exact`` (the day oracle: one site, no fleet workloads, at most two jobs), ``decomposition``
+  (column generation with a proven Lagrangian bound, any instance), ``textbook`` (the direct MILP) and ``auto``
+  (exact where it applies, else the decomposition; :mod:`oracle.entry` says why);
+- :class:`OracleModel` -- the day model: build once, ``solve()`` many times, ``update(instance)`` for sweeps over
   days, prices, renewable ratio or tranches, ``write(path)`` for other solvers (MPS);
-- :class:`OracleResult` -- status, schedule, objective, bound, gap, seconds, the simulator's metrics,
+- :class:`Decomposition` -- the decomposition of one instance, with its phase switches;
+- :class:`OracleResult` -- status, schedule and sites, objective, bound, gap, seconds, the simulator's metrics,
   reason; ``to_dict()`` for JSON;
-- :func:`precheck` -- the quick infeasibility proofs with their reasons;
-- :data:`FORMULATIONS` -- ``"fast"`` (joint states, the default) and ``"textbook"``.
-
-An instance with fleet workloads (fine-tuning, inference, an idle-GPU value) or more than two jobs goes to the
-fleet oracle (:mod:`oracle.fleet`: column generation with a proven Lagrangian bound) through the same
-:func:`solve` and :class:`OracleModel`; its result's ``formulation`` is ``"fleet"``.
+- :func:`precheck` -- the day model's quick infeasibility proofs with their reasons;
+- :data:`FORMULATIONS` -- the day model's ``"fast"`` (joint states, the default) and ``"textbook"``.
 
 Command line: ``python -m oracle --help``. The heavy modules (Pyomo, SciPy) load on first use of the
 API, so that the command line answers bad input at once.
@@ -23,18 +23,22 @@ from __future__ import annotations
 from importlib import import_module
 from typing import TYPE_CHECKING, Any
 
-from oracle.constants import DEFAULT_MIP_GAP, DEFAULT_SOLVER, DEFAULT_TIME_LIMIT_S, FORMULATIONS, STATUSES
+from oracle.constants import DEFAULT_MIP_GAP, DEFAULT_SOLVER, DEFAULT_TIME_LIMIT_S, FORMULATIONS, METHODS, STATUSES
 
 if TYPE_CHECKING:
+    from oracle.decomposition import Decomposition
+    from oracle.entry import solve
     from oracle.feasibility import FeasibilityCheck, precheck
-    from oracle.model import OracleModel, OracleResult, solve
+    from oracle.model import OracleModel
+    from oracle.result import OracleResult
 
 _LAZY = {
+    "Decomposition": "oracle.decomposition",
     "FeasibilityCheck": "oracle.feasibility",
     "precheck": "oracle.feasibility",
     "OracleModel": "oracle.model",
-    "OracleResult": "oracle.model",
-    "solve": "oracle.model",
+    "OracleResult": "oracle.result",
+    "solve": "oracle.entry",
 }
 
 
@@ -49,7 +53,9 @@ __all__ = [
     "DEFAULT_SOLVER",
     "DEFAULT_TIME_LIMIT_S",
     "FORMULATIONS",
+    "METHODS",
     "STATUSES",
+    "Decomposition",
     "FeasibilityCheck",
     "OracleModel",
     "OracleResult",

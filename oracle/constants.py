@@ -7,12 +7,23 @@ DEFAULT_MIP_GAP = 1e-4
 DEFAULT_SOLVER = "highs"
 """HiGHS through highspy, with Pyomo's persistent ``pyomo.contrib.solver`` interface."""
 FORMULATIONS = ("fast", "textbook")
-"""``fast``: joint states with exact block costs (the default); ``textbook``: per-slot load and grid variables."""
+"""The day model's formulations (:class:`oracle.model.OracleModel`): ``fast``, joint states with exact block costs
+(the default); ``textbook``, per-slot load and grid variables."""
+METHODS = ("auto", "exact", "decomposition", "textbook")
+"""The methods of :func:`oracle.solve`: ``exact`` (the day oracle: one site, no fleet workloads, at most two jobs),
+``decomposition`` (column generation with a proven bound, any instance), ``textbook`` (the direct MILP: the day's
+textbook formulation, or the sites MILP), ``auto`` (exact where it applies, else the decomposition)."""
+PLACEMENTS = ("move", "home", "stay", "free")
+"""Where the decomposition and the sites MILP let jobs run (:mod:`oracle.graph`): ``move`` (from the home site, moves
+at checkpoints), ``home`` (no migration), ``stay`` (one chosen site per job), ``free`` (chosen sites at t = 0, then
+moves)."""
 STATUSES = ("optimal", "infeasible", "time_limit", "error")
-SITES_ORACLE_REVISION = 3
-"""Revision of the sites decomposition (:mod:`oracle.sites_cg` and the modules it drives), recorded in every cached
+SITES_ORACLE_REVISION = 4
+"""Revision of the decomposition (:mod:`oracle.decomposition` and the modules it drives), recorded in every cached
 answer (:mod:`agents.sites_oracle`) so that a cache solved by an earlier oracle is solved again instead of being
 taken as the reference or the teacher. Bump it with any change that can change the schedule or bound a time-limited
 solve returns. 1: column generation and branch and price; 2: the pattern master and its dives (2026-12-02);
-3: the branch and price on the pattern master (2026-12-02). Before it was recorded, a reference cached at 02:23 UTC
-by revision 1 was 1.3 % dearer on the mean held-out day than revision 3's (docs/sites.md "Env and PPO")."""
+3: the branch and price on the pattern master (2026-12-02); 4: one driver for fleets and sites (its pricing's
+token-price search, its phase-one and enumeration proofs of infeasibility). Before it was recorded, a reference
+cached at 02:23 UTC by revision 1 was 1.3 % dearer on the mean held-out day than revision 3's (docs/sites.md "Env and
+PPO")."""

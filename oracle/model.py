@@ -23,17 +23,15 @@ from typing import Any
 import numpy as np
 
 from aidc_env.baselines import fixed_schedule, greedy_schedule
-from aidc_env.case import Case, build_instance
 from aidc_env.errors import InputError, require
 from aidc_env.instance import PAUSE, Instance, require_one_site
-from aidc_env.profiles import ProfileSet
 from aidc_env.simulator import Metrics, simulate
 from oracle import labeling
 from oracle.constants import DEFAULT_MIP_GAP, DEFAULT_SOLVER, DEFAULT_TIME_LIMIT_S, FORMULATIONS, STATUSES
 from oracle.data import MAX_JOINT_STATES, OracleData, joint_objective_usd, oracle_data, span_days
 from oracle.dual import lagrangian_prices
 from oracle.feasibility import FeasibilityCheck, precheck
-from oracle.fleet import FleetOracle
+from oracle.decomposition import Decomposition
 from oracle.formulations import Built, build, tranche_tokens, usable_state_ids
 from oracle.race import PROOF as TEXTBOOK_PROOF
 from oracle.race import RACE_AFTER_S, TextbookRace, threshold_s
@@ -98,9 +96,9 @@ class OracleModel:
     """A day's MILP, built once and solvable many times.
 
     An instance with fleet workloads (fine-tuning, inference, an idle-GPU value), or with more than two jobs
-    in the fast formulation, goes to the fleet oracle (:class:`oracle.fleet.FleetOracle`, column generation
-    with a proven bound; ``fleet`` is then set and ``formulation`` reads ``"fleet"``): :meth:`solve` and
-    :meth:`update` work the same, the Pyomo model (:attr:`model`, :meth:`write`) does not exist.
+    in the fast formulation, goes to the decomposition (:class:`oracle.decomposition.Decomposition`, column
+    generation with a proven bound; ``decomposition`` is then set and ``formulation`` reads ``"decomposition"``):
+    :meth:`solve` and :meth:`update` work the same, the Pyomo model (:attr:`model`, :meth:`write`) does not exist.
 
     ``update(instance)`` takes an instance of the same structure (GPU pool, slots, jobs' modes, K,
     restart times and initial modes) with any prices, renewable profile or ratio, PPA price,
@@ -117,7 +115,7 @@ class OracleModel:
         self.prices = prices  # token prices of the reduction: the Lagrangian dual, or the LP relaxation's duals
         require(isinstance(max_labels, int) and max_labels > 0, "max_labels", "must be a positive integer")
         self.max_labels = max_labels  # the label search's budget (labels alive after a block) before it gives up
-        self.requested = formulation  # the formulation asked for (a fleet instance goes to the fleet oracle)
+        self.requested = formulation  # the formulation asked for (a fleet instance goes to the decomposition)
         require(race_after_s is None or (isinstance(race_after_s, (int, float)) and race_after_s >= 0),
                 "race_after_s", "must be None or ≥ 0")
         # the guard (fast + HiGHS + reduce): race the textbook MILP after this many CPU seconds (scaled up for
@@ -136,15 +134,15 @@ class OracleModel:
     def _build(self, inst: Instance) -> None:
         """Precompute the data; the Pyomo model is built on first use (:attr:`built`): the label search and
         the Lagrangian prices need only the data, and most days are proven without branch and bound."""
-        require_one_site(inst, "the day oracle (OracleModel; oracle.sites solves sites)")
+        require_one_site(inst, "the day oracle (OracleModel; oracle.solve solves sites)")
         tick = time.perf_counter()
         self.inst = inst
-        self.fleet: FleetOracle | None = None
+        self.decomposition: Decomposition | None = None
         if inst.has_fleet_workloads or (len(inst.jobs) > 2 and self.requested == "fast"):
-            self.fleet = FleetOracle(inst, allow_pause=self.allow_pause)
-            self.formulation = FleetOracle.formulation
+            self.decomposition = Decomposition(inst, allow_pause=self.allow_pause)
+            self.formulation = "decomposition"
             self._built, self._check = None, None
-            self._pending_build_seconds = 0.0  # the fleet oracle counts its own build
+            self._pending_build_seconds = 0.0  # the decomposition counts its own build
             return
         self.formulation = self.requested
         self.data: OracleData = oracle_data(inst, joint=self.formulation == "fast")
@@ -158,8 +156,8 @@ class OracleModel:
     @property
     def built(self) -> Built:
         """The Pyomo model and its accessors, built now if not yet (its seconds count as build seconds)."""
-        if self.fleet is not None:
-            raise InputError("formulation", "the fleet oracle (column generation) has no single Pyomo model")
+        if self.decomposition is not None:
+            raise InputError("method", "the decomposition (column generation) has no single Pyomo model")
         if self._built is None:
             tick = time.perf_counter()
             self._built = build(self.data, self.formulation, allow_pause=self.allow_pause)
@@ -169,7 +167,7 @@ class OracleModel:
     def update(self, inst: Instance) -> None:
         """Point the model at another instance (in place if the structure is the same, else rebuilt)."""
         same = _structure_key(inst) == _structure_key(self.inst) and self.formulation == "fast" and \
-            self.fleet is None and not inst.has_fleet_workloads
+            self.decomposition is None and not inst.has_fleet_workloads
         if not same:
             spent = self._pending_build_seconds
             self._build(inst)
@@ -209,9 +207,9 @@ class OracleModel:
         require(isinstance(time_limit_s, (int, float)) and time_limit_s > 0, "time_limit_s", "must be > 0")
         require(isinstance(mip_gap, (int, float)) and 0 <= mip_gap < 1, "mip_gap", "must be in [0, 1)")
         require(threads is None or (isinstance(threads, int) and threads > 0), "threads", "must be > 0")
-        if self.fleet is not None:
-            result = self.fleet.solve(time_limit_s=time_limit_s, mip_gap=mip_gap, warm_start=warm_start,
-                                      threads=threads)
+        if self.decomposition is not None:
+            result = self.decomposition.solve(time_limit_s=time_limit_s, mip_gap=mip_gap, warm_start=warm_start,
+                                              threads=threads)
             result.build_seconds += self._pending_build_seconds
             self._pending_build_seconds = 0.0
             return result
@@ -506,47 +504,6 @@ class OracleModel:
         return metrics
 
 
-def solve(
-    case_or_instance: Instance | Case | str | Path,
-    day: str | None = None,
-    *,
-    profiles: ProfileSet | str | Path | None = None,
-    time_limit_s: float = DEFAULT_TIME_LIMIT_S,
-    mip_gap: float = DEFAULT_MIP_GAP,
-    solver: str = DEFAULT_SOLVER,
-    warm_start: bool = True,
-    formulation: str = "fast",
-    allow_pause: bool = True,
-    reduce: bool = True,
-    labeling: bool = True,
-    race_after_s: float | None = RACE_AFTER_S,
-    threads: int | None = None,
-    tee: bool = False,
-    **overrides: Any,
-) -> OracleResult:
-    """Solve one day exactly (an instance with fleet workloads or more than two jobs: by the fleet oracle,
-    :mod:`oracle.fleet`, with a proven bound and its gap).
-
-    ``case_or_instance``: an :class:`~aidc_env.instance.Instance` (used as is), or a case (name, TOML path
-    or :class:`~aidc_env.case.Case`) resolved with ``day``, ``profiles`` and ``overrides`` (``gpus``,
-    ``segments``, ``renewable_ratio``, any case field) through :func:`~aidc_env.case.build_instance`.
-    ``allow_pause=False`` forbids pausing (every job runs some mode in every segment). ``reduce=False``
-    solves the fast model in one piece, without the Lagrangian reduction (for comparison);
-    ``labeling=False`` skips the label-setting proof (branch and bound only). ``race_after_s``: CPU seconds
-    after which the textbook MILP races a solve still running (:func:`oracle.race.threshold_s`; None: never).
-    """
-    if isinstance(case_or_instance, Instance):
-        given = {k for k, v in overrides.items() if v is not None}
-        require(day is None and profiles is None and not given, "overrides",
-                "day, profiles and overrides apply to a case, not to an Instance")
-        inst = case_or_instance
-    else:
-        inst = build_instance(case_or_instance, day=day, profiles=profiles, **overrides)
-    model = OracleModel(inst, formulation=formulation, solver=solver, allow_pause=allow_pause, reduce=reduce,
-                        labeling=labeling, race_after_s=race_after_s)
-    return model.solve(time_limit_s=time_limit_s, mip_gap=mip_gap, warm_start=warm_start, threads=threads, tee=tee)
-
-
 __all__ = [
     "DEFAULT_MIP_GAP",
     "DEFAULT_TIME_LIMIT_S",
@@ -555,5 +512,4 @@ __all__ = [
     "STATUSES",
     "best_start",
     "modes_used",
-    "solve",
 ]

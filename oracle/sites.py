@@ -1,36 +1,26 @@
-"""The oracle of several sites (DESIGN §9 "Sites", issue 14): a direct MILP (Pyomo + HiGHS).
+"""The direct MILP of any instance, one site or several (Pyomo + HiGHS): the ``textbook`` method's sites model.
 
-Variables, per job j, segment k, site s and mode m (a mode only at a site whose pool holds it):
+Per job j, segment k, site s and mode m (one a site's pool can hold, inside the job's window): x[j,k,s,m] ∈ {0, 1}
+runs it; y[j,k,s] ∈ {0, 1} holds the checkpoint at s (Σ_s y = 1, Σ_m x ≤ y); z ≥ x[j,k,s,m] − x[j,k−1,s,m] is a
+(re)start (a change of mode *or site*; before segment 0 the initial mode at the home site), losing τ_j of tokens;
+w ≥ x[j,k,s,m] − y[j,k−1,s] a running segment moved into, losing the transfer time (:mod:`aidc_env.sites`). Per
+site and slot the textbook build of :mod:`oracle.formulations`: load L (affine in x, the site's inference
+included), import g ≥ L − R, g ≥ 0, and a binary enforcing renewable first only where importing more would pay.
 
-- x[j,k,s,m] ∈ {0, 1}: job j runs mode m at site s in segment k (no x: pause);
-- y[j,k,s] ∈ {0, 1}: job j's checkpoint is at site s during segment k (Σ_s y = 1; Σ_m x[j,k,s,m] ≤ y[j,k,s]);
-- z[j,k,s,m] ≥ x[j,k,s,m] − x[j,k−1,s,m] ≥ 0: a (re)start (a change of mode *or site*, pauses included; before
-  segment 0 the job runs its initial mode at its home site), which loses τ_j of tokens;
-- w[j,k,s,m] ≥ x[j,k,s,m] − y[j,k−1,s] ≥ 0: a running segment the job moved into (its checkpoint was elsewhere),
-  which loses the transfer time of tokens (:mod:`aidc_env.sites`);
-- per site and slot, the textbook build of :mod:`oracle.formulations`: facility load L (affine in x), grid
-  import g ≥ L − R, g ≥ 0, and a binary that enforces renewable first only where importing more would pay.
-
-Rows: per job, tokens ≥ its tranche (scaled as in :mod:`oracle.formulations`); per site and block, the site's
-GPUs. Objective: Σ_s Σ_t the simulator's cost of a MW of grid import and of curtailment at that site and slot,
-plus each site's constant PPA term. Every coefficient comes from the simulator's functions on the site's
-one-site view (``Instance.site_views``); :func:`solve_sites` checks that the solver's objective equals
-:func:`aidc_env.simulator.simulate`'s replay of its schedule. With one site and no migration the model
+Rows: per job, tokens ≥ its target (scaled as in :mod:`oracle.formulations`); per site and block, the GPUs its pool
+leaves after its inference. Objective: Σ_s Σ_t the simulator's cost of a MW of import and of curtailment there,
+less the idle-GPU value (a constant less its value per GPU of every running mode), plus each site's PPA term. Every
+coefficient comes from the simulator's functions on the site's one-site view; every answer's objective (the
+solver's) is checked against :func:`aidc_env.simulator.simulate`'s replay. With one site and no migration the model
 is the textbook model of :mod:`oracle.formulations`.
 
-``fixed_sites=True`` keeps every job at its home site (no migration); ``assignment`` fixes each job to one given
-site; ``stay=True`` lets the model choose each job's one site for the whole horizon, its checkpoint already there
-at t = 0 (no transfer): the study's "coordinated without migration" (docs/sites.md); ``free_start=True`` chooses
-the sites at t = 0 the same way but lets jobs move later (paying their transfers): the study's "with migration".
+Placements as :mod:`oracle.graph` (``move``, ``home``, ``stay``, ``free``); ``assignment`` fixes each job's site.
 """
 
 from __future__ import annotations
 
-import dataclasses
-import math
 import time
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -39,108 +29,59 @@ import pyomo.environ as pyo
 from aidc_env.baselines import fixed_schedule
 from aidc_env.errors import require
 from aidc_env.instance import PAUSE, SECONDS_PER_HOUR, Instance
-from aidc_env.simulator import facility_load_mw, slot_decision_cost_usd
-from aidc_env.metrics import SimulationResult
 from aidc_env.schedule import validate_schedule
-from aidc_env.simulator import job_segments, simulate
-from aidc_env.sites import SiteNetwork
+from aidc_env.simulator import (Metrics, facility_load_mw, pool_load_mw, simulate, slot_decision_cost_usd,
+                                slot_idle_value_usd)
 from oracle.constants import DEFAULT_MIP_GAP, DEFAULT_SOLVER
 from oracle.data import blocks, job_coefficients, renewable_cost_usd
 from oracle.formulations import TRANCHE_MARGIN, TRANCHE_ROW_RHS, linear
+from oracle.graph import PLACEMENTS, with_home
+from oracle.result import OracleResult, answer
 from oracle.solvers import make_runner
 
-OBJECTIVE_RTOL = 1e-7
-"""Relative tolerance between the solver's objective and the simulator's replay (HiGHS's feasibility tolerance
-on the grid variables, times the prices)."""
-MIP_ABS_GAP_USD = 1e-6
-"""Absolute gap ($) under which a solve counts as closed whatever the relative gap."""
-
-
-@dataclass
-class SitesOracleResult:
-    """The answer of one sites solve. Costs in $, times in seconds."""
-
-    status: str
-    """``optimal`` (gap ≤ mip_gap), ``time_limit`` (best schedule found, bound open), ``infeasible`` or ``error``."""
-    objective_usd: float | None
-    best_bound_usd: float | None
-    gap: float | None
-    build_seconds: float
-    solve_seconds: float
-    schedule: list[list[int]] | None
-    sites: list[list[int]] | None
-    """Per job, per segment: the site index."""
-    result: SimulationResult | None
-    """The simulator's score of the schedule (its ``metrics.operating_cost_usd`` equals ``objective_usd``)."""
-    case: str = ""
-    day: str = ""
-    job_names: tuple[str, ...] = ()
-    site_names: tuple[str, ...] = ()
-    start_objective_usd: float | None = None
-    details: dict[str, Any] = field(default_factory=dict)
-    formulation: str = "sites-textbook"
-    """``sites-textbook`` (this module's direct MILP) or ``sites-decomposition`` (:mod:`oracle.sites_cg`)."""
-    proof: str = ""
-
-    @property
-    def optimal(self) -> bool:
-        return self.status == "optimal"
-
-    def to_dict(self) -> dict[str, Any]:
-        by_job = (lambda rows: None if rows is None else dict(zip(self.job_names, rows, strict=True)))
-        return {
-            "status": self.status, "objective_usd": self.objective_usd, "best_bound_usd": self.best_bound_usd,
-            "gap": self.gap, "build_seconds": self.build_seconds, "solve_seconds": self.solve_seconds,
-            "case": self.case, "day": self.day, "formulation": self.formulation, "solver": DEFAULT_SOLVER,
-            "proof": self.proof, "details": self.details,
-            "start_objective_usd": self.start_objective_usd, "site_names": list(self.site_names),
-            "metrics": self.result.metrics.to_dict() if self.result is not None else None,
-            "schedule": by_job(self.schedule),
-            "sites": by_job([[self.site_names[s] for s in row] for row in self.sites] if self.sites else None),
-        }
-
-
-def _network(inst: Instance) -> SiteNetwork:
-    if inst.network is not None:
-        return inst.network
-    return SiteNetwork(sites=inst.sites, home=(0,) * len(inst.jobs), transfer_hours=(0.0,) * len(inst.jobs))
+Pair = tuple[Sequence[Sequence[int]], Sequence[Sequence[int]]]
+"""A (schedule, sites) pair: per job, per segment, a mode index or PAUSE and a site index."""
 
 
 class SitesModel:
     """The sites MILP of one instance (see the module docstring)."""
 
-    def __init__(self, inst: Instance, *, fixed_sites: bool = False, assignment: Sequence[int] | None = None,
-                 stay: bool = False, free_start: bool = False, allow_pause: bool = True) -> None:
-        require(not inst.has_fleet_workloads, "case", "the sites oracle runs pre-training jobs only")
+    def __init__(self, inst: Instance, *, placement: str = "move", assignment: Sequence[int] | None = None,
+                 allow_pause: bool = True) -> None:
+        require(placement in PLACEMENTS, "placement", f"must be one of {', '.join(PLACEMENTS)}, got {placement!r}")
         tick = time.perf_counter()
         self.inst = inst
-        net = self.network = _network(inst)
-        if fixed_sites:
-            assignment = net.home
+        if placement == "home":
+            assignment = inst.home_sites
         self.assignment = None if assignment is None else tuple(int(a) for a in assignment)
-        self.stay = stay
-        self.free_start = free_start = free_start or stay
-        views = inst.site_views
-        n_sites, T = len(net.sites), inst.slots
-        coefs = [job_coefficients(inst, job) for job in inst.jobs]
-        self.coefs = coefs
-        m = self.m = pyo.ConcreteModel(name="aidc_oracle_sites")
+        self.placement = placement
+        self.free_start = placement in ("stay", "free")
+        self.coefs = [job_coefficients(inst, job) for job in inst.jobs]
+        self.m = pyo.ConcreteModel(name="aidc_oracle_sites")
+        self._variables(allow_pause)
+        self._tokens()
+        self._capacity_and_energy()
+        self.build_seconds = time.perf_counter() - tick
 
-        def allowed(j: int, s: int) -> bool:
-            return self.assignment is None or self.assignment[j] == s
-
+    def _variables(self, allow_pause: bool) -> None:
+        """x, y, z, w and the rows that tie them (one site per segment, restarts, moves)."""
+        inst, m, coefs = self.inst, self.m, self.coefs
+        n_sites = len(inst.sites)
         jks = [(j, k, s) for j, job in enumerate(inst.jobs) for k in range(job.segments) for s in range(n_sites)]
-        jksm = [(j, k, s, c) for (j, k, s) in jks if allowed(j, s)
-                for c in range(inst.jobs[j].n_modes) if coefs[j].gpus[c] <= net.sites[s].n_gpus]
+        windows = [inst.allowed_segments(job) for job in inst.jobs]
+        placed = [self.assignment is None or self.assignment[j] == s for j in range(len(inst.jobs))
+                  for s in range(n_sites)]
+        jksm = [(j, k, s, c) for (j, k, s) in jks if placed[j * n_sites + s] and windows[j][k]
+                for c in range(inst.jobs[j].n_modes) if coefs[j].gpus[c] <= inst.sites[s].n_gpus]
         self.jks, self.jksm = jks, jksm
         m.x = pyo.Var(jksm, domain=pyo.Binary)
         m.y = pyo.Var(jks, domain=pyo.Binary)
         m.z = pyo.Var(jksm, domain=pyo.NonNegativeReals)
         m.w = pyo.Var(jksm, domain=pyo.NonNegativeReals)
         for (j, k, s) in jks:
-            if not allowed(j, s):
+            if not placed[j * n_sites + s]:
                 m.y[j, k, s].fix(0)
-        modes_at = {key: [] for key in jks}
+        modes_at: dict[tuple[int, int, int], list[int]] = {key: [] for key in jks}
         for (j, k, s, c) in jksm:
             modes_at[j, k, s].append(c)
         self.modes_at = modes_at
@@ -151,26 +92,23 @@ class SitesModel:
         def run_rule(m, j, k, s):
             cs = modes_at[j, k, s]
             total = linear([1.0] * len(cs) + [-1.0], [m.x[j, k, s, c] for c in cs] + [m.y[j, k, s]])
-            if allow_pause or not cs:
-                return total <= 0
-            return total == 0
+            return total <= 0 if allow_pause or not cs else total == 0
 
         m.run_at_site = pyo.Constraint(jks, rule=run_rule)
-
-        if stay:  # one site per job for the whole horizon, chosen freely: its checkpoint is already there at t = 0
+        if self.placement == "stay":  # one site per job for the whole horizon
             m.stay = pyo.Constraint([(j, k, s) for (j, k, s) in jks if k > 0],
                                     rule=lambda m, j, k, s: m.y[j, k, s] == m.y[j, 0, s])
+        home, free = inst.home_sites, self.free_start
 
         def previous_x(j: int, k: int, s: int, c: int) -> Any:
-            if k == 0 and free_start:
-                return m.y[j, 0, s] if c == inst.jobs[j].initial_mode else 0.0
             if k == 0:
-                return 1.0 if (s == net.home[j] and c == inst.jobs[j].initial_mode) else 0.0
+                here = m.y[j, 0, s] if free else float(s == home[j])
+                return here if c == inst.jobs[j].initial_mode else 0.0
             return m.x[j, k - 1, s, c] if (j, k - 1, s, c) in m.x else 0.0
 
         def previous_y(j: int, k: int, s: int) -> Any:
             if k == 0:
-                return m.y[j, 0, s] if free_start else (1.0 if s == net.home[j] else 0.0)
+                return m.y[j, 0, s] if free else float(s == home[j])
             return m.y[j, k - 1, s]
 
         m.restart = pyo.Constraint(jksm, rule=lambda m, j, k, s, c: m.z[j, k, s, c] >= m.x[j, k, s, c]
@@ -178,90 +116,88 @@ class SitesModel:
         m.moved = pyo.Constraint(jksm, rule=lambda m, j, k, s, c: m.w[j, k, s, c] >= m.x[j, k, s, c]
                                  - previous_y(j, k, s))
 
-        # Tokens: kept yield, less the restart loss, less the transfer loss (rate × transfer hours).
-        self.scales = []
+    def _tokens(self) -> None:
+        """Per job: kept yield, less the restart loss, less the transfer loss (rate × transfer hours) ≥ target."""
+        inst, m, coefs = self.inst, self.m, self.coefs
         m.tranche = pyo.ConstraintList()
         for j, job in enumerate(inst.jobs):
             if job.n_modes == 0 or job.tranche_tokens <= 0:
-                self.scales.append(1.0)
                 continue
             scale = TRANCHE_ROW_RHS / job.tranche_tokens
-            self.scales.append(scale)
-            lost_move = coefs[j].tokens_per_s * SECONDS_PER_HOUR * net.transfer_hours[j]
+            lost_move = coefs[j].tokens_per_s * SECONDS_PER_HOUR * inst.transfer_hours[j]
             cs, vs = [], []
-            for (jj, k, s, c) in jksm:
-                if jj != j:
-                    continue
-                cs += [coefs[j].tokens_kept[c] * scale,
-                       -(coefs[j].tokens_kept[c] - coefs[j].tokens_restarted[c]) * scale, -lost_move[c] * scale]
-                vs += [m.x[j, k, s, c], m.z[j, k, s, c], m.w[j, k, s, c]]
+            for (jj, k, s, c) in self.jksm:
+                if jj == j:
+                    cs += [coefs[j].tokens_kept[c] * scale,
+                           -(coefs[j].tokens_kept[c] - coefs[j].tokens_restarted[c]) * scale, -lost_move[c] * scale]
+                    vs += [m.x[j, k, s, c], m.z[j, k, s, c], m.w[j, k, s, c]]
             m.tranche.add(linear(cs, vs) >= job.tranche_tokens * (1.0 - TRANCHE_MARGIN) * scale)
 
-        # Capacity per site and block (the union of the jobs' segment boundaries).
+    def _capacity_and_energy(self) -> None:
+        """Per site and block the GPUs left by its inference; per site and slot the load and the slot's cost."""
+        inst, m, coefs = self.inst, self.m, self.coefs
+        views, T = inst.site_views, inst.slots
         starts, block_segment = blocks(inst)
 
         def block_terms(b: int, s: int, per_mode: Sequence[np.ndarray]) -> tuple[list[float], list[pyo.Var]]:
-            cs, vs = [], []
-            for j in range(len(inst.jobs)):
-                k = int(block_segment[b, j])
-                for c in modes_at.get((j, k, s), []):
-                    cs.append(float(per_mode[j][c]))
-                    vs.append(m.x[j, k, s, c])
-            return cs, vs
+            keys = [(j, int(block_segment[b, j]), s) for j in range(len(inst.jobs))]
+            return ([float(per_mode[j][c]) for (j, k, _) in keys for c in self.modes_at[j, k, s]],
+                    [m.x[j, k, s, c] for (j, k, _) in keys for c in self.modes_at[j, k, s]])
 
+        ends = list(starts[1:]) + [T]
         m.capacity = pyo.ConstraintList()
-        for s in range(n_sites):
+        for s, view in enumerate(views):
+            left = view.n_gpus - view.inference_gpus.astype(np.int64)
             for b in range(len(starts)):
                 cs, vs = block_terms(b, s, [coef.gpus for coef in coefs])
-                if vs and sum(cs) > net.sites[s].n_gpus:
-                    m.capacity.add(linear(cs, vs) <= net.sites[s].n_gpus)
-
-        # Per site and slot: the facility load, affine in x, and the grid/curtailment cost (textbook build).
+                room = int(left[starts[b]:ends[b]].min())
+                if vs and sum(cs) > room:
+                    m.capacity.add(linear(cs, vs) <= room)
         block_of_slot = np.searchsorted(starts, np.arange(T), side="right") - 1
-        self.idle_load = [float(facility_load_mw(v, 0, 0.0)) for v in views]
-        self.delta_load = [[facility_load_mw(v, coef.gpus, coef.it_power_kw) - self.idle_load[s] for coef in coefs]
-                           for s, v in enumerate(views)]
-        st = [(s, t) for s in range(n_sites) for t in range(T)]
-        m.g = pyo.Var(st, domain=pyo.NonNegativeReals)
-        load_expr = {}
-        for s in range(n_sites):
-            per_block = [block_terms(b, s, self.delta_load[s]) for b in range(len(starts))]
-            for t in range(T):
-                load_expr[s, t] = linear(*per_block[block_of_slot[t]], self.idle_load[s])
-        m.site_load = pyo.Expression(st, rule=lambda m, s, t: load_expr[s, t])
-        renewable = [v.renewable_mw for v in views]
+        self.idle_load = [np.asarray(pool_load_mw(v, np.zeros(T, dtype=np.int64), np.zeros(T)), dtype=float)
+                          for v in views]
+        self.delta_load = [[facility_load_mw(v, coef.gpus, coef.it_power_kw) - facility_load_mw(v, 0, 0.0)
+                            for coef in coefs] for v in views]
+        st = [(s, t) for s in range(len(views)) for t in range(T)]
+        per_block = [[block_terms(b, s, self.delta_load[s]) for b in range(len(starts))] for s in range(len(views))]
+        m.site_load = pyo.Expression(st, rule=lambda m, s, t: linear(*per_block[s][block_of_slot[t]],
+                                                                    float(self.idle_load[s][t])))
+        self.renewable = [v.renewable_mw for v in views]
         self.grid_coef = [slot_decision_cost_usd(v, np.ones(T), np.zeros(T)) for v in views]
         self.curt_coef = [slot_decision_cost_usd(v, np.zeros(T), np.ones(T)) for v in views]
-        m.grid_floor = pyo.Constraint(st, rule=lambda m, s, t: m.g[s, t] >= m.site_load[s, t] - float(renewable[s][t]))
+        m.g = pyo.Var(st, domain=pyo.NonNegativeReals)
+        m.grid_floor = pyo.Constraint(st, rule=lambda m, s, t: m.g[s, t] >= m.site_load[s, t] - float(
+            self.renewable[s][t]))
         negative = [(s, t) for (s, t) in st if self.grid_coef[s][t] + self.curt_coef[s][t] < 0]
         m.importing = pyo.Var(negative, domain=pyo.Binary)
         low = [self.idle_load[s] + sum(min(0.0, float(np.min(d, initial=0.0))) for d in self.delta_load[s])
-               for s in range(n_sites)]
+               for s in range(len(views))]
         high = [self.idle_load[s] + sum(max(0.0, float(np.max(d, initial=0.0))) for d in self.delta_load[s])
-                for s in range(n_sites)]
+                for s in range(len(views))]
         m.import_only_deficit = pyo.Constraint(negative, rule=lambda m, s, t: m.g[s, t] <= m.site_load[s, t] - float(
-            renewable[s][t]) + max(0.0, float(renewable[s][t]) - low[s]) * (1 - m.importing[s, t]))
+            self.renewable[s][t]) + max(0.0, float(self.renewable[s][t] - low[s][t])) * (1 - m.importing[s, t]))
         m.import_only_if_deficit = pyo.Constraint(negative, rule=lambda m, s, t: m.g[s, t] <= max(
-            0.0, high[s] - float(renewable[s][t])) * m.importing[s, t])
+            0.0, float(high[s][t] - self.renewable[s][t])) * m.importing[s, t])
         self.negative = negative
-        self.renewable = renewable
-        self.constant = float(sum(renewable_cost_usd(v) for v in views))
+        idle_value = inst.idle_value_usd_per_gpu_hour * inst.slot_hours  # $ per GPU and slot the jobs give up
+        self.constant = float(sum(renewable_cost_usd(v) - np.sum(slot_idle_value_usd(v, v.inference_gpus))
+                                  for v in views))
         m.cost = pyo.Objective(expr=sum(
             float(self.grid_coef[s][t]) * m.g[s, t]
-            + float(self.curt_coef[s][t]) * (float(renewable[s][t]) - m.site_load[s, t] + m.g[s, t]) for (s, t) in st)
-            + self.constant, sense=pyo.minimize)
-        self.build_seconds = time.perf_counter() - tick
+            + float(self.curt_coef[s][t]) * (float(self.renewable[s][t]) - m.site_load[s, t] + m.g[s, t])
+            for (s, t) in st) + sum(idle_value * float(coefs[j].gpus[c] * coefs[j].slots_per_segment) * m.x[j, k, s, c]
+                                    for (j, k, s, c) in self.jksm if idle_value) + self.constant, sense=pyo.minimize)
 
     # ------------------------------------------------------------------ reading and starting
 
     def read(self) -> tuple[list[list[int]], list[list[int]]]:
         """(schedule, sites) of the variable values loaded in the model."""
-        m, inst, net = self.m, self.inst, self.network
+        m, inst = self.m, self.inst
         schedule, sites = [], []
         for j, job in enumerate(inst.jobs):
             row, where = [], []
             for k in range(job.segments):
-                loc = max(range(len(net.sites)), key=lambda s: pyo.value(m.y[j, k, s], exception=False) or 0.0)
+                loc = max(range(len(inst.sites)), key=lambda s: pyo.value(m.y[j, k, s], exception=False) or 0.0)
                 values = {c: pyo.value(m.x[j, k, loc, c], exception=False) or 0.0 for c in self.modes_at[j, k, loc]}
                 values[PAUSE] = 1.0 - sum(values.values())
                 row.append(int(max(values, key=values.get)))
@@ -273,21 +209,19 @@ class SitesModel:
     def start_values(self, schedule: Sequence[Sequence[int]], sites: Sequence[Sequence[int]]
                      ) -> Iterator[tuple[pyo.Var, float]]:
         """A complete MIP start of a (schedule, sites) pair."""
-        m, inst, net = self.m, self.inst, self.network
+        m, inst = self.m, self.inst
         for (j, k, s) in self.jks:
             if not m.y[j, k, s].fixed:
                 yield m.y[j, k, s], float(sites[j][k] == s)
         for (j, k, s, c) in self.jksm:
             run = schedule[j][k] == c and sites[j][k] == s
             prev_c = inst.jobs[j].initial_mode if k == 0 else schedule[j][k - 1]
-            prev_s = net.home[j] if k == 0 else sites[j][k - 1]
+            prev_s = (s if self.free_start else inst.home_sites[j]) if k == 0 else sites[j][k - 1]
             yield m.x[j, k, s, c], float(run)
-            if self.free_start and k == 0:
-                prev_s = s
             yield m.z[j, k, s, c], float(run and (prev_c != c or prev_s != s))
             yield m.w[j, k, s, c], float(run and prev_s != s)
         loads = self.loads(schedule, sites)
-        for s in range(len(net.sites)):
+        for s in range(len(inst.sites)):
             deficit = loads[s] - self.renewable[s]
             for t in range(inst.slots):
                 yield m.g[s, t], max(0.0, float(deficit[t]))
@@ -297,7 +231,7 @@ class SitesModel:
     def loads(self, schedule: Sequence[Sequence[int]], sites: Sequence[Sequence[int]]) -> np.ndarray:
         """(sites, T): the model's facility load of a (schedule, sites) pair."""
         inst = self.inst
-        out = np.array([np.full(inst.slots, idle) for idle in self.idle_load])
+        out = np.array(self.idle_load, dtype=float)
         for j, job in enumerate(inst.jobs):
             per = inst.slots_per_segment(job)
             choice = np.repeat(np.asarray(schedule[j], dtype=np.int64), per)
@@ -307,83 +241,56 @@ class SitesModel:
                 out[s][mask] += self.delta_load[s][j][choice[mask]]
         return out
 
-    def objective_of(self, schedule: Sequence[Sequence[int]], sites: Sequence[Sequence[int]]) -> float:
-        """The model's own objective of a (schedule, sites) pair (a cross-check with the simulator)."""
-        total = self.constant
-        for s, load in enumerate(self.loads(schedule, sites)):
-            grid = np.maximum(0.0, load - self.renewable[s])
-            total += float(np.sum(self.grid_coef[s] * grid + self.curt_coef[s] * (self.renewable[s] - load + grid)))
-        return total
+    def replay_instance(self, sites: Sequence[Sequence[int]]) -> Instance:
+        """With "stay"/"free" each job's checkpoint starts at its first site."""
+        if self.free_start and self.inst.network is not None:
+            return with_home(self.inst, [row[0] for row in sites])
+        return self.inst
 
-    def _start(self) -> tuple[list[list[int]], list[list[int]]] | None:
+    def _start(self) -> Pair | None:
         """Every job in its baseline mode at its home site (or its assigned site), if that is feasible."""
-        net = self.network
-        where = self.assignment or net.home
+        where = self.assignment or self.inst.home_sites
         schedule = fixed_schedule(self.inst)
         sites = [[where[j]] * job.segments for j, job in enumerate(self.inst.jobs)]
-        result = simulate(self.inst, validate_schedule(self.inst, schedule, sites))
-        return (schedule, sites) if result.metrics.feasible else None
+        return (schedule, sites) if self._replay(schedule, sites).feasible else None
+
+    def _replay(self, schedule: Sequence[Sequence[int]], sites: Sequence[Sequence[int]]) -> Metrics:
+        replay = self.replay_instance(sites)
+        return simulate(replay, validate_schedule(replay, schedule, sites)).metrics
 
     # ------------------------------------------------------------------ solving
 
     def solve(self, *, time_limit_s: float = 120.0, mip_gap: float = DEFAULT_MIP_GAP, threads: int | None = None,
-              tee: bool = False, warm_start: bool = True,
-              start: tuple[Sequence[Sequence[int]], Sequence[Sequence[int]]] | None = None) -> SitesOracleResult:
+              tee: bool = False, warm_start: bool = True, start: Pair | None = None) -> OracleResult:
         """Solve; ``start``: a (schedule, sites) MIP start (default: every job's baseline at its home site)."""
         runner = make_runner(DEFAULT_SOLVER)
         if start is None and warm_start:
             start = self._start()
-        start_usd = self.objective_of(*start) if start else None
+        start_usd = self._replay(*start).objective_usd if start else None
         tick = time.perf_counter()
         outcome = runner.solve(self.m, time_limit_s=time_limit_s, mip_gap=mip_gap,
                                start=self.start_values(*start) if start else None, threads=threads, tee=tee,
                                options={})
-        seconds = time.perf_counter() - tick
-        common = dict(build_seconds=self.build_seconds, solve_seconds=seconds, case=self.inst.case_name,
-                      day=self.inst.day, job_names=tuple(job.name for job in self.inst.jobs),
-                      site_names=self.network.names, start_objective_usd=start_usd)
+        common = dict(method="textbook", formulation="sites-textbook", start_objective_usd=start_usd,
+                      build_seconds=self.build_seconds + outcome.load_seconds, proof="branch-and-bound",
+                      solve_seconds=time.perf_counter() - tick)
         if not outcome.has_solution:
-            return SitesOracleResult(status=outcome.status if outcome.status != "optimal" else "error",
-                                     objective_usd=None, best_bound_usd=outcome.bound, gap=None, schedule=None,
-                                     sites=None, result=None, **common)
+            status = outcome.status if outcome.status != "optimal" else "error"
+            return answer(self.inst, None, None, outcome.bound, mip_gap, status=status, reason=outcome.message or (
+                f"time limit of {time_limit_s:g} s reached before any schedule was found"
+                if status == "time_limit" else ""), **common)
         schedule, sites = self.read()
-        replay_inst = self.inst
-        if self.free_start and self.inst.network is not None:  # each job's checkpoint starts at its chosen site
-            replay_inst = with_home(self.inst, [row[0] for row in sites])
-        result = simulate(replay_inst, validate_schedule(replay_inst, schedule, sites))
-        replay = result.metrics.operating_cost_usd
-        tolerance = OBJECTIVE_RTOL * max(abs(replay), 1.0)
-        own = self.objective_of(schedule, sites)
-        if abs(own - replay) > tolerance or abs(outcome.objective - replay) > tolerance:
-            raise AssertionError(f"sites model ${own!r} / solver ${outcome.objective!r} != simulator ${replay!r}")
-        if not result.metrics.feasible:
-            raise AssertionError("the sites solver's schedule breaks the model (capacity or tranches)")
-        bound = outcome.bound
-        gap = None if bound is None or not math.isfinite(bound) else max(0.0, replay - bound) / max(abs(replay), 1e-9)
-        closed = gap is not None and (gap <= mip_gap or replay - bound <= MIP_ABS_GAP_USD)
-        status = "optimal" if closed else ("time_limit" if outcome.status in ("optimal", "time_limit") else
-                                           outcome.status)
-        return SitesOracleResult(status=status, objective_usd=replay, best_bound_usd=bound, gap=gap,
-                                 schedule=schedule, sites=sites, result=result, **common)
-
-
-def with_home(inst: Instance, home: Sequence[int]) -> Instance:
-    """The instance with each job's checkpoint at ``home`` (site indices) before t = 0."""
-    assert inst.network is not None
-    return dataclasses.replace(inst, network=dataclasses.replace(inst.network, home=tuple(int(h) for h in home)))
+        status = "" if outcome.status in ("optimal", "time_limit") else outcome.status
+        reason = "" if outcome.status != "optimal" else "the solver ended within its own tolerances, short of the gap"
+        return answer(self.replay_instance(sites), schedule, sites, outcome.bound, mip_gap,
+                      check_usd=outcome.objective, status=status, reason=reason, time_limit_s=time_limit_s, **common)
 
 
 def solve_sites(inst: Instance, *, time_limit_s: float = 120.0, mip_gap: float = DEFAULT_MIP_GAP,
-                fixed_sites: bool = False, assignment: Sequence[int] | None = None, stay: bool = False,
-                free_start: bool = False, threads: int | None = None, tee: bool = False, warm_start: bool = True,
-                start: tuple[Sequence[Sequence[int]], Sequence[Sequence[int]]] | None = None) -> SitesOracleResult:
-    """Solve a sites instance (or a one-site one) with the sites MILP; see :class:`SitesModel`."""
-    model = SitesModel(inst, fixed_sites=fixed_sites, assignment=assignment, stay=stay, free_start=free_start)
+                placement: str = "move", assignment: Sequence[int] | None = None, allow_pause: bool = True,
+                threads: int | None = None, tee: bool = False, warm_start: bool = True,
+                start: Pair | None = None) -> OracleResult:
+    """Solve an instance with the sites MILP; see :class:`SitesModel`."""
+    model = SitesModel(inst, placement=placement, assignment=assignment, allow_pause=allow_pause)
     return model.solve(time_limit_s=time_limit_s, mip_gap=mip_gap, threads=threads, tee=tee, warm_start=warm_start,
                        start=start)
-
-
-def tokens_check(inst: Instance, schedule: Sequence[Sequence[int]], sites: Sequence[Sequence[int]]) -> list[float]:
-    """Per job, the productive hours of a (schedule, sites) pair as the simulator counts them (for tests)."""
-    return [float(job_segments(inst, j, np.asarray(schedule[j]), np.asarray(sites[j]))[3].sum())
-            for j in range(len(inst.jobs))]

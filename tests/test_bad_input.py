@@ -299,7 +299,7 @@ def corpus(f: dict[str, str]) -> list[tuple[str, list[str], str]]:
         (["--gpus", "4000000", "--json"], "gpus"), (["--time-limit", "0"], "time-limit"),
         (["--time-limit", "nan"], "time-limit"), (["--time-limit", "1e300"], "time-limit"),
         (["--mip-gap", "1"], "mip-gap"), (["--mip-gap", "-0.1"], "mip-gap"), (["--threads", "0"], "threads"),
-        (["--formulation", "magic"], "--formulation"), (["--mps", nope], "mps"), (["--mps", f["dir"]], "mps"),
+        (["--method", "magic"], "--method"), (["--mps", nope], "mps"), (["--mps", f["dir"]], "mps"),
         (["--instance", f["dir"]], "instance"), (["--instance", "missing.json"], "instance"),
         (["--instance", f["instance_broken.json"]], "instance"), (["--instance", f["instance_nan.json"]], "instance"),
         (["--instance", f["instance_list.json"]], "instance"), (["--instance", f["instance_missing.json"]], "slot_hours"),

@@ -1,12 +1,12 @@
-"""The fleet oracle (issue 13 item 4): column generation with a proven Lagrangian bound.
+"""The decomposition on fleets (oracle/decomposition.py): column generation with a proven Lagrangian bound.
 
 - the pricing's label search against brute force (cheapest path meeting the target; the enumeration);
 - the decomposition's objective against the simulator (every coefficient is the simulator's);
 - hypothesis: random small fleets (pre-training, fine-tuning windows, inference, idle value, negative prices),
   bound ≤ brute-force optimum ≤ the oracle's objective, equal to its replay;
 - two jobs: the 2048 case's reference day agrees with the exact oracle (its pinned optimum);
-- the entry points: ``oracle.solve`` and ``OracleModel`` dispatch a fleet (or > 2 jobs) to it, the CLI answers
-  the fleet case with a gap ≤ 1%.
+- the entry points: ``oracle.solve`` (method auto) and ``OracleModel`` dispatch a fleet (or > 2 jobs) to it, the
+  CLI answers the fleet case with a gap ≤ 1%.
 """
 
 from __future__ import annotations
@@ -24,10 +24,10 @@ from aidc_env.case import build_instance
 from aidc_env.errors import EXIT_BAD_INPUT, InputError, run_cli
 from aidc_env.instance import PAUSE, Instance
 from aidc_env.simulator import simulate
-from oracle.fleet import FleetOracle, uses_fleet_oracle
-from oracle.fleet_graph import fleet_data, job_graph, schedule_objective_usd
-from oracle.fleet_pricing import LabelSearch
-from oracle.model import OracleModel, solve
+from oracle import Decomposition, OracleModel, solve
+from oracle.entry import exact_applies
+from oracle.graph import decomposition_data, job_graph
+from oracle.pricing import LabelSearch
 from tests.conftest import mode, tiny_instance, tiny_job
 from tests.test_fleet import finetuning_job, inference
 
@@ -52,7 +52,7 @@ def priced_graph(draw):
     job = tiny_job("J", segments=segments, modes=modes, initial_mode=draw(st.integers(PAUSE, len(modes) - 1)),
                    tranche_tokens=draw(st.floats(0, 60.0 * 3600 * 24)), restart_hours=draw(st.floats(0, 3)))
     inst = tiny_instance([job], price=[50.0] * 4, shape=[0.5] * 4, slot_hours=6.0)
-    graph = job_graph(inst, job)
+    graph = job_graph(inst, 0)
     cost = np.array(draw(st.lists(st.floats(-10, 10), min_size=segments * graph.n_states,
                                   max_size=segments * graph.n_states))).reshape(segments, graph.n_states)
     return graph, cost
@@ -131,7 +131,7 @@ def brute_force(inst: Instance) -> float | None:
 @given(small_fleet())
 def test_bound_below_brute_force_below_objective(inst):
     optimum = brute_force(inst)
-    result = FleetOracle(inst).solve(time_limit_s=30, mip_gap=1e-9)
+    result = Decomposition(inst).solve(time_limit_s=30, mip_gap=1e-9)
     if optimum is None:
         # Infeasible. The phase-one bound proves it when the jobs' convex hulls do not fit; when they do (the
         # LP is feasible, only integrality fails; found by CI's random examples: two jobs whose every segment
@@ -157,20 +157,20 @@ def test_decomposition_objective_is_the_simulators(inst, data):
                                           max_size=job.segments)))
         row[~inst.allowed_segments(job)] = PAUSE
         schedule.append(row.tolist())
-    fleet = fleet_data(inst)
+    fleet = decomposition_data(inst)
     metrics = simulate(inst, schedule).metrics
-    assert fleet.fits(fleet.paths(schedule)) == metrics.capacity_ok
+    assert fleet.fits(fleet.paths_of(schedule)) == metrics.capacity_ok
     if metrics.capacity_ok:
-        assert schedule_objective_usd(fleet, schedule) == pytest.approx(metrics.objective_usd, rel=1e-9, abs=1e-9)
+        assert fleet.objective_usd(fleet.paths_of(schedule)) == pytest.approx(metrics.objective_usd, rel=1e-9, abs=1e-9)
 
 
 # ------------------------------------------------------------------------- two jobs: the exact oracle
 
 
 def test_two_jobs_agree_with_the_exact_oracle(reference_instance):
-    """The 2048 case's reference day: the fleet oracle finds the exact optimum; its bound lies below it (the
+    """The 2048 case's reference day: the decomposition finds the exact optimum; its bound lies below it (the
     decomposition's LP bound is weaker there: the pool of 2,048 GPUs binds both jobs)."""
-    result = FleetOracle(reference_instance).solve(time_limit_s=60, mip_gap=1e-4)
+    result = Decomposition(reference_instance).solve(time_limit_s=60, mip_gap=1e-4)
     assert result.best_bound_usd <= REFERENCE_ORACLE_USD + TOL_USD
     assert result.objective_usd == pytest.approx(REFERENCE_ORACLE_USD, rel=1e-9)
     assert result.metrics.operating_cost_usd == pytest.approx(result.objective_usd, rel=1e-12)
@@ -183,7 +183,7 @@ def test_two_tiny_jobs_agree_with_the_exact_oracle():
     inst = tiny_instance(jobs, price=[80.0, -20.0, 10.0, 120.0], shape=[0.0, 1.0, 0.8, 0.1], slot_hours=6.0,
                          n_gpus=6)
     exact = OracleModel(inst).solve(time_limit_s=30)
-    fleet = FleetOracle(inst).solve(time_limit_s=30, mip_gap=1e-9)
+    fleet = solve(inst, method="decomposition", time_limit_s=30, mip_gap=1e-9)
     assert exact.status == fleet.status == "optimal"
     assert fleet.objective_usd == pytest.approx(exact.objective_usd, rel=1e-9)
     assert fleet.objective_usd == pytest.approx(brute_force(inst), rel=1e-9)
@@ -192,16 +192,18 @@ def test_two_tiny_jobs_agree_with_the_exact_oracle():
 # ------------------------------------------------------------------------- entry points
 
 
-def test_dispatch_to_the_fleet_oracle(reference_instance):
+def test_dispatch_to_the_decomposition(reference_instance):
     three = dataclasses.replace(reference_instance, jobs=reference_instance.jobs + (
         dataclasses.replace(reference_instance.jobs[0], name="LLM-C", tranche_tokens=0.0),))
-    assert uses_fleet_oracle(three) and not uses_fleet_oracle(reference_instance)
+    assert not exact_applies(three) and exact_applies(reference_instance)
     model = OracleModel(three)
-    assert model.fleet is not None and model.formulation == "fleet"
+    assert model.decomposition is not None and model.formulation == "decomposition"
     with pytest.raises(InputError, match="no single Pyomo model"):
         model.write("unused.mps")
     result = solve(three, time_limit_s=60, mip_gap=1e-2)
-    assert result.formulation == "fleet" and result.schedule is not None
+    assert result.method == result.formulation == "decomposition" and result.schedule is not None
+    with pytest.raises(InputError, match="exact solves one site"):
+        solve(three, method="exact")
     assert result.metrics.objective_usd == pytest.approx(result.objective_usd, rel=1e-9)
     assert result.best_bound_usd <= result.objective_usd
 
@@ -210,7 +212,7 @@ def test_fleet_case_cli(capsys):
     from oracle.__main__ import main as oracle_main
     assert run_cli(oracle_main, ["--case", "fleet", "--time-limit", "120", "--json"]) == 0
     out = json.loads(capsys.readouterr().out)
-    assert out["formulation"] == "fleet" and out["status"] == "optimal"
+    assert out["method"] == "decomposition" and out["status"] == "optimal" and out["sites"] is None
     assert out["gap"] <= 0.01 and out["best_bound_usd"] <= out["objective_usd"]
     assert out["metrics"]["objective_usd"] == pytest.approx(out["objective_usd"], rel=1e-9)
     assert out["metrics"]["feasible"] and out["metrics"]["inference_served"]
@@ -238,8 +240,8 @@ def test_infeasible_fleet_whose_relaxation_fits_is_proved_by_enumeration(monkeyp
     inst = dataclasses.replace(inst, inference=(inference([1, 1, 1, 0], kw=42.66802774982082),))
     assert brute_force(inst) is None
     calls = []
-    original = FleetOracle._enumerate_all
-    monkeypatch.setattr(FleetOracle, "_enumerate_all", lambda self, *a: calls.append(1) or original(self, *a))
-    result = FleetOracle(inst).solve(time_limit_s=30, mip_gap=1e-9)
+    original = Decomposition._enumerated
+    monkeypatch.setattr(Decomposition, "_enumerated", lambda self, *a: calls.append(1) or original(self, *a))
+    result = Decomposition(inst).solve(time_limit_s=30, mip_gap=1e-9)
     assert calls and result.status == "infeasible" and result.schedule is None
     assert "enumerating every path" in result.reason

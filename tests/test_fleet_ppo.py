@@ -55,7 +55,7 @@ def test_oracle_cache_solves_again_an_incumbent_found_with_less_time(fleet_day, 
         asked.append(time_limit_s)
         return SimpleNamespace(status=answers[len(asked) - 1], metrics=None, schedule=schedule)
 
-    monkeypatch.setattr("oracle.model.solve", fake_solve)
+    monkeypatch.setattr("oracle.entry.solve", fake_solve)
     expected = {inst.day: schedule}
     assert oracle_schedules([inst], tmp_path, time_limit_s=10.0) == expected
     assert oracle_schedules([inst], tmp_path, time_limit_s=10.0) == expected  # the same limit: reused
@@ -84,7 +84,7 @@ def test_oracle_schedule_replays_in_the_fleet_env_and_is_cached(fleet_day, tmp_p
     # The return to go of the first decision is the episode's reward: −objective / scale (γ = 1, no baseline).
     assert demos.returns[0] == pytest.approx(-objective / env.reward_scale, rel=1e-5)
     # Read back from the cache: no second solve.
-    monkeypatch.setattr("oracle.model.solve", lambda *a, **k: pytest.fail("solved again despite the cache"))
+    monkeypatch.setattr("oracle.entry.solve", lambda *a, **k: pytest.fail("solved again despite the cache"))
     assert oracle_schedules([inst], tmp_path) == schedules
     # Through the training wrapper (per-job credit, reward = saving vs fixed): the same decisions.
     config = PPOConfig(case="fleet", **FLEET_DEFAULTS)

@@ -83,7 +83,7 @@ def test_2048_is_feasible_at_the_threshold_too(reference_result):
 def test_textbook_and_fast_reach_the_same_optimum():
     inst = build_instance("2048", segments=4)
     fast = solve(inst, mip_gap=1e-9, time_limit_s=120)
-    textbook = solve(inst, formulation="textbook", mip_gap=1e-9, time_limit_s=120)
+    textbook = solve(inst, method="textbook", mip_gap=1e-9, time_limit_s=120)
     assert fast.status == textbook.status == "optimal"
     assert fast.objective_usd == pytest.approx(textbook.objective_usd, rel=1e-7)
     assert simulate(inst, textbook.schedule).metrics.operating_cost_usd == pytest.approx(textbook.objective_usd,
@@ -214,8 +214,8 @@ def test_infeasible_because_of_restarts_is_proved_by_the_solver():
             tiny_job("B", segments=2, modes=(full,), initial_mode=0, tranche_tokens=day_tokens / 2)]
     inst = tiny_instance(jobs, price=[10.0, 20.0], shape=[0.1, 0.2])
     assert not precheck(inst).infeasible
-    for formulation in ("fast", "textbook"):
-        r = solve(inst, formulation=formulation)
+    for method in ("exact", "textbook"):
+        r = solve(inst, method=method)
         assert r.status == "infeasible" and "restarts" in r.reason and "solver proved" in r.reason
 
 
@@ -278,7 +278,7 @@ def tiny_days(draw):
 @given(inst=tiny_days(), allow_pause=st.booleans())
 def test_oracle_finds_the_brute_force_minimum(inst, allow_pause):
     best = brute_force(inst, allow_pause)
-    variants = {"fast": {}, "fast, branch and bound only": {"labeling": False}, "textbook": {"formulation": "textbook"}}
+    variants = {"fast": {}, "fast, branch and bound only": {"labeling": False}, "textbook": {"method": "textbook"}}
     for name, options in variants.items():
         r = solve(inst, allow_pause=allow_pause, mip_gap=1e-9, time_limit_s=60, **options)
         if best is None:
@@ -288,7 +288,7 @@ def test_oracle_finds_the_brute_force_minimum(inst, allow_pause):
             assert r.status == "optimal", (name, r.reason)
             assert r.objective_usd == pytest.approx(best, rel=1e-6, abs=1e-6), name
             assert r.metrics.operating_cost_usd == pytest.approx(best, rel=1e-6, abs=1e-6)
-            if options.get("labeling") is False or "formulation" in options:
+            if options.get("labeling") is False or "method" in options:
                 assert r.proof == "branch-and-bound"
 
 
@@ -306,7 +306,7 @@ def test_oracle_meets_daily_minimums_at_the_brute_force_minimum(inst):
     """With a minimum share per day the oracle (label search off: branch and bound on the daily rows) and the
     textbook build both reach the brute force's minimum, and the simulator finds every day's minimum met."""
     best = brute_force(inst)
-    for options in ({}, {"formulation": "textbook"}):
+    for options in ({}, {"method": "textbook"}):
         r = solve(inst, mip_gap=1e-9, time_limit_s=60, **options)
         if best is None:
             assert r.status == "infeasible" and r.reason, options
@@ -359,7 +359,7 @@ def test_cli_in_process(capsys, tmp_path):
         assert key in data
     assert data["status"] == "optimal" and len(data["schedule"]["LLM-B"]) == 4
     assert data["objective_usd"] == pytest.approx(data["metrics"]["operating_cost_usd"], rel=REPLAY_RTOL)
-    assert run_cli(oracle_main, ["--segments", "4", "--formulation", "textbook"]) == 0
+    assert run_cli(oracle_main, ["--segments", "4", "--method", "textbook"]) == 0
     assert "optimal" in capsys.readouterr().out
     for bad in (["--segments", "7"], ["--gpus", "-1"], ["--time-limit", "0"], ["--mip-gap", "2"],
                 ["--solver", "nope"]):
@@ -378,7 +378,7 @@ TEXTBOOK_ANSWERS = {
     ("2023-01-14", 12): (2438.6839830463814, 2438.9082309098267),
     ("2023-11-15", 6): (1337.48872439649, 1337.4887243964897),
 }
-"""(bound, objective) in $ of ``solve(inst, formulation="textbook", time_limit_s=300)`` (HiGHS's branch and
+"""(bound, objective) in $ of ``solve(inst, method="textbook", time_limit_s=300)`` (HiGHS's branch and
 bound to its 1e-4 gap) on these days of the shared CAISO 2023 year, case 2048: measured once on 2026-12-01
 with HiGHS 1.16.0 and Pyomo 6.10.1 (57 s and 14 s under load; the test used to solve them every run, ~5 min
 under load). They depend only on the model, not on the oracle's own path."""

@@ -89,7 +89,7 @@ def test_sites_oracle_with_one_site_finds_the_reference_optimum():
     assert result.status == "optimal"
     assert abs(result.objective_usd - REFERENCE_ORACLE_USD) <= 1e-9 * REFERENCE_ORACLE_USD
     assert result.schedule == REFERENCE_ORACLE_SCHEDULE
-    assert result.sites == [[0] * 12, [0] * 12]
+    assert result.sites is None  # one site: every job at home
 
 
 def test_instance_json_round_trip_keeps_the_network():
@@ -190,8 +190,8 @@ def test_sites_oracle_matches_brute_force_on_a_tiny_two_site_instance(tmp_path):
     solved = solve_sites(inst, time_limit_s=60, mip_gap=1e-9)
     assert solved.status == "optimal"
     assert solved.objective_usd == pytest.approx(best, rel=1e-7)
-    assert solved.result.metrics.operating_cost_usd == solved.objective_usd
-    fixed = solve_sites(inst, time_limit_s=60, mip_gap=1e-9, fixed_sites=True)
+    assert solved.metrics.operating_cost_usd == solved.objective_usd
+    fixed = solve_sites(inst, time_limit_s=60, mip_gap=1e-9, placement="home")
     assert fixed.objective_usd >= solved.objective_usd - 1e-9 and all(s == 0 for s in fixed.sites[0])
 
 
@@ -231,9 +231,11 @@ def test_train_and_evaluate_take_sites_and_refuse_bad_flags_with_one_line(capsys
     assert len(err) == 1 and field in err[0], err
 
 
-def test_oracle_cli_refuses_day_options_for_sites(capsys):
-    assert run_cli(oracle_cli.main, ["--case", "sites3", "--no-pause"]) == EXIT_BAD_INPUT
-    assert len(capsys.readouterr().err.strip().splitlines()) == 1
+def test_oracle_cli_refuses_the_exact_method_and_mps_for_sites(capsys):
+    for options in (["--method", "exact"], ["--mps", "unused.mps"]):
+        assert run_cli(oracle_cli.main, ["--case", "sites3", *options]) == EXIT_BAD_INPUT
+        err = capsys.readouterr().err
+        assert len(err.strip().splitlines()) == 1, err
 
 
 def test_study_price_spread_scales_deviations_from_the_nodes_mean():

@@ -1,4 +1,4 @@
-"""The sites decomposition oracle (oracle/sites_cg.py, issue 14): its bound is below the brute-force optimum, its
+"""The decomposition on sites (oracle/decomposition.py): its bound is below the brute-force optimum, its
 objective above it and equal to the simulator's replay; one site gives the day oracle's optimum; in its schedules
 a job is at one site per segment, moves only at a checkpoint and pays its transfer time."""
 
@@ -19,10 +19,9 @@ from aidc_env.instance import PAUSE, SECONDS_PER_HOUR, Instance
 from aidc_env.sites import SiteNetwork
 from tests.conftest import simulate_at, site_array
 from oracle import __main__ as oracle_cli
-from oracle.fleet_pricing import LabelSearch
-from oracle.sites_cg import SitesDecomposition, solve_sites_cg
-from oracle.sites_graph import sites_data
-from oracle.sites_pricing import SiteLabelSearch
+from oracle import Decomposition, solve
+from oracle.graph import decomposition_data
+from oracle.pricing import ALL, LabelSearch
 
 TWO_SITES = """
 name = "tiny2"
@@ -65,6 +64,11 @@ baseline_gpus = 128
 baseline_hours = {hours2}
 site = "b"
 """
+
+
+def solve_sites_cg(inst: Instance, **kwargs):
+    """The decomposition through the one entry."""
+    return solve(inst, method="decomposition", **kwargs)
 
 
 def two_sites(tmp_path: Path, *, second: bool = False, **kwargs) -> Instance:
@@ -145,16 +149,16 @@ def test_two_jobs_share_a_site_and_match_brute_force(tmp_path):
     result = solve_sites_cg(inst, time_limit_s=60, mip_gap=1e-9)
     assert result.best_bound_usd <= best + 1e-6
     assert result.objective_usd == pytest.approx(best, rel=1e-9)
-    check_moves(inst, result.schedule, result.sites, result.result)
+    check_moves(inst, result.schedule, result.sites, simulate_at(inst, result.schedule, result.sites))
 
 
 def test_node_bounds_are_below_every_path_through_the_node(tmp_path):
-    """Reduced-cost fixing (oracle/sites_branch.py): a node's bound never exceeds a target-meeting path through it."""
-    from oracle.sites_branch import node_bounds
+    """Reduced-cost fixing (oracle/branching.py): a node's bound never exceeds a target-meeting path through it."""
+    from oracle.branching import node_bounds
 
     inst = two_sites(tmp_path, day="2023-06-17", link=2.0, ratio=0.5, segments=3, hours=12.0, home="a")
-    graph = sites_data(inst).graphs[0]
-    search = SiteLabelSearch(graph)
+    graph = decomposition_data(inst).graphs[0]
+    search = LabelSearch(graph)
     cost = np.random.default_rng(3).normal(0.0, 10.0, size=(graph.n_stages, graph.n_states))
     bounds = node_bounds(graph, search, cost)
     states = [c for c in range(graph.n_states) if graph.allowed[:, c].all()]
@@ -164,23 +168,32 @@ def test_node_bounds_are_below_every_path_through_the_node(tmp_path):
             assert all(bounds[k, c] <= value + 1e-9 for k, c in enumerate(path))
 
 
-def test_restricted_milp_and_dive_keep_the_optimum(tmp_path):
+def test_restricted_milp_keeps_the_optimum(tmp_path):
     inst = two_sites(tmp_path, second=True, day="2023-06-17", link=2.0, ratio=0.5, segments=2, hours=12.0,
                      hours2=10.0, home="a")
     plain = solve_sites_cg(inst, time_limit_s=60, mip_gap=1e-9)
-    other = SitesDecomposition(inst).solve(time_limit_s=60, mip_gap=1e-9, dive=True, restricted=True)
+    other = Decomposition(inst).solve(time_limit_s=60, mip_gap=1e-9, restricted=True)
     assert other.objective_usd == pytest.approx(plain.objective_usd, rel=1e-9)
     assert other.best_bound_usd <= plain.objective_usd + 1e-9
 
 
-def test_grouped_label_search_equals_the_fleet_search(tmp_path):
-    """The site-grouped pricing (oracle/sites_pricing.py) finds the fleet label search's cheapest cost."""
+def per_state_groups(graph) -> list[list[tuple[int, float]]]:
+    """The candidate groups of a search without sites: every state, and each state whose arc makes more alone."""
+    arc = graph.arc_tokens
+    low = arc.min(axis=0)
+    return [[(ALL, low[c])] + [(-2 - int(p), arc[p, c]) for p in np.flatnonzero(arc[:, c] > low[c])]
+            for c in range(graph.n_states)]
+
+
+def test_grouped_label_search_equals_the_per_state_search(tmp_path):
+    """The site-grouped candidates (oracle/pricing.py) find the cheapest cost of the per-state candidates."""
     inst = build_instance("sites3", segments=4)
-    data = sites_data(inst)
+    data = decomposition_data(inst)
     rng = np.random.default_rng(7)
     for graph in data.graphs:
-        grouped, plain = SiteLabelSearch(graph), LabelSearch(graph)
-        assert grouped.grouped
+        grouped, plain = LabelSearch(graph), LabelSearch(graph)
+        plain.groups = per_state_groups(graph)
+        assert any(len(groups) > 1 and groups[1][0] >= 0 for groups in grouped.groups)  # a site group is used
         for _ in range(3):
             cost = rng.normal(0.0, 50.0, size=(graph.n_stages, graph.n_states))
             a, b = grouped.cheapest(cost), plain.cheapest(cost)
@@ -207,7 +220,7 @@ def test_placements_order_home_stay_free(tmp_path):
     inst = two_sites(tmp_path, day="2023-06-17", link=10.0, ratio=0.0, segments=3, hours=12.0, home="a")
     values = {}
     for placement in ("home", "stay", "free"):
-        oracle = SitesDecomposition(inst, placement=placement)
+        oracle = Decomposition(inst, placement=placement)
         result = oracle.solve(time_limit_s=60, mip_gap=1e-9)
         assert result.status == "optimal"
         values[placement] = result.objective_usd
@@ -234,7 +247,7 @@ def test_oracle_cli_dispatches_sites_to_the_decomposition_whose_moves_pay_their_
     assert oracle_cli.main(["--case", "sites3", "--segments", "4", "--time-limit", str(CLI_MOVES_TIME_LIMIT_S),
                             "--mip-gap", str(CLI_MOVES_MIP_GAP), "--json"]) == 0
     out = json.loads(capsys.readouterr().out)
-    assert out["formulation"] == "sites-decomposition"
+    assert out["method"] == out["formulation"] == "decomposition"
     assert out["status"] == "optimal"  # within the gap: the answer does not depend on the machine's load
     assert out["metrics"]["operating_cost_usd"] == out["objective_usd"]
     assert out["best_bound_usd"] <= out["objective_usd"] <= out["best_bound_usd"] * (1 + CLI_MOVES_MIP_GAP)
@@ -249,8 +262,8 @@ def test_oracle_cli_dispatches_sites_to_the_decomposition_whose_moves_pay_their_
 
 
 def pattern_master(master, start):
-    """A pattern master (oracle/sites_patterns.py) with the path master's columns and the start's patterns."""
-    from oracle.sites_patterns import PatternMaster
+    """A pattern master (oracle/patterns.py) with the path master's columns and the start's patterns."""
+    from oracle.patterns import PatternMaster
 
     pm = PatternMaster(master.data)
     for column in master.columns:
@@ -264,8 +277,8 @@ def converged_pattern_master(dec):
     column generation (60 s at most): (the master, the column generation's outcome)."""
     import time
 
-    from oracle.fleet_master import MasterLP, make_column
-    from oracle.sites_patterns import column_generation, prices_from
+    from oracle.master import MasterLP, make_column
+    from oracle.patterns import column_generation, prices_from
 
     data = dec.data
     start = dec._starts(None)[0]
@@ -279,18 +292,18 @@ def converged_pattern_master(dec):
 
 @pytest.mark.parametrize("day", ["2023-06-17", "2023-01-18"])
 def test_branch_and_price_bound_below_brute_force_and_its_schedules_exact(tmp_path, day):
-    """oracle/sites_bp.py on its own, from the baseline and no column generation: the tree's proven bound is
+    """oracle/branching.py on its own, from the baseline and no column generation: the tree's proven bound is
     below the brute-force optimum, its schedule's objective above it; a finished tree whose bound meets its
     schedule has found the optimum."""
     import time
 
-    from oracle.fleet_master import make_column
-    from oracle.sites_bp import BranchAndPrice
+    from oracle.branching import BranchAndPrice
+    from oracle.master import make_column
 
     inst = two_sites(tmp_path, second=True, day=day, link=2.0, ratio=0.5, segments=2, hours=12.0, hours2=10.0,
                      home="a")
     best = brute_force(inst)
-    dec = SitesDecomposition(inst)
+    dec = Decomposition(inst)
     start = dec._starts(None)[0]
     columns = [make_column(dec.data.graphs[j], j, p) for j, p in enumerate(start)]
     tree = BranchAndPrice(dec.data, dec.searches, columns)
@@ -309,9 +322,9 @@ def test_branch_and_price_bound_below_brute_force_and_its_schedules_exact(tmp_pa
 @settings(max_examples=30, deadline=None, derandomize=True)
 @given(seed=st.integers(0, 10_000), a=st.sampled_from([-40.0, 0.0, 35.0, 120.0]), b=st.sampled_from([0.0, 5.0]))
 def test_hull_pieces_stay_under_the_slot_cost_at_every_reachable_load(seed, a, b):
-    """oracle/fleet_master.py hull_pieces: the master LP's envelope of a slot cost over the reachable loads is under
+    """oracle/master.py hull_pieces: the master LP's envelope of a slot cost over the reachable loads is under
     the cost at each of them and touches it at the least and the most (a vertex of any lower hull)."""
-    from oracle.fleet_master import hull_pieces
+    from oracle.master import hull_pieces
 
     rng = np.random.default_rng(seed)
     loads = np.round(rng.uniform(0.2, 3.0, size=rng.integers(1, 40)), 4)
@@ -326,18 +339,20 @@ def test_hull_pieces_stay_under_the_slot_cost_at_every_reachable_load(seed, a, b
 
 @pytest.mark.parametrize("day", ["2023-06-17", "2023-01-18"])
 def test_pattern_master_bound_below_brute_force_above_the_path_master(tmp_path, day):
-    """oracle/sites_patterns.py: the pattern master's Lagrangian bound is below the brute-force optimum and, from the
-    path master's converged prices, at least its bound; the integer pattern master's schedule is exact (its
-    objective the decomposition's and the simulator's)."""
+    """oracle/patterns.py: the pattern master's Lagrangian bound is below the brute-force optimum and, from the
+    path master's converged prices, at least its bound; the integer master over its columns gives an exact
+    schedule (its objective the decomposition's and the simulator's)."""
     import time
 
-    from oracle.fleet_master import MasterLP, lagrangian_bound, make_column
-    from oracle.sites_patterns import column_generation, integer_patterns, prices_from
+    from oracle.decomposition import COLUMNS_PER_JOB
+    from oracle.master import MasterLP, integer_master, lagrangian_bound, make_column
+    from oracle.patterns import column_generation, prices_from
+    from oracle.pricing import price
 
     inst = two_sites(tmp_path, second=True, day=day, link=2.0, ratio=0.5, segments=2, hours=12.0, hours2=10.0,
                      home="a")
     best = brute_force(inst)
-    dec = SitesDecomposition(inst)
+    dec = Decomposition(inst)
     data = dec.data
     start = dec._starts(None)[0]
     master = MasterLP(data)
@@ -346,7 +361,7 @@ def test_pattern_master_bound_below_brute_force_above_the_path_master(tmp_path, 
     path_bound, path_prices = -np.inf, None
     while True:
         prices = master.solve()
-        cheapest, added = dec._price(master, prices)
+        cheapest, added = price(master, dec.searches, prices, COLUMNS_PER_JOB)
         bound = lagrangian_bound(master, prices, cheapest)
         if bound > path_bound:
             path_bound, path_prices = bound, prices
@@ -357,7 +372,8 @@ def test_pattern_master_bound_below_brute_force_above_the_path_master(tmp_path, 
                             time.perf_counter() + 60)
     assert out.converged
     assert path_bound - 1e-6 <= out.bound <= best + 1e-6
-    paths, _ = integer_patterns(pm, 60, 0.0, start=start)
+    columns = pm.columns + [make_column(data.graphs[j], j, p) for j, p in enumerate(start)]
+    paths = integer_master(data, columns, time_limit_s=60, mip_gap=0.0, start=start).paths
     assert paths is not None and data.fits(paths) and data.tokens_ok(paths)
     value = data.objective_usd(paths)
     replay = simulate_at(inst, data.schedule(paths), data.site_rows(paths))
@@ -369,7 +385,7 @@ def test_dives_option_checked_and_each_setting_keeps_the_optimum(tmp_path):
     inst = two_sites(tmp_path, second=True, day="2023-06-17", link=2.0, ratio=0.5, segments=2, hours=12.0,
                      hours2=10.0, home="a")
     best = brute_force(inst)
-    dec = SitesDecomposition(inst)
+    dec = Decomposition(inst)
     for dives in ("stage", "job", "off"):
         result = dec.solve(time_limit_s=60, mip_gap=1e-9, dives=dives)
         assert result.objective_usd == pytest.approx(best, rel=1e-9)
@@ -391,24 +407,24 @@ def test_threads_one_after_a_default_solve_in_the_same_process(tmp_path):
 @pytest.mark.parametrize("day", ["2023-06-17", "2023-01-18"])
 @pytest.mark.parametrize("which", ["pattern_dive", "stage_dive"])
 def test_pattern_dive_schedule_is_feasible_exact_and_not_below_brute_force(tmp_path, day, which):
-    """oracle/sites_patterns.py pattern_dive and stage_dive: from the converged pattern master, its schedule fits,
-    meets the targets, its cost equals the simulator's replay and its final (all-fixed) LP value, and is ≥ the brute-force
-    optimum; the bound computed before it is unchanged."""
+    """oracle/pattern_search.py pattern_dive and stage_dive: from the converged pattern master, its schedule fits,
+    meets the targets, its cost equals the simulator's replay and its final (all-fixed) LP value, and is ≥ the
+    brute-force optimum; the bound computed before it is unchanged."""
     import time
 
-    from oracle import sites_patterns
+    from oracle import pattern_search
 
     inst = two_sites(tmp_path, second=True, day=day, link=2.0, ratio=0.5, segments=2, hours=12.0, hours2=10.0,
                      home="a")
     best = brute_force(inst)
-    dec = SitesDecomposition(inst)
+    dec = Decomposition(inst)
     data = dec.data
     pm, out = converged_pattern_master(dec)
     assert out.converged and out.bound <= best + 1e-6
-    runs = [getattr(sites_patterns, which)(pm, dec.searches, time.perf_counter() + 60)]
+    runs = [getattr(pattern_search, which)(pm, dec.searches, time.perf_counter() + 60)]
     if which == "stage_dive":  # released, then a diversified dive
-        sites_patterns.release(pm)
-        runs.append(sites_patterns.stage_dive(pm, dec.searches, time.perf_counter() + 60,
+        pattern_search.release(pm)
+        runs.append(pattern_search.stage_dive(pm, dec.searches, time.perf_counter() + 60,
                                               np.random.default_rng(1), top=3))
     for paths, info in runs:
         assert paths is not None and data.fits(paths) and data.tokens_ok(paths)
@@ -443,16 +459,16 @@ def brute_force_paths(inst: Instance, data) -> list[tuple[list[np.ndarray], floa
 
 @pytest.mark.parametrize("day", ["2023-06-17", "2023-01-18"])
 def test_pattern_branch_bound_never_above_the_brute_force_optimum_of_its_nodes(tmp_path, day):
-    """oracle/sites_patterns.py branch_bound and evaluate_node: under random (job, stage, state, keep) rules a node's
+    """oracle/pattern_search.py branch_bound and evaluate_node: under random (job, stage, state, keep) rules a node's
     bound is at most the cheapest brute-force schedule the rules allow (+∞ only when none), at least its parent's;
     the whole tree's bound is at most the optimum, and its integral nodes' schedules are exact and not below it."""
     import time
 
-    from oracle.sites_patterns import BranchNode, branch_bound, evaluate_node
+    from oracle.pattern_search import BranchNode, branch_bound, evaluate_node
 
     inst = two_sites(tmp_path, second=True, day=day, link=2.0, ratio=0.5, segments=2, hours=12.0, hours2=10.0,
                      home="a")
-    dec = SitesDecomposition(inst)
+    dec = Decomposition(inst)
     data = dec.data
     every = brute_force_paths(inst, data)
     best = min(value for _, value in every)

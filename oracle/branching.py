@@ -1,4 +1,4 @@
-"""Branch and price for the sites decomposition (:mod:`oracle.sites_cg`): the Dantzig-Wolfe bound raised by branching.
+"""Branch and price on the path master, and reduced-cost fixing: the decomposition's bound raised after the root.
 
 The column generation's bound is the restricted master LP's at convergence; its solution mixes several paths of
 a job (on sites3 three of four jobs are fractional at the root), which is where the gap to the best schedules
@@ -26,15 +26,14 @@ from typing import Any
 import numpy as np
 
 from aidc_env.instance import PAUSE
-from oracle.fleet_master import Column, MasterLP, lagrangian_bound, make_column
-from oracle.fleet_pricing import stage_costs
-from oracle.sites_graph import SitesData
-from oracle.sites_pricing import SiteLabelSearch
+from aidc_env.instance import Instance
+from oracle.graph import DecompositionData, JobGraph
+from oracle.master import Column, MasterLP, lagrangian_bound, make_column
+from oracle.pricing import LabelSearch, price
+from oracle.result import OracleResult
 
 INTEGRAL_TOL = 1e-6
 """A flow within this of 0 or 1 counts as integral."""
-NODE_REDUCED_COST_TOL_USD = 1e-6
-"""A path enters a node's master when it costs at least this much less than its job's convexity dual."""
 NODE_COLUMNS_PER_JOB = 6
 """Paths a job may add to a node's master per iteration (as the root's column generation)."""
 
@@ -53,25 +52,25 @@ class Node:
 class BranchAndPrice:
     """The tree search over one decomposition's data (see the module docstring)."""
 
-    def __init__(self, data: SitesData, searches: Sequence[SiteLabelSearch], columns: Sequence[Column],
+    def __init__(self, data: DecompositionData, searches: Sequence[LabelSearch], columns: Sequence[Column],
                  threads: int | None = None) -> None:
         self.data = data
         self.root_searches = list(searches)
         self.pool: list[Column] = list(columns)
         self.keys = {(c.job, c.path.tobytes()) for c in self.pool}
         self.threads = threads
-        self._searches: dict[tuple[int, bytes], SiteLabelSearch] = {}
+        self._searches: dict[tuple[int, bytes], LabelSearch] = {}
         self.nodes = 0
 
     # ------------------------------------------------------------------ pieces
 
-    def search(self, j: int, mask: np.ndarray | None) -> SiteLabelSearch:
+    def search(self, j: int, mask: np.ndarray | None) -> LabelSearch:
         if mask is None:
             return self.root_searches[j]
         key = (j, mask.tobytes())
         if key not in self._searches:
             graph = dataclasses.replace(self.data.graphs[j], allowed=mask)
-            self._searches[key] = SiteLabelSearch(graph)
+            self._searches[key] = LabelSearch(graph)
         return self._searches[key]
 
     def _add_to_pool(self, column: Column) -> None:
@@ -85,49 +84,27 @@ class BranchAndPrice:
         mask = masks.get(column.job)
         return mask is None or bool(np.all(mask[np.arange(column.path.size), column.path]))
 
-    def bound_at(self, master: MasterLP, prices, masks: dict[int, np.ndarray]) -> tuple[float, list[float]] | None:
-        """The Lagrangian dual of a node at given prices (None: some job has no path left in the node)."""
-        cheapest = []
-        for j, graph in enumerate(self.data.graphs):
-            costs = stage_costs(graph, prices.gpu, prices.load)
-            found = self.search(j, masks.get(j)).cheapest(costs)
-            if not found:
-                return None
-            cheapest.append(found[0].cost)
-        return lagrangian_bound(master, prices, cheapest), cheapest
-
     def solve_node(self, node: Node, cutoff: float, deadline: float
                    ) -> tuple[str, float, MasterLP | None]:
         """Column generation at a node: ("pruned" | "infeasible" | "solved" | "time", its bound, its master)."""
-        data, masks = self.data, node.masks
-        master = MasterLP(data, self.threads)
+        master = MasterLP(self.data, self.threads)
         for column in self.pool:
-            if self.compatible(column, masks):
+            if self.compatible(column, node.masks):
                 master.add(column)
-        for j, graph in enumerate(data.graphs):  # every job needs a column (any path of the node meeting its target)
-            if not any(c.job == j for c in master.columns):
-                found = self.search(j, masks.get(j)).cheapest(np.zeros((graph.n_stages, graph.n_states)))
+        searches = [self.search(j, node.masks.get(j)) for j in range(len(self.data.graphs))]
+        for j, (graph, search) in enumerate(zip(self.data.graphs, searches, strict=True)):
+            if not any(c.job == j for c in master.columns):  # every job needs a column: any path of the node
+                found = search.cheapest(np.zeros((graph.n_stages, graph.n_states)))
                 if not found:
                     return "infeasible", np.inf, None
-                column = make_column(graph, j, found[0].path)
-                master.add(column)
-                self._add_to_pool(column)
+                master.add(make_column(graph, j, found[0].path))
+                self._add_to_pool(master.columns[-1])
         bound = node.bound
         while True:
             if time.perf_counter() >= deadline:
                 return "time", bound, master
             prices = master.solve()
-            cheapest, added = [], 0
-            for j, graph in enumerate(data.graphs):
-                costs = stage_costs(graph, prices.gpu, prices.load)
-                known = min(float(costs[np.arange(graph.n_stages), c.path].sum()) for c in master.columns if c.job == j)
-                found = self.search(j, masks.get(j)).cheapest(costs, upper_usd=known)
-                cheapest.append(min([known] + [p.cost for p in found[:1]]))
-                for p in found[:NODE_COLUMNS_PER_JOB]:
-                    if p.cost < prices.convexity[j] - NODE_REDUCED_COST_TOL_USD:
-                        column = make_column(graph, j, p.path)
-                        added += master.add(column)
-                        self._add_to_pool(column)
+            cheapest, added = price(master, searches, prices, NODE_COLUMNS_PER_JOB, on_add=self._add_to_pool)
             bound = max(bound, lagrangian_bound(master, prices, cheapest))
             if bound >= cutoff:
                 return "pruned", bound, master
@@ -240,3 +217,62 @@ class BranchAndPrice:
         details.update(bp_nodes=self.nodes, bp_open=len(open_nodes), bp_integral=integral,
                        bp_columns=len(self.pool), bp_depth=max((n.depth for n in open_nodes), default=0))
         return incumbent, float(proven)
+
+
+# ---------------------------------------------------------------------------- reduced-cost fixing
+
+FIXING_SLACK_USD = 1e-6
+"""A node is fixed out only when its bound exceeds the gap by more than this (rounding)."""
+
+
+def node_bounds(graph: JobGraph, search: LabelSearch, cost: np.ndarray) -> np.ndarray:
+    """(stages, states): a lower bound on the cost of every path through (stage, state) that meets the target, the
+    best over the token prices of :meth:`LabelSearch.completion_bounds` (+inf: no path at all). At the Lagrangian
+    prices of a bound B, every schedule costs at least B + Σ_j (its path's cost − job j's cheapest): a schedule
+    better than the incumbent U uses only nodes whose bound is within U − B of their job's cheapest path."""
+    W = graph.target_tokens
+    arc = graph.arc_tokens
+    best = np.full((graph.n_stages, graph.n_states), -np.inf)
+    for mu, backward in search.completion_bounds(cost):
+        forward = np.full((graph.n_stages, graph.n_states), np.inf)
+        forward[0] = np.where(graph.allowed[0], cost[0] - mu * arc[graph.initial_state], np.inf)
+        for s in range(1, graph.n_stages):
+            step = forward[s - 1][:, None] - mu * arc
+            forward[s] = np.where(graph.allowed[s], cost[s] + step.min(axis=0), np.inf)
+        best = np.maximum(best, forward + backward + mu * max(W, 0.0))
+    return best
+
+
+def fixings(graphs: Sequence[JobGraph], searches: Sequence[LabelSearch], costs: Sequence[np.ndarray],
+            cheapest: Sequence[float], gap_usd: float) -> list[np.ndarray]:
+    """Per job, (stages, states) bool: the node may be used by a schedule better than the incumbent."""
+    return [node_bounds(g, search, cost) - cheap <= gap_usd + FIXING_SLACK_USD
+            for g, search, cost, cheap in zip(graphs, searches, costs, cheapest, strict=True)]
+
+
+def restricted_milp(inst: Instance, placement: str, graphs: Sequence[JobGraph], keep: Sequence[np.ndarray],
+                    start: tuple[list[list[int]], list[list[int]]], time_limit_s: float, mip_gap: float,
+                    threads: int | None) -> tuple[OracleResult, dict[str, float]]:
+    """The sites MILP (:class:`oracle.sites.SitesModel`) with the nodes outside ``keep`` fixed out (x = 0 for a mode
+    state, y = 0 when every state at the site is out), from the (schedule, sites) ``start``. Its bound holds for
+    every schedule better than the incumbent, so min(incumbent, its bound) is a proven lower bound."""
+    from oracle.sites import SitesModel
+
+    model = SitesModel(inst, placement=placement)
+    m = model.m
+    fixed_x = fixed_y = total_x = 0
+    for j, (graph, ok) in enumerate(zip(graphs, keep, strict=True)):
+        for k in range(graph.n_stages):
+            for s in range(len(inst.sites)):
+                here = graph.site_of == s
+                if (j, k, s) in m.y and not m.y[j, k, s].fixed and not ok[k, here].any():
+                    m.y[j, k, s].fix(0)
+                    fixed_y += 1
+                for c in model.modes_at.get((j, k, s), []):
+                    total_x += 1
+                    state = np.flatnonzero(here & (graph.choices == c))
+                    if state.size and not ok[k, state[0]]:
+                        m.x[j, k, s, c].fix(0)
+                        fixed_x += 1
+    result = model.solve(time_limit_s=time_limit_s, mip_gap=mip_gap, threads=threads, start=start)
+    return result, {"fixed_x": float(fixed_x), "of_x": float(total_x), "fixed_y": float(fixed_y)}

@@ -1,20 +1,19 @@
-"""The master problems of the fleet oracle, on HiGHS (highspy): a restricted master LP and an integer master.
+"""The master problems of the decomposition, on HiGHS (highspy): a restricted master LP and an integer master.
 
-Columns are job paths (:class:`Column`). Rows, for every pool k and slot t:
+Columns are job paths (:class:`Column`). Rows, per job its convexity Σ λ = 1 and, for every pool k and slot t:
 
 - capacity: Σ_columns GPUs·λ − s ≤ N_kt (s ≥ 0 an artificial slack at :data:`SLACK_USD_PER_GPU`, so that the
   restricted LP is feasible from the first columns on; the integer master has none);
-- cost pieces: the slot's cost f_t(L) is a function of the pool's load L = L0 + Σ ΔL·λ (renewable first:
-  f = a·max(L − R, 0) + b·max(R − L, 0), a, b the simulator's $ per MW of import and curtailment). Where it
-  is convex (a + b ≥ 0) it is the maximum of its two affine pieces: h ≥ piece rows are exact. Where it is
-  concave (negative prices) the LP takes its convex envelope over the loads any schedule can reach (the chord,
-  a lower bound), and the integer master the exact minimum of the two pieces with one binary;
-- per job, convexity: Σ λ = 1.
+- cost pieces: the slot's cost f_t(L) of the pool's load L = L0 + Σ ΔL·λ (renewable first: f = a·max(L − R, 0) +
+  b·max(R − L, 0), a, b the simulator's $ per MW of import and curtailment). Where it is convex (a + b ≥ 0) it is
+  the maximum of its two affine pieces: h ≥ piece rows are exact. Where it is concave (negative prices) the LP takes
+  its convex envelope over the loads any schedule can reach (a lower bound), the integer master the exact minimum
+  of the two pieces with one binary.
 
-The objective is Σ h + Σ own costs·λ + the constant. The prices the pricing needs are the capacity duals
-(≥ 0 per GPU) and, per slot, the piece duals ρ (≥ 0, Σ ρ = 1 by h's column) giving a price per MW Σ ρ·β.
-:func:`lagrangian_bound` evaluates the Lagrangian dual at any such prices from their definition (it never
-trusts the LP's value), so the bound is valid whatever the solver's tolerances.
+The objective is Σ h + Σ own costs·λ + the constant. The pricing's prices are the capacity duals (≥ 0 per GPU) and,
+per slot, the piece duals ρ (≥ 0, Σ ρ = 1 by h's column) giving a price per MW Σ ρ·β. :func:`lagrangian_bound`
+evaluates the Lagrangian dual at any such prices from their definition (never the LP's value), so the bound holds
+whatever the solver's tolerances.
 """
 
 from __future__ import annotations
@@ -27,7 +26,7 @@ import highspy
 import numpy as np
 from pyomo.common.tee import capture_output
 
-from oracle.fleet_graph import FleetData, JobGraph
+from oracle.graph import DecompositionData, JobGraph
 from oracle.solvers import run_highs
 
 SLACK_USD_PER_GPU = 1e4
@@ -77,7 +76,7 @@ HULL_SLACK_USD = 1e-9
 """Each envelope piece is lowered by this much, a guard against rounding (the pieces stay under the cost)."""
 
 
-def reachable_loads(data: FleetData, k: int, t: int) -> np.ndarray | None:
+def reachable_loads(data: DecompositionData, k: int, t: int) -> np.ndarray | None:
     """The facility loads pool k can carry in slot t: its base load plus one allowed state's load per job, the
     GPUs within the pool's capacity (None: more than :data:`HULL_MAX_POINTS`). Every schedule's load is one."""
     pool = data.pools[k]
@@ -135,7 +134,7 @@ def hull_pieces(load: np.ndarray, a: float, b: float, renewable: float) -> list[
 _PIECES: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
-def cost_pieces(data: FleetData) -> tuple[Pieces, Pieces]:
+def cost_pieces(data: DecompositionData) -> tuple[Pieces, Pieces]:
     """(the LP's pieces: exact where convex, the chord where concave, or with ``data.slot_hull`` the convex
     envelope over the reachable loads (:func:`hull_pieces`); the integer master's exact pieces). Computed once per
     data (the masters of a branch and price share them)."""
@@ -144,7 +143,7 @@ def cost_pieces(data: FleetData) -> tuple[Pieces, Pieces]:
     return _PIECES[data]
 
 
-def _cost_pieces(data: FleetData) -> tuple[Pieces, Pieces]:
+def _cost_pieces(data: DecompositionData) -> tuple[Pieces, Pieces]:
     lp, exact = [], []
     T = data.inst.slots
     for k, pool in enumerate(data.pools):
@@ -183,7 +182,7 @@ def _cost_pieces(data: FleetData) -> tuple[Pieces, Pieces]:
 class _Rows:
     """Row layout shared by both masters: convexity (J), capacity (K·T), then the cost pieces."""
 
-    def __init__(self, data: FleetData, pieces: Pieces) -> None:
+    def __init__(self, data: DecompositionData, pieces: Pieces) -> None:
         self.n_jobs = len(data.graphs)
         self.n_slots = len(data.pools) * data.inst.slots
         self.pieces = pieces
@@ -248,7 +247,7 @@ class Prices:
 class MasterLP:
     """The restricted master LP; columns are added as the pricing finds them."""
 
-    def __init__(self, data: FleetData, threads: int | None = None, *, phase_one: bool = False) -> None:
+    def __init__(self, data: DecompositionData, threads: int | None = None, *, phase_one: bool = False) -> None:
         self.data = data
         self.phase_one = phase_one  # minimise the GPUs beyond the pool only (a proof of infeasibility)
         self.slack_usd = 1.0 if phase_one else SLACK_USD_PER_GPU
@@ -276,12 +275,7 @@ class MasterLP:
         return True
 
     def solve(self) -> Prices:
-        self.h.run()
-        status = self.h.getModelStatus()
-        if status != highspy.HighsModelStatus.kOptimal:
-            raise RuntimeError(f"the restricted master LP ended {self.h.modelStatusToString(status)}")
-        self.value = float(self.h.getInfo().objective_function_value)
-        dual = np.asarray(self.h.getSolution().row_dual, dtype=float)
+        self.value, dual = run_lp(self.h, "restricted master")
         rows, P = self.rows, self.pieces
         gpu = np.clip(-dual[rows.cap0:rows.cap0 + rows.n_slots], 0.0, self.slack_usd)
         rho = np.maximum(dual[rows.piece0:rows.piece0 + P.slot.size], 0.0)
@@ -301,6 +295,35 @@ class MasterLP:
     def fractional(self) -> list[tuple[Column, float]]:
         x = np.asarray(self.h.getSolution().col_value, dtype=float)[self.first_column:]
         return [(c, float(v)) for c, v in zip(self.columns, x, strict=True) if v > 1e-9]
+
+
+def rounding(fractional: Sequence[tuple[Column, float]], n_jobs: int) -> list[np.ndarray] | None:
+    """An LP solution's rounding: per job its column of largest weight (None if some job has none)."""
+    best: dict[int, tuple[float, np.ndarray]] = {}
+    for column, weight in fractional:
+        if column.job not in best or weight > best[column.job][0]:
+            best[column.job] = (weight, column.path)
+    return [best[j][1] for j in range(n_jobs)] if len(best) == n_jobs else None
+
+
+def unique_columns(columns: Sequence[Column]) -> list[Column]:
+    """The columns, each (job, path) once (the first kept)."""
+    seen, out = set(), []
+    for column in columns:
+        key = (column.job, column.path.tobytes())
+        if key not in seen:
+            seen.add(key)
+            out.append(column)
+    return out
+
+
+def run_lp(h: highspy.Highs, what: str) -> tuple[float, np.ndarray]:
+    """Solve an LP: (its value, its row duals); RuntimeError naming ``what`` unless it is optimal."""
+    h.run()
+    status = h.getModelStatus()
+    if status != highspy.HighsModelStatus.kOptimal:
+        raise RuntimeError(f"the {what} LP ended {h.modelStatusToString(status)}")
+    return float(h.getInfo().objective_function_value), np.asarray(h.getSolution().row_dual, dtype=float)
 
 
 def lagrangian_constant(master: MasterLP, prices: Prices) -> float:
@@ -323,11 +346,10 @@ class IntegerOutcome:
     status: str
     """``optimal``, ``time_limit``, ``infeasible`` or ``error``."""
     paths: list[np.ndarray] | None
-    objective_usd: float | None
-    bound_usd: float | None
+    """One path per job (None: no schedule found)."""
 
 
-def integer_master(data: FleetData, columns: Sequence[Column], *, time_limit_s: float, mip_gap: float,
+def integer_master(data: DecompositionData, columns: Sequence[Column], *, time_limit_s: float, mip_gap: float,
                    start: Sequence[np.ndarray] | None = None, threads: int | None = None) -> IntegerOutcome:
     """One column per job among ``columns``, exact costs (a binary per concave slot), capacity held."""
     _, pieces = cost_pieces(data)
@@ -380,13 +402,11 @@ def integer_master(data: FleetData, columns: Sequence[Column], *, time_limit_s: 
     name = {highspy.HighsModelStatus.kOptimal: "optimal", highspy.HighsModelStatus.kInfeasible: "infeasible",
             highspy.HighsModelStatus.kTimeLimit: "time_limit"}.get(status, "error")
     if info.primal_solution_status != 2:  # no feasible solution
-        return IntegerOutcome("infeasible" if name == "infeasible" else name, None, None,
-                              float(info.mip_dual_bound) if name != "infeasible" else None)
+        return IntegerOutcome(name, None)
     x = np.asarray(h.getSolution().col_value, dtype=float)[first:first + len(columns)]
     paths: list[np.ndarray | None] = [None] * len(data.graphs)
     for column, v in zip(columns, x, strict=True):
         if v > 0.5:
             paths[column.job] = column.path
     assert all(p is not None for p in paths)
-    return IntegerOutcome(name, [p for p in paths if p is not None], float(info.objective_function_value),
-                          float(info.mip_dual_bound))
+    return IntegerOutcome(name, [p for p in paths if p is not None])
