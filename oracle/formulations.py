@@ -273,8 +273,7 @@ def build_fast(data: OracleData, *, allow_pause: bool = True) -> Built:
 
 def build_textbook(data: OracleData, *, allow_pause: bool = True) -> Built:
     """The textbook formulation (see the module docstring)."""
-    inst = data.inst
-    T = inst.slots
+    inst, T = data.inst, data.inst.slots
     m = pyo.ConcreteModel(name="aidc_oracle_textbook")
     jsm = [(j, s, c) for j, job in enumerate(inst.jobs) for s in range(job.segments) for c in range(job.n_modes)]
     m.x = pyo.Var(jsm, domain=pyo.Binary)

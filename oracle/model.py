@@ -390,6 +390,35 @@ class OracleModel:
             if incumbent is not None and closed(incumbent[1], proven, mip_gap):
                 return RunOutcome("optimal", True, incumbent[1], proven, 0.0, elapsed()), \
                     incumbent[0], "label-setting"
+        run, incumbent, proven, settled, load_seconds = self._restricted_solves(
+            through, lower, proven, reachable, incumbent, deadline=deadline, mip_gap=mip_gap, threads=threads, tee=tee,
+            options=options, details=details, race=race)
+        settled = settled or (incumbent is not None and closed(incumbent[1], proven, mip_gap))
+        if race is not None and not settled:
+            if race.started_s is not None and run.status == "time_limit":
+                race.wait()  # out of time here: the raced textbook MILP may still prove the day by the deadline
+                # (not after an error: a Ctrl-C stops HiGHS with one, and must not wait for the race)
+            won = race_won(proven)
+            if won is not None:
+                return won
+        seconds = elapsed() - load_seconds
+        if incumbent is None:
+            status = "infeasible" if run.status == "infeasible" else run.status
+            return RunOutcome(status, False, None, proven, load_seconds, seconds, run.message), None, ""
+        status = "optimal" if settled or closed(incumbent[1], proven, mip_gap) else (
+            "error" if run.status == "error" else "time_limit")
+        return RunOutcome(status, True, incumbent[1], proven, load_seconds, seconds, run.message), incumbent[0], \
+            "branch-and-bound"
+
+    def _restricted_solves(self, through: np.ndarray, lower: float, proven: float, reachable: float,
+                           incumbent: tuple[list[list[int]], float] | None, *, deadline: float, mip_gap: float,
+                           threads: int | None, tee: bool, options: dict[str, Any], details: dict[str, float],
+                           race: TextbookRace | None) -> tuple[RunOutcome, Any, float, bool, float]:
+        """Step 4 of :meth:`_solve_reduced`: branch and bound on the fast model with every (block, state) whose
+        ``through`` bound exceeds θ = LB + δ bounded to zero, δ growing until the gap closes. Returns (the last run,
+        the incumbent, the proven bound, whether the last solve settled the optimum, the load seconds)."""
+        runner = self._runner
+        stop = race.proved if race is not None else None
         built = self._pyomo(details)
         m = built.model
         load_seconds = 0.0
@@ -437,22 +466,7 @@ class OracleModel:
         finally:
             self._restrict(np.zeros_like(through, dtype=bool), bounded)
             details["bnb"] = time.perf_counter() - bnb_tick
-        settled = settled or (incumbent is not None and closed(incumbent[1], proven, mip_gap))
-        if race is not None and not settled:
-            if race.started_s is not None and run.status == "time_limit":
-                race.wait()  # out of time here: the raced textbook MILP may still prove the day by the deadline
-                # (not after an error: a Ctrl-C stops HiGHS with one, and must not wait for the race)
-            won = race_won(proven)
-            if won is not None:
-                return won
-        seconds = elapsed() - load_seconds
-        if incumbent is None:
-            status = "infeasible" if run.status == "infeasible" else run.status
-            return RunOutcome(status, False, None, proven, load_seconds, seconds, run.message), None, ""
-        status = "optimal" if settled or closed(incumbent[1], proven, mip_gap) else (
-            "error" if run.status == "error" else "time_limit")
-        return RunOutcome(status, True, incumbent[1], proven, load_seconds, seconds, run.message), incumbent[0], \
-            "branch-and-bound"
+        return run, incumbent, proven, settled, load_seconds
 
     def _pyomo(self, details: dict[str, float]) -> Built:
         """The Pyomo model, built now if not yet; the seconds spent go to ``details["pyomo"]``."""
