@@ -30,6 +30,7 @@ from aidc_env.io import read_json_file, write_json
 from aidc_env.parallel import Backend, open_pool
 from aidc_env.schedule import Schedule, validate_schedule
 from aidc_env.simulator import simulate
+from oracle.constants import DECOMPOSITION_REVISION
 
 TEACHER_TIME_LIMIT_S = 60.0
 """Seconds per training day's oracle solve; a day whose solve returns no feasible schedule is left out."""
@@ -43,9 +44,11 @@ def instance_key(inst: Instance) -> str:
 
 
 def reusable(record: Any, time_limit_s: float) -> bool:
-    """Whether a cached answer serves a request at ``time_limit_s``: its format is :data:`CACHE_VERSION` and it was
-    proven optimal, or solved with at least that time limit."""
-    if not (isinstance(record, dict) and record.get("version") == CACHE_VERSION):
+    """Whether a cached answer serves a request at ``time_limit_s``: its format is :data:`CACHE_VERSION`, the
+    oracle's :data:`oracle.constants.DECOMPOSITION_REVISION` solved it, and it was proven optimal or solved with at
+    least that time limit."""
+    if not (isinstance(record, dict) and record.get("version") == CACHE_VERSION
+            and record.get("oracle_revision") == DECOMPOSITION_REVISION):
         return False
     solved_with = record.get("time_limit_s")
     return record.get("status") == "optimal" or (isinstance(solved_with, (int, float))
@@ -56,7 +59,7 @@ def _solve(inst: Instance, time_limit_s: float) -> dict[str, Any]:
     from oracle import solve
 
     result = solve(inst, time_limit_s=time_limit_s)
-    return {"version": CACHE_VERSION, "day": inst.day, "status": result.status, "time_limit_s": time_limit_s,
+    return {"version": CACHE_VERSION, "oracle_revision": DECOMPOSITION_REVISION, "day": inst.day, "status": result.status, "time_limit_s": time_limit_s,
             "objective_usd": result.metrics.objective_usd if result.metrics is not None else None,
             "gap": result.gap, **(validate_schedule(inst, result.schedule, result.sites).to_dict(inst)
                                   if result.schedule is not None else {})}

@@ -224,7 +224,7 @@ class Case:
         require_number(self.link_gbps, "migration.link_gbps", 0.0, limits.MAX_LINK_GBPS, low_open=True)
         pools = {site.name: site.gpus for site in self.sites}
         for i, service in enumerate(self.inference):
-            site = service.site if service.site is not None else names[0]
+            site = service.site if service.site is not None else self.sites[0].name
             require(site in pools, f"inference[{i}].site", f"must be the name of a site of the case, got {site!r}")
             require(service.peak_gpus <= pools[site], f"inference[{i}].peak_gpus",
                     f"must fit its site {site}'s pool of {pools[site]} GPUs, got {service.peak_gpus}")

@@ -203,7 +203,7 @@ class Instance:
     (they refuse a sites instance: :func:`require_one_site`)."""
 
     def __post_init__(self) -> None:
-        if self.case_name:  # it names cache files (agents/sites_oracle.py)
+        if self.case_name:  # it may name files and folders
             path_component(self.case_name, "case")
         price = np.array(self.price_usd_per_mwh, dtype=float)
         shape = np.array(self.renewable_shape, dtype=float)

@@ -40,6 +40,16 @@ class Schedule:
     modes: tuple[np.ndarray, ...]
     sites: tuple[np.ndarray, ...]
 
+    def __eq__(self, other: object) -> bool:
+        """The same choices and sites, row by row."""
+        if not isinstance(other, Schedule):
+            return NotImplemented
+        return (len(self.modes) == len(other.modes)
+                and all(np.array_equal(a, b) for a, b in zip(self.modes, other.modes, strict=True))
+                and all(np.array_equal(a, b) for a, b in zip(self.sites, other.sites, strict=True)))
+
+    __hash__ = None  # arrays: equal schedules are not hashable keys
+
     def mode_lists(self) -> list[list[int]]:
         return [row.tolist() for row in self.modes]
 

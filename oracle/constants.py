@@ -18,12 +18,7 @@ PLACEMENTS = ("move", "home", "stay", "free")
 at checkpoints), ``home`` (no migration), ``stay`` (one chosen site per job), ``free`` (chosen sites at t = 0, then
 moves)."""
 STATUSES = ("optimal", "infeasible", "time_limit", "error")
-SITES_ORACLE_REVISION = 4
+DECOMPOSITION_REVISION = 4
 """Revision of the decomposition (:mod:`oracle.decomposition` and the modules it drives), recorded in every cached
-answer (:mod:`agents.sites_oracle`) so that a cache solved by an earlier oracle is solved again instead of being
-taken as the reference or the teacher. Bump it with any change that can change the schedule or bound a time-limited
-solve returns. 1: column generation and branch and price; 2: the pattern master and its dives (2026-12-02);
-3: the branch and price on the pattern master (2026-12-02); 4: one driver for fleets and sites (its pricing's
-token-price search, its phase-one and enumeration proofs of infeasibility). Before it was recorded, a reference
-cached at 02:23 UTC by revision 1 was 1.3 % dearer on the mean held-out day than revision 3's (docs/sites.md "Env and
-PPO")."""
+teacher answer (:mod:`agents.teacher`) so that a cache solved by an earlier oracle is solved again. Bump it with any
+change that can change the schedule or bound a time-limited solve returns."""

@@ -22,11 +22,11 @@ import evaluate
 import train
 from aidc_env import case as case_cli
 from aidc_env import forecasts as forecasts_cli
-from aidc_env.modes import cli as modes_cli
 from aidc_env import profiles as profiles_cli
 from aidc_env import simulator as simulate_cli
 from aidc_env.case import build_instance
 from aidc_env.errors import EXIT_BAD_INPUT, run_cli
+from aidc_env.modes import cli as modes_cli
 from experiments import studies as studies_cli
 from oracle import __main__ as oracle_cli
 

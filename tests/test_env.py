@@ -18,13 +18,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import aidc_env
+from aidc_env import register_envs
 from aidc_env.baselines import fixed_schedule, greedy_schedule, random_schedule
 from aidc_env.case import build_instance, load_case
-from aidc_env.instance import PAUSE, Instance
-from aidc_env import register_envs
 from aidc_env.env import ENV_ID, DispatchEnv
 from aidc_env.env.observation import JOB_FEATURES, PRICE_SCALE_USD_PER_MWH
 from aidc_env.errors import InputError
+from aidc_env.instance import PAUSE, Instance
 from aidc_env.simulator import simulate
 from tests.conftest import mode, tiny_instance, tiny_job
 
@@ -341,12 +341,11 @@ def test_gymnasium_sync_and_async_vector_envs():
 
 @pytest.mark.parametrize("vec", ["dummy", "subproc"])
 def test_maskable_ppo_learns_a_few_hundred_steps(vec, tmp_path):
+    import torch
     from sb3_contrib import MaskablePPO
     from sb3_contrib.common.maskable.evaluation import evaluate_policy
     from stable_baselines3.common.env_util import make_vec_env
     from stable_baselines3.common.vec_env import DummyVecEnv, SubprocVecEnv
-
-    import torch
 
     threads = torch.get_num_threads()
     torch.set_num_threads(1)  # tiny networks: threads only contend (learning took 5 s instead of 0.3 s)

@@ -22,14 +22,13 @@ from hypothesis import strategies as st
 
 from aidc_env.baselines import fixed_schedule
 from aidc_env.case import build_instance
-from aidc_env.errors import InputError
 from aidc_env.env import FLEET_ENV_ID, DispatchEnv
-from aidc_env.instance import PAUSE, SECONDS_PER_HOUR, Instance
 from aidc_env.env.safety import SAFETY_TOLERANCE
+from aidc_env.errors import InputError
+from aidc_env.instance import PAUSE, SECONDS_PER_HOUR, Instance
 from aidc_env.simulator import TRANCHE_TOLERANCE, simulate
-from tests.conftest import mode, tiny_instance, tiny_job
+from tests.conftest import dayahead_instance, mode, tiny_instance, tiny_job
 from tests.test_fleet import finetuning_job, inference
-from tests.conftest import dayahead_instance
 from tests.test_leakage import perturbed
 
 
@@ -316,16 +315,16 @@ def test_gymnasium_checks_registration_and_maskable_ppo(fleet):
 def test_2048_case_on_either_env(reference_instance):
     """The per-job env accepts the two-job case (an option in train.py: --env fleet); the joint env refuses the
     fleet with one line naming the fleet env."""
-    from agents.fleet_steps import uses_fleet_env
-    from agents.ppo import PPOConfig
+    from agents.ppo import PPOConfig, action_type
 
     env = DispatchEnv(action="per_job", case=reference_instance)
     total, infos = _episode(env, _random_choice(1))
     assert len(infos) == 24  # 12 boundaries x 2 jobs
     assert -total == pytest.approx(simulate(reference_instance, env.schedule()).metrics.objective_usd, rel=1e-9)
-    assert not uses_fleet_env(PPOConfig(), [reference_instance])
-    assert uses_fleet_env(PPOConfig(env="fleet"), [reference_instance])
-    assert uses_fleet_env(PPOConfig(), [build_instance("fleet")])
+    assert action_type(PPOConfig(), [reference_instance]) == "joint"
+    assert action_type(PPOConfig(env="per_job"), [reference_instance]) == "per_job"
+    assert action_type(PPOConfig(), [build_instance("fleet")]) == "per_job"
+    assert action_type(PPOConfig(), [build_instance("sites3")]) == "per_job"
 
 
 def test_invalid_actions_and_bad_arguments(fleet):

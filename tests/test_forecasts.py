@@ -10,6 +10,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from aidc_env import price_forecast
 from aidc_env.errors import EXIT_BAD_INPUT, InputError, run_cli
 from aidc_env.forecasts import (
     ISSUE_HOUR,
@@ -19,7 +20,6 @@ from aidc_env.forecasts import (
     load_forecasts,
     main,
 )
-from aidc_env import price_forecast
 from aidc_env.price_forecast import (
     PriceForecaster,
     fit_price_forecaster,

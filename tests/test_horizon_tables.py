@@ -22,7 +22,11 @@ from hypothesis import strategies as st
 from agents.mpc import rest_of_horizon
 from aidc_env.case import build_instance
 from aidc_env.instance import PAUSE
-from oracle.completion import RESTRICT_MARGIN, CompletionBound, RestrictedCompletionBound
+from oracle.completion import (
+    RESTRICT_MARGIN,
+    CompletionBound,
+    RestrictedCompletionBound,
+)
 from oracle.dual import lagrangian_prices
 from oracle.formulations import tranche_tokens, usable_state_ids
 from oracle.labeling import TOKEN_RTOL, LabelSearch
@@ -247,7 +251,7 @@ def two_days_of_the_2048_case():
     two = build_instance("2048", day="2023-04-15", horizon_days=2)
     start = 40
     return rest_of_horizon(two, start, [0] * len(two.jobs), [0.3 * job.tranche_tokens for job in two.jobs],
-                           two.price_usd_per_mwh[start:], two.renewable_shape[start:])
+                           ([two.price_usd_per_mwh[start:]], [two.renewable_shape[start:]]))
 
 
 def test_row_by_row_tables_equal_the_reference_on_two_days_of_the_2048_case():

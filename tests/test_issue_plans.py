@@ -13,7 +13,13 @@ import numpy as np
 import pytest
 
 from agents.mpc import mpc_schedule
-from agents.plan_features import ForecastPlans, issue_plan_tables, issue_plans, plan_local, plan_table
+from agents.plan_features import (
+    ForecastPlans,
+    issue_plan_tables,
+    issue_plans,
+    plan_local,
+    plan_table,
+)
 from agents.ppo import PPOConfig, make_model, make_vec_env, ppo_schedule, wrap_env
 from aidc_env.env import DispatchEnv
 from aidc_env.information import issue_slot
@@ -59,7 +65,7 @@ def test_issue_plans_are_mpcs_plans(plans, seed):
     # slot 0, then the first re-planning point (every 6 slots) after each issue (slots 10 and 34)
     assert starts[0] == 0 and set(starts) <= {0, 12, 36} and starts == sorted(starts)
     # each plan keeps the segments committed before it; the last plan is mpc's whole schedule
-    assert made[-1][1] == mpc_schedule(inst, "dayahead", oracle=plans.oracle())
+    assert made[-1][1] == mpc_schedule(inst, "dayahead", oracle=plans.oracle()).mode_lists()
     for (_, whole), (start, later) in zip(made[:-1], made[1:], strict=True):
         for job, a, b in zip(inst.jobs, whole, later, strict=True):
             done = start // inst.slots_per_segment(job)
@@ -78,7 +84,7 @@ def test_following_the_issue_plan_reproduces_mpc(plans, seed):
         action = int(np.argmax(obs[-width:]))
         assert env.action_masks()[action]
         obs, _, terminated, _, _ = env.step(action)
-    assert env.dispatch.schedule().mode_lists() == mpc_schedule(inst, "dayahead", oracle=plans.oracle())
+    assert env.dispatch.schedule().mode_lists() == mpc_schedule(inst, "dayahead", oracle=plans.oracle()).mode_lists()
 
 
 def test_issue_plan_tables_by_hand():
@@ -151,7 +157,7 @@ def test_untrained_model_on_issue_plans_ignores_the_truth_from_t(plans):
     for t in (5, 14, 30):
         inst = dayahead_instance(t % 3)
         moved = perturbed(inst, t, seed=t)
-        a, b = ppo_schedule(model, inst, plans), ppo_schedule(model, moved, plans)
+        a, b = ppo_schedule(model, inst, plans).mode_lists(), ppo_schedule(model, moved, plans).mode_lists()
         per = [inst.slots_per_segment(job) for job in inst.jobs]
         assert [row[: t // p + 1] for row, p in zip(a, per, strict=True)] == [
             row[: t // p + 1] for row, p in zip(b, per, strict=True)]

@@ -18,10 +18,19 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from agents.ppo import PPOConfig, make_model, make_vec_env, ppo_schedule, rollout_schedule, wrap_env
+from agents.ppo import (
+    PPOConfig,
+    make_model,
+    make_vec_env,
+    ppo_schedule,
+    rollout_schedule,
+    wrap_env,
+)
 from aidc_env.env import DispatchEnv
 from aidc_env.instance import Instance
+from aidc_env.schedule import Schedule
 from tests.conftest import DAYS, SLOTS_PER_DAY, dayahead_instance
+
 
 def perturbed(inst: Instance, t: int, seed: int) -> Instance:
     """``inst`` with other truth (price and renewable shape) from slot t on; the forecast is unchanged."""
@@ -131,9 +140,9 @@ def untrained_model():
     return model
 
 
-def decisions_up_to(inst: Instance, schedule: list[list[int]], t: int) -> list[list[int]]:
+def decisions_up_to(inst: Instance, schedule: Schedule, t: int) -> list[list[int]]:
     """The choices of the segments that start at slots ≤ t."""
-    return [row[: t // (inst.slots // len(row)) + 1] for row in schedule]
+    return [row[: t // (inst.slots // len(row)) + 1] for row in schedule.mode_lists()]
 
 
 @settings(max_examples=12, deadline=None)
@@ -183,7 +192,7 @@ def test_dayahead_needs_forecasts_and_refuses_synthetic_noise():
 
 
 def test_wrapper_window_slides_across_midnight_and_reads_the_issued_forecast():
-    from agents.decision_steps import HOURS_AHEAD, day_forecast_table, day_price_scale
+    from agents.steps import HOURS_AHEAD, day_forecast_table, day_price_scale
     from aidc_env.information import outlook
 
     inst = dayahead_instance(3, days=3)
@@ -212,9 +221,10 @@ def dayahead_settings():
     return settings_
 
 
-def started_before(inst: Instance, schedule: list[list[int]], t: int) -> list[list[int]]:
+def started_before(inst: Instance, schedule: Schedule, t: int) -> list[list[int]]:
     """The choices of the segments that start before slot t."""
-    return [row[: -(-t // inst.slots_per_segment(job))] for job, row in zip(inst.jobs, schedule, strict=True)]
+    return [row[: -(-t // inst.slots_per_segment(job))]
+            for job, row in zip(inst.jobs, schedule.mode_lists(), strict=True)]
 
 
 @pytest.mark.parametrize(("policy", "t"), [(p, t) for p in CAUSAL_POLICIES

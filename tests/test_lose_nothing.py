@@ -28,14 +28,14 @@ import pytest
 
 import evaluate
 import train
-from aidc_env.baselines import fixed_schedule
 from aidc_env import case as case_cli
-from aidc_env.modes import cli as modes_cli
 from aidc_env import profiles as profiles_cli
 from aidc_env import simulator as simulate_cli
+from aidc_env.baselines import fixed_schedule
 from aidc_env.case import build_instance
 from aidc_env.errors import EXIT_BAD_INPUT, EXIT_INTERRUPTED, run_cli
 from aidc_env.io import atomic_path, atomic_write_text, dumps_json, write_json
+from aidc_env.modes import cli as modes_cli
 from experiments import studies
 from experiments.runs import SECTION_START, day_set_key
 from oracle import __main__ as oracle_cli

@@ -10,9 +10,9 @@ import pytest
 
 from agents.mpc import rest_of_horizon, sub_instance
 from agents.policies import PolicySettings, run_policy
-from agents.smpc import scenario_subs, stochastic_step
-from aidc_env.instance import PAUSE, SECONDS_PER_HOUR, Instance
+from agents.smpc import centre_scenarios, scenario_subs, stochastic_step
 from aidc_env.information import Forecast
+from aidc_env.instance import PAUSE, SECONDS_PER_HOUR, Instance
 from aidc_env.simulator import simulate
 from oracle.rolling import RollingOracle
 from tests.conftest import tiny_instance, tiny_job
@@ -106,9 +106,11 @@ def brute_force_first_stage(inst: Instance) -> dict[int, float]:
     values = {}
     for first in choices:
         per_scenario = []
-        for s in range(inst.forecast.n_scenarios):
-            scenario = dataclasses.replace(inst, price_usd_per_mwh=inst.forecast.price_scenarios_usd_per_mwh[s],
-                                           renewable_shape=inst.forecast.renewable_shape_scenarios[s])
+        f = inst.forecast  # smpc's scenarios: centred on the point forecast
+        prices = centre_scenarios(f.price_usd_per_mwh, f.price_scenarios_usd_per_mwh)
+        shapes = centre_scenarios(f.renewable_shape, f.renewable_shape_scenarios, 0.0, 1.0)
+        for s in range(f.n_scenarios):
+            scenario = dataclasses.replace(inst, price_usd_per_mwh=prices[s], renewable_shape=shapes[s])
             best = np.inf
             for rest in itertools.product(choices, repeat=job.segments - 1):
                 metrics = simulate(scenario, [[first, *rest]]).metrics

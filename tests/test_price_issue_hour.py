@@ -17,10 +17,22 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from aidc_env.errors import InputError
-from aidc_env.information import ISSUE_HOUR, Forecast, issue_slot, issue_slots, issued_days, outlook
+from aidc_env.information import (
+    ISSUE_HOUR,
+    Forecast,
+    issue_slot,
+    issue_slots,
+    issued_days,
+    outlook,
+)
 from aidc_env.instance import Instance
 from tests.test_information import SLOTS_PER_DAY, horizon_instance, with_issue_outlook
-from tests.test_leakage import CAUSAL_POLICIES, dayahead_instance, dayahead_settings, started_before
+from tests.test_leakage import (
+    CAUSAL_POLICIES,
+    dayahead_instance,
+    dayahead_settings,
+    started_before,
+)
 
 LATE_HOUR = 13
 """The CAISO day-ahead market's publication hour (aidc_env.dayahead.add_price_issue_hour_argument)."""
@@ -153,10 +165,3 @@ def test_the_price_issue_hour_round_trips_and_is_checked():
         with pytest.raises(InputError, match="price_issue_hour"):
             dataclasses.replace(fc, price_issue_hour=bad)
     assert Forecast.from_dict(fc.to_dict()).price_issue_hour == LATE_HOUR
-
-
-def test_informed_recourse_needs_the_price_issued_with_the_renewables():
-    from agents.smpc import smpc_schedule
-
-    with pytest.raises(InputError, match="smpc-recourse"):
-        smpc_schedule(late(dayahead_instance(0)), "dayahead", n_scenarios=2, stages="issues", recourse="informed")

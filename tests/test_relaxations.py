@@ -38,17 +38,10 @@ def expected_price(inst: Instance, prices: str, t: int) -> np.ndarray:
     rows = inst.forecast.issue_outlook_price_usd_per_mwh
     k = issued_days(inst, t) - 1  # the last issued day
     days = [slice(j * HOURS, (j + 1) * HOURS) for j in range(inst.horizon_days)]
-    if prices in ("dayahead", "all"):
-        revised = truth.copy()
-    elif prices == "dayahead-level":  # each day's forecast shifted to the true daily mean
-        revised = np.concatenate([point[d] - point[d].mean() + truth[d].mean() for d in days])
-    elif prices == "dayahead-shape":  # each day's true hourly deviation about the forecast's daily mean
-        revised = np.concatenate([truth[d] - truth[d].mean() + point[d].mean() for d in days])
-    else:
-        revised = point
+    revised = truth.copy()  # both relaxations reveal the issued days' prices
     issued = revised[:(k + 1) * HOURS]
     error = revised[days[k]] - point[days[k]]
-    if prices in ("later", "all"):
+    if prices == "all":
         later = truth[(k + 1) * HOURS:]
     elif rows is not None:  # the outlook moves by the weight of the issued day in it
         later = rows[k, (k + 1) * HOURS:] + LATER_DAY_REPEAT_WEIGHT * np.tile(error, inst.horizon_days - k - 1)
@@ -71,13 +64,6 @@ def test_each_relaxation_reveals_exactly_its_part_of_the_price(prices, issue_out
         np.testing.assert_array_equal(getattr(relaxed.forecast, name), getattr(inst.forecast, name))
     np.testing.assert_array_equal(relaxed.price_usd_per_mwh, inst.price_usd_per_mwh)  # the truth is untouched
     assert "revealed" in relaxed.forecast.source
-
-
-def test_on_one_day_the_true_outlook_is_mpc_itself():
-    inst = horizon_instance(days=1, seed=4)
-    mpc, _ = run_policy("mpc", inst, DAYAHEAD)
-    assert run_policy("mpc-true-outlook", inst, DAYAHEAD)[0] == mpc
-    assert outlook(revealed(inst, "later"), 0)[0].tolist() == outlook(inst, 0)[0].tolist()
 
 
 @pytest.mark.parametrize("seed", [1, 5])  # seeds where the forecast error costs mpc something
@@ -122,21 +108,3 @@ def test_forecast_is_unchanged_by_a_relaxation():
     for prices in REVEALED_PRICES:
         revealed(inst, prices)
     assert inst.forecast.to_dict() == before and isinstance(inst.forecast, Forecast)
-
-
-@pytest.mark.parametrize("issue_outlook", [True, False])
-def test_level_and_shape_split_the_issued_days_error_exactly(issue_outlook):
-    inst = horizon_instance(days=DAYS, seed=3)
-    inst = with_issue_outlook(inst) if issue_outlook else inst
-    point, truth = inst.forecast.price_usd_per_mwh, inst.price_usd_per_mwh
-    level, shape, full = (revealed(inst, p) for p in ("dayahead-level", "dayahead-shape", "dayahead"))
-    for t in (0, 10, 34, 60):
-        parts = outlook(level, t)[0] + outlook(shape, t)[0] - outlook(inst, t)[0]
-        np.testing.assert_allclose(parts, outlook(full, t)[0], rtol=0, atol=1e-9, err_msg=f"t={t}")
-    for j in range(DAYS):
-        day = slice(j * HOURS, (j + 1) * HOURS)
-        level_day, shape_day = level.forecast.price_usd_per_mwh[day], shape.forecast.price_usd_per_mwh[day]
-        assert level_day.mean() == pytest.approx(truth[day].mean(), abs=1e-9)  # the true daily mean ...
-        np.testing.assert_allclose(np.diff(level_day), np.diff(point[day]), atol=1e-9)  # ... the forecast's shape
-        assert shape_day.mean() == pytest.approx(point[day].mean(), abs=1e-9)  # the forecast's daily mean ...
-        np.testing.assert_allclose(np.diff(shape_day), np.diff(truth[day]), atol=1e-9)  # ... the true shape

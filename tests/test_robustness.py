@@ -454,7 +454,7 @@ def interrupt_after_cpu(argv: list[str], cpu_s: float, cwd: Path) -> tuple[int, 
 def test_ctrl_c_during_a_highs_solve_exits_130_at_once(tmp_path):
     # The textbook MILP of K = 96 is not proved within minutes: after ~2 CPU s of imports and build, HiGHS solves.
     code, elapsed, out, err = interrupt_after_cpu(
-        ["-m", "oracle", "--case", "2048", "--segments", "96", "--formulation", "textbook", "--time-limit", "60",
+        ["-m", "oracle", "--case", "2048", "--segments", "96", "--method", "textbook", "--time-limit", "60",
          "--json"], 4.5, tmp_path)
     assert code == EXIT_INTERRUPTED, (code, err)
     assert elapsed < SIGINT_EXIT_S

@@ -83,8 +83,6 @@ def test_finetune_and_selection_defaults():
     assert not finetunes(defaults)  # perfect information: no plan, no warm start, no fine-tuning
     assert not finetunes(PPOConfig(env_kwargs=dayahead.env_kwargs, imitation_epochs=0))
     assert not finetunes(PPOConfig(env_kwargs=dayahead.env_kwargs, finetune=False))
-    old = PPOConfig.from_dict({"env_kwargs": dayahead.env_kwargs, "forecast_plan": True})  # saved before them
-    assert not old.finetune and old.validation_every == 0
     args = train.parse_args([])
     assert (args.finetune, args.finetune_lr_factor, args.validation_every) == (True, 0.1, 7)
 

@@ -18,10 +18,15 @@ from aidc_env.case import build_instance
 from aidc_env.errors import EXIT_BAD_INPUT, InputError, run_cli
 from aidc_env.instance import PAUSE, SECONDS_PER_HOUR, Instance
 from aidc_env.simulator import simulate
-from aidc_env.sites import CHECKPOINT_BYTES_PER_PARAMETER, SiteNetwork, checkpoint_bytes, transfer_hours
-from tests.conftest import simulate_at, site_array
+from aidc_env.sites import (
+    CHECKPOINT_BYTES_PER_PARAMETER,
+    SiteNetwork,
+    checkpoint_bytes,
+    transfer_hours,
+)
 from oracle import __main__ as oracle_cli
 from oracle.sites import solve_sites
+from tests.conftest import simulate_at, site_array
 
 REFERENCE_ORACLE_USD = 529.8088802758355  # tests/test_regression.py
 REFERENCE_ORACLE_SCHEDULE = [[0, 0, 0, 8, 8, 8, 8, 8, 8, -1, -1, -1], [3, 15, 15, 15, 15, 15, 15, 15, 15, 15, -1, -1]]
@@ -221,9 +226,9 @@ def test_bad_sites_case_exits_2_with_one_line(tmp_path, capsys, old, new, field)
 
 
 @pytest.mark.parametrize("main,argv,field", [
-    (train.main, ["--case", "sites3", "--information", "dayahead", "--forecasts", "x.csv"], "information"),
-    (train.main, ["--case", "sites3", "--oracle-days", "0"], "oracle-days"),
-    (evaluate.main, ["--case", "sites3", "--policies", "mpc,oracle"], "policies"),
+    (train.main, ["--case", "sites3", "--information", "dayahead"], "forecasts"),
+    (train.main, ["--case", "sites3", "--oracle-time-limit", "0"], "oracle-time-limit"),
+    (evaluate.main, ["--case", "sites3", "--policies", "mpc,bogus"], "policies"),
     (evaluate.main, ["--case", "sites3", "--policies", "ppo", "--model", "/nonexistent/model.zip"], "model")])
 def test_train_and_evaluate_take_sites_and_refuse_bad_flags_with_one_line(capsys, tmp_path, main, argv, field):
     assert run_cli(main, [*argv, "--out", str(tmp_path / "out")]) == EXIT_BAD_INPUT

@@ -17,15 +17,17 @@ from gymnasium.utils.env_checker import check_env
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from agents.ppo import agent_env
 from agents.ppo_config import PPOConfig
-from agents.sites_train import oracle_actions, sites_env
+from agents.teacher import teacher_action
 from aidc_env import register_envs
 from aidc_env.case import build_instance
-from aidc_env.instance import PAUSE, SECONDS_PER_HOUR, Instance
-from aidc_env.simulator import TRANCHE_TOLERANCE
 from aidc_env.env import DispatchEnv
+from aidc_env.instance import PAUSE, SECONDS_PER_HOUR, Instance
+from aidc_env.schedule import validate_schedule
+from aidc_env.simulator import TRANCHE_TOLERANCE
+from oracle import solve
 from tests.conftest import simulate_at, site_array
-from oracle.sites import solve_sites
 
 TWO_SITES = """
 name = "tiny-sites"
@@ -307,15 +309,16 @@ def test_no_truth_beyond_the_lookahead_leaks_and_masks_read_no_truth(two_sites, 
     assert all(np.array_equal(a[2], b[2]) for a, b in zip(everything, full, strict=True))
 
 
-def test_the_warm_start_sequence_of_an_oracle_schedule_replays_to_its_cost(two_sites):
-    solved = solve_sites(two_sites, time_limit_s=30, mip_gap=1e-9)
+def test_the_teacher_sequence_of_an_oracle_schedule_replays_to_its_cost(two_sites):
+    solved = solve(two_sites, method="textbook", time_limit_s=30, mip_gap=1e-9)
     assert solved.status == "optimal"
-    env = sites_env(PPOConfig(env_kwargs={"lookahead": 0, "pause_when_done": False}), [two_sites])
-    raw = env.sites_env
+    env = agent_env(PPOConfig(env="per_job", env_kwargs={"lookahead": 0, "pause_when_done": False}), [two_sites])
+    raw = env.unwrapped
     env.reset(options={"day": two_sites.day})
+    target = validate_schedule(two_sites, solved.schedule, solved.sites)
     done, allowed = False, []
     while not done:
-        action, ok = oracle_actions(raw, solved.schedule, solved.sites)
+        action, ok = teacher_action(env, target)
         allowed.append(ok)
         j = raw.deciding_job
         k = raw.slot // two_sites.slots_per_segment(two_sites.jobs[j])

@@ -17,11 +17,11 @@ from aidc_env.case import build_instance
 from aidc_env.errors import InputError
 from aidc_env.instance import PAUSE, SECONDS_PER_HOUR, Instance
 from aidc_env.sites import SiteNetwork
-from tests.conftest import simulate_at, site_array
-from oracle import __main__ as oracle_cli
 from oracle import Decomposition, solve
+from oracle import __main__ as oracle_cli
 from oracle.graph import decomposition_data
 from oracle.pricing import ALL, LabelSearch
+from tests.conftest import simulate_at, site_array
 
 TWO_SITES = """
 name = "tiny2"

@@ -7,7 +7,8 @@ import math
 
 import numpy as np
 import pytest
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from hypothesis.extra.numpy import arrays
 
 from agents.days import split_days
@@ -37,27 +38,26 @@ def test_centred_scenarios_have_the_point_forecast_as_mean_and_stay_within_bound
 @pytest.mark.parametrize("start", [0, 12, 30])
 def test_smpc_scenarios_are_centred_on_the_point_forecast_known_at_the_slot(start):
     inst = horizon_instance(days=2, scenarios=3, seed=4)
-    subs = scenario_subs(inst, start, [inst.jobs[0].initial_mode], [0.0], "dayahead", 3, centre=True)
+    subs = scenario_subs(inst, start, [inst.jobs[0].initial_mode], [0.0], [0], "dayahead", 3)
     price, shape = outlook(inst, start, "dayahead")
     np.testing.assert_allclose(np.mean([sub.price_usd_per_mwh for sub in subs], axis=0), price, atol=1e-9)
     np.testing.assert_allclose(np.mean([sub.renewable_shape for sub in subs], axis=0), shape, atol=1e-9)
     assert all(sub.renewable_shape.min() >= 0 and sub.renewable_shape.max() <= 1 for sub in subs)
-    raw = scenario_subs(inst, start, [inst.jobs[0].initial_mode], [0.0], "dayahead", 3)
-    assert not np.allclose(np.mean([sub.price_usd_per_mwh for sub in raw], axis=0), price)  # it did something
+    raw = np.stack([outlook(inst, start, "dayahead", scenario=s)[0] for s in range(3)])
+    assert not np.allclose(raw.mean(axis=0), price)  # centring did something
 
 
-@pytest.mark.parametrize(("seed", "stages"), [(0, "points"), (1, "points"), (2, "issues"), (0, "issues")])
-def test_with_an_infinite_threshold_smpc_is_mpc_decision_for_decision(seed, stages):
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_with_an_infinite_threshold_smpc_is_mpc_decision_for_decision(seed):
     inst = horizon_instance(days=2, segments_per_day=4, seed=seed)
     oracle = DAYAHEAD.oracle()
     log: list[dict] = []
-    assert (smpc_schedule(inst, oracle=oracle, threshold_usd=math.inf, stages=stages, log=log)
-            == mpc_schedule(inst, oracle=oracle))
+    assert smpc_schedule(inst, oracle=oracle, threshold_usd=math.inf, log=log) == mpc_schedule(inst, oracle=oracle)
     assert log == []  # no two-stage choice computed at all
 
 
-@pytest.mark.parametrize(("seed", "stages"), [(0, "points"), (3, "issues")])
-def test_with_one_scenario_equal_to_the_point_forecast_smpc_is_mpc(seed, stages):
+@pytest.mark.parametrize("seed", [0, 3])
+def test_with_one_scenario_equal_to_the_point_forecast_smpc_is_mpc(seed):
     inst = horizon_instance(days=2, segments_per_day=4, seed=seed)
     f = inst.forecast
     one = dataclasses.replace(inst, forecast=Forecast(f.price_usd_per_mwh, f.renewable_shape,
@@ -65,20 +65,20 @@ def test_with_one_scenario_equal_to_the_point_forecast_smpc_is_mpc(seed, stages)
                                                       persistence_price_usd_per_mwh=f.persistence_price_usd_per_mwh))
     oracle = DAYAHEAD.oracle()
     log: list[dict] = []
-    assert smpc_schedule(one, oracle=oracle, stages=stages, log=log) == mpc_schedule(one, oracle=oracle)
+    assert smpc_schedule(one, oracle=oracle, log=log) == mpc_schedule(one, oracle=oracle)
     assert log and not any(e["departed"] for e in log)
     # centred, any single scenario collapses onto the point forecast: smpc is mpc again
     first = dataclasses.replace(inst, forecast=dataclasses.replace(
         f, price_scenarios_usd_per_mwh=f.price_scenarios_usd_per_mwh[:1],
         renewable_shape_scenarios=f.renewable_shape_scenarios[:1]))
-    assert smpc_schedule(first, oracle=oracle, stages=stages) == mpc_schedule(first, oracle=oracle)
+    assert smpc_schedule(first, oracle=oracle) == mpc_schedule(first, oracle=oracle)
 
 
 def test_smpc_departs_only_for_an_expected_saving_above_the_threshold():
     inst = horizon_instance(days=2, segments_per_day=4, seed=2)
-    settings_ = PolicySettings(information="dayahead", smpc_threshold_usd=0.0, smpc_stages="points")
+    settings_ = PolicySettings(information="dayahead", smpc_threshold_usd=0.0)
     log: list[dict] = []
-    smpc_schedule(inst, oracle=DAYAHEAD.oracle(), threshold_usd=0.0, stages="points", log=log)
+    smpc_schedule(inst, oracle=DAYAHEAD.oracle(), threshold_usd=0.0, log=log)
     for e in log:
         assert e["departed"] == (e["best_expected_usd"] < e["mpc_expected_usd"])
         assert e["best_expected_usd"] <= e["mpc_expected_usd"] + 1e-6
@@ -86,8 +86,8 @@ def test_smpc_departs_only_for_an_expected_saving_above_the_threshold():
     assert info["replanning_points"] == len(log) and info["departures"] == sum(e["departed"] for e in log)
 
 
-@pytest.mark.parametrize(("t", "stages"), [(7, "points"), (30, "points"), (7, "issues")])
-def test_smpc_with_a_zero_threshold_does_not_read_the_truth_from_slot_t_on(t, stages):
+@pytest.mark.parametrize("t", [7, 30])
+def test_smpc_with_a_zero_threshold_does_not_read_the_truth_from_slot_t_on(t):
     """The departing path (threshold 0) is causal too (the default settings are checked in test_leakage.py)."""
     inst = horizon_instance(days=2, segments_per_day=2, seed=5)
     rng = np.random.default_rng(t)
@@ -95,10 +95,10 @@ def test_smpc_with_a_zero_threshold_does_not_read_the_truth_from_slot_t_on(t, st
     price[t:] = rng.uniform(-100, 900, inst.slots - t)
     shape[t:] = rng.uniform(0, 1, inst.slots - t)
     moved = dataclasses.replace(inst, price_usd_per_mwh=price, renewable_shape=shape)
-    settings_ = PolicySettings(information="dayahead", smpc_threshold_usd=0.0, smpc_stages=stages)
+    settings_ = PolicySettings(information="dayahead", smpc_threshold_usd=0.0)
     before, after = run_policy("smpc", inst, settings_)[0], run_policy("smpc", moved, settings_)[0]
     started = -(-t // inst.slots_per_segment(inst.jobs[0]))
-    assert before[0][:started] == after[0][:started]
+    assert before.mode_lists()[0][:started] == after.mode_lists()[0][:started]
 
 
 def test_validation_days_are_training_days_and_left_out_of_the_fit():
@@ -158,20 +158,20 @@ def test_bad_tuning_input_exits_2_with_one_line(argv, field, tmp_path, capsys):
 
 @pytest.mark.parametrize("t", [7, 30])
 def test_smpc_deciding_per_issue_meets_the_targets_and_does_not_read_the_truth_from_t(t):
-    """``stages="issues"``: one first decision up to the next forecast issue (slot 10 of day 1 here)."""
+    """One first decision up to the next forecast issue (slot 10 of day 1 here)."""
     inst = horizon_instance(days=2, segments_per_day=4, seed=6, scenarios=3)
     log: list[dict] = []
-    schedule = smpc_schedule(inst, oracle=DAYAHEAD.oracle(), threshold_usd=0.0, stages="issues", log=log)
+    schedule = smpc_schedule(inst, oracle=DAYAHEAD.oracle(), threshold_usd=0.0, log=log)
     assert [e["slot"] for e in log] == [0, 12]  # issues at slots -14 and 10: stages 0..12 and 12..48
     assert simulate_met(inst, schedule)
     rng = np.random.default_rng(t)
     price = inst.price_usd_per_mwh.copy()
     price[t:] = rng.uniform(-100, 900, inst.slots - t)
     moved = dataclasses.replace(inst, price_usd_per_mwh=price)
-    after = smpc_schedule(moved, oracle=DAYAHEAD.oracle(), threshold_usd=0.0, stages="issues")
+    after = smpc_schedule(moved, oracle=DAYAHEAD.oracle(), threshold_usd=0.0)
     started = -(-t // inst.slots_per_segment(inst.jobs[0]))
-    assert schedule[0][:started] == after[0][:started]
-    assert (smpc_schedule(inst, oracle=DAYAHEAD.oracle(), threshold_usd=math.inf, stages="issues")
+    assert schedule.mode_lists()[0][:started] == after.mode_lists()[0][:started]
+    assert (smpc_schedule(inst, oracle=DAYAHEAD.oracle(), threshold_usd=math.inf)
             == mpc_schedule(inst, oracle=DAYAHEAD.oracle()))
 
 

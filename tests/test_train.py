@@ -64,7 +64,7 @@ def test_load_and_schedule_completes(trained):
     assert getattr(model, CONFIG_ATTRIBUTE)["net_arch"] == [16]
     inst = build_instance("2048")
     schedule = ppo_schedule(model, inst)
-    assert [len(s) for s in schedule] == [job.segments for job in inst.jobs]
+    assert [len(s) for s in schedule.modes] == [job.segments for job in inst.jobs]
     metrics = simulate(inst, schedule).metrics
     assert metrics.tranches_met and metrics.capacity_ok  # the safety mask guarantees completion
     assert ppo_schedule(model, inst) == schedule  # deterministic
@@ -232,9 +232,9 @@ def test_train_defaults_come_from_ppoconfig():
     # The wrapper's own keyword defaults are PPOConfig's too.
     import inspect
 
-    from agents.decision_steps import DecisionSteps
+    from agents.steps import AgentSteps
 
-    for name, parameter in inspect.signature(DecisionSteps.__init__).parameters.items():
+    for name, parameter in inspect.signature(AgentSteps.__init__).parameters.items():
         if parameter.default is not inspect.Parameter.empty:
             assert parameter.default == getattr(defaults, name), name
 

@@ -61,7 +61,7 @@ def tiny_rest_of_three_days(draw):
     start = draw(st.sampled_from([3, 9]))
     current = [draw(st.sampled_from([PAUSE, 0, 1])) for _ in jobs]
     made = [draw(st.floats(0.0, 0.6)) * job.tranche_tokens for job in jobs]
-    sub = rest_of_horizon(inst, start, current, made, inst.price_usd_per_mwh[start:], inst.renewable_shape[start:])
+    sub = rest_of_horizon(inst, start, current, made, ([inst.price_usd_per_mwh[start:]], [inst.renewable_shape[start:]]))
     return inst, start, sub
 
 
@@ -94,12 +94,12 @@ def test_span_days_keeps_every_day_and_its_sub_instances_on_the_day_path():
     assert span_days(day) == 1.0
     for start in replanning_slots(day):
         sub = rest_of_horizon(day, start, [job.initial_mode for job in day.jobs], [0.0] * len(day.jobs),
-                              day.price_usd_per_mwh[start:], day.renewable_shape[start:])
+                              ([day.price_usd_per_mwh[start:]], [day.renewable_shape[start:]]))
         assert span_days(sub) == 1.0
     two = build_instance("2048", day="2023-04-15", horizon_days=2)
     assert span_days(two) == 2.0
     rests = {start: rest_of_horizon(two, start, [job.initial_mode for job in two.jobs], [0.0] * len(two.jobs),
-                                    two.price_usd_per_mwh[start:], two.renewable_shape[start:]) for start in (0, 40, 96, 104)}
+                                    ([two.price_usd_per_mwh[start:]], [two.renewable_shape[start:]])) for start in (0, 40, 96, 104)}
     assert {start: span_days(sub) for start, sub in rests.items()} == {
         0: 2.0, 40: pytest.approx(152 / 96), 96: 1.0, 104: 1.0}
     assert type(priced_search(rests[104]).completion) is CompletionBound  # less than a day left: the day's tables
@@ -113,8 +113,7 @@ def test_a_two_day_resolve_of_the_2048_case_equals_the_flat_milp():
     start = 24  # the first re-planning point after slot 0 (a segment is 24 slots)
     assert start in replanning_slots(two)
     made = [0.2 * job.tranche_tokens for job in two.jobs]
-    sub = rest_of_horizon(two, start, [0] * len(two.jobs), made, two.price_usd_per_mwh[start:],
-                          two.renewable_shape[start:])
+    sub = rest_of_horizon(two, start, [0] * len(two.jobs), made, ([two.price_usd_per_mwh[start:]], [two.renewable_shape[start:]]))
     assert span_days(sub) == pytest.approx(1.75)
     r = OracleModel(sub).solve(mip_gap=EXACT_GAP, time_limit_s=120)
     flat = OracleModel(sub, reduce=False, labeling=False, race_after_s=None).solve(mip_gap=EXACT_GAP, time_limit_s=120)
