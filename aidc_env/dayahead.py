@@ -11,6 +11,14 @@ last issued day's forecast and the recent mean price at each clock hour), and S 
 of the forecaster's residual training days).
 Below this module nothing re-reads a CSV: the env, the oracle and the policies read ``inst.forecast`` through
 :func:`aidc_env.information.outlook`.
+
+**Sites.** A sites instance (:mod:`aidc_env.sites`) takes a :class:`~aidc_env.site_profiles.SiteProfileSet` in
+place of the profile set, and every function here then works per site: each site carries its own
+:class:`~aidc_env.information.Forecast` (``Site.forecast``, read through ``Instance.site_views``), made as above
+from its price node's forecaster (:func:`~aidc_env.price_forecast.fit_site_forecasters`: the model fitted on that
+node's prices, or the node's supplied day-ahead price) and its plant's shape forecast
+(:class:`~aidc_env.forecasts.PlantForecast`), under the same out-of-sample rule. An instance is forecastable when
+every one of its nodes is.
 """
 
 from __future__ import annotations
@@ -18,7 +26,8 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import datetime as dt
-from collections.abc import Collection, Mapping, Sequence
+import functools
+from collections.abc import Callable, Collection, Mapping, Sequence
 
 import numpy as np
 
@@ -27,8 +36,10 @@ from aidc_env.errors import require
 from aidc_env.forecasts import ForecastSet
 from aidc_env.information import ISSUE_HOUR, LAST_ISSUE_HOUR, Forecast
 from aidc_env.price_forecast import (DEFAULT_PRICE_SOURCE, LATER_DAY_REPEAT_WEIGHT, RECENT_MEAN_DAYS, PriceForecaster,
-                                   day_features, fit_price_forecaster, later_day_outlook, persistence_forecast)
+                                   SiteForecasters, day_features, fit_price_forecaster, fit_site_forecasters,
+                                   later_day_outlook, persistence_forecast)
 from aidc_env.profiles import ProfileSet, hourly_to_slots
+from aidc_env.site_profiles import SiteProfileSet
 
 DEFAULT_SCENARIOS = 10
 """Scenarios carried by each instance (stochastic MPC uses the first S of them)."""
@@ -41,9 +52,9 @@ def scenario_seed(seed: int, date: str) -> int:
     return int(np.random.SeedSequence([seed, dt.date.fromisoformat(date).toordinal()]).generate_state(1)[0])
 
 
-def forecast_of(inst: Instance, forecaster: PriceForecaster, profiles: ProfileSet, forecasts: ForecastSet,
-                n_scenarios: int = DEFAULT_SCENARIOS, seed: int = DEFAULT_SEED,
-                price_issue_hour: int = ISSUE_HOUR) -> Forecast:
+def forecast_of(inst: Instance, forecaster: PriceForecaster | SiteForecasters, profiles: ProfileSet | SiteProfileSet,
+                forecasts: ForecastSet, n_scenarios: int = DEFAULT_SCENARIOS, seed: int = DEFAULT_SEED,
+                price_issue_hour: int = ISSUE_HOUR) -> Forecast | tuple[Forecast, ...]:
     """The day-ahead forecast of every slot of ``inst`` (each day as issued the day before; the price at
     ``price_issue_hour`` of d − 1, :attr:`~aidc_env.information.Forecast.price_issue_hour`).
 
@@ -51,7 +62,26 @@ def forecast_of(inst: Instance, forecaster: PriceForecaster, profiles: ProfileSe
     (:attr:`~aidc_env.information.Forecast.issue_outlook_price_usd_per_mwh`): the forecasts issued so far, then
     for every later day the blend of the last issued day's forecast and the recent mean price known at that issue
     time (:func:`~aidc_env.price_forecast.later_day_outlook`).
+
+    A sites instance (with :class:`~aidc_env.price_forecast.SiteForecasters` and a
+    :class:`~aidc_env.site_profiles.SiteProfileSet`): the tuple of its sites' forecasts, in site order, each made from
+    its node's prices and forecaster and its plant's shape.
     """
+    _require_kinds(inst, forecaster, profiles)
+    if not inst.has_sites:
+        return _forecast(inst, forecaster, profiles, forecasts, n_scenarios, seed, price_issue_hour)
+    found = []
+    for site, view in zip(inst.sites, inst.site_views, strict=True):
+        node = site.price_node
+        forecast = _forecast(view, forecaster.of(site, profiles, forecasts), profiles.at_node(node),
+                             forecasts.at_node(node), n_scenarios, seed, price_issue_hour)
+        found.append(dataclasses.replace(forecast, source=f"site {site.name}, {node} price: {forecast.source}"))
+    return tuple(found)
+
+
+def _forecast(inst: Instance, forecaster: PriceForecaster, profiles: ProfileSet, forecasts: ForecastSet,
+              n_scenarios: int, seed: int, price_issue_hour: int) -> Forecast:
+    """:func:`forecast_of` of one site (its price node's profiles and forecasts)."""
     spd = inst.slots_per_day
     price, persistence, later, shape, scen_price, scen_shape = [], [], [], [], [], []
     for date in inst.days:
@@ -60,8 +90,9 @@ def forecast_of(inst: Instance, forecaster: PriceForecaster, profiles: ProfileSe
         persistence.append(hourly_to_slots(persistence_forecast(profiles, date), spd))
         if len(inst.days) > 1:
             later.append(hourly_to_slots(later_day_outlook(profiles, date, day_price), spd))
-        shape.append(hourly_to_slots(forecasts.day(date).renewable_shape(inst.renewable_capacity_mw,
-                                                                         forecaster.renewable_scale), spd))
+        shape.append(hourly_to_slots(forecaster.renewable_shape(forecasts, date) if forecaster.plant is not None
+                                     else forecasts.day(date).renewable_shape(inst.renewable_capacity_mw,
+                                                                              forecaster.renewable_scale), spd))
         if n_scenarios > 0:
             scen = forecaster.scenarios(profiles, forecasts, date, n_scenarios, scenario_seed(seed, date))
             scen_price.append(np.stack([hourly_to_slots(p, spd) for p in scen.price_usd_per_mwh]))
@@ -79,8 +110,10 @@ def forecast_of(inst: Instance, forecaster: PriceForecaster, profiles: ProfileSe
                 if forecaster.model is not None else
                 f"supplied price forecast ({forecasts.source}), residual days from {len(forecaster.residual_dates)} "
                 "training days ")
-               + f"({forecaster.train_dates[0]}..{forecaster.train_dates[-1]}); CAISO day-ahead solar and wind "
-               f"forecast x {forecaster.renewable_scale:.3f}; {n_scenarios} residual-day scenarios, seed {seed}; "
+               + f"({forecaster.train_dates[0]}..{forecaster.train_dates[-1]}); "
+               + (forecaster.plant.text() if forecaster.plant is not None else
+                  f"CAISO day-ahead solar and wind forecast x {forecaster.renewable_scale:.3f}")
+               + f"; {n_scenarios} residual-day scenarios, seed {seed}; "
                "persistence price (latest prices known at issue time)"
                + (f"; later days: {LATER_DAY_REPEAT_WEIGHT:g} x the last issued day's price + "
                   f"{1 - LATER_DAY_REPEAT_WEIGHT:g} x the mean price of the {RECENT_MEAN_DAYS} days before its issue, "
@@ -93,12 +126,22 @@ def forecast_of(inst: Instance, forecaster: PriceForecaster, profiles: ProfileSe
     )
 
 
-def forecastable(inst: Instance, forecasts: ForecastSet, profiles: ProfileSet,
+def forecastable(inst: Instance, forecasts: ForecastSet, profiles: ProfileSet | SiteProfileSet,
                  price_source: str = DEFAULT_PRICE_SOURCE) -> bool:
     """Whether every day of the instance has a day-ahead forecast and the price history its forecast needs (whatever
-    the forecaster's fit), and with ``price_source="supplied"`` a supplied price forecast."""
+    the forecaster's fit), and with ``price_source="supplied"`` a supplied price forecast; for a sites instance, at
+    every price node of its sites."""
+    _require_kinds(inst, None, profiles)
+    if inst.has_sites:
+        return all(_forecastable(inst.days, forecasts.at_node(node), profiles.at_node(node), price_source)
+                   for node in {site.price_node for site in inst.sites})
+    return _forecastable(inst.days, forecasts, profiles, price_source)
+
+
+def _forecastable(days: Sequence[str], forecasts: ForecastSet, profiles: ProfileSet, price_source: str) -> bool:
+    """:func:`forecastable` of the days of one price node."""
     try:
-        for date in inst.days:
+        for date in days:
             forecasts.day(date)
             if price_source == "supplied":
                 forecasts.supplied_price(date)
@@ -109,16 +152,40 @@ def forecastable(inst: Instance, forecasts: ForecastSet, profiles: ProfileSet,
     return True
 
 
-def attach_forecasts(instances: Mapping[str, Instance], forecaster: PriceForecaster, profiles: ProfileSet,
-                     forecasts: ForecastSet, n_scenarios: int = DEFAULT_SCENARIOS,
-                     seed: int = DEFAULT_SEED, price_issue_hour: int = ISSUE_HOUR) -> dict[str, Instance]:
-    """The instances whose every day can be forecast, each with its :class:`Forecast` (others dropped)."""
-    return {day: dataclasses.replace(inst, forecast=forecast_of(inst, forecaster, profiles, forecasts,
-                                                                n_scenarios, seed, price_issue_hour))
-            for day, inst in instances.items() if forecastable(inst, forecasts, profiles, forecaster.price_source)}
+def attach_forecasts(instances: Mapping[str, Instance], forecaster: PriceForecaster | SiteForecasters,
+                     profiles: ProfileSet | SiteProfileSet, forecasts: ForecastSet,
+                     n_scenarios: int = DEFAULT_SCENARIOS, seed: int = DEFAULT_SEED,
+                     price_issue_hour: int = ISSUE_HOUR) -> dict[str, Instance]:
+    """The instances whose every day can be forecast, each with its :class:`Forecast` (a sites instance: each site
+    with its own; others dropped)."""
+    out = {}
+    for day, inst in instances.items():
+        if forecastable(inst, forecasts, profiles, _price_source(forecaster)):
+            found = forecast_of(inst, forecaster, profiles, forecasts, n_scenarios, seed, price_issue_hour)
+            out[day] = inst.with_forecasts(found if isinstance(found, tuple) else (found,))
+    return out
 
 
-def dayahead_instances(instances: Mapping[str, Instance], profiles: ProfileSet, forecasts: ForecastSet,
+def _price_source(forecaster: PriceForecaster | SiteForecasters) -> str:
+    if isinstance(forecaster, SiteForecasters):
+        return next(iter(forecaster.nodes.values())).price_source
+    return forecaster.price_source
+
+
+def _require_kinds(inst: Instance, forecaster: PriceForecaster | SiteForecasters | None,
+                   profiles: ProfileSet | SiteProfileSet) -> None:
+    """InputError unless a sites instance comes with a SiteProfileSet (and SiteForecasters), a one-site instance
+    with a ProfileSet (and a PriceForecaster)."""
+    sites = inst.has_sites
+    require(isinstance(profiles, SiteProfileSet) == sites, "profiles",
+            "a sites instance is forecast from a SiteProfileSet (load_site_profiles), a one-site instance from a "
+            "ProfileSet (load_profiles)")
+    require(forecaster is None or isinstance(forecaster, SiteForecasters) == sites, "forecaster",
+            "a sites instance is forecast by SiteForecasters (fit_site_forecasters), a one-site instance by a "
+            "PriceForecaster (fit_price_forecaster)")
+
+
+def dayahead_instances(instances: Mapping[str, Instance], profiles: ProfileSet | SiteProfileSet, forecasts: ForecastSet,
                        train_days: Sequence[str], n_scenarios: int = DEFAULT_SCENARIOS,
                        seed: int = DEFAULT_SEED, *, out_of_sample: bool = True,
                        price_source: str = DEFAULT_PRICE_SOURCE,
@@ -137,16 +204,23 @@ def dayahead_instances(instances: Mapping[str, Instance], profiles: ProfileSet, 
     training days) takes a forecaster fitted on the training days outside it (:func:`fit_days_outside`), one fit
     per distinct set of its days. ``out_of_sample=False``: one forecaster fitted on all of ``train_days`` for every
     instance (train.py's training days: their forecasts in sample, as on a one-day horizon they always were).
+
+    Sites instances with a :class:`~aidc_env.site_profiles.SiteProfileSet`: the same, with
+    :func:`~aidc_env.price_forecast.fit_site_forecasters` for the price nodes of their sites.
     """
-    fits: dict[frozenset[str], PriceForecaster] = {}
+    fit: Callable[..., PriceForecaster | SiteForecasters] = fit_price_forecaster
+    if isinstance(profiles, SiteProfileSet):
+        nodes = {site.price_node for inst in instances.values() for site in inst.sites}
+        fit = functools.partial(fit_site_forecasters, nodes=nodes)
+    fits: dict[frozenset[str], PriceForecaster | SiteForecasters] = {}
     out: dict[str, Instance] = {}
     for day, inst in instances.items():
         if not forecastable(inst, forecasts, profiles, price_source):
             continue
         own = frozenset(inst.days).intersection(train_days) if out_of_sample else frozenset()
         if own not in fits:
-            fits[own] = fit_price_forecaster(profiles, forecasts, fit_days_outside(train_days, own), seed=seed,
-                                             price_source=price_source)
+            fits[own] = fit(profiles, forecasts, fit_days_outside(train_days, own), seed=seed,
+                            price_source=price_source)
         out.update(attach_forecasts({day: inst}, fits[own], profiles, forecasts, n_scenarios, seed, price_issue_hour))
     require(len(out) > 0, "forecasts", f"none of the {len(instances)} instances lies inside the forecast period "
             f"({forecasts.dates()[0]}..{forecasts.dates()[-1]})")
@@ -167,8 +241,15 @@ def revealed(inst: Instance, prices: str) -> Instance:
       ``LATER_DAY_REPEAT_WEIGHT`` × the issued day's error at each clock hour (by all of it when the instance has no
       issue outlook, whose later days then repeat the last issued day);
     - ``all``: every price a policy reads is the truth (the later days' outlook too).
+
+    A sites instance: every site's price forecast, against its own truth.
     """
     require(prices in REVEALED_PRICES, "prices", f"must be one of {', '.join(REVEALED_PRICES)}, got {prices!r}")
+    return inst.with_forecasts(tuple(_revealed(view, prices) for view in inst.site_views))
+
+
+def _revealed(inst: Instance, prices: str) -> Forecast:
+    """The forecast of :func:`revealed` for a one-site instance (a site's view)."""
     forecast = inst.forecast
     require(forecast is not None, "forecasts", "a relaxation of the forecast needs an instance with forecasts")
     spd, days = inst.slots_per_day, inst.horizon_days
@@ -188,8 +269,8 @@ def revealed(inst: Instance, prices: str) -> Instance:
             rows[k, later] = truth[later] if prices == "all" else rows[k, later] + weight * np.tile(
                 errors[k], days - k - 1)
     source = f"{forecast.source}; revealed: {prices} prices are the truth (an information relaxation)"
-    return dataclasses.replace(inst, forecast=dataclasses.replace(
-        forecast, price_usd_per_mwh=issued_price, issue_outlook_price_usd_per_mwh=rows, source=source))
+    return dataclasses.replace(forecast, price_usd_per_mwh=issued_price, issue_outlook_price_usd_per_mwh=rows,
+                               source=source)
 
 
 def add_price_issue_hour_argument(parser: argparse.ArgumentParser, default: int) -> None:

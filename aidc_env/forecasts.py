@@ -26,6 +26,11 @@ after :data:`ISSUE_HOUR`: say when the supplied price is known with ``price_issu
 (``--price-issue-hour 13``; :attr:`aidc_env.information.Forecast.price_issue_hour`), or runs issue it with the
 other forecasts, at :data:`ISSUE_HOUR`.
 
+**Supplied prices of other price nodes** (optional columns ``price_forecast_pge_usd_per_mwh`` and
+``price_forecast_sdge_usd_per_mwh``: :data:`NODE_PRICE_FC_COLUMNS`): the same for the sites case's ``PGE`` and
+``SDGE`` nodes (``price_forecast_usd_per_mwh`` is ``SCE``'s), day by day as above.
+:meth:`ForecastSet.at_node` is the forecast set whose supplied price is a node's.
+
 **Timing.** The forecasts of day d are those of the CAISO day-ahead market, published before it
 closes at 10:00 local on d − 1 (:data:`ISSUE_HOUR`): a policy may use them from that time on.
 
@@ -39,9 +44,14 @@ checked against it) and the profile set's own capacity::
 
     shape_fc = clip(scale · (max(solar_fc, 0) + max(wind_fc, 0)) / renewable_capacity_mw, 0, 1)
 
+A site's plant (:mod:`aidc_env.sites`: ``solar``, ``wind``, ``solar+wind`` or ``none``) has the shape of
+:func:`aidc_env.site_profiles.plant_shape` from the forecast solar and wind, each scaled by its own factor fitted
+the same way (``fit_renewable_scale(..., plant="solar")``, ``"wind"``) and normalised by the same peaks as the
+actuals (:class:`PlantForecast`).
+
 **Sources.** :func:`load_forecasts` takes a packaged dataset's name (:mod:`aidc_env.datasets`:
-``caiso-2023-dayahead``, these forecasts with the CAISO day-ahead market's LMP of SCE as the supplied price) or a
-path to a CSV (gzip too).
+``caiso-2023-dayahead``, these forecasts with the CAISO day-ahead market's LMP of SCE as the supplied price, and of
+PG&E and SDG&E as the other nodes') or a path to a CSV (gzip too).
 
 Command line: ``python -m aidc_env.forecasts --forecasts NAME|CSV [--json]`` summarises the coverage.
 """
@@ -50,7 +60,8 @@ from __future__ import annotations
 
 import os
 from types import MappingProxyType
-from collections.abc import Iterable, Mapping, Sequence
+import dataclasses
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -62,6 +73,7 @@ from aidc_env.errors import CliParser, InputError, require, run_cli
 from aidc_env.information import ISSUE_HOUR
 from aidc_env.limits import MAX_PRICE_USD_PER_MWH
 from aidc_env.profiles import ProfileSet
+from aidc_env.site_profiles import NO_PLANT, PLANTS, SOLAR, SOLAR_WIND, WIND, SiteProfileSet, plant_shape
 
 COL_SOLAR_FC = "solar_forecast_mw"
 COL_WIND_FC = "wind_forecast_mw"
@@ -71,7 +83,15 @@ REQUIRED_COLUMNS = (hourly.COL_TIMESTAMP_UTC, hourly.COL_LOCAL_START, *FORECAST_
 """The canonical columns; a forecast CSV may have more, which are ignored (but :data:`COL_PRICE_FC`)."""
 COL_PRICE_FC = "price_forecast_usd_per_mwh"
 """The optional column of a supplied day-ahead price forecast ($/MWh); read when present."""
-PRICE_FC_BOUNDS = {COL_PRICE_FC: MAX_PRICE_USD_PER_MWH}
+COL_PRICE_FC_PGE = "price_forecast_pge_usd_per_mwh"
+COL_PRICE_FC_SDGE = "price_forecast_sdge_usd_per_mwh"
+NODE_PRICE_FC_COLUMNS: Mapping[str, str] = MappingProxyType({"SCE": COL_PRICE_FC, "PGE": COL_PRICE_FC_PGE,
+                                                             "SDGE": COL_PRICE_FC_SDGE})
+"""Price node (:data:`aidc_env.site_profiles.PRICE_NODES`) -> the optional column of its supplied price forecast."""
+DEFAULT_PRICE_NODE = "SCE"
+"""The node of :data:`COL_PRICE_FC`: the supplied price of the day model and of :attr:`ForecastSet.supplied_prices`."""
+PRICE_FC_COLUMNS = tuple(NODE_PRICE_FC_COLUMNS.values())
+PRICE_FC_BOUNDS = {column: MAX_PRICE_USD_PER_MWH for column in PRICE_FC_COLUMNS}
 """Largest |supplied price| (the profiles' bound on a price; reasons in aidc_env/limits.py)."""
 
 MAX_SKIPPED_SHOWN = 20
@@ -125,9 +145,15 @@ class ForecastSet(hourly.HourlyDaySet[DayForecast]):
 
     source: str
     supplied_prices: Mapping[str, DayPriceForecast] = field(default_factory=dict)
-    """The days (among :attr:`days`) with a complete supplied price forecast."""
+    """The days (among :attr:`days`) with a complete supplied price forecast (of :attr:`price_column`)."""
     supplied_skipped: Mapping[str, str] = field(default_factory=dict)
     """Days with forecasts whose supplied price is incomplete, with why (only when the column is present)."""
+    price_column: str = COL_PRICE_FC
+    """The column of the supplied price (:data:`NODE_PRICE_FC_COLUMNS`; another node's in :meth:`at_node`)."""
+    node_prices: Mapping[str, Mapping[str, DayPriceForecast]] = field(default_factory=dict)
+    """The supplied prices of the other price nodes whose column the source has (by node, then date)."""
+    node_skipped: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
+    """Days with forecasts whose supplied price of another node is incomplete, with why (by node, then date)."""
 
     def _absent(self, date: str) -> str:
         reason = f": skipped ({self.skipped[date]})" if date in self.skipped else ""
@@ -135,14 +161,37 @@ class ForecastSet(hourly.HourlyDaySet[DayForecast]):
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        for date in self.supplied_prices:
-            require(date in self.days, f"supplied_prices[{date}]", "is a day without load, solar and wind forecasts")
-        object.__setattr__(self, "supplied_prices", MappingProxyType(dict(sorted(self.supplied_prices.items()))))
-        object.__setattr__(self, "supplied_skipped", MappingProxyType(dict(sorted(self.supplied_skipped.items()))))
+        require(self.price_column in PRICE_FC_COLUMNS, "price_column",
+                f"must be one of {', '.join(PRICE_FC_COLUMNS)}, got {self.price_column!r}")
+        others = [node for node in NODE_PRICE_FC_COLUMNS if node != DEFAULT_PRICE_NODE]
+        for node in (*self.node_prices, *self.node_skipped):
+            require(node in others, f"node_prices[{node}]", f"must be a node of {', '.join(others)}")
+        for where, prices in (("supplied_prices", self.supplied_prices),
+                              *((f"node_prices[{n}]", p) for n, p in self.node_prices.items())):
+            for date in prices:
+                require(date in self.days, f"{where}[{date}]", "is a day without load, solar and wind forecasts")
+        object.__setattr__(self, "supplied_prices", _frozen(self.supplied_prices))
+        object.__setattr__(self, "supplied_skipped", _frozen(self.supplied_skipped))
+        object.__setattr__(self, "node_prices", MappingProxyType({n: _frozen(p) for n, p in self.node_prices.items()}))
+        object.__setattr__(self, "node_skipped",
+                           MappingProxyType({n: _frozen(p) for n, p in self.node_skipped.items()}))
+
+    def at_node(self, node: str) -> ForecastSet:
+        """The forecast set whose supplied price is price node ``node``'s (its column of
+        :data:`NODE_PRICE_FC_COLUMNS`; this set itself for ``SCE``), the load, solar and wind forecasts the same."""
+        require(node in NODE_PRICE_FC_COLUMNS, "price_node",
+                f"must be one of {', '.join(NODE_PRICE_FC_COLUMNS)}, got {node!r}")
+        if NODE_PRICE_FC_COLUMNS[node] == self.price_column:
+            return self
+        require(self.price_column == COL_PRICE_FC, "forecasts", f"{self.source} is already the {self.price_column} "
+                "view of its source")
+        return dataclasses.replace(self, supplied_prices=self.node_prices.get(node, {}),
+                                   supplied_skipped=self.node_skipped.get(node, {}),
+                                   price_column=NODE_PRICE_FC_COLUMNS[node], node_prices={}, node_skipped={})
 
     @property
     def supplies_price(self) -> bool:
-        """Whether the source has a supplied price forecast (the :data:`COL_PRICE_FC` column) on at least one day."""
+        """Whether the source has a supplied price forecast (:attr:`price_column`) on at least one day."""
         return len(self.supplied_prices) > 0
 
     def has_supplied_price(self, date: str) -> bool:
@@ -152,18 +201,22 @@ class ForecastSet(hourly.HourlyDaySet[DayForecast]):
     def supplied_price(self, date: str) -> np.ndarray:
         """The supplied day-ahead price forecast of day ``date`` ($/MWh, shape (24,), read-only); InputError
         ("forecasts", ...) if the source has no :data:`COL_PRICE_FC` column or the day has no complete one."""
-        require(self.supplies_price, "forecasts", f"{self.source} has no {COL_PRICE_FC} column (a supplied price "
-                "forecast); without it the price is forecast by the package's model (price source 'model')")
+        require(self.supplies_price, "forecasts", f"{self.source} has no {self.price_column} column (a supplied "
+                "price forecast); without it the price is forecast by the package's model (price source 'model')")
         self.day(date)  # InputError if the day itself has no forecast
         found = self.supplied_prices.get(date)
         if found is None:
-            why = self.supplied_skipped.get(date, f"no {COL_PRICE_FC} in the file")
+            why = self.supplied_skipped.get(date, f"no {self.price_column} in the file")
             raise InputError("forecasts", f"{date} has no supplied price forecast ({why}) in {self.source}")
         return found.price_forecast_usd_per_mwh
 
     def supplied_dates(self) -> list[str]:
         """The dates with forecasts and a complete supplied price forecast, sorted."""
         return list(self.supplied_prices)
+
+
+def _frozen(by_date: Mapping[str, Any]) -> Mapping[str, Any]:
+    return MappingProxyType(dict(sorted(by_date.items())))
 
 
 # --------------------------------------------------------------------------------------------------
@@ -173,15 +226,20 @@ class ForecastSet(hourly.HourlyDaySet[DayForecast]):
 
 def parse_forecasts_frame(frame: pd.DataFrame, source: str) -> ForecastSet:
     """Build a :class:`ForecastSet` from a table read as text (all cells ``str``), with the supplied price forecast
-    of each day whose :data:`COL_PRICE_FC` cells are complete when the table has that column."""
+    of each day whose :data:`COL_PRICE_FC` cells are complete when the table has that column, and likewise of the
+    other nodes' columns of :data:`NODE_PRICE_FC_COLUMNS`."""
     days, skipped, _ = hourly.parse_hourly_days(frame, source, "forecasts", DayForecast)
-    if COL_PRICE_FC not in frame.columns:
-        return ForecastSet(days=days, skipped=skipped, source=source)
-    prices, price_skipped, _ = hourly.parse_hourly_days(frame, source, COL_PRICE_FC, DayPriceForecast,
-                                                        PRICE_FC_BOUNDS, allow_empty=True)
-    return ForecastSet(days=days, skipped=skipped, source=source,
-                       supplied_prices={d: p for d, p in prices.items() if d in days},
-                       supplied_skipped={d: why for d, why in price_skipped.items() if d in days})
+    supplied: dict[str, tuple[dict[str, DayPriceForecast], dict[str, str]]] = {}
+    for node, column in NODE_PRICE_FC_COLUMNS.items():
+        if column in frame.columns:
+            prices, price_skipped, _ = hourly.parse_hourly_days(frame, source, column, DayPriceForecast,
+                                                                PRICE_FC_BOUNDS, allow_empty=True, columns=(column,))
+            supplied[node] = ({d: p for d, p in prices.items() if d in days},
+                              {d: why for d, why in price_skipped.items() if d in days})
+    own, own_skipped = supplied.pop(DEFAULT_PRICE_NODE, ({}, {}))
+    return ForecastSet(days=days, skipped=skipped, source=source, supplied_prices=own, supplied_skipped=own_skipped,
+                       node_prices={n: p for n, (p, _) in supplied.items()},
+                       node_skipped={n: why for n, (_, why) in supplied.items()})
 
 
 def load_forecasts(path: str | os.PathLike[str]) -> ForecastSet:
@@ -190,13 +248,13 @@ def load_forecasts(path: str | os.PathLike[str]) -> ForecastSet:
     found = datasets.resolve(path, datasets.FORECASTS)
     if isinstance(found, datasets.Dataset):
         with found.local_path() as file:
-            frame = hourly.read_hourly_csv(file, found.name, REQUIRED_COLUMNS, "forecasts", (COL_PRICE_FC,))
+            frame = hourly.read_hourly_csv(file, found.name, REQUIRED_COLUMNS, "forecasts", PRICE_FC_COLUMNS)
         return parse_forecasts_frame(frame, found.name)
     source = str(found)
     if not found.exists():
         raise FileNotFoundError(2, "No such file", source)
     require(found.is_file(), "forecasts", f"{source} is not a file")
-    return parse_forecasts_frame(hourly.read_hourly_csv(found, source, REQUIRED_COLUMNS, "forecasts", (COL_PRICE_FC,)),
+    return parse_forecasts_frame(hourly.read_hourly_csv(found, source, REQUIRED_COLUMNS, "forecasts", PRICE_FC_COLUMNS),
                                  source)
 
 
@@ -211,14 +269,56 @@ def common_dates(forecasts: ForecastSet, profiles: ProfileSet, dates: Iterable[s
     return sorted(both if dates is None else both.intersection(dates))
 
 
-def fit_renewable_scale(forecasts: ForecastSet, profiles: ProfileSet, train_dates: Iterable[str]) -> float:
-    """Mean actual solar + wind over mean forecast solar + wind, over the training days of both sources."""
+def fit_renewable_scale(forecasts: ForecastSet, profiles: ProfileSet | SiteProfileSet, train_dates: Iterable[str],
+                        plant: str = SOLAR_WIND) -> float:
+    """Mean actual solar + wind over mean forecast solar + wind, over the training days of both sources; with
+    ``plant="solar"`` or ``"wind"``, the same of that output alone (each clipped at 0)."""
+    require(plant in _PLANT_OUTPUTS, "plant", f"must be one of {', '.join(_PLANT_OUTPUTS)}, got {plant!r}")
     dates = common_dates(forecasts, profiles, train_dates)
     require(len(dates) > 0, "train_dates", "no training day has both forecasts and actuals")
-    actual = sum(float(profiles.days[d].renewable_mw().sum()) for d in dates)
-    forecast = sum(float(forecasts.days[d].renewable_mw().sum()) for d in dates)
-    require(forecast > 0, "forecasts", "forecast solar + wind is zero on every training day")
+    actual_mw, forecast_mw = _PLANT_OUTPUTS[plant]
+    actual = sum(float(actual_mw(profiles.days[d]).sum()) for d in dates)
+    forecast = sum(float(forecast_mw(forecasts.days[d]).sum()) for d in dates)
+    require(forecast > 0, "forecasts", f"forecast {plant.replace('+', ' + ')} is zero on every training day")
     return actual / forecast
+
+
+_PLANT_OUTPUTS: Mapping[str, tuple[Callable[[Any], np.ndarray], Callable[[DayForecast], np.ndarray]]] = {
+    SOLAR_WIND: (lambda day: day.renewable_mw(), DayForecast.renewable_mw),
+    SOLAR: (lambda day: np.maximum(day.solar_mw, 0.0), lambda day: np.maximum(day.solar_forecast_mw, 0.0)),
+    WIND: (lambda day: np.maximum(day.wind_mw, 0.0), lambda day: np.maximum(day.wind_forecast_mw, 0.0)),
+}
+"""Per output a scale is fitted for: its actual and its forecast MW of a day (clipped at 0)."""
+
+
+@dataclass(frozen=True)
+class PlantForecast:
+    """The day-ahead capacity factor of a site's plant: the forecast solar and wind, each × its scale (actual over
+    forecast, fitted on training days), through :func:`~aidc_env.site_profiles.plant_shape` with the peaks that
+    normalise the actuals (:class:`~aidc_env.site_profiles.SiteProfileSet`), so that forecast and actual compare."""
+
+    plant: str
+    solar_scale: float
+    wind_scale: float
+    solar_peak_mw: float
+    wind_peak_mw: float
+
+    def __post_init__(self) -> None:
+        require(self.plant in PLANTS, "plant", f"must be one of {', '.join(PLANTS)}, got {self.plant!r}")
+        for name in ("solar_scale", "wind_scale", "solar_peak_mw", "wind_peak_mw"):
+            hourly.require_positive(getattr(self, name), name)
+
+    def shape(self, day: DayForecast) -> np.ndarray:
+        """The plant's forecast capacity factor of a day, shape (24,)."""
+        return plant_shape(self.plant, self.solar_scale * day.solar_forecast_mw,
+                           self.wind_scale * day.wind_forecast_mw, self.solar_peak_mw, self.wind_peak_mw)
+
+    def text(self) -> str:
+        """How the shape is made, for a forecast's source."""
+        scales = {SOLAR: f"solar x {self.solar_scale:.3f}", WIND: f"wind x {self.wind_scale:.3f}"}
+        parts = {SOLAR: [SOLAR], WIND: [WIND], SOLAR_WIND: [SOLAR, WIND], NO_PLANT: []}[self.plant]
+        return (f"{self.plant} plant: CAISO day-ahead " + " and ".join(scales[p] for p in parts) + " forecast"
+                if parts else "no plant")
 
 
 # --------------------------------------------------------------------------------------------------

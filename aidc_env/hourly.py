@@ -155,6 +155,13 @@ class HourlyDay:
 DayT = TypeVar("DayT", bound=HourlyDay)
 
 
+def _plain(value: Any) -> Any:
+    """``value`` with every (nested) MappingProxyType as a dict: what pickles."""
+    if isinstance(value, MappingProxyType):
+        return {key: _plain(item) for key, item in value.items()}
+    return value
+
+
 @dataclass(frozen=True, eq=False)
 class HourlyDaySet(Generic[DayT]):
     """Base of a frozen dataclass holding the complete days of a source and the days skipped (with why).
@@ -183,8 +190,7 @@ class HourlyDaySet(Generic[DayT]):
 
     def __reduce__(self):
         # MappingProxyType fields do not pickle: rebuild from plain dicts (pickle, deepcopy, worker processes).
-        values = (getattr(self, f.name) for f in fields(self))
-        return (type(self), tuple(dict(v) if isinstance(v, MappingProxyType) else v for v in values))
+        return (type(self), tuple(_plain(getattr(self, f.name)) for f in fields(self)))
 
     def dates(self) -> list[str]:
         """The dates of the complete days, sorted."""
@@ -442,16 +448,19 @@ def parse_hourly_days(
     value_bounds: Mapping[str, float] | None = None,
     *,
     allow_empty: bool = False,
+    columns: Sequence[str] | None = None,
 ) -> tuple[dict[str, Any], dict[str, str], dict[str, np.ndarray]]:
     """The complete days of a table read as text (see :func:`read_hourly_csv`), as ``day_type`` records.
 
     ``day_type`` is an :class:`HourlyDay` dataclass; its :attr:`~HourlyDay.value_columns` are the value
-    columns read. ``value_bounds`` (column -> largest |value|) makes a cell of a column it names beyond its bound a
-    data error.
-    Returns (days by date, skipped days' reasons by date, each value column's numbers over all rows with
-    NaN where a cell is not usable); InputError(``field``, ...) if no day is complete (unless ``allow_empty``).
+    columns read, or the table's ``columns`` (in the same order) into its value fields. ``value_bounds`` (column ->
+    largest |value|) makes a cell of a column it names beyond its bound a data error.
+    Returns (days by date, skipped days' reasons by date, each column's numbers over all rows with NaN where a
+    cell is not usable); InputError(``field``, ...) if no day is complete (unless ``allow_empty``).
     """
-    columns = day_type.value_columns
+    names = day_type.value_columns
+    columns = names if columns is None else tuple(columns)
+    require(len(columns) == len(names), "columns", f"must name {len(names)} columns, got {len(columns)}")
     times = _parse_times(frame)
     values: dict[str, np.ndarray] = {}
     statuses: dict[str, np.ndarray] = {}
@@ -478,7 +487,7 @@ def parse_hourly_days(
             continue
         hourly = _clock_hour_values(hour_all[rows], value_matrix[rows])
         days[date] = day_type(date=date, hours_in_day=hours_in_day,
-                              **{column: hourly[:, k] for k, column in enumerate(columns)})
+                              **{name: hourly[:, k] for k, name in enumerate(names)})
     if not days and not allow_empty:
         shown = "; ".join(f"{d}: {r}" for d, r in list(skipped.items())[:3])
         raise InputError(field, f"{source}: no complete day ({len(skipped)} days skipped, e.g. {shown})")

@@ -34,7 +34,7 @@ from __future__ import annotations
 import dataclasses
 import datetime as dt
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -191,7 +191,8 @@ class Instance:
     """Each day must make at least this share of ``tranche_tokens / D`` of every job (0..1)."""
     forecast: Forecast | None = None
     """Day-ahead forecasts of the same slots (:mod:`aidc_env.information`); None: truth only. The simulator
-    never reads it (costs are paid on the truth)."""
+    never reads it (costs are paid on the truth). With a network, None: each site carries its own
+    (``Site.forecast``, in its view of :attr:`site_views`)."""
     inference: tuple[Inference, ...] = ()
     """Inference services (:class:`~aidc_env.workloads.Inference`): GPUs per slot taken from the pool first."""
     idle_value_usd_per_gpu_hour: float = 0.0
@@ -241,8 +242,8 @@ class Instance:
     """IT power of every inference service per slot (kW, zeros without inference)."""
     @property
     def site_views(self) -> tuple[Instance, ...]:
-        """Per site, the one-site instance of its pool, facility, plant and price (same jobs and slots): what the
-        simulator's per-site physics reads. Without a network: ``(self,)``."""
+        """Per site, the one-site instance of its pool, facility, plant, price and forecast (same jobs and slots): what
+        the simulator's per-site physics and the outlooks read. Without a network: ``(self,)``."""
         return self._site_views if self.network is not None else (self,)
 
     def _check_network(self, slots: int) -> None:
@@ -254,6 +255,8 @@ class Instance:
         if network is None:
             return
         require(isinstance(network, SiteNetwork), "network", "must be a SiteNetwork")
+        require(self.forecast is None, "forecast", "a sites instance carries each site's forecast "
+                "(network.sites[i].forecast), none of its own")
         require(len(network.home) == len(self.jobs), "network.home", f"one home site per job ({len(self.jobs)})")
         for i, site in enumerate(network.sites):
             require(site.price_usd_per_mwh.size == slots, f"network.sites[{i}]", f"must have {slots} slots")
@@ -266,10 +269,20 @@ class Instance:
             self, n_gpus=site.n_gpus, pue=site.pue, idle_kw_per_gpu=site.idle_kw_per_gpu,
             rated_kw_per_gpu=site.rated_kw_per_gpu, renewable_ratio=site.renewable_ratio,
             ppa_usd_per_mwh=site.ppa_usd_per_mwh, curtailment_penalty_usd_per_mwh=site.curtailment_penalty_usd_per_mwh,
-            price_usd_per_mwh=site.price_usd_per_mwh, renewable_shape=site.renewable_shape, forecast=None,
+            price_usd_per_mwh=site.price_usd_per_mwh, renewable_shape=site.renewable_shape, forecast=site.forecast,
             inference=tuple(dataclasses.replace(service, site=0) for service in self.inference if service.site == s),
             network=None) for s, site in enumerate(network.sites))
         object.__setattr__(self, "_site_views", views)  # not a field: derived, and compared through the network
+
+    def with_forecasts(self, forecasts: Sequence[Forecast | None]) -> Instance:
+        """The instance with one forecast per site, in site order (one site: its :attr:`forecast`; with a network:
+        each ``Site.forecast``)."""
+        require(len(forecasts) == len(self.site_views), "forecasts", f"one forecast per site ({len(self.site_views)})")
+        if self.network is None:
+            return dataclasses.replace(self, forecast=forecasts[0])
+        sites = tuple(dataclasses.replace(site, forecast=forecast)
+                      for site, forecast in zip(self.network.sites, forecasts, strict=True))
+        return dataclasses.replace(self, network=dataclasses.replace(self.network, sites=sites))
 
     @property
     def sites(self) -> tuple[Site, ...]:
@@ -280,7 +293,8 @@ class Instance:
                      idle_kw_per_gpu=self.idle_kw_per_gpu, rated_kw_per_gpu=self.rated_kw_per_gpu, plant=SOLAR_WIND,
                      renewable_ratio=self.renewable_ratio, ppa_usd_per_mwh=self.ppa_usd_per_mwh,
                      curtailment_penalty_usd_per_mwh=self.curtailment_penalty_usd_per_mwh, price_node="SCE",
-                     price_usd_per_mwh=self.price_usd_per_mwh, renewable_shape=self.renewable_shape),)
+                     price_usd_per_mwh=self.price_usd_per_mwh, renewable_shape=self.renewable_shape,
+                     forecast=self.forecast),)
 
     @property
     def home_sites(self) -> tuple[int, ...]:

@@ -105,9 +105,12 @@ def check_instance(inst: Any) -> None:
     require_number(inst.min_daily_share, "min_daily_share", 0.0, 1.0)
     require_number(inst.slots, "price_usd_per_mwh", 1, inst.horizon_days * MAX_SLOTS_PER_DAY, integer=True)
     _check_prices(inst.price_usd_per_mwh, "price_usd_per_mwh")
-    if inst.forecast is not None:  # forecasts are finite and their shapes within [0, 1] (Forecast checks that)
-        _check_prices(inst.forecast.price_usd_per_mwh, "forecast.price_usd_per_mwh")
-        _check_prices(inst.forecast.price_scenarios_usd_per_mwh, "forecast.price_scenarios_usd_per_mwh")
+    sites = inst.network.sites if inst.network is not None else ()
+    for where, forecast in (("forecast", inst.forecast),
+                            *((f"network.sites[{i}].forecast", site.forecast) for i, site in enumerate(sites))):
+        if forecast is not None:  # forecasts are finite and their shapes within [0, 1] (Forecast checks that)
+            _check_prices(forecast.price_usd_per_mwh, f"{where}.price_usd_per_mwh")
+            _check_prices(forecast.price_scenarios_usd_per_mwh, f"{where}.price_scenarios_usd_per_mwh")
     require_number(inst.idle_value_usd_per_gpu_hour, "idle_value_usd_per_gpu_hour", 0.0,
                    MAX_IDLE_VALUE_USD_PER_GPU_HOUR)
     for i, service in enumerate(inst.inference):

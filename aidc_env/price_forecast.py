@@ -28,13 +28,21 @@ training days: out-of-fold price residuals of the forecaster (each training day 
 that did not see it) and renewable-shape residuals, taken jointly from the same day so that their
 correlation is kept, added to the point forecast, the shape clipped to [0, 1] and the price to the
 range of the training prices.
+
+Sites (:mod:`aidc_env.sites`): :func:`fit_site_forecasters` fits this forecaster once per price node, on the
+node's own prices (:meth:`aidc_env.site_profiles.SiteProfileSet.at_node`, and its supplied price column,
+:meth:`aidc_env.forecasts.ForecastSet.at_node`), and the solar and wind scales of the plants' shapes
+(:class:`aidc_env.forecasts.PlantForecast`) on the same days; :meth:`SiteForecasters.of` is one site's forecaster.
+Every node's residual days are the same training days (for a supplied price: those with the node's price), so
+scenario s of a day draws the same residual day at every site: the scenarios keep the sites' correlation.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import functools
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -44,8 +52,10 @@ from sklearn.ensemble import HistGradientBoostingRegressor
 from threadpoolctl import threadpool_limits  # a hard dependency of scikit-learn
 
 from aidc_env.errors import InputError, require
-from aidc_env.forecasts import COL_PRICE_FC, ISSUE_HOUR, ForecastSet, common_dates, fit_renewable_scale
+from aidc_env.forecasts import ISSUE_HOUR, ForecastSet, PlantForecast, common_dates, fit_renewable_scale
 from aidc_env.profiles import HOURS_PER_DAY, DayProfile, ProfileSet
+from aidc_env.site_profiles import PRICE_NODES, SOLAR, WIND, SiteProfileSet
+from aidc_env.sites import Site
 
 MAX_LOOKBACK_DAYS = 7
 """How far back persistence looks for a known price at a clock hour when the last days are missing."""
@@ -309,6 +319,9 @@ class PriceForecaster:
     """Lowest and highest actual hourly price of the training days ($/MWh): the scenarios' clip."""
     price_source: str = DEFAULT_PRICE_SOURCE
     """One of :data:`PRICE_SOURCES`."""
+    plant: PlantForecast | None = None
+    """A site's plant whose shape is forecast (then :attr:`shape_residuals` are its own); None: solar + wind over
+    :attr:`renewable_capacity_mw` × :attr:`renewable_scale`."""
 
     def price(self, profiles: ProfileSet, forecasts: ForecastSet, date: str) -> np.ndarray:
         """Point forecast of day ``date``'s hourly prices ($/MWh), shape (24,)."""
@@ -319,6 +332,8 @@ class PriceForecaster:
 
     def renewable_shape(self, forecasts: ForecastSet, date: str) -> np.ndarray:
         """The day-ahead renewable shape of day ``date`` (comparable to the actuals'), shape (24,)."""
+        if self.plant is not None:
+            return self.plant.shape(forecasts.day(date))
         return forecasts.day(date).renewable_shape(self.renewable_capacity_mw, self.renewable_scale)
 
     def scenarios(self, profiles: ProfileSet, forecasts: ForecastSet, date: str, n: int,
@@ -366,8 +381,8 @@ def fit_price_forecaster(profiles: ProfileSet, forecasts: ForecastSet, train_dat
             f"{price_source!r} is not one of {', '.join(PRICE_SOURCES)}")
     supplied = price_source == "supplied"
     if supplied:
-        require(forecasts.supplies_price, "forecasts", f"price source 'supplied' needs a {COL_PRICE_FC} column "
-                f"in {forecasts.source}")
+        require(forecasts.supplies_price, "forecasts", f"price source 'supplied' needs a {forecasts.price_column} "
+                f"column in {forecasts.source}")
     dates = [d for d in common_dates(forecasts, profiles, train_dates) if _has_price_history(profiles, d)]
     needed = N_FOLDS if residuals and not supplied else 1
     require(len(dates) >= needed, "train_dates",
@@ -402,3 +417,42 @@ def fit_price_forecaster(profiles: ProfileSet, forecasts: ForecastSet, train_dat
         price_range=(float(actual_price.min()), float(actual_price.max())),
         price_source=price_source,
     )
+
+
+@dataclass(frozen=True, eq=False)
+class SiteForecasters:
+    """The day-ahead forecasters of sites instances: per price node the :class:`PriceForecaster` of its prices, and
+    the solar and wind scales (actual over forecast, fitted on the same training days) of the plants' shapes."""
+
+    nodes: Mapping[str, PriceForecaster]
+    """Price node -> the forecaster fitted on that node's prices (and its supplied price, if the source)."""
+    solar_scale: float
+    wind_scale: float
+
+    def of(self, site: Site, profiles: SiteProfileSet, forecasts: ForecastSet) -> PriceForecaster:
+        """The forecaster of one site: its node's, with its plant's shape forecast
+        and, as shape residuals, the plant's actual − forecast shape on the node's residual days."""
+        require(site.price_node in self.nodes, "price_node", f"no forecaster was fitted for node {site.price_node} "
+                f"(fitted: {', '.join(self.nodes)})")
+        node = self.nodes[site.price_node]
+        plant = PlantForecast(site.plant, self.solar_scale, self.wind_scale, profiles.solar_peak_mw,
+                              profiles.wind_peak_mw)
+        residuals = np.array([profiles.shape(profiles.days[d], site.plant) - plant.shape(forecasts.days[d])
+                              for d in node.residual_dates]).reshape(-1, HOURS_PER_DAY)
+        residuals.setflags(write=False)
+        return dataclasses.replace(node, plant=plant, shape_residuals=residuals)
+
+
+def fit_site_forecasters(profiles: SiteProfileSet, forecasts: ForecastSet, train_dates: Sequence[str],
+                         seed: int = DEFAULT_SEED, *, residuals: bool = True, price_source: str = DEFAULT_PRICE_SOURCE,
+                         nodes: Collection[str] = tuple(PRICE_NODES)) -> SiteForecasters:
+    """Fit :func:`fit_price_forecaster` on ``train_dates`` once per price node of ``nodes`` (on that node's prices
+    and supplied price column), and the solar and wind scales of the plants on the days those fits used."""
+    require(isinstance(profiles, SiteProfileSet), "profiles", "the sites' forecasters read a SiteProfileSet (three "
+            "price nodes, solar and wind apart)")
+    require(len(nodes) > 0, "nodes", "at least one price node is needed")
+    fits = {node: fit_price_forecaster(profiles.at_node(node), forecasts.at_node(node), train_dates, seed,
+                                       residuals=residuals, price_source=price_source) for node in sorted(nodes)}
+    dates = next(iter(fits.values())).train_dates  # every node's: the days of one source with forecasts and history
+    return SiteForecasters(nodes=fits, solar_scale=fit_renewable_scale(forecasts, profiles, dates, SOLAR),
+                           wind_scale=fit_renewable_scale(forecasts, profiles, dates, WIND))

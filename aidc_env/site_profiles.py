@@ -9,11 +9,14 @@ all; the bundled days (no path, or the name ``caiso-2023-days``) are the same da
 
 A plant's shape is its column clipped at 0 and divided by the column's peak over the source (for the bundled
 table, the full year's peaks from its sidecar JSON, so that bundled and full-year runs normalise alike);
-``solar+wind`` is the day model's combined shape normalised by the sum's peak.
+``solar+wind`` is solar + wind normalised by the sum of the two peaks (:func:`plant_shape`, which the
+plants' day-ahead forecasts share). :meth:`SiteProfileSet.at_node` is one price node's days as a
+:class:`~aidc_env.profiles.ProfileSet`: what the day-ahead price forecaster of a site reads.
 """
 
 from __future__ import annotations
 
+import functools
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -26,7 +29,7 @@ from aidc_env.errors import InputError, require
 from aidc_env.hourly import COL_LOCAL_START, COL_TIMESTAMP_UTC, HOURS_PER_DAY, HourlyDay, HourlyDaySet, \
     parse_hourly_days, read_hourly_csv, require_positive
 from aidc_env.limits import MAX_PRICE_USD_PER_MWH, MAX_RENEWABLE_CAPACITY_MW
-from aidc_env.profiles import COL_PRICE, COL_SOLAR, COL_WIND
+from aidc_env.profiles import COL_PRICE, COL_SOLAR, COL_WIND, DayProfile, ProfileSet
 
 COL_PRICE_PGE = "price_pge_usd_per_mwh"
 COL_PRICE_SDGE = "price_sdge_usd_per_mwh"
@@ -84,15 +87,37 @@ class SiteProfileSet(HourlyDaySet[SiteDay]):
 
     def shape(self, day: SiteDay, plant: str) -> np.ndarray:
         """Hourly capacity factor in [0, 1] of a plant on a day (zeros for no plant)."""
-        require(plant in PLANTS, "plant", f"must be one of {', '.join(PLANTS)}, got {plant!r}")
-        solar, wind = np.maximum(day.solar_mw, 0.0), np.maximum(day.wind_mw, 0.0)
-        if plant == SOLAR:
-            return np.clip(solar / self.solar_peak_mw, 0.0, 1.0)
-        if plant == WIND:
-            return np.clip(wind / self.wind_peak_mw, 0.0, 1.0)
-        if plant == SOLAR_WIND:
-            return np.clip((solar + wind) / (self.solar_peak_mw + self.wind_peak_mw), 0.0, 1.0)
-        return np.zeros(HOURS_PER_DAY)
+        return plant_shape(plant, day.solar_mw, day.wind_mw, self.solar_peak_mw, self.wind_peak_mw)
+
+    def at_node(self, node: str) -> ProfileSet:
+        """The days as a :class:`~aidc_env.profiles.ProfileSet` whose price is price node ``node``'s LMP (solar and
+        wind as they are; renewable capacity: the sum of the solar and wind peaks, the ``solar+wind`` plant's): what
+        the day-ahead price forecaster reads for a site of that node."""
+        require(node in PRICE_NODES, "price_node", f"must be one of {', '.join(PRICE_NODES)}, got {node!r}")
+        return _node_profiles(self, node)
+
+
+def plant_shape(plant: str, solar_mw: np.ndarray, wind_mw: np.ndarray, solar_peak_mw: float,
+                wind_peak_mw: float) -> np.ndarray:
+    """Capacity factor in [0, 1] of a plant (:data:`PLANTS`) from solar and wind outputs (MW, clipped at 0): each
+    over its peak, ``solar+wind`` over the sum of the peaks; zeros for no plant."""
+    require(plant in PLANTS, "plant", f"must be one of {', '.join(PLANTS)}, got {plant!r}")
+    solar, wind = np.maximum(solar_mw, 0.0), np.maximum(wind_mw, 0.0)
+    if plant == SOLAR:
+        return np.clip(solar / solar_peak_mw, 0.0, 1.0)
+    if plant == WIND:
+        return np.clip(wind / wind_peak_mw, 0.0, 1.0)
+    if plant == SOLAR_WIND:
+        return np.clip((solar + wind) / (solar_peak_mw + wind_peak_mw), 0.0, 1.0)
+    return np.zeros(np.shape(solar))
+
+
+@functools.lru_cache(maxsize=16)
+def _node_profiles(profiles: SiteProfileSet, node: str) -> ProfileSet:
+    days = {date: DayProfile(date=date, price_usd_per_mwh=day.price(node), solar_mw=day.solar_mw, wind_mw=day.wind_mw,
+                             hours_in_day=day.hours_in_day) for date, day in profiles.days.items()}
+    return ProfileSet(days=days, skipped=profiles.skipped, renewable_capacity_mw=profiles.solar_peak_mw
+                      + profiles.wind_peak_mw, source=f"{profiles.source} ({node})")
 
 
 def load_site_profiles(path: str | os.PathLike[str] | None = None) -> SiteProfileSet:

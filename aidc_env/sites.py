@@ -33,6 +33,7 @@ from typing import Any
 import numpy as np
 
 from aidc_env.errors import InputError, is_finite, is_integer, require
+from aidc_env.information import Forecast
 from aidc_env.modes import LLAMA_MODELS
 from aidc_env.site_profiles import PLANTS, PRICE_NODES
 
@@ -85,6 +86,9 @@ class Site:
     price_usd_per_mwh: np.ndarray
     renewable_shape: np.ndarray
     """The plant's capacity factor per slot in [0, 1]."""
+    forecast: Forecast | None = None
+    """Day-ahead forecasts of the site's price and plant shape on the same slots (:mod:`aidc_env.information`,
+    :func:`aidc_env.dayahead.dayahead_instances`); None: truth only."""
 
     def __post_init__(self) -> None:
         where = f"sites.{self.name}"
@@ -105,6 +109,8 @@ class Site:
                 "must be a list of finite numbers")
         require(shape.shape == price.shape and bool(np.all((shape >= 0) & (shape <= 1))), f"{where}.renewable_shape",
                 f"must be {price.size} numbers within [0, 1]")
+        require(self.forecast is None or (isinstance(self.forecast, Forecast) and self.forecast.slots == price.size),
+                f"{where}.forecast", f"must be a Forecast of {price.size} slots")
         for name, arr in (("price_usd_per_mwh", price), ("renewable_shape", shape)):
             arr.setflags(write=False)
             object.__setattr__(self, name, arr)
@@ -125,7 +131,8 @@ class Site:
                 "ppa_usd_per_mwh": self.ppa_usd_per_mwh,
                 "curtailment_penalty_usd_per_mwh": self.curtailment_penalty_usd_per_mwh,
                 "price_node": self.price_node, "price_usd_per_mwh": self.price_usd_per_mwh.tolist(),
-                "renewable_shape": self.renewable_shape.tolist()}
+                "renewable_shape": self.renewable_shape.tolist(),
+                **({"forecast": self.forecast.to_dict()} if self.forecast is not None else {})}
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any], where: str) -> Site:
@@ -137,7 +144,8 @@ class Site:
                        ppa_usd_per_mwh=data["ppa_usd_per_mwh"],
                        curtailment_penalty_usd_per_mwh=data.get("curtailment_penalty_usd_per_mwh", 0.0),
                        price_node=data["price_node"], price_usd_per_mwh=_numbers(data["price_usd_per_mwh"], where),
-                       renewable_shape=_numbers(data["renewable_shape"], where))
+                       renewable_shape=_numbers(data["renewable_shape"], where),
+                       forecast=Forecast.from_dict(data["forecast"]) if data.get("forecast") is not None else None)
         except KeyError as err:
             raise InputError(f"{where}.{err.args[0]}", "missing") from None
 

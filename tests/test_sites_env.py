@@ -281,9 +281,10 @@ def perturbed(inst: Instance, t: int, seed: int) -> Instance:
                                renewable_shape=sites[0].renewable_shape)
 
 
-def trace(inst: Instance, lookahead: int, actions_seed: int, until: int | None = None):
-    """Observations, masks and slots of an episode with a seeded masked-random action sequence."""
-    env = sites_env_of(inst, lookahead=lookahead)
+def trace(inst: Instance, lookahead: int, actions_seed: int, until: int | None = None, **config):
+    """Observations, masks and slots of an episode with a seeded masked-random action sequence (``config``: more of
+    the env's configuration)."""
+    env = sites_env_of(inst, lookahead=lookahead, **config)
     rng = np.random.default_rng(actions_seed)
     obs, _ = env.reset(seed=0)
     out, done = [], env.slot >= env.n_slots
