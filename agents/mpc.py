@@ -86,13 +86,20 @@ def site_views(inst: Instance, t: int, information: str, scenario: int | None = 
     return [v[0] for v in views], [v[1] for v in views]
 
 
-def with_series(inst: Instance, prices: list[np.ndarray], shapes: list[np.ndarray], **changes) -> Instance:
-    """``inst`` with each site's price and renewable shape replaced (and ``changes`` to its other fields); with
-    several sites the instance's own price and shape are the first site's."""
-    if inst.network is not None:
-        sites = tuple(dataclasses.replace(site, price_usd_per_mwh=p, renewable_shape=r)
-                      for site, p, r in zip(inst.network.sites, prices, shapes, strict=True))
-        changes["network"] = dataclasses.replace(changes.get("network", inst.network), sites=sites)
+def with_series(inst: Instance, prices: list[np.ndarray], shapes: list[np.ndarray],
+                forecasts: list[Forecast | None] | None = None, **changes) -> Instance:
+    """``inst`` with each site's price and renewable shape replaced, and its forecast with ``forecasts`` (None: kept;
+    ``changes`` go to the other fields); with several sites the instance's own price and shape are the first
+    site's."""
+    if inst.network is None:
+        if forecasts is not None:
+            changes["forecast"] = forecasts[0]
+        return dataclasses.replace(inst, price_usd_per_mwh=prices[0], renewable_shape=shapes[0], **changes)
+    network = changes.get("network", inst.network)
+    kept = [site.forecast for site in network.sites] if forecasts is None else forecasts
+    sites = tuple(dataclasses.replace(site, price_usd_per_mwh=p, renewable_shape=r, forecast=f)
+                  for site, p, r, f in zip(network.sites, prices, shapes, kept, strict=True))
+    changes["network"] = dataclasses.replace(network, sites=sites)
     return dataclasses.replace(inst, price_usd_per_mwh=prices[0], renewable_shape=shapes[0], **changes)
 
 
@@ -126,8 +133,7 @@ def sub_instance(inst: Instance, start: int, stop: int, current: list[int], toke
             changes = {"release_slot": max(release - start, 0), "deadline_slot": min(deadline, stop) - start}
         jobs.append(dataclasses.replace(job, segments=span // inst.slots_per_segment(job), initial_mode=current[j],
                                         tranche_tokens=max(0.0, job.tranche_tokens - tokens_done[j]), **changes))
-    changes: dict = {"jobs": tuple(jobs), "horizon_days": 1, "min_daily_share": 0.0,
-                     "forecast": _forecast_slice(inst.forecast, start, stop)}
+    changes: dict = {"jobs": tuple(jobs), "horizon_days": 1, "min_daily_share": 0.0}
     if inst.inference:
         changes["inference"] = tuple(dataclasses.replace(service, gpus=service.gpus[start:stop],
                                                          demand_share=service.demand_share[start:stop])
@@ -137,7 +143,8 @@ def sub_instance(inst: Instance, start: int, stop: int, current: list[int], toke
         changes["network"] = dataclasses.replace(inst.network, home=tuple(where[j] for j in keep),
                                                  transfer_hours=tuple(inst.transfer_hours[j] for j in keep))
     prices, shapes = views
-    return with_series(inst, [p[:span] for p in prices], [r[:span] for r in shapes], **changes)
+    return with_series(inst, [p[:span] for p in prices], [r[:span] for r in shapes],
+                       [_forecast_slice(view.forecast, start, stop) for view in inst.site_views], **changes)
 
 
 def rest_of_horizon(inst: Instance, start: int, current: list[int], tokens_done: list[float], views: Views,

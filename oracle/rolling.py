@@ -7,6 +7,10 @@ scenarios and candidate first decisions. :class:`RollingOracle` keeps one :class
 per structure (least recently used first out) and :meth:`~oracle.OracleModel.update` re-prices it in place
 (new objective, tranche right-hand sides) instead of rebuilding the Pyomo model: only the first solve of
 a structure pays the build. Every solve's wall time is recorded (:attr:`RollingOracle.seconds`).
+
+A sub-instance the exact day oracle does not apply to (several sites, fleet workloads, more than two jobs:
+:func:`oracle.entry.exact_applies`) is solved by :func:`oracle.solve` (the decomposition, from the jobs' current
+sites) within the same time limit and gap; there is no built model to keep.
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ from dataclasses import dataclass, field
 from aidc_env.instance import Instance
 from oracle.constants import DEFAULT_MIP_GAP, DEFAULT_TIME_LIMIT_S
 from oracle.data import span_days
+from oracle.entry import exact_applies, solve
 from oracle.model import OracleModel, OracleResult
 
 MAX_CACHED_MODELS = 256
@@ -49,6 +54,9 @@ class RollingOracle:
 
     def solve(self, inst: Instance) -> OracleResult:
         tick = time.perf_counter()
+        if not exact_applies(inst):
+            result = solve(inst, time_limit_s=self.time_limit_s, mip_gap=self.mip_gap)
+            return self._record(inst, result, tick)
         key = structure_key(inst)
         model = self._models.pop(key, None)
         if model is None:
@@ -59,7 +67,9 @@ class RollingOracle:
         self._models[key] = model
         while len(self._models) > self.max_models:
             self._models.popitem(last=False)
-        result = model.solve(time_limit_s=self.time_limit_s, mip_gap=self.mip_gap)
+        return self._record(inst, model.solve(time_limit_s=self.time_limit_s, mip_gap=self.mip_gap), tick)
+
+    def _record(self, inst: Instance, result: OracleResult, tick: float) -> OracleResult:
         self.seconds.append(time.perf_counter() - tick)
         self.log.append({"slots": inst.slots, "span_days": span_days(inst), "status": result.status,
                          "proof": result.proof, "gap": result.gap, "seconds": self.seconds[-1]})
