@@ -356,40 +356,11 @@ class OracleModel:
         proven = lower  # a lower bound on the whole model, raised by every restricted solve
         incumbent = start  # (schedule, objective)
         if search is not None:
-            label_tick = time.perf_counter()
-            budget = min(deadline, tick + LABELING_TIME_SHARE * time_limit_s)
-            target = None
-            if start is not None and span_days(self.inst) > 1:  # the tolerance stop (labeling.prove)
-                target = start[1] - mip_gap * abs(start[1]) * (1.0 - TARGET_MARGIN)
-            found, proven = labeling.prove(search, lower, start[1] if start else None, deadline=budget,
-                                           max_labels=self.max_labels, stop=stop, target_usd=target,
-                                           horizon_days=span_days(self.inst))
-            details["searches"] = len(search.log)
-            details["max_labels"] = max((entry[2] for entry in search.log), default=0)
-            proven = max(proven, lower)
-            if found.status == "optimal" and found.objective_usd is not None:
-                details["labels"] = time.perf_counter() - label_tick
-                objective = joint_objective_usd(data, found.schedule)
-                return RunOutcome("optimal", True, objective, objective, 0.0, elapsed()), \
-                    found.schedule, "label-setting"
-            won = race_won(max(proven, lower))
-            if won is not None:
-                details["labels"] = time.perf_counter() - label_tick
-                return won
-            if race is not None and found.status == "budget":
-                race.start()  # the label search gave up: race the textbook MILP now (if not yet)
-            if found.status == "budget" and time.perf_counter() < deadline:
-                # Gave up: a beam search (a heuristic, seconds) gives a schedule close to the optimum. As the
-                # incumbent it caps the reduction's threshold, so branch and bound runs on a far smaller
-                # model, warm-started, from the bound the searches proved.
-                beam = search.run(search.most_cost_usd, deadline=deadline, beam=labeling.BEAM_WIDTH, stop=stop)
-                if beam.schedule is not None and (incumbent is None or beam.objective_usd < incumbent[1]):
-                    incumbent = (beam.schedule, joint_objective_usd(data, beam.schedule))
-                    details["beam_usd"] = incumbent[1]
-            details["labels"] = time.perf_counter() - label_tick
-            if incumbent is not None and closed(incumbent[1], proven, mip_gap):
-                return RunOutcome("optimal", True, incumbent[1], proven, 0.0, elapsed()), \
-                    incumbent[0], "label-setting"
+            answer, incumbent, proven = self._label_setting(
+                search, lower, start, tick=tick, deadline=deadline, time_limit_s=time_limit_s, mip_gap=mip_gap,
+                race=race, race_won=race_won, elapsed=elapsed, details=details)
+            if answer is not None:
+                return answer
         run, incumbent, proven, settled, load_seconds = self._restricted_solves(
             through, lower, proven, reachable, incumbent, deadline=deadline, mip_gap=mip_gap, threads=threads, tee=tee,
             options=options, details=details, race=race)
@@ -409,6 +380,52 @@ class OracleModel:
             "error" if run.status == "error" else "time_limit")
         return RunOutcome(status, True, incumbent[1], proven, load_seconds, seconds, run.message), incumbent[0], \
             "branch-and-bound"
+
+    def _label_setting(self, search: labeling.LabelSearch, lower: float, start: tuple[list[list[int]], float] | None,
+                       *, tick: float, deadline: float, time_limit_s: float, mip_gap: float,
+                       race: TextbookRace | None, race_won: Any, elapsed: Any, details: dict[str, float]
+                       ) -> tuple[tuple[RunOutcome, list | None, str] | None, Any, float]:
+        """Step 2 of :meth:`_solve_reduced`: the exact label-setting search and, when it gives up, a beam search for
+        an incumbent. Returns (the answer when it proved the day or the raced textbook MILP won, else None; the
+        incumbent; the proven bound)."""
+        data = self.data
+        stop = race.proved if race is not None else None
+        incumbent, proven = start, lower
+        label_tick = time.perf_counter()
+        budget = min(deadline, tick + LABELING_TIME_SHARE * time_limit_s)
+        target = None
+        if start is not None and span_days(self.inst) > 1:  # the tolerance stop (labeling.prove)
+            target = start[1] - mip_gap * abs(start[1]) * (1.0 - TARGET_MARGIN)
+        found, proven = labeling.prove(search, lower, start[1] if start else None, deadline=budget,
+                                       max_labels=self.max_labels, stop=stop, target_usd=target,
+                                       horizon_days=span_days(self.inst))
+        details["searches"] = len(search.log)
+        details["max_labels"] = max((entry[2] for entry in search.log), default=0)
+        proven = max(proven, lower)
+        if found.status == "optimal" and found.objective_usd is not None:
+            details["labels"] = time.perf_counter() - label_tick
+            objective = joint_objective_usd(data, found.schedule)
+            return (RunOutcome("optimal", True, objective, objective, 0.0, elapsed()), found.schedule,
+                    "label-setting"), incumbent, proven
+        won = race_won(max(proven, lower))
+        if won is not None:
+            details["labels"] = time.perf_counter() - label_tick
+            return won, incumbent, proven
+        if race is not None and found.status == "budget":
+            race.start()  # the label search gave up: race the textbook MILP now (if not yet)
+        if found.status == "budget" and time.perf_counter() < deadline:
+            # Gave up: a beam search (a heuristic, seconds) gives a schedule close to the optimum. As the
+            # incumbent it caps the reduction's threshold, so branch and bound runs on a far smaller
+            # model, warm-started, from the bound the searches proved.
+            beam = search.run(search.most_cost_usd, deadline=deadline, beam=labeling.BEAM_WIDTH, stop=stop)
+            if beam.schedule is not None and (incumbent is None or beam.objective_usd < incumbent[1]):
+                incumbent = (beam.schedule, joint_objective_usd(data, beam.schedule))
+                details["beam_usd"] = incumbent[1]
+        details["labels"] = time.perf_counter() - label_tick
+        if incumbent is not None and closed(incumbent[1], proven, mip_gap):
+            return (RunOutcome("optimal", True, incumbent[1], proven, 0.0, elapsed()), incumbent[0],
+                    "label-setting"), incumbent, proven
+        return None, incumbent, proven
 
     def _restricted_solves(self, through: np.ndarray, lower: float, proven: float, reachable: float,
                            incumbent: tuple[list[list[int]], float] | None, *, deadline: float, mip_gap: float,
