@@ -240,7 +240,7 @@ def print_table(per_day: pd.DataFrame) -> pd.DataFrame:
     return table
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+def build_parser() -> CliParser:
     parser = CliParser(
         description="Run every policy on the same days and compare each with the exact oracle: one table "
         "(operating cost, cost ratio to the oracle, grid energy, curtailment, green share, completion, modes "
@@ -293,8 +293,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--no-plots", action="store_true", help="skip the PNG figures")
     parser.add_argument("--study", help="run a research study instead: checkpoints, gpus, renewable, flexibility, "
                         "headline, days (see experiments/studies.py; its own flags, e.g. --update-docs, pass through)")
-    args, rest = parser.parse_known_args(argv)
+    return parser
 
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args, rest = build_parser().parse_known_args(argv)
     if args.study:
         from experiments.studies import main as study_main
 
@@ -304,7 +307,6 @@ def main(argv: Sequence[str] | None = None) -> int:
                            *(["--profiles", args.profiles] if args.profiles else []),
                            *[f"--{k.replace('_', '-')}={v}" for k, v in case_overrides(args).items()], *rest])
     require(not rest, "arguments", f"unrecognised: {' '.join(rest)}")
-
     # 0. Every flag, the model and the outputs are checked before the work.
     validate_args(args)
     backend = backend_from_args(args, workers=args.workers)
@@ -315,55 +317,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     unknown = [p for p in policies if p not in POLICY_NAMES]
     require(bool(policies), "policies", f"none given; known: {', '.join(POLICY_NAMES)}")
     require(not unknown, "policies", f"unknown {', '.join(unknown)}; known: {', '.join(POLICY_NAMES)}")
-
-    require(args.information == "perfect" or args.forecasts is not None, "forecasts",
-            "--information dayahead needs --forecasts CSV (the day-ahead load, solar and wind forecasts)")
-    require(args.price_forecast == DEFAULT_PRICE_SOURCE or args.forecasts is not None, "price-forecast",
-            f"--price-forecast {args.price_forecast} reads the --forecasts CSV: give --forecasts CSV")
-    require_price_issue_hour(args.price_issue_hour, args.forecasts is not None)
     relaxations = [p for p in policies if p in RELAXATIONS]
     require(not relaxations or args.information == "dayahead", "policies",
             f"{', '.join(relaxations)} relax the day-ahead forecast: give --information dayahead")
-
-    # 1. Days (first days of the instances).
-    case = load_case(args.case)
+    case = load_case(args.case)  # 1. instances (built once, here)
     overrides = case_overrides(args)
     horizon = int(overrides.get("horizon_days") or case.horizon_days)
     profiles = profiles_for(case, args.profiles)
-    starts = profiles.horizon_starts(horizon)
-    days = select_days(args.days, starts, case.day, None, profiles.dates(), horizon)
-    require(bool(days), "days", f"none of the selected days starts {horizon} consecutive days of the profile source")
-
-    # 2. Instances (with --forecasts: the forecaster fitted on the training split outside each instance, days without
-    # forecasts left).
-    instances = build_instances(case, days, profiles, **overrides)
-    if args.forecasts is not None:
-        from aidc_env.dayahead import dayahead_instances, forecastable
-        from aidc_env.forecasts import load_forecasts
-
-        forecast_set = load_forecasts(args.forecasts)
-        before = len(days)
-        days = [d for d in days if forecastable(instances[d], forecast_set, profiles, args.price_forecast)]
-        supplied = args.price_forecast == "supplied"
-        period = forecast_set.supplied_dates() if supplied else forecast_set.dates()
-        require(bool(period), "forecasts", f"{forecast_set.source} has no day with a supplied price forecast "
-                "(column price_forecast_usd_per_mwh): add one, or use --price-forecast model")
-        require(bool(days), "forecasts", f"none of the {before} instances lies inside the forecast period "
-                f"({period[0]}..{period[-1]}{' with a supplied price' if supplied else ''})")
-        print(f"{len(days)} of {before} instances lie inside the forecast period", file=sys.stderr)
-    days = spread(days, args.max_days)
-    instances = {d: instances[d] for d in days}
-    if args.forecasts is not None:  # after the spread: a week's forecaster is fitted for the weeks evaluated only
-        train_days = split_days(profiles.dates())[0]
-        refits = sum(1 for d in days if set(instances[d].days) & set(train_days))
-        if refits:
-            print(f"fitting the price forecaster outside each of the {refits} instances with training days (out of "
-                  "sample, a few seconds each)", file=sys.stderr)
-        instances = dayahead_instances(instances, profiles, forecast_set, train_days, seed=args.seed,
-                                       price_source=args.price_forecast, price_issue_hour=args.price_issue_hour)
-
-    # 3. Policies (a given model must load and suit the information; the default one may be missing).
-    model_path = resolve_model_path(args.model, case.name)
+    instances = evaluation_instances(args, case, profiles, overrides, horizon)
+    days = list(instances)
+    model_path = resolve_model_path(args.model, case.name)  # 2. policies (a given model must load and suit them)
     if "ppo" in policies and args.model is None and not Path(model_path).exists():
         require(policies != ["ppo"], "model", f"no trained PPO model at {model_path}; give --model or train one with "
                 f"python train.py --case {case.name}")
@@ -379,14 +342,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                               mpc_noise=ForecastNoise(args.mpc_noise, args.mpc_noise))
     print(f"{len(policies)} policies x {len(days)} {horizon}-day instances of case {case.name} ({profiles.source}, "
           f"information {args.information})")
-    facts = {"case": case.name, "days": days, "horizon_days": horizon, "profiles": profiles.source,
-             "overrides": overrides, "information": args.information, "forecasts": args.forecasts,
-             "price_forecast": args.price_forecast if args.forecasts is not None else None,
-             "price_issue_hour": args.price_issue_hour if args.forecasts is not None else None,
-             "smpc_scenarios": args.smpc_scenarios if "smpc" in policies else None,
-             "smpc_threshold_usd": (None if "smpc" not in policies else args.smpc_threshold
-                                    if math.isfinite(args.smpc_threshold) else "inf"), "time_limit_s": args.time_limit}
-    results: Results = {}
+    results: Results = {}  # 3. run, every finished policy-day kept on disk
     rows = RowsOnDisk(out / "per_day.csv", rows=lambda: summarise(results)[0] if any(results.values()) else pd.DataFrame())
     try:
         with backend.session():
@@ -397,10 +353,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"interrupted: {done} finished policy-days kept in {rows.path}" if done else
               "interrupted before any policy-day finished", file=sys.stderr)
         return EXIT_INTERRUPTED
-
-    # 4. Report.
-    per_day, summary = summarise(results)
-    summary.update(facts)
+    per_day, summary = summarise(results)  # 4. report
+    summary.update({"case": case.name, "days": days, "horizon_days": horizon, "profiles": profiles.source,
+                    "overrides": overrides, "information": args.information, "forecasts": args.forecasts,
+                    "price_forecast": args.price_forecast if args.forecasts is not None else None,
+                    "price_issue_hour": args.price_issue_hour if args.forecasts is not None else None,
+                    "smpc_scenarios": args.smpc_scenarios if "smpc" in policies else None,
+                    "smpc_threshold_usd": (None if "smpc" not in policies else args.smpc_threshold
+                                           if math.isfinite(args.smpc_threshold) else "inf"),
+                    "time_limit_s": args.time_limit})
     print_table(per_day)
     with atomic_path(out / "per_day.csv") as temp:
         per_day.to_csv(temp, index=False)
@@ -408,24 +369,65 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.json:
         write_json(args.json, summary)
     if not args.no_plots:
-        from experiments.plots import plot_cost_ratios, plot_dispatch, plot_mode_timeline
-
-        first = days[0]
-        day_results = {p: results[p][first][0] for p in policies if first in results.get(p, {})}
-        if horizon > 1 or instances[first].forecast is not None:
-            from experiments.plots import plot_horizon
-
-            plot_horizon(instances[first], day_results, out / f"horizon_{first}.png")
-        plot_dispatch(instances[first], day_results, out / f"dispatch_{first}.png")
-        plot_mode_timeline(instances[first], day_results, out / f"modes_{first}.png")
-        if results.get("oracle"):
-            plot_cost_ratios(per_day, out / "cost_ratio.png")
+        plot_first(instances[days[0]], {p: results[p] for p in policies}, per_day, out, horizon > 1 or
+                   args.forecasts is not None)
     print(f"wrote {out}/per_day.csv, {out}/summary.json" + ("" if args.no_plots else " and figures"))
     return 0
 
 
+def evaluation_instances(args, case, profiles, overrides: dict, horizon: int) -> dict[str, Instance]:
+    """The instances of the selected days (first days), with ``--forecasts`` those inside the forecast period,
+    each forecast by a forecaster fitted on the training split outside the instance."""
+    days = select_days(args.days, profiles.horizon_starts(horizon), case.day, None, profiles.dates(), horizon)
+    require(bool(days), "days", f"none of the selected days starts {horizon} consecutive days of the profile source")
+    instances = build_instances(case, days, profiles, **overrides)
+    if args.forecasts is None:
+        days = spread(days, args.max_days)
+        return {d: instances[d] for d in days}
+    from aidc_env.dayahead import dayahead_instances, forecastable
+    from aidc_env.forecasts import load_forecasts
+
+    forecast_set = load_forecasts(args.forecasts)
+    before = len(days)
+    days = [d for d in days if forecastable(instances[d], forecast_set, profiles, args.price_forecast)]
+    supplied = args.price_forecast == "supplied"
+    period = forecast_set.supplied_dates() if supplied else forecast_set.dates()
+    require(bool(period), "forecasts", f"{forecast_set.source} has no day with a supplied price forecast "
+            "(column price_forecast_usd_per_mwh): add one, or use --price-forecast model")
+    require(bool(days), "forecasts", f"none of the {before} instances lies inside the forecast period "
+            f"({period[0]}..{period[-1]}{' with a supplied price' if supplied else ''})")
+    print(f"{len(days)} of {before} instances lie inside the forecast period", file=sys.stderr)
+    days = spread(days, args.max_days)  # a week's forecaster is fitted for the weeks evaluated only
+    train_days = split_days(profiles.dates())[0]
+    refits = sum(1 for d in days if set(instances[d].days) & set(train_days))
+    if refits:
+        print(f"fitting the price forecaster outside each of the {refits} instances with training days (out of "
+              "sample, a few seconds each)", file=sys.stderr)
+    return dayahead_instances({d: instances[d] for d in days}, profiles, forecast_set, train_days, seed=args.seed,
+                              price_source=args.price_forecast, price_issue_hour=args.price_issue_hour)
+
+
+def plot_first(inst: Instance, results: dict, per_day: pd.DataFrame, out: Path, horizon_plot: bool) -> None:
+    """The figures of the first instance (dispatch, modes and, over a horizon or with forecasts, the horizon) and
+    the cost ratios to the oracle."""
+    from experiments.plots import plot_cost_ratios, plot_dispatch, plot_horizon, plot_mode_timeline
+
+    day_results = {p: by_day[inst.day][0] for p, by_day in results.items() if inst.day in by_day}
+    if horizon_plot:
+        plot_horizon(inst, day_results, out / f"horizon_{inst.day}.png")
+    plot_dispatch(inst, day_results, out / f"dispatch_{inst.day}.png")
+    plot_mode_timeline(inst, day_results, out / f"modes_{inst.day}.png")
+    if results.get("oracle"):
+        plot_cost_ratios(per_day, out / "cost_ratio.png")
+
+
 def validate_args(args) -> None:
-    """Bounds of evaluate's numeric flags (reasons: aidc_env/limits.py)."""
+    """Bounds of evaluate's numeric flags (reasons: aidc_env/limits.py) and the flags that go together."""
+    require(args.information == "perfect" or args.forecasts is not None, "forecasts",
+            "--information dayahead needs --forecasts CSV (the day-ahead load, solar and wind forecasts)")
+    require(args.price_forecast == DEFAULT_PRICE_SOURCE or args.forecasts is not None, "price-forecast",
+            f"--price-forecast {args.price_forecast} reads the --forecasts CSV: give --forecasts CSV")
+    require_price_issue_hour(args.price_issue_hour, args.forecasts is not None)
     require_number(args.workers, "workers", 1, limits.MAX_WORKERS, integer=True)
     require_number(args.time_limit, "time-limit", 0.0, limits.MAX_TIME_LIMIT_S, low_open=True)
     require_number(args.mpc_noise, "mpc-noise", 0.0, limits.MAX_FORECAST_NOISE)

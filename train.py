@@ -273,160 +273,55 @@ def parse_net_arch(text: str | list[int]) -> list[int]:
     return widths
 
 
+CONFIG_FLAGS = ("case", "profiles", "forecasts", "price_forecast", "price_issue_hour", "reward_scale_usd",
+                "reward_day_scaled", "factored_actions", "choice_features", "env", "forecast_plan", "imitation_epochs",
+                "finetune", "finetune_lr_factor", "validation_every", "imitation", "imitation_days", "reward_credit",
+                "horizon_train_instances", "horizon_validation_instances", "plan", "seed", "n_envs", "vec_env",
+                "learning_rate", "lr_schedule", "n_steps", "batch_size", "n_epochs", "gamma", "gae_lambda",
+                "ent_coef", "clip_range", "net_arch", "activation", "checkpoint_freq")
+"""The PPOConfig fields that train.py's flags of the same name set."""
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
-
-    # 1. Config (with --resume: the run's own config.json, so that a resumed run is the same run).
-    case = load_case(args.case)
-    out = Path(args.out or Path("runs") / f"ppo-{path_component(case.name, 'name')}")
-    check_output_folder(out, "out")
-    checkpoints = out / "checkpoints"
-    newest = newest_checkpoint(checkpoints) if args.resume else None
-    require(not args.resume or newest is not None, "resume", f"no checkpoint in {checkpoints}")
-    require(args.resume or not (out / CONFIG_FILE).exists(), "out",
-            f"{out} already holds a run; continue it with --resume or give another --out")
-    if newest is not None and (out / CONFIG_FILE).exists():
-        record = read_json_file(out / CONFIG_FILE, "resume")
-        require(isinstance(record, dict) and isinstance(record.get("config"), dict), "resume",
-                f"{out / CONFIG_FILE} has no config")
-        config = PPOConfig.from_dict(record["config"])
-        if args.timesteps is not None:
-            config.total_timesteps = args.timesteps
-    else:
-        config = PPOConfig(
-            case=args.case, profiles=args.profiles, forecasts=args.forecasts, price_forecast=args.price_forecast,
-            price_issue_hour=args.price_issue_hour,
-            overrides=case_overrides(args),
-            env_kwargs={**DEFAULTS.env_kwargs, "lookahead": args.lookahead, "information": args.information},
-            reward_scale_usd=args.reward_scale_usd, reward_day_scaled=args.reward_day_scaled,
-            factored_actions=args.factored_actions, choice_features=args.choice_features, env=args.env,
-            forecast_plan=args.forecast_plan, imitation_epochs=args.imitation_epochs, finetune=args.finetune,
-            finetune_lr_factor=args.finetune_lr_factor, validation_every=args.validation_every,
-            imitation=args.imitation, imitation_days=args.imitation_days, reward_credit=args.reward_credit,
-            horizon_train_instances=args.horizon_train_instances,
-            horizon_validation_instances=args.horizon_validation_instances,
-            horizon_plan_time_limit_s=args.horizon_plan_time_limit, plan=args.plan,
-            seed=args.seed, total_timesteps=args.default_timesteps if args.timesteps is None else args.timesteps,
-            n_envs=args.n_envs, vec_env=args.vec_env, learning_rate=args.learning_rate,
-            lr_schedule=args.lr_schedule, n_steps=args.n_steps, batch_size=args.batch_size, n_epochs=args.n_epochs,
-            gamma=args.gamma, gae_lambda=args.gae_lambda, ent_coef=args.ent_coef, clip_range=args.clip_range,
-            net_arch=args.net_arch, activation=args.activation,
-            checkpoint_freq=args.checkpoint_freq)
-    case.with_overrides(**config.overrides)  # e.g. --segments 7 is refused here, before any work
-
-    # 2. Days: the train split of the profile source, one instance per day (built once, here).
-    case = load_case(config.case)
+    out, config, newest = run_config(args)  # 1. config (a resumed run: its own)
+    case = load_case(config.case)  # 2. days: the train split of the profile source, instances built once, here
     profiles = profiles_for(case, config.profiles)
-    instances = build_instances(case, profiles=profiles, **config.overrides)
-    config.train_days, config.heldout_days = split_days(profiles.dates())
-    if not config.train_days:
-        config.train_days = list(profiles.dates())
     horizon = int(config.overrides.get("horizon_days") or case.horizon_days)
-    if horizon > 1:  # D-day instances (weeks) starting on training days; held-out starts never train
-        instances = horizon_instances(config, instances, profiles)
-    elif config.information == "dayahead":  # forecasts fitted on the training days; days without forecasts leave
-        forecasts = load_forecasts(config.forecasts)
-        instances = dayahead_instances(instances, profiles, forecasts, config.train_days, seed=config.seed,
-                                       out_of_sample=False, price_source=config.price_forecast,
-                                       price_issue_hour=config.price_issue_hour)
-        config.train_days = [day for day in config.train_days if day in instances]
-        config.heldout_days = [day for day in config.heldout_days if day in instances]
-        require(len(config.train_days) > 0, "forecasts", "no training day inside the forecast period")
-        # validation days for model selection (agents/selection.py): training days of the split, never held-out
-        config.train_days, config.validation_days = split_validation(config.train_days, config.validation_every)
-    else:
-        config.train_days = [day for day in config.train_days if day in instances]  # horizons past the data leave
-        config.heldout_days = [day for day in config.heldout_days if day in instances]
+    instances = training_instances(config, case, profiles, horizon)
     print(f"case {case.name}: training on {len(config.train_days)} days of {profiles.source} "
-          f"({len(config.heldout_days)} held out, {len(config.validation_days)} validation), {config.total_timesteps:,} steps, seed {config.seed}, "
-          f"{config.n_envs} {config.vec_env} envs -> {out}")
-
-    require(config.imitation != "oracle" or config.imitation_epochs == 0
-            or action_type(config, [instances[day] for day in config.train_days]) == "per_job", "imitation",
-            "--imitation oracle clones into the per-job action: use --env per_job or a per-job case")
-
+          f"({len(config.heldout_days)} held out, {len(config.validation_days)} validation), "
+          f"{config.total_timesteps:,} steps, seed {config.seed}, {config.n_envs} {config.vec_env} envs -> {out}")
+    train = [instances[day] for day in config.train_days]
+    require(config.imitation != "oracle" or config.imitation_epochs == 0 or action_type(config, train) == "per_job",
+            "imitation", "--imitation oracle clones into the per-job action: use --env per_job or a per-job case")
     import torch
 
     torch.set_num_threads(config.torch_threads)
-
-    # 3. Envs (with the forecast plan observed, every training day's plan is solved here, once).
-    tick = time.perf_counter()
-    plans = ForecastPlans() if horizon == 1 else horizon_plans(
-        config, Path(args.oracle_cache) if args.oracle_cache else out / ISSUE_PLANS_DIR)
-    vec_env = make_vec_env(config, [instances[day] for day in config.train_days], plans)
+    tick = time.perf_counter()  # 3. envs (with the forecast plan observed, every training day's plan solved once)
+    cache = Path(args.oracle_cache) if args.oracle_cache else None
+    plans = ForecastPlans() if horizon == 1 else horizon_plans(config, cache or out / ISSUE_PLANS_DIR)
+    vec_env = make_vec_env(config, train, plans)
     if observes_plan(config):
-        print(f"forecast plans of {len(config.train_days)} training days solved in {time.perf_counter() - tick:.0f} s")
-
-    # 4. Model (fresh, or the newest checkpoint with its step count).
-    tb = str(out / "tb")
-    if newest is not None:
+        print(f"forecast plans of {len(train)} training days solved in {time.perf_counter() - tick:.0f} s")
+    if newest is not None:  # 4. model: the newest checkpoint with its step count, or fresh and warm-started
         from sb3_contrib import MaskablePPO
 
-        model, newest = load_newest_good(
-            checkpoints, lambda path: MaskablePPO.load(path, env=vec_env, device="cpu", tensorboard_log=tb))
+        model, newest = load_newest_good(out / "checkpoints", lambda path: MaskablePPO.load(
+            path, env=vec_env, device="cpu", tensorboard_log=str(out / "tb")))
         print(f"resuming from {newest} at step {model.num_timesteps:,}")
     else:
-        model = make_model(config, vec_env, tensorboard_log=tb)
-        train_instances = [instances[day] for day in config.train_days]
-        if config.imitation == "oracle" and config.imitation_epochs > 0:  # warm start on the oracle's schedules
-            tick = time.perf_counter()
-            cloned = [instances[day] for day in spread(config.train_days, config.imitation_days)]
-            cache = Path(args.oracle_cache) if args.oracle_cache else out / ORACLE_SCHEDULES_DIR
-            schedules = teacher_schedules(cloned, cache, args.oracle_time_limit, args.oracle_workers)
-            solved = time.perf_counter() - tick
-            demos, refused = teacher_demonstrations(config, cloned, schedules)
-            fit = pretrain(model, demos, config.imitation_epochs, seed=config.seed, vf_coef=config.vf_coef)
-            print(f"warm start on the oracle's schedules of {len(schedules)} of {len(cloned)} training days "
-                  f"(solved or read from {cache} in {solved:.0f} s): {fit['decisions']:.0f} decisions, {refused} "
-                  f"refused by the mask, {config.imitation_epochs} epochs, {fit['matches_plan']:.1%} matched, in "
-                  f"{time.perf_counter() - tick:.0f} s")
-        elif warm_starts(config):  # warm start on the plan (agents/imitation.py)
-            tick = time.perf_counter()
-            fit = pretrain(model, plan_demonstrations(config, train_instances, plans), config.imitation_epochs,
-                           seed=config.seed, vf_coef=config.vf_coef)
-            print(f"warm start on the forecast plan: {fit['decisions']:.0f} decisions, {config.imitation_epochs} "
-                  f"epochs, {fit['matches_plan']:.1%} matched, in {time.perf_counter() - tick:.0f} s")
-            if config.validation_days:  # the first candidate of the selection
-                save_model_atomically(model, out / WARM_START_FILE)
+        model = make_model(config, vec_env, tensorboard_log=str(out / "tb"))
+        warm_start(model, config, args, train, plans, cache or out / ORACLE_SCHEDULES_DIR, out)
         write_json(out / CONFIG_FILE, {"config": config.to_dict(), "status": "training"})
-
-    # 5. Callbacks: checkpoints every checkpoint_freq agent steps (at the next rollout boundary), written
-    # atomically, and a clean stop at the next step after Ctrl-C.
-    from stable_baselines3.common.callbacks import CallbackList
-
-    interrupted = []
-    callbacks = CallbackList([checkpoint_callback(config.checkpoint_freq, checkpoints),
-                              stop_callback(lambda: bool(interrupted))])
-
-    # 6. Learn (SB3's progress bar is tqdm.rich, which warns that it is experimental). The first Ctrl-C asks for a
-    # stop at the next step (the model is then saved); a second one interrupts at once.
-    warnings.filterwarnings("ignore", message="rich is experimental")
     remaining = config.total_timesteps - model.num_timesteps
-    start = time.perf_counter()
-
-    def on_sigint(signum, frame):
-        interrupted.append(signum)
-        signal.signal(signal.SIGINT, signal.default_int_handler)
-
-    previous_handler = signal.signal(signal.SIGINT, on_sigint)
-    try:
-        if remaining > 0:
-            model.learn(total_timesteps=remaining, callback=callbacks, progress_bar=True,
-                        reset_num_timesteps=newest is None, tb_log_name="ppo")
-    except (KeyboardInterrupt, EOFError, BrokenPipeError, ConnectionResetError):
-        if not interrupted:  # a subprocess env that died on its own: not a Ctrl-C
-            raise
-    finally:
-        signal.signal(signal.SIGINT, previous_handler)
-    seconds = time.perf_counter() - start
+    seconds, interrupted = learn(model, config, out, remaining, resumed=newest is not None)  # 5. learn
     if interrupted:
         with contextlib.suppress(Exception):  # subprocess envs may have died with the Ctrl-C
             vec_env.close()
         return save_interrupted(model, config, out, seconds)
     vec_env.close()
-
-    # 7. Save, then check the model on the held-out days against fixed and greedy (no oracle: evaluate.py).
-    wall = previous_train_seconds(out) + seconds if newest is not None else seconds
+    wall = previous_train_seconds(out) + seconds if newest is not None else seconds  # 6. save and check
     facts = {"status": "done", "num_timesteps": int(model.num_timesteps), "train_seconds": wall,
              "steps_per_second": (remaining / seconds) if remaining > 0 and seconds > 0 else None}
     if config.validation_days:  # keep the candidate cheapest on the validation days (agents/selection.py)
@@ -440,16 +335,126 @@ def main(argv: Sequence[str] | None = None) -> int:
     write_json(config_path, {**read_json_file(config_path, "out"), "heldout_check": check})
     print(f"trained {facts['num_timesteps']:,} steps in {seconds / 60:.1f} min; saved {model_path} and {config_path}")
     if check:
-        print(f"held-out days ({check['days']}): mean objective ppo ${check['ppo']:,.2f}, fixed "
-              f"${check['fixed']:,.2f}, greedy ${check['greedy']:,.2f}; tranches met {check['tranches_met']:.0%}, feasible {check['feasible']:.0%}")
-    print(f"evaluate: python evaluate.py --case {case.name} --model {model_path}"
-          + (f" --profiles {config.profiles}" if config.profiles else "")
-          + (f" --forecasts {config.forecasts} --information dayahead" if config.information == "dayahead" else "")
-          + (f" --price-forecast {config.price_forecast}" if config.price_forecast != DEFAULTS.price_forecast else "")
-          + (f" --price-issue-hour {config.price_issue_hour}"
-             if config.price_issue_hour != DEFAULTS.price_issue_hour else "")
-          + "".join(f" --{k.replace('_', '-')} {v}" for k, v in config.overrides.items()))
+        print(f"held-out days ({check['days']}): mean objective ppo ${check['ppo']:,.2f}, fixed ${check['fixed']:,.2f}"
+              f", greedy ${check['greedy']:,.2f}; tranches met {check['tranches_met']:.0%}, feasible "
+              f"{check['feasible']:.0%}")
+    print(f"evaluate: {evaluate_command(config, case.name, model_path)}")
     return 0
+
+
+def run_config(args: argparse.Namespace) -> tuple[Path, PPOConfig, Path | None]:
+    """The output folder, the run's config (from the flags; with --resume the run's own config.json, so that a
+    resumed run is the same run) and the newest checkpoint to resume from (None: a fresh run)."""
+    case = load_case(args.case)
+    out = Path(args.out or Path("runs") / f"ppo-{path_component(case.name, 'name')}")
+    check_output_folder(out, "out")
+    newest = newest_checkpoint(out / "checkpoints") if args.resume else None
+    require(not args.resume or newest is not None, "resume", f"no checkpoint in {out / 'checkpoints'}")
+    require(args.resume or not (out / CONFIG_FILE).exists(), "out",
+            f"{out} already holds a run; continue it with --resume or give another --out")
+    if newest is not None and (out / CONFIG_FILE).exists():
+        record = read_json_file(out / CONFIG_FILE, "resume")
+        require(isinstance(record, dict) and isinstance(record.get("config"), dict), "resume",
+                f"{out / CONFIG_FILE} has no config")
+        config = PPOConfig.from_dict(record["config"])
+        if args.timesteps is not None:
+            config.total_timesteps = args.timesteps
+        return out, config, newest
+    config = PPOConfig(
+        **{name: getattr(args, name) for name in CONFIG_FLAGS}, overrides=case_overrides(args),
+        env_kwargs={**DEFAULTS.env_kwargs, "lookahead": args.lookahead, "information": args.information},
+        horizon_plan_time_limit_s=args.horizon_plan_time_limit,
+        total_timesteps=args.default_timesteps if args.timesteps is None else args.timesteps)
+    case.with_overrides(**config.overrides)  # e.g. --segments 7 is refused here, before any work
+    return out, config, newest
+
+
+def training_instances(config: PPOConfig, case, profiles, horizon: int) -> dict:
+    """The instances of the run's days by first day; sets the config's train, validation and held-out days (the
+    split of :func:`agents.days.split_days`; with day-ahead information, forecasts fitted on the training days and
+    the validation days of :func:`agents.selection.split_validation`)."""
+    instances = build_instances(case, profiles=profiles, **config.overrides)
+    config.train_days, config.heldout_days = split_days(profiles.dates())
+    if not config.train_days:
+        config.train_days = list(profiles.dates())
+    if horizon > 1:  # D-day instances (weeks) starting on training days; held-out starts never train
+        return horizon_instances(config, instances, profiles)
+    if config.information == "dayahead":  # days without forecasts leave
+        instances = dayahead_instances(instances, profiles, load_forecasts(config.forecasts), config.train_days,
+                                       seed=config.seed, out_of_sample=False, price_source=config.price_forecast,
+                                       price_issue_hour=config.price_issue_hour)
+    config.train_days = [day for day in config.train_days if day in instances]  # horizons past the data leave
+    config.heldout_days = [day for day in config.heldout_days if day in instances]
+    if config.information == "dayahead":
+        require(len(config.train_days) > 0, "forecasts", "no training day inside the forecast period")
+        config.train_days, config.validation_days = split_validation(config.train_days, config.validation_every)
+    return instances
+
+
+def warm_start(model, config: PPOConfig, args: argparse.Namespace, train: list, plans: ForecastPlans,
+               cache: Path, out: Path) -> None:
+    """Behaviour cloning before PPO (agents/imitation.py): of the oracle's schedules of ``imitation_days`` training
+    days (``--imitation oracle``, cached in ``cache``), or of the forecast plan; nothing without either."""
+    tick = time.perf_counter()
+    if config.imitation == "oracle" and config.imitation_epochs > 0:
+        days = {inst.day: inst for inst in train}
+        cloned = [days[day] for day in spread(list(days), config.imitation_days)]
+        schedules = teacher_schedules(cloned, cache, args.oracle_time_limit, args.oracle_workers)
+        solved = time.perf_counter() - tick
+        demos, refused = teacher_demonstrations(config, cloned, schedules)
+        fit = pretrain(model, demos, config.imitation_epochs, seed=config.seed, vf_coef=config.vf_coef)
+        print(f"warm start on the oracle's schedules of {len(schedules)} of {len(cloned)} training days (solved or "
+              f"read from {cache} in {solved:.0f} s): {fit['decisions']:.0f} decisions, {refused} refused by the "
+              f"mask, {config.imitation_epochs} epochs, {fit['matches_plan']:.1%} matched, in "
+              f"{time.perf_counter() - tick:.0f} s")
+    elif warm_starts(config):
+        fit = pretrain(model, plan_demonstrations(config, train, plans), config.imitation_epochs,
+                       seed=config.seed, vf_coef=config.vf_coef)
+        print(f"warm start on the forecast plan: {fit['decisions']:.0f} decisions, {config.imitation_epochs} "
+              f"epochs, {fit['matches_plan']:.1%} matched, in {time.perf_counter() - tick:.0f} s")
+        if config.validation_days:  # the first candidate of the selection
+            save_model_atomically(model, out / WARM_START_FILE)
+
+
+def learn(model, config: PPOConfig, out: Path, remaining: int, resumed: bool) -> tuple[float, bool]:
+    """PPO for ``remaining`` agent steps, a checkpoint every ``checkpoint_freq`` (at the next rollout boundary,
+    written atomically); the first Ctrl-C asks for a stop at the next step, a second one interrupts at once.
+    Returns (seconds, whether Ctrl-C stopped it)."""
+    from stable_baselines3.common.callbacks import CallbackList
+
+    interrupted = []
+    callbacks = CallbackList([checkpoint_callback(config.checkpoint_freq, out / "checkpoints"),
+                              stop_callback(lambda: bool(interrupted))])
+    warnings.filterwarnings("ignore", message="rich is experimental")  # SB3's progress bar is tqdm.rich
+
+    def on_sigint(signum, frame):
+        interrupted.append(signum)
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+
+    start = time.perf_counter()
+    previous_handler = signal.signal(signal.SIGINT, on_sigint)
+    try:
+        if remaining > 0:
+            model.learn(total_timesteps=remaining, callback=callbacks, progress_bar=True,
+                        reset_num_timesteps=not resumed, tb_log_name="ppo")
+    except (KeyboardInterrupt, EOFError, BrokenPipeError, ConnectionResetError):
+        if not interrupted:  # a subprocess env that died on its own: not a Ctrl-C
+            raise
+    finally:
+        signal.signal(signal.SIGINT, previous_handler)
+    return time.perf_counter() - start, bool(interrupted)
+
+
+def evaluate_command(config: PPOConfig, case_name: str, model_path: Path) -> str:
+    """The evaluate.py command line of a trained model (its data, information and case overrides)."""
+    return (f"python evaluate.py --case {case_name} --model {model_path}"
+            + (f" --profiles {config.profiles}" if config.profiles else "")
+            + (f" --forecasts {config.forecasts} --information dayahead" if config.information == "dayahead" else "")
+            + (f" --price-forecast {config.price_forecast}" if config.price_forecast != DEFAULTS.price_forecast
+               else "")
+            + (f" --price-issue-hour {config.price_issue_hour}"
+               if config.price_issue_hour != DEFAULTS.price_issue_hour else "")
+            + "".join(f" --{k.replace('_', '-')} {v}" for k, v in config.overrides.items()))
 
 
 def horizon_instances(config: PPOConfig, instances: dict, profiles) -> dict:
