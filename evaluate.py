@@ -30,19 +30,54 @@ import numpy as np
 import pandas as pd
 from tqdm import tqdm
 
-from agents.days import held_out_starts, split_days, spread as spread_days, training_days_among
+from agents.days import (
+    DEFAULT_SPLIT,
+    SPLITS,
+    held_out_starts,
+    split_days,
+    training_days_among,
+)
+from agents.days import spread as spread_days
 from agents.mpc import ForecastNoise
-from agents.policies import HEAVY_POLICIES, POLICY_NAMES, RELAXATIONS, PolicySettings, run_policy
+from agents.policies import (
+    HEAVY_POLICIES,
+    POLICY_NAMES,
+    RELAXATIONS,
+    PolicySettings,
+    run_policy,
+)
 from agents.smpc import DEFAULT_THRESHOLD_USD
 from aidc_env import limits
-from aidc_env.case import add_case_arguments, build_instances, case_overrides, load_case, profiles_for
-from aidc_env.dayahead import DEFAULT_SCENARIOS, add_price_issue_hour_argument, require_price_issue_hour
+from aidc_env.case import (
+    add_case_arguments,
+    build_instances,
+    case_overrides,
+    load_case,
+    profiles_for,
+)
+from aidc_env.dayahead import (
+    DEFAULT_SCENARIOS,
+    add_price_issue_hour_argument,
+    require_price_issue_hour,
+)
+from aidc_env.errors import (
+    EXIT_INTERRUPTED,
+    CliParser,
+    InputError,
+    require,
+    require_number,
+    run_cli,
+)
 from aidc_env.information import INFORMATION, ISSUE_HOUR
-from aidc_env.price_forecast import DEFAULT_PRICE_SOURCE, PRICE_SOURCES
-from aidc_env.errors import EXIT_INTERRUPTED, CliParser, InputError, require, require_number, run_cli
 from aidc_env.instance import Instance
 from aidc_env.io import atomic_path, check_output_file, path_component, write_json
-from aidc_env.parallel import Backend, add_backend_arguments, backend_from_args, open_pool
+from aidc_env.parallel import (
+    Backend,
+    add_backend_arguments,
+    backend_from_args,
+    open_pool,
+)
+from aidc_env.price_forecast import DEFAULT_PRICE_SOURCE, PRICE_SOURCES
 from aidc_env.simulator import Metrics, SimulationResult, simulate
 from experiments.runs import RowsOnDisk, result_folder
 
@@ -154,7 +189,7 @@ def summarise(results: Results) -> tuple[pd.DataFrame, dict]:
                 result.metrics.objective_usd / reference[0].metrics.objective_usd
                 if reference is not None and reference[0].metrics.objective_usd > 0 else float("nan"))
             # With an idle-GPU value the objective can be negative (a fleet case), and its ratio means nothing:
-            # the operating cost (energy paid, no idle credit) is compared instead (issue 13's goal).
+            # the operating cost (energy paid, no idle credit) is compared instead.
             row["operating_cost_ratio_to_oracle"] = (
                 result.metrics.operating_cost_usd / reference[0].metrics.operating_cost_usd
                 if reference is not None and reference[0].metrics.operating_cost_usd > 0 else float("nan"))
@@ -184,7 +219,7 @@ def summarise(results: Results) -> tuple[pd.DataFrame, dict]:
 
 
 def comparisons(costs: dict[str, dict[str, float]]) -> dict[str, Any]:
-    """Per policy, against ``hindsight`` (alias ``oracle``) and ``fixed`` (DESIGN §9, issue 12 §6), from
+    """Per policy, against ``hindsight`` (alias ``oracle``) and ``fixed`` (docs/uncertainty.md), from
     ``costs`` (policy → day → objective, $: the operating cost less any idle-GPU value).
 
     Each comparison is over the days both (or all three) policies finished, named in ``days_compared``:
@@ -275,10 +310,13 @@ def build_parser() -> CliParser:
                         f"from MPC's plan (inf: never; default {DEFAULT_THRESHOLD_USD}, tuned on validation days of "
                         "the training period)")
     parser.add_argument("--days", nargs="+", default=["heldout"],
-                        help="dates YYYY-MM-DD (first days), or one of: heldout (default), all, reference; with "
-                        "--horizon-days D the instances start on these days and need D consecutive days (held-out "
-                        "weeks: D = 7 from every held-out day whose D days are all in the data and, with "
-                        "--forecasts, all have forecasts)")
+                        help="dates YYYY-MM-DD (first days), or one of: heldout (default: the held-out days of "
+                        "--split; with --horizon-days D the held-out instances tile each held-out week from its "
+                        "Monday, D = 7: the week), all, reference; an instance needs D consecutive days in the data "
+                        "and, with --forecasts, forecasts for all of them")
+    parser.add_argument("--split", choices=SPLITS, default=DEFAULT_SPLIT,
+                        help="which days are held out (agents/days.py): whole ISO weeks, one in four (weeks, "
+                        "default), or every 7th day (the earlier split); a model is evaluated on its own split")
     parser.add_argument("--max-days", type=int, help="use at most this many of the selected days (evenly spread)")
     parser.add_argument("--workers", type=int, default=2, help="oracle/MPC solves at once: processes, or Ray tasks "
                         "in flight with --backend ray (default 2)")
@@ -378,7 +416,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 def evaluation_instances(args, case, profiles, overrides: dict, horizon: int) -> dict[str, Instance]:
     """The instances of the selected days (first days), with ``--forecasts`` those inside the forecast period,
     each forecast by a forecaster fitted on the training split outside the instance."""
-    days = select_days(args.days, profiles.horizon_starts(horizon), case.day, None, profiles.dates(), horizon)
+    days = select_days(args.days, profiles.horizon_starts(horizon), case.day, None, profiles.dates(), horizon,
+                       args.split)
     require(bool(days), "days", f"none of the selected days starts {horizon} consecutive days of the profile source")
     instances = build_instances(case, days, profiles, **overrides)
     if args.forecasts is None:
@@ -398,7 +437,7 @@ def evaluation_instances(args, case, profiles, overrides: dict, horizon: int) ->
             f"({period[0]}..{period[-1]}{' with a supplied price' if supplied else ''})")
     print(f"{len(days)} of {before} instances lie inside the forecast period", file=sys.stderr)
     days = spread(days, args.max_days)  # a week's forecaster is fitted for the weeks evaluated only
-    train_days = split_days(profiles.dates())[0]
+    train_days = split_days(profiles.dates(), args.split)[0]
     refits = sum(1 for d in days if set(instances[d].days) & set(train_days))
     if refits:
         print(f"fitting the price forecaster outside each of the {refits} instances with training days (out of "
@@ -410,7 +449,12 @@ def evaluation_instances(args, case, profiles, overrides: dict, horizon: int) ->
 def plot_first(inst: Instance, results: dict, per_day: pd.DataFrame, out: Path, horizon_plot: bool) -> None:
     """The figures of the first instance (dispatch, modes and, over a horizon or with forecasts, the horizon) and
     the cost ratios to the oracle."""
-    from experiments.plots import plot_cost_ratios, plot_dispatch, plot_horizon, plot_mode_timeline
+    from experiments.plots import (
+        plot_cost_ratios,
+        plot_dispatch,
+        plot_horizon,
+        plot_mode_timeline,
+    )
 
     day_results = {p: by_day[inst.day][0] for p, by_day in results.items() if inst.day in by_day}
     if horizon_plot:
@@ -472,6 +516,8 @@ def check_model(model_path: str, args, inst: Instance) -> None:
     if trained == "dayahead" and hour != getattr(args, "price_issue_hour", hour):
         print(f"note: {model_path} was trained on a price issued at {hour:02d}:00 and is evaluated on one issued at "
               f"{args.price_issue_hour:02d}:00", file=sys.stderr)
+    require(config.split == args.split, "split", f"{model_path} was trained on the {config.split} split: evaluate "
+            f"it with --split {config.split} (another split's held-out days include its training days)")
     require_trained_case(model_path, config, args)
     try:
         ppo_schedule(model, inst)  # a model of another case, overrides or horizon (its observation differs)
@@ -493,7 +539,7 @@ def require_trained_case(model_path: str, config, args) -> None:
 
 
 def select_days(requested: Sequence[str], available: Sequence[str], reference: str, max_days: int | None,
-                dates: Sequence[str] | None = None, horizon_days: int = 1) -> list[str]:
+                dates: Sequence[str] | None = None, horizon_days: int = 1, split: str = DEFAULT_SPLIT) -> list[str]:
     """Resolve --days: explicit dates, 'heldout', 'all' or 'reference'; --max-days spreads evenly (:func:`spread`).
 
     ``available``: the first days of the instances; ``dates``: every complete day of the profile source (default
@@ -501,7 +547,7 @@ def select_days(requested: Sequence[str], available: Sequence[str], reference: s
     ``horizon_days`` days."""
     dates = available if dates is None else dates
     if list(requested) == ["heldout"]:  # refused if the source holds no held-out instance
-        return spread(held_out_starts(dates, available, horizon_days), max_days)
+        return spread(held_out_starts(dates, available, horizon_days, split=split), max_days)
     if list(requested) == ["all"]:
         days = list(available)
     elif list(requested) == ["reference"]:
@@ -513,7 +559,7 @@ def select_days(requested: Sequence[str], available: Sequence[str], reference: s
             raise InputError("days", f"{', '.join(missing)} not among the {len(available)} complete days of the "
                              "profile source")
     days = spread(days, max_days)
-    if list(requested) != ["reference"] and (training := training_days_among(days, dates)):
+    if list(requested) != ["reference"] and (training := training_days_among(days, dates, split)):
         print(f"note: {len(training)} of the {len(days)} days are training days of the split, not held out "
               f"({', '.join(training[:3])}{', ...' if len(training) > 3 else ''})", file=sys.stderr)
     return days

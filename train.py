@@ -28,7 +28,6 @@ import warnings
 from collections.abc import Sequence
 from pathlib import Path
 
-
 from agents.checkpoints import (
     CHECKPOINT_PATTERN,
     checkpoint_callback,
@@ -39,7 +38,7 @@ from agents.checkpoints import (
     save_model_atomically,
     stop_callback,
 )
-from agents.days import split_days, spread
+from agents.days import SPLITS, split_days, spread
 from agents.imitation import plan_demonstrations, pretrain
 from agents.plan_features import PLANS, ForecastPlans
 from agents.ppo import (
@@ -54,6 +53,13 @@ from agents.ppo import (
     save_run,
     warm_starts,
 )
+from agents.ppo_config import (
+    ENVS,
+    HORIZON_DEFAULTS,
+    IMITATIONS,
+    PER_JOB_DEFAULTS,
+    defaults_for_case,
+)
 from agents.selection import (
     WARM_START_FILE,
     Candidate,
@@ -63,18 +69,37 @@ from agents.selection import (
     validation_cost,
     write_selection,
 )
-from agents.ppo_config import ENVS, HORIZON_DEFAULTS, IMITATIONS, PER_JOB_DEFAULTS, defaults_for_case
-from agents.teacher import TEACHER_TIME_LIMIT_S, teacher_demonstrations, teacher_schedules
+from agents.teacher import (
+    TEACHER_TIME_LIMIT_S,
+    teacher_demonstrations,
+    teacher_schedules,
+)
 from aidc_env import limits
-from aidc_env.case import add_case_arguments, build_instances, case_overrides, load_case, profiles_for
+from aidc_env.case import (
+    add_case_arguments,
+    build_instances,
+    case_overrides,
+    load_case,
+    profiles_for,
+)
+from aidc_env.dayahead import (
+    add_price_issue_hour_argument,
+    dayahead_instances,
+    require_price_issue_hour,
+)
 from aidc_env.env.core import REWARD_CREDITS
-from aidc_env.dayahead import (add_price_issue_hour_argument, dayahead_instances,
-                              require_price_issue_hour)
+from aidc_env.errors import (
+    EXIT_INTERRUPTED,
+    CliParser,
+    InputError,
+    require,
+    require_number,
+    run_cli,
+)
 from aidc_env.forecasts import load_forecasts
 from aidc_env.information import INFORMATION
-from aidc_env.price_forecast import PRICE_SOURCES
-from aidc_env.errors import EXIT_INTERRUPTED, CliParser, InputError, require, require_number, run_cli
 from aidc_env.io import check_output_folder, path_component, read_json_file, write_json
+from aidc_env.price_forecast import PRICE_SOURCES
 
 DEFAULTS = PPOConfig()
 ISSUE_PLANS_DIR = "issue_plans"
@@ -110,6 +135,9 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--timesteps", type=int, default=None,
                         help=f"total agent steps (decisions: 12 per day in the 2048 case; default "
                         f"{DEFAULTS.total_timesteps:,}); with --resume, a new total extends the run")
+    parser.add_argument("--split", choices=SPLITS, default=DEFAULTS.split,
+                        help="which days train and which are held out: whole ISO weeks, one in four (weeks, "
+                        "default), or every 7th day (the earlier split, for comparison); evaluate.py takes the same")
     parser.add_argument("--seed", type=int, default=DEFAULTS.seed, help="seed of the model, the envs and the days")
     parser.add_argument("--n-envs", type=int, default=DEFAULTS.n_envs, help="parallel envs")
     parser.add_argument("--vec-env", choices=("dummy", "subproc"), default=DEFAULTS.vec_env,
@@ -273,7 +301,7 @@ def parse_net_arch(text: str | list[int]) -> list[int]:
     return widths
 
 
-CONFIG_FLAGS = ("case", "profiles", "forecasts", "price_forecast", "price_issue_hour", "reward_scale_usd",
+CONFIG_FLAGS = ("case", "split", "profiles", "forecasts", "price_forecast", "price_issue_hour", "reward_scale_usd",
                 "reward_day_scaled", "factored_actions", "choice_features", "env", "forecast_plan", "imitation_epochs",
                 "finetune", "finetune_lr_factor", "validation_every", "imitation", "imitation_days", "reward_credit",
                 "horizon_train_instances", "horizon_validation_instances", "plan", "seed", "n_envs", "vec_env",
@@ -374,7 +402,7 @@ def training_instances(config: PPOConfig, case, profiles, horizon: int) -> dict:
     split of :func:`agents.days.split_days`; with day-ahead information, forecasts fitted on the training days and
     the validation days of :func:`agents.selection.split_validation`)."""
     instances = build_instances(case, profiles=profiles, **config.overrides)
-    config.train_days, config.heldout_days = split_days(profiles.dates())
+    config.train_days, config.heldout_days = split_days(profiles.dates(), config.split)
     if not config.train_days:
         config.train_days = list(profiles.dates())
     if horizon > 1:  # D-day instances (weeks) starting on training days; held-out starts never train
@@ -472,7 +500,7 @@ def horizon_instances(config: PPOConfig, instances: dict, profiles) -> dict:
     train, validation, heldout = split_horizon_starts(
         profiles.dates(), starts, config.validation_every if dayahead else 0, config.horizon_train_instances,
         config.horizon_validation_instances if dayahead else 0,
-        horizon_days=max((len(inst.days) for inst in instances.values()), default=1))
+        horizon_days=max((len(inst.days) for inst in instances.values()), default=1), split=config.split)
     chosen = {day: instances[day] for day in train + validation}
     if forecasts is not None and chosen:
         chosen = dayahead_instances(chosen, profiles, forecasts,

@@ -5,8 +5,8 @@ holds out whole ISO weeks (Monday to Sunday): every :data:`HOLDOUT_WEEK_EVERY`-t
 numbers 3, 7, 11, ..., 51). So every weekday is held out equally often, the held-out weeks are spread over the
 year (one in four, 13 of 2023's 52), the same split serves day and week evaluation (a held-out week is seven
 held-out days), and no training week contains a held-out day: a training instance of D days lies wholly within
-training days. On the full 2023 year (351 complete days) it holds out 89 days; 8 of the held-out weeks lie
-inside the day-ahead forecast period (2023-03-13..11-14).
+training days. On the full 2023 year (351 complete days) it holds out 88 days; 63 of them, and 9 whole held-out
+weeks, lie inside the day-ahead forecast period (2023-03-13..11-14).
 
 ``every-7th-day`` is the earlier split, kept for comparison: of the complete days sorted by date, the 7th, 14th,
 ... is held out. On 2023 it holds out 50 days, 43 of them Saturdays.
@@ -83,20 +83,20 @@ def split_starts(dates: Sequence[str], starts: Sequence[str], horizon_days: int 
 
 
 def held_out_starts(dates: Sequence[str], starts: Sequence[str] | None = None, horizon_days: int = 1,
-                    field: str = "days") -> list[str]:
+                    field: str = "days", split: str = DEFAULT_SPLIT) -> list[str]:
     """The held-out instances of :func:`split_starts` (``starts``: default every date); :class:`InputError` naming
     ``field`` if there is none (a source that holds no held-out week): the other days are training days, and
     evaluating on them would report training results as held-out ones."""
-    held = split_starts(dates, dates if starts is None else starts, horizon_days)[1]
+    held = split_starts(dates, dates if starts is None else starts, horizon_days, split)[1]
     require(bool(held), field, f"the profile source ({len(set(dates))} complete days) holds no held-out instance of "
             f"{horizon_days} day(s) (one ISO week in {HOLDOUT_WEEK_EVERY} is held out: agents/days.py): give a longer "
             "source, or explicit --days to evaluate on training days knowingly")
     return held
 
 
-def training_days_among(days: Sequence[str], dates: Sequence[str]) -> list[str]:
+def training_days_among(days: Sequence[str], dates: Sequence[str], split: str = DEFAULT_SPLIT) -> list[str]:
     """Those of ``days`` that are training days of the split of ``dates`` (:func:`split_days`)."""
-    train = set(split_days(dates)[0])
+    train = set(split_days(dates, split)[0])
     return [d for d in days if d in train]
 
 

@@ -61,7 +61,7 @@ def with_persistence_price(inst: Instance) -> Instance:
 
 
 def dayahead_plan_schedule(inst: Instance, oracle, information: str = "dayahead") -> Schedule:
-    """Open loop, the naive operator's plan (issue 12's ``dayahead-plan``): made once at the first day's issue
+    """Open loop, the naive operator's plan (``dayahead-plan``): made once at the first day's issue
     time from the persistence price (the latest prices known then) and the real renewable forecast.
 
     Later days of a horizon repeat the first day's values (the rule of :func:`~aidc_env.information.outlook`).

@@ -42,9 +42,9 @@ from typing import Any
 import numpy as np
 
 from agents.open_loop import forecast_plan_schedule
+from aidc_env.env.observation import PROGRESS_OBS_HIGH
 from aidc_env.information import slots_per_hour
 from aidc_env.instance import PAUSE, SECONDS_PER_HOUR, Instance
-from aidc_env.env.observation import PROGRESS_OBS_HIGH
 from aidc_env.simulator import slot_productive_hours
 
 PLAN_TIME_LIMIT_S = 120.0
@@ -156,7 +156,7 @@ class ForecastPlans:
 def plan_key(inst: Instance) -> str:
     """The cache key of an instance's plan: its first day, horizon and a digest of the whole instance (its exchange
     JSON: jobs, sites, truth and point forecast), so that another case on the same day and forecast never reads this
-    one's plans (until 2026-12-02 the digest covered the forecast only)."""
+    one's plans."""
     import hashlib
 
     assert inst.forecast is not None  # the env refuses day-ahead instances without forecasts

@@ -1,6 +1,6 @@
 """Every policy as one call: instance → schedule (scored afterwards by the simulator on the truth).
 
-Policies (DESIGN §9, issue 12 §4), each using only what is known at its decision time under
+Policies (docs/uncertainty.md), each using only what is known at its decision time under
 ``PolicySettings.information`` (read through :mod:`aidc_env.information`):
 
 - ``hindsight`` (alias ``oracle``): the exact oracle on the truth, the perfect-information bound;
@@ -27,13 +27,18 @@ from typing import Any
 import numpy as np
 
 from agents.mpc import ForecastNoise, mpc_schedule
-from agents.open_loop import dayahead_plan_schedule, forecast_plan_schedule, greedy_view_schedule, oracle_schedule
+from agents.open_loop import (
+    dayahead_plan_schedule,
+    forecast_plan_schedule,
+    greedy_view_schedule,
+    oracle_schedule,
+)
 from agents.smpc import DEFAULT_THRESHOLD_USD, smpc_schedule
 from aidc_env.baselines import fixed_schedule
 from aidc_env.dayahead import revealed
 from aidc_env.errors import require
-from aidc_env.instance import Instance
 from aidc_env.information import INFORMATION
+from aidc_env.instance import Instance
 from aidc_env.schedule import Schedule, validate_schedule
 
 RELAXATIONS = {"mpc-true-dayahead": "dayahead", "mpc-true-price": "all"}

@@ -47,6 +47,8 @@ class PPOConfig:
     """With day-ahead information, the hour of d − 1 from which day d's price forecast is known
     (:attr:`aidc_env.information.Forecast.price_issue_hour`). Configs saved before it existed mean 10."""
     overrides: dict[str, Any] = field(default_factory=dict)
+    split: str = "weeks"
+    """Which days train and which are held out (:data:`agents.days.SPLITS`); evaluate.py holds out the same."""
     train_days: list[str] = field(default_factory=list)
     heldout_days: list[str] = field(default_factory=list)
     validation_days: list[str] = field(default_factory=list)
@@ -112,10 +114,8 @@ class PPOConfig:
     horizon_train_instances: int = 24
     """With ``horizon_days`` D > 1 (e.g. ``--horizon-days 7``): training instances, evenly spread over the D-day
     instances that start on a training day of the split (and, with day-ahead information, have forecasts for all D
-    days). Each needs its forecast plan, a week oracle solve (27 s a week at 30 s, load 7-10, 2026-12-02). Measured
-    on the 4 held-out weeks (docs/training.md, "Weeks"): 12 weeks cloned the plan imperfectly (5 of 162 decisions
-    of one unseen week differ, 67.5% of the saving captured), 24 weeks reproduce it (70.4%). No effect on one-day
-    instances."""
+    days). Each needs its forecast plan, a week oracle solve (docs/training.md, "Weeks": 24 weeks reproduce the plan
+    on unseen weeks, 12 do not quite). No effect on one-day instances."""
     horizon_validation_instances: int = 3
     """With D > 1 and day-ahead information: validation instances (evenly spread over those starting on a
     validation day, :func:`agents.selection.split_horizon_starts`)."""
@@ -197,16 +197,11 @@ choice sees its own idle-GPU credit and energy cost at its own step), with whole
 setting is :class:`PPOConfig`'s default; docs/training.md says what each reaches."""
 HORIZON_DEFAULTS: dict[str, Any] = {"total_timesteps": 25_000, "checkpoint_freq": 12_500, "plan": "issues"}
 """train.py's defaults with ``--horizon-days D`` > 1 (weeks; a week episode is 7 x 24 = 168 agent steps of the 2048
-case): 25,000 PPO steps with checkpoints every 12,500. Fine-tuning after the warm start made the validation weeks
-dearer at every checkpoint of a 100,000-step run (12 training weeks: $17,146 warm start, $17,311 at 27k up to
-$18,074 at 100k) and $63 cheaper at 14k in the 25,000-step run (24 weeks), so more steps buy nothing measured;
-the selection on validation weeks keeps the cheapest candidate (docs/training.md, "Weeks"). ``plan="issues"``:
+case): 25,000 PPO steps with checkpoints every 12,500, the selection on validation weeks keeping the cheapest
+candidate (fine-tuning after the warm start gains little on weeks: docs/training.md, "Weeks"). ``plan="issues"``:
 the observed and cloned plan is re-made at each daily forecast issue (``mpc``'s plans,
-:func:`agents.plan_features.issue_plans`); the forecast plan, made once at slot 0 on that issue's outlook, is stale
-after day 1 (cloned, with the later days then repeating day 1: 70.4% of the saving on the 4 held-out weeks, against
-mpc's 81.4%; with the issue plans and the later days priced by the recent mean, 85.0% against mpc's 86.7%; by the
-blend of the last issued day and the recent mean, 84.9% against mpc's 85.7%).
-Every other setting is :class:`PPOConfig`'s default."""
+:func:`agents.plan_features.issue_plans`); a plan made once at slot 0 is stale after day 1. Every other setting is
+:class:`PPOConfig`'s default."""
 IMITATIONS = ("plan", "oracle")
 """``PPOConfig.imitation``."""
 

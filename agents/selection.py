@@ -59,7 +59,8 @@ def split_validation(train_days: Sequence[str], every: int) -> tuple[list[str], 
 
 
 def split_horizon_starts(dates: Sequence[str], starts: Sequence[str], every: int, max_train: int,
-                         max_validation: int, horizon_days: int = 1) -> tuple[list[str], list[str], list[str]]:
+                         max_validation: int, horizon_days: int = 1, split: str = "weeks"
+                         ) -> tuple[list[str], list[str], list[str]]:
     """(training, validation, held-out) first days of multi-day instances (weeks).
 
     ``dates``: every complete day of the profile source; ``starts``: the first days of the usable instances (D
@@ -69,7 +70,7 @@ def split_horizon_starts(dates: Sequence[str], starts: Sequence[str], every: int
     """
     from agents.days import split_starts, spread
 
-    train_starts, held_out = split_starts(dates, starts, horizon_days)
+    train_starts, held_out = split_starts(dates, starts, horizon_days, split)
     train, validation = split_validation(train_starts, every)
     return (spread(train, max_train) if max_train > 0 else [],
             spread(validation, max_validation) if max_validation > 0 else [], held_out)

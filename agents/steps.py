@@ -47,12 +47,18 @@ import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
 
-from agents.plan_features import PLANS, PROGRESS_GAP_CLIP, ForecastPlans, plan_bounds, realised_error_table
+from agents.plan_features import (
+    PLANS,
+    PROGRESS_GAP_CLIP,
+    ForecastPlans,
+    plan_bounds,
+    realised_error_table,
+)
 from agents.ppo_config import PPOConfig
 from aidc_env.env import DispatchEnv
+from aidc_env.env.observation import outlook_blocks, renewable_share_high
 from aidc_env.information import outlook
 from aidc_env.instance import SECONDS_PER_HOUR, Instance
-from aidc_env.env.observation import outlook_blocks, renewable_share_high
 from aidc_env.simulator import segment_productive_hours, simulate
 
 HOURS_AHEAD = 24

@@ -70,6 +70,7 @@ class FakeModel:
 
 class Args:
     case = "2048"
+    split = "weeks"
     gpus = segments = renewable_ratio = horizon_days = min_daily_share = None  # the model's own case
 
     def __init__(self, information: str, forecasts: str | None):

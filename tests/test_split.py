@@ -51,3 +51,22 @@ def test_no_held_out_day_inside_a_training_instance_and_held_out_instances_never
         assert held == held_days and train == train_days
     if horizon == DAYS_PER_WEEK:  # a held-out week is a whole ISO week
         assert all(dt.date.fromisoformat(s).weekday() == 0 for s in held)
+
+
+def test_a_model_is_evaluated_on_its_own_split(tmp_path, capsys):
+    """train.py records its split; evaluate.py refuses a model of another split (its held-out days would include the
+    model's training days) with one line naming the flag."""
+    import evaluate
+    import train
+    from aidc_env.errors import run_cli
+
+    out = tmp_path / "run"
+    assert train.main(["--case", "2048", "--split", "every-7th-day", "--timesteps", "64", "--n-steps", "32",
+                       "--batch-size", "32", "--n-envs", "2", "--out", str(out)]) == 0
+    capsys.readouterr()
+    code = run_cli(evaluate.main, ["--case", "2048", "--model", str(out), "--policies", "fixed,ppo", "--no-plots",
+                                   "--out", str(tmp_path / "eval")])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2 and len(err) == 1 and "split" in err[0], err
+    assert evaluate.main(["--case", "2048", "--model", str(out), "--policies", "fixed,ppo", "--split", "every-7th-day",
+                          "--no-plots", "--out", str(tmp_path / "eval2")]) == 0
