@@ -40,6 +40,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+import numba
 import numpy as np
 from gymnasium import spaces
 
@@ -50,8 +51,7 @@ from aidc_env.env.reservation import FleetPlan, ReservationMasks, bits_of
 from aidc_env.errors import require
 from aidc_env.instance import PAUSE, SECONDS_PER_HOUR, Instance
 from aidc_env.schedule import Schedule
-from aidc_env.simulator import (TRANCHE_TOLERANCE, facility_load_mw, renewable_first, simulate,
-                                slot_decision_cost_usd, slot_idle_value_usd)
+from aidc_env.simulator import TRANCHE_TOLERANCE, simulate
 
 if TYPE_CHECKING:
     from aidc_env.env.core import DispatchEnv
@@ -63,6 +63,31 @@ JOB_FEATURES = ("progress", "required_rate_ratio", "gpu_share", "mode_index", "s
 """Per-job observation features, in order (then the site one-hot with several sites)."""
 CHOICE_FEATURES = ("gpu_share", "coverage", "efficiency")
 """Per-action features of the job deciding now, in order (then ``move`` with several sites)."""
+
+
+@numba.njit(cache=True)
+def _slot_objectives(t0, t1, job_gpus, job_kw, pools, inference_gpus, day, sites):
+    """Per site and slot of [t0, t1) the objective, in the last row its sum over the sites: the simulator's grid cost
+    and curtailment penalty (:func:`~aidc_env.simulator.facility_load_mw`, :func:`~aidc_env.simulator.renewable_first`,
+    :func:`~aidc_env.simulator.slot_decision_cost_usd`) + take-or-pay renewable cost − idle-GPU value
+    (:func:`~aidc_env.simulator.slot_idle_value_usd`), each the same expression of the same floats.
+
+    ``job_gpus``, ``job_kw``: the jobs' GPUs and IT kW per site (sites,) or per site and slot (sites, t1 − t0);
+    ``pools`` (sites,); ``inference_gpus`` (sites, T); ``day`` (4, sites, T): inference IT kW, renewable MW, price,
+    take-or-pay cost; ``sites`` (5, sites): PUE, idle kW per GPU, curtailment penalty, slot hours, idle value."""
+    S, n = pools.size, t1 - t0
+    gpus_of, kw_of = job_gpus.reshape(S, -1), job_kw.reshape(S, -1)
+    out = np.empty((S + 1, n))
+    for k in range(n):
+        t, i = t0 + k, k if gpus_of.shape[1] > 1 else 0
+        for s in range(S):
+            idle = max(pools[s] - (gpus_of[s, i] + inference_gpus[s, t]), 0)
+            load = sites[0, s] * (kw_of[s, i] + day[0, s, t] + idle * sites[1, s]) / 1000.0
+            used = min(load, day[1, s, t])
+            cost = (day[2, s, t] * (load - used) + sites[2, s] * (day[1, s, t] - used)) * sites[3, s]
+            out[s, k] = cost + day[3, s, t] - sites[4, s] * idle * sites[3, s]
+            out[S, k] = out[s, k] if s == 0 else out[S, k] + out[s, k]
+    return out
 
 
 class PerJobDynamics(ReservationMasks):
@@ -137,6 +162,8 @@ class PerJobDynamics(ReservationMasks):
         self._setup_observation(inst, rate3600)
         # Per site and slot: the committed GPUs (inference included), then the reservation profile of every job's plan.
         self._profiles = np.zeros((S, 2 * T), dtype=np.int64)
+        self._state = np.zeros((4, J), dtype=np.int64)  # per job: its hold at its site and elsewhere, site, hold start
+        self._mask_out = np.zeros((2, self.n_actions), dtype=bool)  # the capacity mask and the rule's (S > 1)
         self._bind_views()
 
     def _setup_observation(self, inst: Instance, rate3600: list[np.ndarray]) -> None:
@@ -192,6 +219,8 @@ class PerJobDynamics(ReservationMasks):
         """Views of the observation buffer: the job features (``_feats``, updated in place as jobs decide and slots
         pass) and the features of the deciding job's actions; the two GPU profiles, halves of one array per site."""
         self._committed, self._reserved = self._profiles[:, :self.n_slots], self._profiles[:, self.n_slots:]
+        self._held, self._held_away, self._site_row, self._hold_from = self._state
+        self._capacity, self._ok = self._mask_out
         self._feats = self._obs_buffer[:self._n_job_obs].reshape(self.n_jobs, self._n_job_feats)
         self._choice_view = self._obs_buffer[self._n_job_obs + self._n_global + 2 * self.n_sites:].reshape(
             self.n_actions, self._n_choice_feats)
@@ -232,25 +261,18 @@ class PerJobDynamics(ReservationMasks):
         for s, view in enumerate(inst.site_views):  # committed GPUs and reservations (the jobs' are added below)
             self._committed[s] = view.inference_gpus
             self._reserved[s] = view.inference_gpus
-        self._held = [0] * J
-        self._hold_from = [0] * J
-        self._held_away = [0] * J  # GPUs of its hold if held at another site than its own (several sites)
+        self._state[:] = 0
+        self._site_row[:] = self._site
         for j in range(J):
-            need = np.full(self._sizes[j], self._plan.target_safe[j])
-            self._add_hold(j, 0, int(self._plan.held_gpus(j, 0, need, True)[self._cur[j]]))
+            self._add_hold(j, 0, self._plan.held_gpus(j, 0, self._plan.target_safe[j], self._cur[j]))
             if S > 1:
                 self._held_away[j] = self._move_plan.held_gpus_paused(j, 0, self._plan.target_safe[j])
         self._start_safe = self._plan_fits()
-        day_tables = self._day_tables.get(inst.day)
-        noisy = env.forecast_noise > 0  # noise is drawn per episode: no cache
-        if day_tables is None or noisy:
-            day_tables = (sites_global_table(inst, env.lookahead, env.outlook, self._ren_high, env.np_random),
-                          penalty_usd_per_token(inst, env.terminal_penalty_factor))
-            if not noisy:
-                self._day_tables[inst.day] = day_tables
-        self._global_obs, self._penalty_per_token = day_tables
-        self._renewable_cost = [view.renewable_mw * view.slot_hours * view.ppa_usd_per_mwh  # per slot, take-or-pay
-                                for view in inst.site_views]
+        noisy = env.forecast_noise > 0  # noise is drawn per episode: that global table is not kept
+        if inst.day not in self._day_tables:
+            self._day_tables[inst.day] = (None if noisy else self._global_table(inst), *self._day_of(inst))
+        global_obs, self._penalty_per_token, self._inference_share, self._day_arrays = self._day_tables[inst.day]
+        self._global_obs = self._global_table(inst) if noisy else global_obs
         self._baseline = self._baseline_objective(inst) if env.reward_baseline == "fixed" else None
         self.objective_usd = 0.0
         self._fallback = False
@@ -260,7 +282,6 @@ class PerJobDynamics(ReservationMasks):
         self._last_info: dict[str, Any] = {}
         self._end_arr = np.zeros(J)
         self._feats[:] = 0.0
-        self._inference = [view.inference_gpus.tolist() for view in inst.site_views]
         for j in range(J):
             self._job_row(j)
         self._time_columns()
@@ -279,6 +300,22 @@ class PerJobDynamics(ReservationMasks):
         self._pending_reward = self._reward(paid)
         return self._observation(), {"day": inst.day, "slot": self._t, "job": self.deciding_job,
                                      "objective_usd": paid}
+
+    def _global_table(self, inst: Instance) -> np.ndarray:
+        env = self.env
+        return sites_global_table(inst, env.lookahead, env.outlook, self._ren_high, env.np_random)
+
+    def _day_of(self, inst: Instance) -> tuple:
+        """The day's terminal penalty per token, inference share per site and slot, and :func:`_slot_objectives`'s
+        tables."""
+        views = inst.site_views
+        share = np.minimum(np.array([v.inference_gpus / n for v, n in zip(views, self._site_gpus, strict=True)]), 1.0)
+        day = np.array([[v.inference_it_kw, v.renewable_mw, v.price_usd_per_mwh,  # then the take-or-pay cost
+                         v.renewable_mw * v.slot_hours * v.ppa_usd_per_mwh] for v in views]).transpose(1, 0, 2)
+        sites = np.array([[v.pue, v.idle_kw_per_gpu, v.curtailment_penalty_usd_per_mwh, v.slot_hours,
+                           v.idle_value_usd_per_gpu_hour] for v in views], dtype=float).T
+        return (penalty_usd_per_token(inst, self.env.terminal_penalty_factor), share,
+                (np.array([v.inference_gpus for v in views], dtype=np.int64), np.ascontiguousarray(day), sites))
 
     def _reward(self, paid: float) -> float:
         """Reward of a simulated objective (with the fixed schedule's objective of the same slots added back), or
@@ -392,7 +429,7 @@ class PerJobDynamics(ReservationMasks):
             self._job_kw[here] -= self._kw_list[j][prev]
             self._job_kw[s] += self._kw_list[j][c]
         self._cur[j] = c
-        self._site[j] = s
+        self._site[j] = self._site_row[j] = s
         end = t + sps
         self._end[j] = end
         self._end_arr[j] = end
@@ -412,7 +449,7 @@ class PerJobDynamics(ReservationMasks):
         sites = [fixed_site] if s == fixed_site else [fixed_site, s]
         before = 0.0
         for k in sites:
-            before += float(self._slot_objectives(k, self._prof_gpus[k, sl], self._prof_kw[k, sl], sl).sum())
+            before += float(self._profile_objectives(sl)[k].sum())
         if s == fixed_site:
             self._prof_gpus[s, sl] += self._gpus_list[j][c] - self._fixed_gpus[j, sl]
             self._prof_kw[s, sl] += self._kw_list[j][c] - self._fixed_kw[j, sl]
@@ -423,8 +460,13 @@ class PerJobDynamics(ReservationMasks):
             self._prof_kw[s, sl] += self._kw_list[j][c]
         after = 0.0
         for k in sites:
-            after += float(self._slot_objectives(k, self._prof_gpus[k, sl], self._prof_kw[k, sl], sl).sum())
+            after += float(self._profile_objectives(sl)[k].sum())
         self._credit += after - before
+
+    def _profile_objectives(self, sl: slice) -> np.ndarray:
+        """Per site and slot of ``sl``, the objective of the credit profile (:meth:`_credit_choice`)."""
+        return _slot_objectives(sl.start, sl.stop, np.ascontiguousarray(self._prof_gpus[:, sl]),
+                                np.ascontiguousarray(self._prof_kw[:, sl]), self._pools, *self._day_arrays)
 
     def _forced(self, j: int) -> bool:
         """Job j has one choice at the current slot (a boundary): outside its window, or done."""
@@ -468,20 +510,8 @@ class PerJobDynamics(ReservationMasks):
 
     def _simulate_slots(self, t0: int, t1: int) -> np.ndarray:
         """The objective of slots [t0, t1) with every job's committed site and choice: the simulator's functions."""
-        sl = slice(t0, t1)
-        total = self._slot_objectives(0, self._job_gpus[0], self._job_kw[0], sl)
-        for s in range(1, self.n_sites):
-            total = total + self._slot_objectives(s, self._job_gpus[s], self._job_kw[s], sl)
-        return total
-
-    def _slot_objectives(self, s: int, job_gpus, job_kw, sl: slice) -> np.ndarray:
-        """Per slot of ``sl``, site s's objective with the jobs' GPUs and IT kW given (scalars or per-slot arrays)."""
-        view = self._inst.site_views[s]
-        gpus = job_gpus + view.inference_gpus[sl]
-        load = facility_load_mw(view, gpus, job_kw + view.inference_it_kw[sl])
-        _, grid, curtailment = renewable_first(load, view.renewable_mw[sl])
-        return (slot_decision_cost_usd(view, grid, curtailment, sl) + self._renewable_cost[s][sl]
-                - slot_idle_value_usd(view, gpus))
+        return _slot_objectives(t0, t1, np.array(self._job_gpus), np.array(self._job_kw), self._pools,
+                                *self._day_arrays)[-1]
 
     def _baseline_objective(self, inst: Instance) -> np.ndarray:
         """Per-slot objective of the fixed schedule on ``inst`` (the simulator's replay), cached per day."""
@@ -546,8 +576,7 @@ class PerJobDynamics(ReservationMasks):
         ng = self._n_job_obs + self._n_global
         obs[self._n_job_obs:ng] = self._global_obs[t]
         if t < self.n_slots:
-            for s in range(self.n_sites):
-                obs[ng + 2 * s] = min(self._inference[s][t] / self._site_gpus[s], 1.0)
+            obs[ng:ng + 2 * self.n_sites:2] = self._inference_share[:, t]
 
     def _observation(self) -> np.ndarray:
         """The observation (a copy of the buffer whose job part ``_feats`` is kept up to date in place)."""

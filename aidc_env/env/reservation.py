@@ -82,121 +82,123 @@ def _first_keep_fit(keep: list[float], total: list[float], restart: list[float],
 
 
 @numba.njit(cache=True)
-def _assignment_rule(committed, t, pools, hold_own, hold_away, site, hold_from, deadline, assignments, j, end, gpus,
-                     made, current, base, restart_own, fewest_own, keep_own, has_keep, restart_move, fewest_move,
-                     n_choices, rule):
+def _assignment_rule(committed, t, pools, state, deadline, every_site, j, end, current, base, made, tables, has_keep,
+                     rule, out):
     """The reservation rule with several sites (compiled): per (site s, local choice c) of the deciding job j, whether
-    its segment fits s beside the committed GPUs and the other jobs' holds, and its hold after (at s: kept or after
-    a restart; elsewhere: after a move) fits some site, for some assignment of the other jobs' holds to sites that
-    fits every site in every slot; and whether any such assignment exists.
+    its segment fits s beside the committed GPUs (``out[0, s·C + c]``) and (with ``rule``) whether, for some
+    assignment of the other jobs' holds to sites that fits every site in every slot, the segment fits s beside them
+    and its hold after (at s: kept or after a restart; elsewhere: after a move) fits some site (``out[1]``).
 
-    ``committed`` (sites, T) GPUs of the committed choices and inference; per job its hold at its own site and
-    elsewhere, its site, hold start and deadline (job j's entries are not read; j = −1: no deciding job);
-    ``assignments`` (plans, jobs) sites; job j's segment from slot t ends at ``end``; ``made`` (3, choices) its
-    segment's tokens kept, restarted and moved (``current``: its current choice, the one that can be kept);
-    ``base`` its missing tokens; the held-mode tables of :meth:`FleetPlan.kernel_tables` (restart tokens sorted, the
-    fewest GPUs of a mode at least that fast, kept tokens) for staying and for moving. Returns (the choices whose GPUs
-    fit their site beside the committed ones, those the rule allows (only with ``rule``), whether some assignment
-    fits), the first two (sites, ``n_choices``)."""
+    ``committed`` (sites, T) GPUs of the committed choices and inference; ``state`` (4, jobs) per job its hold at
+    its own site and elsewhere, its site and its hold's start (job j's entries are not read; j = −1: no deciding
+    job); ``every_site``: each job's hold may go to any site (else it stays at its own); job j's segment from slot t
+    ends at ``end``; ``made`` (6, choices) its segment's tokens kept, restarted and moved (``current``: the choice
+    that can be kept), then the restart tokens sorted and the kept tokens of :meth:`FleetPlan.kernel_tables` for
+    staying and the restart tokens for moving; ``tables`` (3, choices + 1) its GPUs per choice and the fewest GPUs
+    of a mode at least that fast, staying and moving; ``base`` its missing tokens. The assignments are enumerated
+    depth first, a branch cut as soon as a site overflows (holds only take GPUs), the search stopped once every
+    choice that fits is allowed. Returns 1 if some assignment fits, + 2 if some choice is allowed."""
     S, T = committed.shape
-    J = site.size
-    P = assignments.shape[0]
-    n = gpus.size
+    held, held_away, site, hold_from = state[0], state[1], state[2], state[3]
+    J, C, n = site.size, out.shape[1] // S, tables.shape[1] - 1
+    gpus = tables[0]
     stop = deadline[j] if j >= 0 else T
     cuts = np.empty(2 * J + 3, dtype=np.int64)  # every slot where some reservation starts or ends
     cuts[0], cuts[1], cuts[2] = t, end, stop
-    for i in range(J):
-        cuts[3 + 2 * i] = hold_from[i]
-        cuts[4 + 2 * i] = deadline[i]
+    cuts[3:3 + J] = hold_from
+    cuts[3 + J:] = deadline
     cuts = np.unique(cuts)
     first = cuts[(cuts >= t) & (cuts < T)]
     Q = first.size
-    room = np.empty((S, Q), dtype=np.int64)
-    for s in range(S):
-        for q in range(Q):
-            stop_q = first[q + 1] if q + 1 < Q else T
-            most = 0
-            for slot in range(first[q], stop_q):
-                if committed[s, slot] > most:
-                    most = committed[s, slot]
-            room[s, q] = pools[s] - most
-    capacity = np.zeros((S, n_choices), dtype=np.bool_)
+    q_end, q_stop = np.searchsorted(first, end), np.searchsorted(first, stop)
+    free = np.empty((S, Q), dtype=np.int64)  # per site and interval: the room beside the committed GPUs (and holds)
+    out[:] = False
+    n_fit, fits_all = 0, True
     for s in range(S):
         now = pools[s]
         for q in range(Q):
-            if first[q] < end and room[s, q] < now:
-                now = room[s, q]
+            most = 0
+            for slot in range(first[q], first[q + 1] if q + 1 < Q else T):
+                most = max(most, committed[s, slot])
+            free[s, q] = pools[s] - most
+            if free[s, q] < 0:
+                fits_all = False
+            if q < q_end:
+                now = min(now, free[s, q])
         for c in range(n):
-            capacity[s, c] = gpus[c] <= now
-    ok = np.zeros((S, n_choices), dtype=np.bool_)
-    if not rule:
-        return capacity, ok, False
+            if gpus[c] <= now:
+                out[0, s * C + c] = True
+                n_fit += 1
+    if not rule or not fits_all:
+        return 0
     hold = np.empty((S, n, S), dtype=np.int64)  # the deciding job's hold at σ after choice c at site s
     for s in range(S):
         for c in range(n):
-            if s != site[j]:
-                need = base - made[2, c]
-            elif c == current:
-                need = base - made[0, c]
-            else:
-                need = base - made[1, c]
+            need = base - made[2 if s != site[j] else 0 if c == current else 1, c]
             for sigma in range(S):
                 if sigma == s:
-                    h = fewest_own[np.searchsorted(restart_own, need)]
-                    if has_keep and keep_own[c] >= need and gpus[c] < h:
+                    h = tables[1, np.searchsorted(made[3], need)]
+                    if has_keep and made[4, c] >= need and gpus[c] < h:
                         h = gpus[c]
                 else:
-                    h = fewest_move[np.searchsorted(restart_move, need)]
+                    h = tables[2, np.searchsorted(made[5], need)]
                 hold[s, c, sigma] = h
-    any_plan = False
-    free = np.empty((S, Q), dtype=np.int64)
-    for p in range(P):
-        valid = True
-        for s in range(S):
-            for q in range(Q):
-                free[s, q] = room[s, q]
-        for i in range(J):
-            if i == j:
-                continue
-            sigma = assignments[p, i]
-            h = hold_own[i] if sigma == site[i] else hold_away[i]
-            if h > pools[sigma]:
-                valid = False
+    others = np.array([i for i in range(J) if i != j], dtype=np.int64)
+    lo, hi = np.searchsorted(first, hold_from), np.searchsorted(first, deadline)
+    tried = np.full(others.size, -1, dtype=np.int64)  # per level (job of ``others``): the site its hold is at
+    taken = np.zeros(others.size, dtype=np.int64)  # and the GPUs it took there
+    now, after = np.empty(S, dtype=np.int64), np.empty(S, dtype=np.int64)
+    n_ok, level, found = 0, 0, False
+    while level >= 0:
+        if level == others.size:  # every hold placed, every site fits: the choices this assignment allows
+            found = True
+            for s in range(S):
+                now[s], after[s] = pools[s], pools[s]
+                for q in range(q_end):
+                    now[s] = min(now[s], free[s, q])
+                for q in range(q_end, q_stop):
+                    after[s] = min(after[s], free[s, q])
+            for s in range(S):
+                for c in range(n):
+                    if out[1, s * C + c] or gpus[c] > now[s]:
+                        continue
+                    for sigma in range(S):
+                        if hold[s, c, sigma] <= after[sigma]:
+                            out[1, s * C + c] = True
+                            n_ok += 1
+                            break
+            if n_ok == n_fit:
                 break
-            for q in range(Q):
-                if hold_from[i] <= first[q] < deadline[i]:
-                    free[sigma, q] -= h
-        if not valid:
+            level -= 1
             continue
-        for s in range(S):
-            for q in range(Q):
-                if free[s, q] < 0:
-                    valid = False
-        if not valid:
+        i = others[level]
+        if taken[level]:
+            free[tried[level], lo[i]:hi[i]] += taken[level]
+            taken[level] = 0
+        sigma = tried[level] + 1 if every_site else (site[i] if tried[level] < 0 else S)
+        if sigma >= S:
+            tried[level] = -1
+            level -= 1
             continue
-        any_plan = True
-        for s in range(S):
-            now = pools[s]
-            for q in range(Q):
-                if first[q] < end and free[s, q] < now:
-                    now = free[s, q]
-            for c in range(n):
-                if ok[s, c] or gpus[c] > now:
-                    continue
-                for sigma in range(S):
-                    after = pools[sigma]
-                    for q in range(Q):
-                        if end <= first[q] < stop and free[sigma, q] < after:
-                            after = free[sigma, q]
-                    if hold[s, c, sigma] <= after:
-                        ok[s, c] = True
-                        break
-    return capacity, ok, any_plan
+        tried[level] = sigma
+        h = held[i] if sigma == site[i] else held_away[i]
+        if h > pools[sigma]:
+            continue
+        ok = True
+        if h:
+            taken[level] = h
+            for q in range(lo[i], hi[i]):
+                free[sigma, q] -= h
+                if free[sigma, q] < 0:
+                    ok = False
+        if ok:
+            level += 1
+    return (1 if found else 0) + (2 if n_ok else 0)
 
 
 def _bits(mask: np.ndarray) -> int:
-    """The bit mask (bit k set iff the k-th entry of the flattened bool array)."""
-    return int.from_bytes(np.packbits(mask.reshape(-1), bitorder="little").tobytes(), "little")
+    """The bit mask (bit k set iff the k-th entry of the bool array)."""
+    return int.from_bytes(np.packbits(mask, bitorder="little").tobytes(), "little")
 
 
 class FleetPlan:
@@ -249,29 +251,17 @@ class FleetPlan:
             cached = self._cache[key] = (restart, restart.tolist(), kept, None if kept is None else kept.tolist())
         return cached
 
-    def held_gpus(self, j: int, end: int, need: np.ndarray, kept: bool) -> np.ndarray:
-        """GPUs job j reserves after a committed segment ending at slot ``end``, per candidate local choice.
-
-        ``need``: per candidate c (all of the job's local choices, in order), the tokens still missing after that
-        segment (the safe target W·(1 − 5e-10) less the tokens made by then); ``kept``: candidate c is also the
-        choice committed in that segment (it may be held on without a restart). 0 when nothing is missing,
-        N + 1 when no held mode makes it by the deadline.
-        """
-        restart, _, keep_tokens, _ = self._tables(j, end)
-        g = self.fewest_gpus[j][restart.searchsorted(need)]
-        if kept and keep_tokens is not None:
-            np.minimum(g, self.gpus_loc[j], out=g, where=keep_tokens >= need)
-        return g
-
     def kernel_tables(self, j: int, end: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, bool]:
         """Job j's held-mode tables after a segment ending at ``end``, for :func:`_assignment_rule`: the restart
         tokens sorted, the fewest GPUs of a mode at least that fast, the kept tokens (empty when none), kept or not."""
         restart, _, keep, _ = self._tables(j, end)
         return restart, self.fewest_gpus[j], (keep if keep is not None else np.zeros(0)), keep is not None
 
-    def held_gpus_of(self, j: int, end: int, need: float, c: int) -> int:
-        """:meth:`held_gpus` (with ``kept``) of one candidate local choice ``c``, in Python scalars: the same
-        number (``need`` is the same float, the same comparisons)."""
+    def held_gpus(self, j: int, end: int, need: float, c: int) -> int:
+        """GPUs job j reserves after a committed segment of local choice ``c`` ending at slot ``end`` with ``need``
+        tokens still missing (the safe target W·(1 − 5e-10) less the tokens made by then): the fewest GPUs of a mode
+        that makes them from a restart, or c's own when c held on makes them; 0 when nothing is missing, N + 1 when no
+        held mode makes it by the deadline."""
         _, restart, _, keep_tokens = self._tables(j, end)
         held = self._fewest_list[j][bisect.bisect_left(restart, need)]
         if keep_tokens is not None and keep_tokens[c] >= need:
@@ -335,7 +325,8 @@ class ReservationMasks:
         self._mask_arrays: dict[int, np.ndarray] = {}
         self._bounds_cache: dict[tuple[int, int, int], np.ndarray] = {}  # _profile_maxima's, per (t, end, stop)
         self._keep_cache: dict[tuple[int, int, bool], tuple[list[float], list[float]] | None] = {}
-        self._assignment_cache: dict[int, np.ndarray] = {}
+        self._kernel_cache: dict[tuple[int, int], tuple[np.ndarray, np.ndarray, bool]] = {}
+        self._every_sites = [self.n_sites ** (self.n_jobs - known) <= MAX_HOLD_ASSIGNMENTS for known in (0, 1)]
         for j in range(self.n_jobs):
             n = self._sizes[j]
             g = self._gpus_loc[j]
@@ -359,66 +350,63 @@ class ReservationMasks:
         t = self._t
         j = self._queue[self._k]
         end = t + self._sps[j]
+        rule = self.env.safety_mask
+        search = search and rule and self.env.mask_search_nodes
         if self.n_sites > 1:
-            capacity, safe = self._sites_rule(j, t, end)
+            found = self._sites_rule(j, t, end, rule)
+            if not search:
+                self._fallback = rule and not found & 2
+                mask = self._mask = self._ok if found & 2 else self._capacity
+                return mask
+            capacity, safe = _bits(self._capacity), _bits(self._ok)
         else:
             N = self._site_gpus[0]
             committed, now, after, later = self._profile_maxima(0, t, end, self._deadline[j])
             room = N - committed
             capacity = self._fits(j, room)
             safe = 0
-            if self.env.safety_mask and (later is None or later <= N):  # the others, after its deadline
-                own = self._held[j]  # the job's current hold covers [t, deadline)
+            if rule and (later is None or later <= N):  # the others, after its deadline
+                own = int(self._held[j])  # the job's current hold covers [t, deadline)
                 room_now = min(room, N + own - now)
                 room_after = min(N, N + own - after) if after is not None else N
                 safe = self._safe_choices(j, end, room_now, room_after, False)
-        self._fallback = False
-        if self.env.safety_mask:
-            if search and self.env.mask_search_nodes:
-                safe |= self._rescued(j, capacity & ~safe)
-            if safe:
-                mask = self._mask = self._mask_array(safe)
-                return mask
-            self._fallback = True
-        mask = self._mask = self._mask_array(capacity)
+        if search:
+            safe |= self._rescued(j, capacity & ~safe)
+        self._fallback = rule and not safe
+        mask = self._mask = self._mask_array(safe if rule and safe else capacity)
         return mask
 
-    def _assignments(self, j: int) -> np.ndarray:
-        """(plans, jobs) every assignment of the jobs but j to the sites (j's column 0, unread), or each job where it
-        is beyond :data:`MAX_HOLD_ASSIGNMENTS` (cached per j; j = −1: every job)."""
-        others = self.n_jobs - (j >= 0)
-        if self.n_sites ** others > MAX_HOLD_ASSIGNMENTS:
-            return np.array([self._site], dtype=np.int64)
-        cached = self._assignment_cache.get(j)
-        if cached is None:
-            rows = np.indices((self.n_sites,) * others).reshape(others, -1).T if others else np.zeros((1, 0))
-            cached = self._assignment_cache[j] = (rows if j < 0 else np.insert(rows, j, 0, axis=1)).astype(np.int64)
-        return cached
+    def _sites_rule(self, j: int, t: int, end: int, rule: bool) -> int:
+        """Job j's choices that fit their site's pool (``_capacity``, entry s·C + c), and those after which every job
+        keeps a held mode at some site and some assignment of the holds to sites fits every site in every slot
+        (``_ok``, with ``rule``): :func:`_assignment_rule`, whose flags it returns (j = −1: whether the plan fits)."""
+        tables = self._kernel_cache.get((j, end))
+        if tables is None:
+            tables = self._kernel_cache[j, end] = self._kernel_tables(j, end)
+        base = self._plan.target_safe[j] - self._tokens[j] if j >= 0 else 0.0
+        return _assignment_rule(self._committed, t, self._pools, self._state, self._deadline_arr,
+                                self._every_sites[j >= 0], j, end, self._cur[j] if j >= 0 else 0, base, *tables, rule,
+                                self._mask_out)
 
-    def _kernel_inputs(self, t: int, j: int) -> tuple:
-        """The state :func:`_assignment_rule` reads (``j``: the deciding job, −1 for none)."""
-        return (self._committed, t, self._pools, np.array(self._held), np.array(self._held_away),
-                np.array(self._site), np.array(self._hold_from), self._deadline_arr, self._assignments(j), j)
-
-    def _sites_rule(self, j: int, t: int, end: int) -> tuple[int, int]:
-        """Bit masks (bit s·C + c) of job j's choices that fit their site's pool (capacity), and of those after which
-        every job keeps a held mode at some site and some assignment of the holds to sites fits every site in every
-        slot (:func:`_assignment_rule`)."""
-        base = self._plan.target_safe[j] - self._tokens[j]
-        own, move = self._plan.kernel_tables(j, end), self._move_plan.kernel_tables(j, end)
-        capacity, ok, _ = _assignment_rule(*self._kernel_inputs(t, j), end, self._gpus_loc[j], self._made[j],
-                                           self._cur[j], base, *own, *move[:2], self.n_choices, self.env.safety_mask)
-        return _bits(capacity), _bits(ok)
+    def _kernel_tables(self, j: int, end: int) -> tuple[np.ndarray, np.ndarray, bool]:
+        """Job j's tables of :func:`_assignment_rule` after a segment ending at ``end``: (6, choices) its segment's
+        tokens kept, restarted, moved, the restart tokens sorted and kept tokens of its own plan, the restart tokens
+        sorted of its plan after a move; (3, choices + 1) its GPUs, the fewest GPUs of the two plans; kept or not."""
+        n = self._sizes[j] if j >= 0 else 0
+        made, ints = np.zeros((6, n)), np.zeros((3, n + 1), dtype=np.int64)
+        if j < 0:
+            return made, ints, False
+        (restart, fewest, keep, kept), (restart_move, fewest_move, _, _) = (
+            self._plan.kernel_tables(j, end), self._move_plan.kernel_tables(j, end))
+        made[:3], made[3], made[4, :keep.size], made[5] = self._made[j], restart, keep, restart_move
+        ints[0, :n], ints[1], ints[2] = self._gpus_loc[j], fewest, fewest_move
+        return made, ints, kept
 
     def _plan_fits(self) -> bool:
         """Whether some assignment of every job's hold to a site fits every site from the current slot on."""
         if self.n_sites == 1:
             return bool(np.all(self._reserved.max(axis=1) <= self._site_gpus))
-        empty = np.zeros(0, dtype=np.int64)
-        _, _, fits = _assignment_rule(*self._kernel_inputs(min(self._t, self.n_slots - 1), -1), self.n_slots, empty,
-                                      np.zeros((3, 0)), 0, 0.0, np.zeros(0), empty, np.zeros(0), False, np.zeros(0),
-                                      empty, 0, True)
-        return bool(fits)
+        return bool(self._sites_rule(-1, min(self._t, self.n_slots - 1), self.n_slots, True) & 1)
 
     def _safe_choices(self, j: int, end: int, room_now: int, room_after: int, moved: bool) -> int:
         """Bit mask (bit c: local choice c) of job j's choices at a site whose GPUs fit ``room_now`` and whose held
@@ -516,7 +504,7 @@ class ReservationMasks:
             made = self._seg_move_list[j][c]
         else:
             made = (self._seg_keep_list if c == self._cur[j] else self._seg_restart_list)[j][c]
-        return self._plan.held_gpus_of(j, self._t + self._sps[j], base - made, c)
+        return self._plan.held_gpus(j, self._t + self._sps[j], base - made, c)
 
     # ------------------------------------------------------------------ the search
 
@@ -568,8 +556,8 @@ class ReservationMasks:
                 return False
         return False
 
-    _STATE = ("_t", "_k", "_queue", "_cur", "_site", "_end", "_end_arr", "_tokens", "_schedule", "_sites", "_held",
-              "_hold_from", "_held_away", "_job_gpus", "_job_kw", "_profiles", "_obs_buffer", "_mask", "_fallback", "objective_usd",
+    _STATE = ("_t", "_k", "_queue", "_cur", "_site", "_end", "_end_arr", "_tokens", "_schedule", "_sites", "_state",
+              "_job_gpus", "_job_kw", "_profiles", "_obs_buffer", "_mask", "_fallback", "objective_usd",
               "_baseline_paid", "_credit", "_prof_gpus", "_prof_kw")
 
     def _snapshot(self) -> dict:
