@@ -82,6 +82,33 @@ def _first_keep_fit(keep: list[float], total: list[float], restart: list[float],
 
 
 @numba.njit(cache=True)
+def _allow(free, pools, q_end, q_stop, gpus, stay, away, site, row, mark=True):
+    """Marks in ``row`` (entry s·C + c) the deciding job's choices that ``free`` (sites, intervals: the room left
+    beside the committed GPUs and the other jobs' holds) allows: the segment fits its site in the intervals before
+    ``q_end`` and its hold fits in those of [q_end, q_stop), at the segment's site (``stay``) or at another
+    (``away``); per row of both, the segment at the job's ``site`` (0) or elsewhere (1). Returns how many it marks
+    (with ``mark``; else how many it would)."""
+    S, n, C = pools.size, gpus.size, row.size // pools.size
+    now, after = pools.copy(), pools.copy()
+    for s in range(S):
+        for q in range(q_end):
+            now[s] = min(now[s], free[s, q])
+        for q in range(q_end, q_stop):
+            after[s] = min(after[s], free[s, q])
+    marked = 0
+    for s in range(S):
+        other, moved = -1, 0 if s == site else 1
+        for sigma in range(S):
+            if sigma != s:
+                other = max(other, after[sigma])
+        for c in range(n):
+            if not row[s * C + c] and gpus[c] <= now[s] and (stay[moved, c] <= after[s] or away[moved, c] <= other):
+                row[s * C + c] = mark
+                marked += 1
+    return marked
+
+
+@numba.njit(cache=True)
 def _assignment_rule(committed, t, pools, state, deadline, every_site, j, end, current, base, made, tables, has_keep,
                      rule, out):
     """The reservation rule with several sites (compiled): per (site s, local choice c) of the deciding job j, whether
@@ -95,25 +122,27 @@ def _assignment_rule(committed, t, pools, state, deadline, every_site, j, end, c
     ends at ``end``; ``made`` (6, choices) its segment's tokens kept, restarted and moved (``current``: the choice
     that can be kept), then the restart tokens sorted and the kept tokens of :meth:`FleetPlan.kernel_tables` for
     staying and the restart tokens for moving; ``tables`` (3, choices + 1) its GPUs per choice and the fewest GPUs
-    of a mode at least that fast, staying and moving; ``base`` its missing tokens. The assignments are enumerated
-    depth first, a branch cut as soon as a site overflows (holds only take GPUs), the search stopped once every
-    choice that fits is allowed. Returns 1 if some assignment fits, + 2 if some choice is allowed."""
+    of a mode at least that fast, staying and moving; ``base`` its missing tokens.
+
+    The reservations change only where one starts or ends, so the slots from t split into intervals, each site's room
+    in one the pool less its most committed GPUs. The assignments are enumerated depth first, a branch cut as soon as
+    a site overflows (holds only take GPUs), and the search stops once every choice that the room without any other
+    hold allows is allowed. Returns 2 if some choice is allowed, + 1 if an assignment fits (determined for j = −1)."""
     S, T = committed.shape
     held, held_away, site, hold_from = state[0], state[1], state[2], state[3]
     J, C, n = site.size, out.shape[1] // S, tables.shape[1] - 1
-    gpus = tables[0]
+    gpus = tables[0, :n]
     stop = deadline[j] if j >= 0 else T
-    cuts = np.empty(2 * J + 3, dtype=np.int64)  # every slot where some reservation starts or ends
+    cuts = np.empty(2 * J + 3, dtype=np.int64)
     cuts[0], cuts[1], cuts[2] = t, end, stop
     cuts[3:3 + J] = hold_from
     cuts[3 + J:] = deadline
     cuts = np.unique(cuts)
-    first = cuts[(cuts >= t) & (cuts < T)]
+    first = cuts[(cuts >= t) & (cuts < T)]  # the intervals' first slots
     Q = first.size
     q_end, q_stop = np.searchsorted(first, end), np.searchsorted(first, stop)
-    free = np.empty((S, Q), dtype=np.int64)  # per site and interval: the room beside the committed GPUs (and holds)
+    free = np.empty((S, Q), dtype=np.int64)
     out[:] = False
-    n_fit, fits_all = 0, True
     for s in range(S):
         now = pools[s]
         for q in range(Q):
@@ -121,53 +150,32 @@ def _assignment_rule(committed, t, pools, state, deadline, every_site, j, end, c
             for slot in range(first[q], first[q + 1] if q + 1 < Q else T):
                 most = max(most, committed[s, slot])
             free[s, q] = pools[s] - most
-            if free[s, q] < 0:
-                fits_all = False
-            if q < q_end:
-                now = min(now, free[s, q])
+            now = min(now, free[s, q]) if q < q_end else now
         for c in range(n):
-            if gpus[c] <= now:
-                out[0, s * C + c] = True
-                n_fit += 1
-    if not rule or not fits_all:
+            out[0, s * C + c] = gpus[c] <= now
+    if not rule or free.min() < 0:
         return 0
-    hold = np.empty((S, n, S), dtype=np.int64)  # the deciding job's hold at σ after choice c at site s
-    for s in range(S):
+    stay, away = np.empty((2, n), dtype=np.int64), np.empty((2, n), dtype=np.int64)  # job j's hold after choice c
+    for moved in range(2):
         for c in range(n):
-            need = base - made[2 if s != site[j] else 0 if c == current else 1, c]
-            for sigma in range(S):
-                if sigma == s:
-                    h = tables[1, np.searchsorted(made[3], need)]
-                    if has_keep and made[4, c] >= need and gpus[c] < h:
-                        h = gpus[c]
-                else:
-                    h = tables[2, np.searchsorted(made[5], need)]
-                hold[s, c, sigma] = h
+            need = base - made[2 if moved else 0 if c == current else 1, c]
+            stay[moved, c] = min(tables[1, np.searchsorted(made[3], need)],
+                                 gpus[c] if has_keep and made[4, c] >= need else tables[1, n])
+            away[moved, c] = tables[2, np.searchsorted(made[5], need)]
+    possible = np.zeros(S * C, dtype=np.bool_)
+    n_possible = _allow(free, pools, q_end, q_stop, gpus, stay, away, site[j], possible)
+    if n_possible == 0 and j >= 0:
+        return 0
     others = np.array([i for i in range(J) if i != j], dtype=np.int64)
-    lo, hi = np.searchsorted(first, hold_from), np.searchsorted(first, deadline)
+    lo, hi = np.searchsorted(first, hold_from), np.searchsorted(first, deadline)  # the intervals a hold covers
     tried = np.full(others.size, -1, dtype=np.int64)  # per level (job of ``others``): the site its hold is at
     taken = np.zeros(others.size, dtype=np.int64)  # and the GPUs it took there
-    now, after = np.empty(S, dtype=np.int64), np.empty(S, dtype=np.int64)
     n_ok, level, found = 0, 0, False
     while level >= 0:
-        if level == others.size:  # every hold placed, every site fits: the choices this assignment allows
+        if level == others.size:  # every hold placed and every site fits
             found = True
-            for s in range(S):
-                now[s], after[s] = pools[s], pools[s]
-                for q in range(q_end):
-                    now[s] = min(now[s], free[s, q])
-                for q in range(q_end, q_stop):
-                    after[s] = min(after[s], free[s, q])
-            for s in range(S):
-                for c in range(n):
-                    if out[1, s * C + c] or gpus[c] > now[s]:
-                        continue
-                    for sigma in range(S):
-                        if hold[s, c, sigma] <= after[sigma]:
-                            out[1, s * C + c] = True
-                            n_ok += 1
-                            break
-            if n_ok == n_fit:
+            n_ok += _allow(free, pools, q_end, q_stop, gpus, stay, away, site[j], out[1])
+            if n_ok == n_possible:
                 break
             level -= 1
             continue
@@ -184,14 +192,12 @@ def _assignment_rule(committed, t, pools, state, deadline, every_site, j, end, c
         h = held[i] if sigma == site[i] else held_away[i]
         if h > pools[sigma]:
             continue
-        ok = True
-        if h:
-            taken[level] = h
-            for q in range(lo[i], hi[i]):
-                free[sigma, q] -= h
-                if free[sigma, q] < 0:
-                    ok = False
-        if ok:
+        taken[level], fits = h, True
+        for q in range(lo[i], hi[i]):
+            free[sigma, q] -= h
+            fits = fits and free[sigma, q] >= 0
+        if fits and (j < 0 or level + 1 == others.size or  # holds only take GPUs: ``free`` bounds the branch
+                     _allow(free, pools, q_end, q_stop, gpus, stay, away, site[j], out[1], False)):
             level += 1
     return (1 if found else 0) + (2 if n_ok else 0)
 
