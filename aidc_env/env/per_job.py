@@ -40,13 +40,13 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-import numba
 import numpy as np
 from gymnasium import spaces
 
 from aidc_env.env.rules import masked_action, penalty_usd_per_token
 from aidc_env.env.observation import (PRICE_OBS_HIGH, PRICE_OBS_LOW, PROGRESS_OBS_HIGH, RATE_RATIO_OBS_HIGH,
                                       renewable_share_high, sites_global_table, time_columns)
+from aidc_env.env.kernels import commit, observe, slot_objectives
 from aidc_env.env.reservation import FleetPlan, ReservationMasks, bits_of
 from aidc_env.errors import require
 from aidc_env.instance import PAUSE, SECONDS_PER_HOUR, Instance
@@ -63,31 +63,6 @@ JOB_FEATURES = ("progress", "required_rate_ratio", "gpu_share", "mode_index", "s
 """Per-job observation features, in order (then the site one-hot with several sites)."""
 CHOICE_FEATURES = ("gpu_share", "coverage", "efficiency")
 """Per-action features of the job deciding now, in order (then ``move`` with several sites)."""
-
-
-@numba.njit(cache=True)
-def _slot_objectives(t0, t1, job_gpus, job_kw, pools, inference_gpus, day, sites):
-    """Per site and slot of [t0, t1) the objective, in the last row its sum over the sites: the simulator's grid cost
-    and curtailment penalty (:func:`~aidc_env.simulator.facility_load_mw`, :func:`~aidc_env.simulator.renewable_first`,
-    :func:`~aidc_env.simulator.slot_decision_cost_usd`) + take-or-pay renewable cost − idle-GPU value
-    (:func:`~aidc_env.simulator.slot_idle_value_usd`), each the same expression of the same floats.
-
-    ``job_gpus``, ``job_kw``: the jobs' GPUs and IT kW per site (sites,) or per site and slot (sites, t1 − t0);
-    ``pools`` (sites,); ``inference_gpus`` (sites, T); ``day`` (4, sites, T): inference IT kW, renewable MW, price,
-    take-or-pay cost; ``sites`` (5, sites): PUE, idle kW per GPU, curtailment penalty, slot hours, idle value."""
-    S, n = pools.size, t1 - t0
-    gpus_of, kw_of = job_gpus.reshape(S, -1), job_kw.reshape(S, -1)
-    out = np.empty((S + 1, n))
-    for k in range(n):
-        t, i = t0 + k, k if gpus_of.shape[1] > 1 else 0
-        for s in range(S):
-            idle = max(pools[s] - (gpus_of[s, i] + inference_gpus[s, t]), 0)
-            load = sites[0, s] * (kw_of[s, i] + day[0, s, t] + idle * sites[1, s]) / 1000.0
-            used = min(load, day[1, s, t])
-            cost = (day[2, s, t] * (load - used) + sites[2, s] * (day[1, s, t] - used)) * sites[3, s]
-            out[s, k] = cost + day[3, s, t] - sites[4, s] * idle * sites[3, s]
-            out[S, k] = out[s, k] if s == 0 else out[S, k] + out[s, k]
-    return out
 
 
 class PerJobDynamics(ReservationMasks):
@@ -155,16 +130,35 @@ class PerJobDynamics(ReservationMasks):
         boundaries = sorted({s for sps in self._sps for s in range(0, T, sps)}) + [T]
         self._next_boundary = dict(zip(boundaries[:-1], boundaries[1:], strict=True))
         self._boundary_jobs = {t: [j for j in range(J) if t % self._sps[j] == 0] for t in boundaries[:-1]}
-        self._max_rate3600 = [float(r.max()) for r in rate3600]
-        self._n_modes = [max(n - 1, 1) for n in self._sizes]
         self._sps_arr = np.array(self._sps, dtype=float)
+        self._jobs = np.array([[*w, W, float(r.max()), max(n - 1, 1)] for w, W, r, n  # the job features' constants
+                               in zip(windows, self._target, rate3600, self._sizes, strict=True)], dtype=float)
         self._setup_masks(rate3600)
         self._setup_observation(inst, rate3600)
         # Per site and slot: the committed GPUs (inference included), then the reservation profile of every job's plan.
         self._profiles = np.zeros((S, 2 * T), dtype=np.int64)
         self._state = np.zeros((4, J), dtype=np.int64)  # per job: its hold at its site and elsewhere, site, hold start
         self._mask_out = np.zeros((2, self.n_actions), dtype=bool)  # the capacity mask and the rule's (S > 1)
+        self._end_arr = np.zeros(J)
         self._bind_views()
+        self._start = self._start_state(inst)
+
+    def _start_state(self, inst: Instance) -> tuple:
+        """Every day's state at slot 0 but its inference: per job its choice; per site the jobs' GPUs and IT kW; the
+        holds (:data:`_state`), their reserved profile, the job features."""
+        J, S, T = self.n_jobs, self.n_sites, self.n_slots
+        cur = [job.initial_mode + 1 for job in inst.jobs]
+        job_gpus, job_kw = [0] * S, [0.0] * S
+        profiles, state, feats = np.zeros_like(self._profiles), np.zeros_like(self._state), np.zeros_like(self._feats)
+        for j, (c, s) in enumerate(zip(cur, self._home, strict=True)):
+            g, need = self._gpus_list[j][c], self._plan.target_safe[j]
+            job_gpus[s] += g
+            job_kw[s] += self._kw_list[j][c]
+            commit(profiles, state, feats, np.zeros(J), self._jobs, self._pools, j, 0, 0, c, g,
+                   self._plan.held_gpus(j, 0, need, c), s, s, 0.0, self._dt)
+            if S > 1:
+                state[1, j] = self._move_plan.held_gpus_paused(j, 0, need)
+        return cur, job_gpus, job_kw, state, profiles[:, T:], feats
 
     def _setup_observation(self, inst: Instance, rate3600: list[np.ndarray]) -> None:
         J, S, T, C, A = self.n_jobs, self.n_sites, self.n_slots, self.n_choices, self.n_actions
@@ -219,7 +213,7 @@ class PerJobDynamics(ReservationMasks):
         """Views of the observation buffer: the job features (``_feats``, updated in place as jobs decide and slots
         pass) and the features of the deciding job's actions; the two GPU profiles, halves of one array per site."""
         self._committed, self._reserved = self._profiles[:, :self.n_slots], self._profiles[:, self.n_slots:]
-        self._held, self._held_away, self._site_row, self._hold_from = self._state
+        self._held, self._held_away = self._state[:2]
         self._capacity, self._ok = self._mask_out
         self._feats = self._obs_buffer[:self._n_job_obs].reshape(self.n_jobs, self._n_job_feats)
         self._choice_view = self._obs_buffer[self._n_job_obs + self._n_global + 2 * self.n_sites:].reshape(
@@ -247,32 +241,22 @@ class PerJobDynamics(ReservationMasks):
         self._inst = inst
         J, S = self.n_jobs, self.n_sites
         self._t = 0
-        self._cur = [job.initial_mode + 1 for job in inst.jobs]
-        self._site = list(self._home)
-        self._end = [0] * J  # end slot of each job's committed segment
-        self._tokens = [0.0] * J  # tokens made by the end of the committed segment
-        self._schedule = [[PAUSE] * job.segments for job in inst.jobs]
-        self._sites = [[h] * job.segments for job, h in zip(inst.jobs, self._home, strict=True)]
-        self._job_gpus = [0] * S
-        self._job_kw = [0.0] * S
-        for j in range(J):
-            self._job_gpus[self._site[j]] += self._gpus_list[j][self._cur[j]]
-            self._job_kw[self._site[j]] += self._kw_list[j][self._cur[j]]
-        for s, view in enumerate(inst.site_views):  # committed GPUs and reservations (the jobs' are added below)
-            self._committed[s] = view.inference_gpus
-            self._reserved[s] = view.inference_gpus
-        self._state[:] = 0
-        self._site_row[:] = self._site
-        for j in range(J):
-            self._add_hold(j, 0, self._plan.held_gpus(j, 0, self._plan.target_safe[j], self._cur[j]))
-            if S > 1:
-                self._held_away[j] = self._move_plan.held_gpus_paused(j, 0, self._plan.target_safe[j])
-        self._start_safe = self._plan_fits()
         noisy = env.forecast_noise > 0  # noise is drawn per episode: that global table is not kept
         if inst.day not in self._day_tables:
             self._day_tables[inst.day] = (None if noisy else self._global_table(inst), *self._day_of(inst))
         global_obs, self._penalty_per_token, self._inference_share, self._day_arrays = self._day_tables[inst.day]
         self._global_obs = self._global_table(inst) if noisy else global_obs
+        cur, job_gpus, job_kw, state, holds, feats = self._start
+        self._cur, self._site, self._job_gpus, self._job_kw = list(cur), list(self._home), list(job_gpus), list(job_kw)
+        self._end = [0] * J  # end slot of each job's committed segment
+        self._tokens = [0.0] * J  # tokens made by the end of the committed segment
+        self._schedule = [[PAUSE] * job.segments for job in inst.jobs]
+        self._sites = [[h] * job.segments for job, h in zip(inst.jobs, self._home, strict=True)]
+        self._committed[:] = self._reserved[:] = self._day_arrays[0]  # the inference GPUs, then the jobs' holds
+        self._reserved += holds
+        self._state[:] = state
+        self._end_arr[:] = 0
+        self._start_safe = self._plan_fits()
         self._baseline = self._baseline_objective(inst) if env.reward_baseline == "fixed" else None
         self.objective_usd = 0.0
         self._fallback = False
@@ -280,10 +264,7 @@ class PerJobDynamics(ReservationMasks):
         self._queue = []
         self._k = 0
         self._last_info: dict[str, Any] = {}
-        self._end_arr = np.zeros(J)
-        self._feats[:] = 0.0
-        for j in range(J):
-            self._job_row(j)
+        self._feats[:] = feats
         self._time_columns()
         self._pending_reward = 0.0
         self._credit = 0.0
@@ -429,15 +410,11 @@ class PerJobDynamics(ReservationMasks):
             self._job_kw[here] -= self._kw_list[j][prev]
             self._job_kw[s] += self._kw_list[j][c]
         self._cur[j] = c
-        self._site[j] = self._site_row[j] = s
+        self._site[j] = s
         end = t + sps
         self._end[j] = end
-        self._end_arr[j] = end
-        self._job_row(j)
-        self._feats[j, 4] = 1.0
-        if g:
-            self._committed[s, t:end] += g
-        self._reserve_segment(j, t, end, g, held, here, s)
+        commit(self._profiles, self._state, self._feats, self._end_arr, self._jobs, self._pools, j, t, end, c, g, held,
+               here, s, self._tokens[j], self._dt)
         if self.n_sites > 1:
             self._held_away[j] = self._move_plan.held_gpus_paused(j, end, self._plan.target_safe[j] - self._tokens[j])
         if self.env.reward_credit == "job":
@@ -465,7 +442,7 @@ class PerJobDynamics(ReservationMasks):
 
     def _profile_objectives(self, sl: slice) -> np.ndarray:
         """Per site and slot of ``sl``, the objective of the credit profile (:meth:`_credit_choice`)."""
-        return _slot_objectives(sl.start, sl.stop, np.ascontiguousarray(self._prof_gpus[:, sl]),
+        return slot_objectives(sl.start, sl.stop, np.ascontiguousarray(self._prof_gpus[:, sl]),
                                 np.ascontiguousarray(self._prof_kw[:, sl]), self._pools, *self._day_arrays)
 
     def _forced(self, j: int) -> bool:
@@ -510,7 +487,7 @@ class PerJobDynamics(ReservationMasks):
 
     def _simulate_slots(self, t0: int, t1: int) -> np.ndarray:
         """The objective of slots [t0, t1) with every job's committed site and choice: the simulator's functions."""
-        return _slot_objectives(t0, t1, np.array(self._job_gpus), np.array(self._job_kw), self._pools,
+        return slot_objectives(t0, t1, np.array(self._job_gpus), np.array(self._job_kw), self._pools,
                                 *self._day_arrays)[-1]
 
     def _baseline_objective(self, inst: Instance) -> np.ndarray:
@@ -544,27 +521,6 @@ class PerJobDynamics(ReservationMasks):
 
     # ------------------------------------------------------------------ observation
 
-    def _job_row(self, j: int) -> None:
-        """Observation features 0-3 of job j, and its site (they change only when it decides)."""
-        row = self._feats[j]
-        W, X = self._target[j], self._tokens[j]
-        row[0] = min(X / W, PROGRESS_OBS_HIGH) if W > 0 else 1.0
-        missing = W - X
-        seconds = (self._deadline[j] - max(self._end[j], self._release[j])) * self._dt * SECONDS_PER_HOUR
-        rate = self._max_rate3600[j] / SECONDS_PER_HOUR
-        if missing <= W * TRANCHE_TOLERANCE:
-            row[1] = 0.0
-        elif seconds > 0 and rate > 0:
-            row[1] = min(missing / (seconds * rate), RATE_RATIO_OBS_HIGH)
-        else:
-            row[1] = RATE_RATIO_OBS_HIGH
-        c, s = self._cur[j], self._site[j]
-        row[2] = min(self._gpus_list[j][c] / self._site_gpus[s], 1.0)
-        row[3] = c / self._n_modes[j]
-        if self.n_sites > 1:
-            row[len(JOB_FEATURES):] = 0.0
-            row[len(JOB_FEATURES) + s] = 1.0
-
     def _time_columns(self) -> None:
         """The observation's parts that change with the slot only: features 4-6 of every job (5-6 from a per-slot
         table), the global values and the inference shares."""
@@ -584,33 +540,20 @@ class PerJobDynamics(ReservationMasks):
         obs = self._obs_buffer
         ng = self._n_job_obs + self._n_global  # the global values and the inference shares: _time_columns
         choice = self._choice_view
-        j = self.deciding_job
+        j = self._queue[self._k] if t < self.n_slots and self._k < len(self._queue) else None
         if j is None:
             for s in range(self.n_sites):
                 obs[ng + 2 * s] = 0.0
                 obs[ng + 2 * s + 1] = 1.0
             choice[:] = 0.0
             return obs.copy()
-        for s in range(self.n_sites):
-            N = self._site_gpus[s]
-            obs[ng + 2 * s + 1] = max(N - int(self._committed[s, t]), 0) / N
         W = self._target[j]
         missing = W - self._tokens[j]
         here = self._site[j]
-        if missing <= W * TRANCHE_TOLERANCE:
-            choice[:] = self._choice_done[j, here]
-        else:
-            features = self._choice_static[j, here]
-            hours = (self._deadline[j] - t) * self._dt
-            coverage = features[:, 1]  # in place in float64, then one cast to the float32 buffer (a hot path)
-            np.multiply(self._rate_pad[j], hours / missing, out=coverage)
-            np.minimum(coverage, RATE_RATIO_OBS_HIGH, out=coverage)
-            choice[:] = features
-        deciding = self._deciding_index[j]
-        obs[deciding] = 1.0
-        out = obs.copy()
-        obs[deciding] = 0.0
-        return out
+        done = missing <= W * TRANCHE_TOLERANCE
+        return observe(obs, self._committed, self._pools, t, ng, choice,
+                       (self._choice_done if done else self._choice_static)[j, here], done, self._rate_pad[j],
+                       0.0 if done else (self._deadline[j] - t) * self._dt / missing, self._deciding_index[j])
 
 
 __all__ = ["CHOICE_FEATURES", "JOB_FEATURES", "PerJobDynamics", "bits_of"]

@@ -40,9 +40,9 @@ import copy
 import math
 from collections.abc import Sequence
 
-import numba
 import numpy as np
 
+from aidc_env.env.kernels import assignment_rule
 from aidc_env.env.safety import SAFETY_TOLERANCE
 
 _max = np.maximum.reduce  # the ufunc itself: a slice's max without ndarray.max's Python wrapper
@@ -79,127 +79,6 @@ def _first_keep_fit(keep: list[float], total: list[float], restart: list[float],
     while k < n and not keep[k] >= base - restart[k]:
         k += 1
     return k
-
-
-@numba.njit(cache=True)
-def _allow(free, pools, q_end, q_stop, gpus, stay, away, site, row, mark=True):
-    """Marks in ``row`` (entry s·C + c) the deciding job's choices that ``free`` (sites, intervals: the room left
-    beside the committed GPUs and the other jobs' holds) allows: the segment fits its site in the intervals before
-    ``q_end`` and its hold fits in those of [q_end, q_stop), at the segment's site (``stay``) or at another
-    (``away``); per row of both, the segment at the job's ``site`` (0) or elsewhere (1). Returns how many it marks
-    (with ``mark``; else how many it would)."""
-    S, n, C = pools.size, gpus.size, row.size // pools.size
-    now, after = pools.copy(), pools.copy()
-    for s in range(S):
-        for q in range(q_end):
-            now[s] = min(now[s], free[s, q])
-        for q in range(q_end, q_stop):
-            after[s] = min(after[s], free[s, q])
-    marked = 0
-    for s in range(S):
-        other, moved = -1, 0 if s == site else 1
-        for sigma in range(S):
-            if sigma != s:
-                other = max(other, after[sigma])
-        for c in range(n):
-            if not row[s * C + c] and gpus[c] <= now[s] and (stay[moved, c] <= after[s] or away[moved, c] <= other):
-                row[s * C + c] = mark
-                marked += 1
-    return marked
-
-
-@numba.njit(cache=True)
-def _assignment_rule(committed, t, pools, state, deadline, every_site, j, end, current, base, made, tables, has_keep,
-                     rule, out):
-    """The reservation rule with several sites (compiled): per (site s, local choice c) of the deciding job j, whether
-    its segment fits s beside the committed GPUs (``out[0, s·C + c]``) and (with ``rule``) whether, for some
-    assignment of the other jobs' holds to sites that fits every site in every slot, the segment fits s beside them
-    and its hold after (at s: kept or after a restart; elsewhere: after a move) fits some site (``out[1]``).
-
-    ``committed`` (sites, T) GPUs of the committed choices and inference; ``state`` (4, jobs) per job its hold at
-    its own site and elsewhere, its site and its hold's start (job j's entries are not read; j = −1: no deciding
-    job); ``every_site``: each job's hold may go to any site (else it stays at its own); job j's segment from slot t
-    ends at ``end``; ``made`` (6, choices) its segment's tokens kept, restarted and moved (``current``: the choice
-    that can be kept), then the restart tokens sorted and the kept tokens of :meth:`FleetPlan.kernel_tables` for
-    staying and the restart tokens for moving; ``tables`` (3, choices + 1) its GPUs per choice and the fewest GPUs
-    of a mode at least that fast, staying and moving; ``base`` its missing tokens.
-
-    The reservations change only where one starts or ends, so the slots from t split into intervals, each site's room
-    in one the pool less its most committed GPUs. The assignments are enumerated depth first, a branch cut as soon as
-    a site overflows (holds only take GPUs), and the search stops once every choice that the room without any other
-    hold allows is allowed. Returns 2 if some choice is allowed, + 1 if an assignment fits (determined for j = −1)."""
-    S, T = committed.shape
-    held, held_away, site, hold_from = state[0], state[1], state[2], state[3]
-    J, C, n = site.size, out.shape[1] // S, tables.shape[1] - 1
-    gpus = tables[0, :n]
-    stop = deadline[j] if j >= 0 else T
-    cuts = np.empty(2 * J + 3, dtype=np.int64)
-    cuts[0], cuts[1], cuts[2] = t, end, stop
-    cuts[3:3 + J] = hold_from
-    cuts[3 + J:] = deadline
-    cuts = np.unique(cuts)
-    first = cuts[(cuts >= t) & (cuts < T)]  # the intervals' first slots
-    Q = first.size
-    q_end, q_stop = np.searchsorted(first, end), np.searchsorted(first, stop)
-    free = np.empty((S, Q), dtype=np.int64)
-    out[:] = False
-    for s in range(S):
-        now = pools[s]
-        for q in range(Q):
-            most = 0
-            for slot in range(first[q], first[q + 1] if q + 1 < Q else T):
-                most = max(most, committed[s, slot])
-            free[s, q] = pools[s] - most
-            now = min(now, free[s, q]) if q < q_end else now
-        for c in range(n):
-            out[0, s * C + c] = gpus[c] <= now
-    if not rule or free.min() < 0:
-        return 0
-    stay, away = np.empty((2, n), dtype=np.int64), np.empty((2, n), dtype=np.int64)  # job j's hold after choice c
-    for moved in range(2):
-        for c in range(n):
-            need = base - made[2 if moved else 0 if c == current else 1, c]
-            stay[moved, c] = min(tables[1, np.searchsorted(made[3], need)],
-                                 gpus[c] if has_keep and made[4, c] >= need else tables[1, n])
-            away[moved, c] = tables[2, np.searchsorted(made[5], need)]
-    possible = np.zeros(S * C, dtype=np.bool_)
-    n_possible = _allow(free, pools, q_end, q_stop, gpus, stay, away, site[j], possible)
-    if n_possible == 0 and j >= 0:
-        return 0
-    others = np.array([i for i in range(J) if i != j], dtype=np.int64)
-    lo, hi = np.searchsorted(first, hold_from), np.searchsorted(first, deadline)  # the intervals a hold covers
-    tried = np.full(others.size, -1, dtype=np.int64)  # per level (job of ``others``): the site its hold is at
-    taken = np.zeros(others.size, dtype=np.int64)  # and the GPUs it took there
-    n_ok, level, found = 0, 0, False
-    while level >= 0:
-        if level == others.size:  # every hold placed and every site fits
-            found = True
-            n_ok += _allow(free, pools, q_end, q_stop, gpus, stay, away, site[j], out[1])
-            if n_ok == n_possible:
-                break
-            level -= 1
-            continue
-        i = others[level]
-        if taken[level]:
-            free[tried[level], lo[i]:hi[i]] += taken[level]
-            taken[level] = 0
-        sigma = tried[level] + 1 if every_site else (site[i] if tried[level] < 0 else S)
-        if sigma >= S:
-            tried[level] = -1
-            level -= 1
-            continue
-        tried[level] = sigma
-        h = held[i] if sigma == site[i] else held_away[i]
-        if h > pools[sigma]:
-            continue
-        taken[level], fits = h, True
-        for q in range(lo[i], hi[i]):
-            free[sigma, q] -= h
-            fits = fits and free[sigma, q] >= 0
-        if fits and (j < 0 or level + 1 == others.size or  # holds only take GPUs: ``free`` bounds the branch
-                     _allow(free, pools, q_end, q_stop, gpus, stay, away, site[j], out[1], False)):
-            level += 1
-    return (1 if found else 0) + (2 if n_ok else 0)
 
 
 def _bits(mask: np.ndarray) -> int:
@@ -258,7 +137,7 @@ class FleetPlan:
         return cached
 
     def kernel_tables(self, j: int, end: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, bool]:
-        """Job j's held-mode tables after a segment ending at ``end``, for :func:`_assignment_rule`: the restart
+        """Job j's held-mode tables after a segment ending at ``end``, for :func:`~aidc_env.env.kernels.assignment_rule`: the restart
         tokens sorted, the fewest GPUs of a mode at least that fast, the kept tokens (empty when none), kept or not."""
         restart, _, keep, _ = self._tables(j, end)
         return restart, self.fewest_gpus[j], (keep if keep is not None else np.zeros(0)), keep is not None
@@ -385,17 +264,17 @@ class ReservationMasks:
     def _sites_rule(self, j: int, t: int, end: int, rule: bool) -> int:
         """Job j's choices that fit their site's pool (``_capacity``, entry s·C + c), and those after which every job
         keeps a held mode at some site and some assignment of the holds to sites fits every site in every slot
-        (``_ok``, with ``rule``): :func:`_assignment_rule`, whose flags it returns (j = −1: whether the plan fits)."""
+        (``_ok``, with ``rule``): :func:`~aidc_env.env.kernels.assignment_rule`, whose flags it returns (j = −1: whether the plan fits)."""
         tables = self._kernel_cache.get((j, end))
         if tables is None:
             tables = self._kernel_cache[j, end] = self._kernel_tables(j, end)
         base = self._plan.target_safe[j] - self._tokens[j] if j >= 0 else 0.0
-        return _assignment_rule(self._committed, t, self._pools, self._state, self._deadline_arr,
+        return assignment_rule(self._committed, t, self._pools, self._state, self._deadline_arr,
                                 self._every_sites[j >= 0], j, end, self._cur[j] if j >= 0 else 0, base, *tables, rule,
                                 self._mask_out)
 
     def _kernel_tables(self, j: int, end: int) -> tuple[np.ndarray, np.ndarray, bool]:
-        """Job j's tables of :func:`_assignment_rule` after a segment ending at ``end``: (6, choices) its segment's
+        """Job j's tables of :func:`~aidc_env.env.kernels.assignment_rule` after a segment ending at ``end``: (6, choices) its segment's
         tokens kept, restarted, moved, the restart tokens sorted and kept tokens of its own plan, the restart tokens
         sorted of its plan after a move; (3, choices + 1) its GPUs, the fewest GPUs of the two plans; kept or not."""
         n = self._sizes[j] if j >= 0 else 0
@@ -572,45 +451,6 @@ class ReservationMasks:
     def _restore(self, state: dict) -> None:
         self.__dict__.update(state)
         self._bind_views()
-
-    # ------------------------------------------------------------------ reserved profiles
-
-    def _drop_hold(self, j: int, site: int) -> None:
-        """Remove job j's held reservation (at ``site``) from the profile."""
-        if self._held[j]:
-            self._reserved[site, self._hold_from[j]:self._deadline[j]] -= self._held[j]
-            self._held[j] = 0
-
-    def _add_hold(self, j: int, end: int, held: int) -> None:
-        """Reserve ``held`` GPUs for job j at its site from max(end, release) to its deadline."""
-        start = self._plan.hold_start(j, end)
-        self._hold_from[j] = start
-        if held and start < self._deadline[j]:
-            self._reserved[self._site[j], start:self._deadline[j]] += held
-            self._held[j] = held
-
-    def _reserve_segment(self, j: int, t: int, end: int, g: int, held: int, old_site: int, s: int) -> None:
-        """Replace job j's hold (at ``old_site``) by its segment [t, end) of ``g`` GPUs at s and its new hold of
-        ``held`` GPUs there (the job's site is already s).
-
-        When the job stays, the old hold covers the segment and the new one starts where the segment ends (the usual
-        case: a job inside its window), the profile changes by g − old on the segment and held − old after it: at
-        most two slice updates instead of three (integers: the same profile)."""
-        old, stop = self._held[j], self._deadline[j]
-        start = self._plan.hold_start(j, end)
-        if s == old_site and old and self._hold_from[j] == t and start == end <= stop:
-            reserved = self._reserved[s]
-            if g != old:
-                reserved[t:end] += g - old
-            if held != old and end < stop:
-                reserved[end:stop] += held - old
-            self._hold_from[j] = start
-            self._held[j] = held if held and start < stop else 0
-            return
-        self._drop_hold(j, old_site)  # it covered [t, deadline): the segment now holds g, then the new hold
-        if g:
-            self._reserved[s, t:end] += g
-        self._add_hold(j, end, held)
 
 
 __all__ = ["FleetPlan", "MASK_CACHE_SIZE", "MAX_HOLD_ASSIGNMENTS", "ReservationMasks", "bits_of"]
