@@ -13,9 +13,9 @@ job deciding now is not: a choice after which it misses its deadline is never sa
 
 **The rule.** A state is *safe* when, at every site and in every slot s ≥ t, the reservations of the jobs there fit
 the pool beside its inference GPUs: Σ_j G_j(s) + inference(s) ≤ N, with G_j(s) the GPUs of the committed choice
-before e_j and of the held mode in [max(e_j, release_j), d_j), each job held at the site of its committed segment. Tokens depend on a job's own choices only and capacity is
-additive, so the fewest-GPU held mode of every job is the best plan for every slot at once: the state is safe
-if and only if *some* held-mode plan of all jobs fits. A choice is safe when the state after it is.
+before e_j and of the held mode in [max(e_j, release_j), d_j). Tokens depend on a job's own choices only and
+capacity is additive, so the fewest-GPU held mode of every job is the best plan for every slot at once: the state is
+safe if and only if *some* held-mode plan of all jobs fits. A choice is safe when the state after it is.
 
 **Why it is enough.** If the state is safe, the job deciding next can always take the mode its plan holds:
 that segment uses exactly the reserved GPUs and its plan afterwards needs at most as many (holding the same
@@ -25,8 +25,10 @@ is feasible), and the mask is never empty. The rule is sufficient, not necessary
 resumes a job twice may exist when no held mode does, or one where jobs swap sites.
 
 **Sites.** A choice at another site moves the job: its segment makes the moved tokens (τ_j and the transfer time
-lost) and its hold is at the new site from then on (kept or after a restart, as at any site). Holding every job where
-it is makes the rule a per-site copy of the one-pool rule, so with one site it is that rule exactly.
+lost) and its hold is at the new site from then on (kept or after a restart, as at any site). Each job's hold may be
+at any site (after a move, the transfer time lost too): the state is safe when some assignment of the holds to sites
+fits every site (:func:`~aidc_env.env.kernels.assignment_rule`; beyond :data:`MAX_HOLD_ASSIGNMENTS` assignments each
+hold stays at its job's site). With one site it is the one-pool rule exactly.
 
 **The search** (``mask_search_nodes`` > 0). A choice the rule refuses is allowed when a depth-first search from the
 state after it reaches, within that many states, a decision with a choice the rule allows (the rule's plan then
@@ -50,8 +52,8 @@ MAX_HOLD_ASSIGNMENTS = 4096
 """The most assignments of the other jobs' holds to sites the rule enumerates (S^(J−1); 27 on sites3): beyond it each
 job is held where it is."""
 MASK_CACHE_SIZE = 1 << 14
-"""Most distinct masks kept as arrays (:meth:`ReservationMasks._mask_array`; a few MB at most). Measured: 439
-distinct masks in 200,000 random masked agent steps of the fleet case."""
+"""Most distinct masks kept as arrays (:meth:`ReservationMasks._mask_array`; a few MB at most): the cache is emptied
+beyond it."""
 
 
 def bits_of(mask: np.ndarray) -> int:
@@ -137,8 +139,8 @@ class FleetPlan:
         return cached
 
     def kernel_tables(self, j: int, end: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, bool]:
-        """Job j's held-mode tables after a segment ending at ``end``, for :func:`~aidc_env.env.kernels.assignment_rule`: the restart
-        tokens sorted, the fewest GPUs of a mode at least that fast, the kept tokens (empty when none), kept or not."""
+        """Job j's held-mode tables after a segment ending at ``end``: the restart tokens sorted, the fewest GPUs of a
+        mode at least that fast, the kept tokens (empty when none), kept or not."""
         restart, _, keep, _ = self._tables(j, end)
         return restart, self.fewest_gpus[j], (keep if keep is not None else np.zeros(0)), keep is not None
 
@@ -155,8 +157,8 @@ class FleetPlan:
 
     def best_restart_tokens(self, j: int, end: int, room: int) -> float:
         """The most tokens a held mode of at most ``room`` GPUs makes from a restart after a segment ending at
-        ``end`` (−inf when none fits). ``held_gpus(...)[c] <= room`` (without ``kept``) iff ``need[c]`` is at most
-        this: the fewest-GPU mode making ``need`` fits ``room`` iff some mode fitting ``room`` makes it."""
+        ``end`` (−inf when none fits). The fewest-GPU mode making ``need`` from a restart (:meth:`held_gpus` of a
+        choice not kept on) fits ``room`` iff ``need`` is at most this: iff some mode fitting ``room`` makes it."""
         gpus, best = self._by_gpus(j, end)
         k = bisect.bisect_right(gpus, room)
         return best[k - 1] if k else -math.inf
@@ -192,24 +194,21 @@ class FleetPlan:
         return int(self.fewest_gpus[j][k])
 
 
-
-
 class ReservationMasks:
-    """The mask of :class:`~aidc_env.env.per_job.PerJobDynamics` (mixed into it: it reads the dynamics' state) and
-    the bookkeeping of the reserved profiles (per site: committed GPUs, then every job's hold)."""
+    """The mask of :class:`~aidc_env.env.per_job.PerJobDynamics` (mixed into it: it reads the dynamics' state: the
+    profiles of committed and reserved GPUs per site, which :func:`~aidc_env.env.kernels.commit` keeps)."""
 
     def _setup_masks(self, rate3600: Sequence[np.ndarray]) -> None:
         """Per job, bit masks (bit c: local choice c): k -> its choices of rate rank >= k; and its choices of at most
         ``_fit_values[j][k - 1]`` GPUs (k = 0: none), for a bisection on the room; its segment's tokens by rate."""
         self._rate_order = [np.argsort(r, kind="stable") for r in rate3600]
         self._seg_restart_by_rate = [r[o].tolist() for r, o in zip(self._seg_restart, self._rate_order, strict=True)]
-        self._seg_move_by_rate = [r[o].tolist() for r, o in zip(self._seg_move, self._rate_order, strict=True)]
         self._faster: list[list[int]] = []
         self._fit_values: list[list[int]] = []
         self._fit_bits: list[list[int]] = []
         self._mask_arrays: dict[int, np.ndarray] = {}
         self._bounds_cache: dict[tuple[int, int, int], np.ndarray] = {}  # _profile_maxima's, per (t, end, stop)
-        self._keep_cache: dict[tuple[int, int, bool], tuple[list[float], list[float]] | None] = {}
+        self._keep_cache: dict[tuple[int, int], tuple[list[float], list[float]] | None] = {}
         self._kernel_cache: dict[tuple[int, int], tuple[np.ndarray, np.ndarray, bool]] = {}
         self._every_sites = [self.n_sites ** (self.n_jobs - known) <= MAX_HOLD_ASSIGNMENTS for known in (0, 1)]
         for j in range(self.n_jobs):
@@ -254,7 +253,7 @@ class ReservationMasks:
                 own = int(self._held[j])  # the job's current hold covers [t, deadline)
                 room_now = min(room, N + own - now)
                 room_after = min(N, N + own - after) if after is not None else N
-                safe = self._safe_choices(j, end, room_now, room_after, False)
+                safe = self._safe_choices(j, end, room_now, room_after)
         if search:
             safe |= self._rescued(j, capacity & ~safe)
         self._fallback = rule and not safe
@@ -264,7 +263,8 @@ class ReservationMasks:
     def _sites_rule(self, j: int, t: int, end: int, rule: bool) -> int:
         """Job j's choices that fit their site's pool (``_capacity``, entry s·C + c), and those after which every job
         keeps a held mode at some site and some assignment of the holds to sites fits every site in every slot
-        (``_ok``, with ``rule``): :func:`~aidc_env.env.kernels.assignment_rule`, whose flags it returns (j = −1: whether the plan fits)."""
+        (``_ok``, with ``rule``): :func:`~aidc_env.env.kernels.assignment_rule`, whose flags it returns (j = −1:
+        whether the plan fits)."""
         tables = self._kernel_cache.get((j, end))
         if tables is None:
             tables = self._kernel_cache[j, end] = self._kernel_tables(j, end)
@@ -274,9 +274,10 @@ class ReservationMasks:
                                 self._mask_out)
 
     def _kernel_tables(self, j: int, end: int) -> tuple[np.ndarray, np.ndarray, bool]:
-        """Job j's tables of :func:`~aidc_env.env.kernels.assignment_rule` after a segment ending at ``end``: (6, choices) its segment's
-        tokens kept, restarted, moved, the restart tokens sorted and kept tokens of its own plan, the restart tokens
-        sorted of its plan after a move; (3, choices + 1) its GPUs, the fewest GPUs of the two plans; kept or not."""
+        """Job j's tables of :func:`~aidc_env.env.kernels.assignment_rule` after a segment ending at ``end``: (6,
+        choices) its segment's tokens kept, restarted, moved, the restart tokens sorted and kept tokens of its own plan,
+        the restart tokens sorted of its plan after a move; (3, choices + 1) its GPUs, the fewest GPUs of both plans;
+        kept or not."""
         n = self._sizes[j] if j >= 0 else 0
         made, ints = np.zeros((6, n)), np.zeros((3, n + 1), dtype=np.int64)
         if j < 0:
@@ -293,30 +294,28 @@ class ReservationMasks:
             return bool(np.all(self._reserved.max(axis=1) <= self._site_gpus))
         return bool(self._sites_rule(-1, min(self._t, self.n_slots - 1), self.n_slots, True) & 1)
 
-    def _safe_choices(self, j: int, end: int, room_now: int, room_after: int, moved: bool) -> int:
-        """Bit mask (bit c: local choice c) of job j's choices at a site whose GPUs fit ``room_now`` and whose held
-        mode fits ``room_after`` (``moved``: the site is not the job's, so every choice moves it).
+    def _safe_choices(self, j: int, end: int, room_now: int, room_after: int) -> int:
+        """Bit mask (bit c: local choice c) of job j's choices (one site) whose GPUs fit ``room_now`` and whose held
+        mode fits ``room_after``.
 
-        A choice c other than the current one (``prev``; with a move, every c) leaves ``need[c] = base − tokens of
+        A choice c other than the current one (``prev``) leaves ``need[c] = base − tokens of
         c's segment`` missing; its held mode fits iff ``need[c] <= best`` (the most a fitting mode makes from a
         restart), or c is kept on (``keep[c] >= need[c]``) and fits. Both tests are monotone in c's tokens per hour
-        (its segment and kept tokens grow with its rate: the instance has restart and transfer hours < segment hours;
-        float rounding is monotone), so each holds on a suffix of the choices sorted by rate, found by bisection and
-        read from a table (``_faster``). ``prev`` (no restart) is tested on its own."""
+        (its segment and kept tokens grow with its rate: the instance has restart hours < segment hours; float
+        rounding is monotone), so each holds on a suffix of the choices sorted by rate, found by bisection and read from
+        a table (``_faster``). ``prev`` (no restart) is tested on its own."""
         plan = self._plan
         base = plan.target_safe[j] - self._tokens[j]
         best = plan.best_restart_tokens(j, end, room_after)
-        made = (self._seg_move_by_rate if moved else self._seg_restart_by_rate)[j]
+        made = self._seg_restart_by_rate[j]
         k_restart = _first_restart_fit(made, base, best)
         held_fits = self._faster[j][k_restart]
-        keep = self._keep_by_rate(j, end, moved)
+        keep = self._keep_by_rate(j, end)
         if keep is not None:
             k_keep = _first_keep_fit(keep[0], keep[1], made, base)
             if k_keep < k_restart:
                 held_fits = held_fits | (self._faster[j][k_keep] & self._fits(j, room_after))
         safe = held_fits & self._fits(j, room_now)
-        if moved:
-            return safe
         prev = self._cur[j]
         need = base - self._seg_keep_list[j][prev]
         gpus = self._gpus_list[j][prev]
@@ -341,18 +340,18 @@ class ReservationMasks:
             self._mask_arrays[bits] = mask
         return mask
 
-    def _keep_by_rate(self, j: int, end: int, moved: bool) -> tuple[list[float], list[float]] | None:
+    def _keep_by_rate(self, j: int, end: int) -> tuple[list[float], list[float]] | None:
         """Job j's kept tokens (:meth:`FleetPlan.keep_tokens`) in the order of the choices' rates, and each plus the
-        choice's segment tokens (restarted or moved: a bisection's start in :meth:`_safe_choices`); None when
-        nothing can be kept (cached)."""
-        key = (j, end, moved)
+        choice's restarted segment tokens (a bisection's start in :meth:`_safe_choices`); None when nothing can be
+        kept (cached)."""
+        key = (j, end)
         if key not in self._keep_cache:
             keep = self._plan.keep_tokens(j, end)
             if keep is None:
                 self._keep_cache[key] = None
             else:
                 by_rate = keep[self._rate_order[j]].tolist()
-                made = (self._seg_move_by_rate if moved else self._seg_restart_by_rate)[j]
+                made = self._seg_restart_by_rate[j]
                 self._keep_cache[key] = (by_rate, [k + r for k, r in zip(by_rate, made, strict=True)])
         return self._keep_cache[key]
 
