@@ -16,7 +16,7 @@ from aidc_env.simulator import TRANCHE_TOLERANCE
 
 
 @numba.njit(cache=True)
-def allow(free, pools, q_end, q_stop, gpus, stay, away, site, row, mark=True):
+def allow(free, pools, q_end, q_stop, gpus, stay, away, site, row, mark):
     """Marks in ``row`` (entry s·C + c) the deciding job's choices that ``free`` (sites, intervals: the room left
     beside the committed GPUs and the other jobs' holds) allows: the segment fits its site in the intervals before
     ``q_end`` and its hold fits in those of [q_end, q_stop), at the segment's site (``stay``) or at another
@@ -98,7 +98,7 @@ def assignment_rule(committed, t, pools, state, deadline, every_site, j, end, cu
                                  gpus[c] if has_keep and made[4, c] >= need else tables[1, n])
             away[moved, c] = tables[2, np.searchsorted(made[5], need)]
     possible = np.zeros(S * C, dtype=np.bool_)
-    n_possible = allow(free, pools, q_end, q_stop, gpus, stay, away, site[j], possible)
+    n_possible = allow(free, pools, q_end, q_stop, gpus, stay, away, site[j], possible, True)
     if n_possible == 0 and j >= 0:
         return 0
     others = np.array([i for i in range(J) if i != j], dtype=np.int64)
@@ -109,7 +109,7 @@ def assignment_rule(committed, t, pools, state, deadline, every_site, j, end, cu
     while level >= 0:
         if level == others.size:  # every hold placed and every site fits
             found = True
-            n_ok += allow(free, pools, q_end, q_stop, gpus, stay, away, site[j], out[1])
+            n_ok += allow(free, pools, q_end, q_stop, gpus, stay, away, site[j], out[1], True)
             if n_ok == n_possible:
                 break
             level -= 1
@@ -144,7 +144,7 @@ def slot_objectives(t0, t1, job_gpus, job_kw, pools, inference_gpus, day, sites)
     :func:`~aidc_env.simulator.slot_decision_cost_usd`) + take-or-pay renewable cost − idle-GPU value
     (:func:`~aidc_env.simulator.slot_idle_value_usd`), each the same expression of the same floats.
 
-    ``job_gpus``, ``job_kw``: the jobs' GPUs and IT kW per site (sites,) or per site and slot (sites, t1 − t0);
+    ``job_gpus``, ``job_kw``: the jobs' GPUs and IT kW per site (sites,), or per site and slot (sites · (t1 − t0),);
     ``pools`` (sites,); ``inference_gpus`` (sites, T); ``day`` (4, sites, T): inference IT kW, renewable MW, price,
     take-or-pay cost; ``sites`` (5, sites): PUE, idle kW per GPU, curtailment penalty, slot hours, idle value."""
     S, n = pools.size, t1 - t0

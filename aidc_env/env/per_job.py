@@ -199,7 +199,8 @@ class PerJobDynamics(ReservationMasks):
         self._n_global = n_global
         self._obs_buffer = np.zeros(self.observation_space.shape, dtype=np.float32)
         self._deciding_index = [j * self._n_job_feats + JOB_FEATURES.index("deciding") for j in range(J)]
-        self._choice_done = self._choice_static.astype(np.float32)  # a job with nothing missing: full coverage
+        # A job with nothing missing: full coverage (float32 values, as the observation holds them).
+        self._choice_done = self._choice_static.astype(np.float32).astype(float)
         for j in range(J):
             for s in range(S):
                 self._choice_done[j, :, s * C + 1:s * C + self._sizes[j], 1] = RATE_RATIO_OBS_HIGH
@@ -442,8 +443,8 @@ class PerJobDynamics(ReservationMasks):
 
     def _profile_objectives(self, sl: slice) -> np.ndarray:
         """Per site and slot of ``sl``, the objective of the credit profile (:meth:`_credit_choice`)."""
-        return slot_objectives(sl.start, sl.stop, np.ascontiguousarray(self._prof_gpus[:, sl]),
-                                np.ascontiguousarray(self._prof_kw[:, sl]), self._pools, *self._day_arrays)
+        return slot_objectives(sl.start, sl.stop, self._prof_gpus[:, sl].ravel(), self._prof_kw[:, sl].ravel(),
+                               self._pools, *self._day_arrays)
 
     def _forced(self, j: int) -> bool:
         """Job j has one choice at the current slot (a boundary): outside its window, or done."""
