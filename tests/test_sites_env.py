@@ -267,7 +267,7 @@ def rule_by_enumeration(env: DispatchEnv) -> np.ndarray:
     its hold after it fits some site's pool until its deadline; else (no such action) the actions within capacity."""
     d, t, j = env.dynamics, env.slot, env.deciding_job
     pools, committed = d._pools, d.committed_gpus()
-    S, T, C = committed.shape[0], env.n_slots, d.n_choices
+    S, C = committed.shape[0], d.n_choices
     end, stop = t + d._sps[j], d._deadline[j]
     gpus = d._gpus_loc[j]
     base = d._plan.target_safe[j] - d._tokens[j]

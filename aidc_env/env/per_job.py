@@ -47,7 +47,7 @@ from aidc_env.env.rules import masked_action, penalty_usd_per_token
 from aidc_env.env.observation import (PRICE_OBS_HIGH, PRICE_OBS_LOW, PROGRESS_OBS_HIGH, RATE_RATIO_OBS_HIGH,
                                       renewable_share_high, sites_global_table, time_columns)
 from aidc_env.env.kernels import commit, observe, slot_objectives
-from aidc_env.env.reservation import FleetPlan, ReservationMasks, bits_of
+from aidc_env.env.reservation import FleetPlan, ReservationMasks
 from aidc_env.errors import require
 from aidc_env.instance import PAUSE, SECONDS_PER_HOUR, Instance
 from aidc_env.schedule import Schedule
@@ -288,8 +288,8 @@ class PerJobDynamics(ReservationMasks):
         return sites_global_table(inst, env.lookahead, env.outlook, self._ren_high, env.np_random)
 
     def _day_of(self, inst: Instance) -> tuple:
-        """The day's terminal penalty per token, inference share per site and slot, and :func:`_slot_objectives`'s
-        tables."""
+        """The day's terminal penalty per token, inference share per site and slot, and the tables of
+        :func:`~aidc_env.env.kernels.slot_objectives`."""
         views = inst.site_views
         share = np.minimum(np.array([v.inference_gpus / n for v, n in zip(views, self._site_gpus, strict=True)]), 1.0)
         day = np.array([[v.inference_it_kw, v.renewable_mw, v.price_usd_per_mwh,  # then the take-or-pay cost
@@ -425,9 +425,9 @@ class PerJobDynamics(ReservationMasks):
         """Credit job j's choice: the objective change of replacing its fixed choice by c at s on the segment."""
         fixed_site = self._fixed_site[j]
         sites = [fixed_site] if s == fixed_site else [fixed_site, s]
-        before = 0.0
+        before, objectives = 0.0, self._profile_objectives(sl)
         for k in sites:
-            before += float(self._profile_objectives(sl)[k].sum())
+            before += float(objectives[k].sum())
         if s == fixed_site:
             self._prof_gpus[s, sl] += self._gpus_list[j][c] - self._fixed_gpus[j, sl]
             self._prof_kw[s, sl] += self._kw_list[j][c] - self._fixed_kw[j, sl]
@@ -436,9 +436,9 @@ class PerJobDynamics(ReservationMasks):
             self._prof_kw[fixed_site, sl] -= self._fixed_kw[j, sl]
             self._prof_gpus[s, sl] += self._gpus_list[j][c]
             self._prof_kw[s, sl] += self._kw_list[j][c]
-        after = 0.0
+        after, objectives = 0.0, self._profile_objectives(sl)
         for k in sites:
-            after += float(self._profile_objectives(sl)[k].sum())
+            after += float(objectives[k].sum())
         self._credit += after - before
 
     def _profile_objectives(self, sl: slice) -> np.ndarray:
@@ -557,4 +557,4 @@ class PerJobDynamics(ReservationMasks):
                        0.0 if done else (self._deadline[j] - t) * self._dt / missing, self._deciding_index[j])
 
 
-__all__ = ["CHOICE_FEATURES", "JOB_FEATURES", "PerJobDynamics", "bits_of"]
+__all__ = ["CHOICE_FEATURES", "JOB_FEATURES", "PerJobDynamics"]
