@@ -54,8 +54,8 @@ def assignment_rule(committed, t, pools, state, deadline, every_site, j, end, cu
     its own site and elsewhere, its site and its hold's start (job j's entries are not read; j = −1: no deciding
     job); ``every_site``: each job's hold may go to any site (else it stays at its own); job j's segment from slot t
     ends at ``end``; ``made`` (6, choices) its segment's tokens kept, restarted and moved (``current``: the choice
-    that can be kept), then the restart tokens sorted and the kept tokens of its plan staying
-    (:meth:`~aidc_env.env.reservation.FleetPlan.kernel_tables`) and the restart tokens sorted of its plan moving;
+    that can be kept), then the restart tokens sorted and the kept tokens of its plan staying (that of
+    :meth:`~aidc_env.env.reservation.FleetPlan.held_gpus`) and the restart tokens sorted of its plan moving;
     ``tables`` (3, choices + 1) its GPUs per choice and the fewest GPUs of a mode at least that fast, staying and
     moving; ``base`` its missing tokens.
 

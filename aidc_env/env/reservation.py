@@ -138,12 +138,6 @@ class FleetPlan:
             cached = self._cache[key] = (restart, restart.tolist(), kept, None if kept is None else kept.tolist())
         return cached
 
-    def kernel_tables(self, j: int, end: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, bool]:
-        """Job j's held-mode tables after a segment ending at ``end``: the restart tokens sorted, the fewest GPUs of a
-        mode at least that fast, the kept tokens (empty when none), kept or not."""
-        restart, _, keep, _ = self._tables(j, end)
-        return restart, self.fewest_gpus[j], (keep if keep is not None else np.zeros(0)), keep is not None
-
     def held_gpus(self, j: int, end: int, need: float, c: int) -> int:
         """GPUs job j reserves after a committed segment of local choice ``c`` ending at slot ``end`` with ``need``
         tokens still missing (the safe target W·(1 − 5e-10) less the tokens made by then): the fewest GPUs of a mode
@@ -282,11 +276,12 @@ class ReservationMasks:
         made, ints = np.zeros((6, n)), np.zeros((3, n + 1), dtype=np.int64)
         if j < 0:
             return made, ints, False
-        (restart, fewest, keep, kept), (restart_move, fewest_move, _, _) = (
-            self._plan.kernel_tables(j, end), self._move_plan.kernel_tables(j, end))
-        made[:3], made[3], made[4, :keep.size], made[5] = self._made[j], restart, keep, restart_move
-        ints[0, :n], ints[1], ints[2] = self._gpus_loc[j], fewest, fewest_move
-        return made, ints, kept
+        (restart, _, keep, _), (restart_move, _, _, _) = self._plan._tables(j, end), self._move_plan._tables(j, end)
+        made[:3], made[3], made[5] = self._made[j], restart, restart_move
+        if keep is not None:
+            made[4] = keep
+        ints[0, :n], ints[1], ints[2] = self._gpus_loc[j], self._plan.fewest_gpus[j], self._move_plan.fewest_gpus[j]
+        return made, ints, keep is not None
 
     def _plan_fits(self) -> bool:
         """Whether some assignment of every job's hold to a site fits every site from the current slot on."""
