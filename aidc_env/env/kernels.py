@@ -163,13 +163,26 @@ def slot_objectives(t0, t1, job_gpus, job_kw, pools, inference_gpus, day, sites)
 
 
 @numba.njit(cache=True)
-def job_features(feats, jobs, pools, j, c, s, g, end, tokens, dt):
-    """Job j's observation features 0-3 (progress, required-rate ratio, GPU share and mode index of its committed
-    choice c of g GPUs at site s; its segment ends at ``end`` with ``tokens`` made) and, with several sites, its site
-    one-hot, in ``feats`` (jobs, features). ``jobs`` (jobs, 5): release, deadline, target, fastest tokens per hour,
-    modes (at least 1)."""
-    row = feats[j]
-    W = jobs[j, 2]
+def commit(profiles, state, feats, end_slots, jobs, pools, j, t, end, c, g, held, old_site, s, tokens, dt):
+    """Job j's segment [t, end) of local choice c (g GPUs) at site s, after which it holds ``held`` GPUs there from
+    max(end, release) to its deadline: its GPUs added to the committed profile, its hold at ``old_site`` replaced by
+    the segment and the new hold in the reserved one (``profiles`` (sites, 2T): committed, then reserved); its hold,
+    site and hold start in ``state`` (4, jobs: hold, hold elsewhere, site, hold start), its segment's end in
+    ``end_slots``; its observation features 0-4 in ``feats`` (jobs, features: progress, required-rate ratio, GPU
+    share and mode index of c, segment left) and its site one-hot with several sites. ``jobs`` (jobs, 5): release,
+    deadline, target, fastest tokens per hour, modes (at least 1); ``tokens``: made by ``end``."""
+    T = profiles.shape[1] // 2
+    old, start, stop = state[0, j], max(end, int(jobs[j, 0])), int(jobs[j, 1])
+    profiles[s, t:end] += g
+    if old:
+        profiles[old_site, T + state[3, j]:T + stop] -= old
+    profiles[s, T + t:T + end] += g
+    if held and start < stop:
+        profiles[s, T + start:T + stop] += held
+    state[0, j] = held if held and start < stop else 0
+    state[2, j], state[3, j] = s, start
+    end_slots[j] = end
+    row, W = feats[j], jobs[j, 2]
     row[0] = min(tokens / W, PROGRESS_OBS_HIGH) if W > 0 else 1.0
     missing = W - tokens
     seconds = (jobs[j, 1] - max(end, jobs[j, 0])) * dt * SECONDS_PER_HOUR
@@ -180,44 +193,10 @@ def job_features(feats, jobs, pools, j, c, s, g, end, tokens, dt):
         row[1] = min(missing / (seconds * rate), RATE_RATIO_OBS_HIGH)
     else:
         row[1] = RATE_RATIO_OBS_HIGH
-    row[2] = min(g / pools[s], 1.0)
-    row[3] = c / jobs[j, 4]
+    row[2], row[3], row[4] = min(g / pools[s], 1.0), c / jobs[j, 4], 1.0
     if pools.size > 1:
         row[8:] = 0.0
         row[8 + s] = 1.0
-
-
-@numba.njit(cache=True)
-def commit(profiles, state, feats, end_slots, jobs, pools, j, t, end, c, g, held, old_site, s, tokens, dt):
-    """Job j's segment [t, end) of local choice c (g GPUs) at site s, after which it holds ``held`` GPUs there: its
-    GPUs added to the committed profile, its hold at ``old_site`` replaced by the segment and the new hold in the
-    reserved profile (``profiles`` (sites, 2T): committed, then reserved), its hold, site and hold start in ``state``
-    (4, jobs: hold, hold elsewhere, site, hold start), its segment's end in ``end_slots`` and its features
-    (:func:`job_features`, and 1 for its segment left). The hold starts at max(end, release) and ends at the deadline.
-
-    When the job stays and its old hold started at t, the reserved profile changes by g − old on the segment and by
-    held − old after it; else the old hold is dropped and the segment and the new hold added (integers: the same
-    profile either way)."""
-    T = profiles.shape[1] // 2
-    committed, reserved = profiles[:, :T], profiles[:, T:]
-    old, start, stop = state[0, j], max(end, int(jobs[j, 0])), int(jobs[j, 1])
-    if g:
-        committed[s, t:end] += g
-    if s == old_site and old and state[3, j] == t and start == end <= stop:
-        reserved[s, t:end] += g - old
-        if end < stop:
-            reserved[s, end:stop] += held - old
-    else:
-        if old:
-            reserved[old_site, state[3, j]:stop] -= old
-        reserved[s, t:end] += g
-        if held and start < stop:
-            reserved[s, start:stop] += held
-    state[0, j] = held if held and start < stop else 0
-    state[2, j], state[3, j] = s, start
-    end_slots[j] = end
-    job_features(feats, jobs, pools, j, c, s, g, end, tokens, dt)
-    feats[j, 4] = 1.0
 
 
 @numba.njit(cache=True)

@@ -47,7 +47,6 @@ import numpy as np
 from aidc_env.env.kernels import assignment_rule
 from aidc_env.env.safety import SAFETY_TOLERANCE
 
-_max = np.maximum.reduce  # the ufunc itself: a slice's max without ndarray.max's Python wrapper
 MAX_HOLD_ASSIGNMENTS = 4096
 """The most assignments of the other jobs' holds to sites the rule enumerates (S^(J−1); 27 on sites3): beyond it each
 job is held where it is."""
@@ -57,8 +56,8 @@ beyond it."""
 
 
 def bits_of(mask: np.ndarray) -> int:
-    """The bit mask (bit c set iff ``mask[c]``) of a bool array."""
-    return sum(1 << c for c in np.flatnonzero(mask).tolist())
+    """The bit mask (bit c set iff ``mask[c]``) of a 1-D bool array."""
+    return int.from_bytes(np.packbits(mask, bitorder="little").tobytes(), "little")
 
 
 def _first_restart_fit(restart: list[float], base: float, best: float) -> int:
@@ -81,11 +80,6 @@ def _first_keep_fit(keep: list[float], total: list[float], restart: list[float],
     while k < n and not keep[k] >= base - restart[k]:
         k += 1
     return k
-
-
-def _bits(mask: np.ndarray) -> int:
-    """The bit mask (bit k set iff the k-th entry of the bool array)."""
-    return int.from_bytes(np.packbits(mask, bitorder="little").tobytes(), "little")
 
 
 class FleetPlan:
@@ -124,7 +118,7 @@ class FleetPlan:
         """First slot of job j's held mode after a committed segment ending at ``end``."""
         return max(end, self.release[j])
 
-    def _tables(self, j: int, end: int) -> tuple[np.ndarray, list[float], np.ndarray | None, list[float] | None]:
+    def tables(self, j: int, end: int) -> tuple[np.ndarray, list[float], np.ndarray | None, list[float] | None]:
         """Job j's held-mode tables after a segment ending at ``end`` (cached): tokens each mode makes from a
         restart, sorted (array and list), and tokens each choice makes when kept (array and list; None: no hold,
         or the hold starts after ``end`` at the release, so nothing is kept)."""
@@ -143,7 +137,7 @@ class FleetPlan:
         tokens still missing (the safe target W·(1 − 5e-10) less the tokens made by then): the fewest GPUs of a mode
         that makes them from a restart, or c's own when c held on makes them; 0 when nothing is missing, N + 1 when no
         held mode makes it by the deadline."""
-        _, restart, _, keep_tokens = self._tables(j, end)
+        _, restart, _, keep_tokens = self.tables(j, end)
         held = self._fewest_list[j][bisect.bisect_left(restart, need)]
         if keep_tokens is not None and keep_tokens[c] >= need:
             held = min(held, self._gpus_list[j][c])
@@ -163,27 +157,18 @@ class FleetPlan:
         key = (j, end)
         cached = self._by_gpus_cache.get(key)
         if cached is None:
-            restart, _, _, _ = self._tables(j, end)
+            restart, _, _, _ = self.tables(j, end)
             gpus = self.gpus_loc[j][self.rate_order[j]]  # in the order of ``restart`` (by tokens per hour)
             order = np.argsort(gpus, kind="stable")
             cached = self._by_gpus_cache[key] = (gpus[order].tolist(),
                                                  np.maximum.accumulate(restart[order]).tolist())
         return cached
 
-    def keep_tokens(self, j: int, end: int) -> np.ndarray | None:
-        """Tokens each local choice of job j makes when held on without a restart after its segment ending at
-        ``end`` (None: nothing can be kept; see :meth:`_tables`)."""
-        return self._tables(j, end)[2]
-
-    def keep_list(self, j: int, end: int) -> list[float] | None:
-        """:meth:`keep_tokens` as a list (cached)."""
-        return self._tables(j, end)[3]
-
     def held_gpus_paused(self, j: int, end: int, need: float) -> int:
         """:meth:`held_gpus` of one job paused in the segment ending at ``end`` (nothing to keep)."""
         if need <= 0:
             return 0
-        _, restart, _, _ = self._tables(j, end)
+        _, restart, _, _ = self.tables(j, end)
         k = bisect.bisect_left(restart, need)
         return int(self.fewest_gpus[j][k])
 
@@ -236,7 +221,7 @@ class ReservationMasks:
                 self._fallback = rule and not found & 2
                 mask = self._mask = self._ok if found & 2 else self._capacity
                 return mask
-            capacity, safe = _bits(self._capacity), _bits(self._ok)
+            capacity, safe = bits_of(self._capacity), bits_of(self._ok)
         else:
             N = self._site_gpus[0]
             committed, now, after, later = self._profile_maxima(0, t, end, self._deadline[j])
@@ -276,7 +261,7 @@ class ReservationMasks:
         made, ints = np.zeros((6, n)), np.zeros((3, n + 1), dtype=np.int64)
         if j < 0:
             return made, ints, False
-        (restart, _, keep, _), (restart_move, _, _, _) = self._plan._tables(j, end), self._move_plan._tables(j, end)
+        (restart, _, keep, _), (restart_move, _, _, _) = self._plan.tables(j, end), self._move_plan.tables(j, end)
         made[:3], made[3], made[5] = self._made[j], restart, restart_move
         if keep is not None:
             made[4] = keep
@@ -314,7 +299,7 @@ class ReservationMasks:
         prev = self._cur[j]
         need = base - self._seg_keep_list[j][prev]
         gpus = self._gpus_list[j][prev]
-        keeps = keep is not None and plan.keep_list(j, end)[prev] >= need and gpus <= room_after
+        keeps = keep is not None and plan.tables(j, end)[3][prev] >= need and gpus <= room_after
         if gpus <= room_now and (need <= best or keeps):
             return safe | 1 << prev
         return safe & ~(1 << prev)
@@ -336,12 +321,12 @@ class ReservationMasks:
         return mask
 
     def _keep_by_rate(self, j: int, end: int) -> tuple[list[float], list[float]] | None:
-        """Job j's kept tokens (:meth:`FleetPlan.keep_tokens`) in the order of the choices' rates, and each plus the
+        """Job j's kept tokens (:meth:`FleetPlan.tables`) in the order of the choices' rates, and each plus the
         choice's restarted segment tokens (a bisection's start in :meth:`_safe_choices`); None when nothing can be
         kept (cached)."""
         key = (j, end)
         if key not in self._keep_cache:
-            keep = self._plan.keep_tokens(j, end)
+            keep = self._plan.tables(j, end)[2]
             if keep is None:
                 self._keep_cache[key] = None
             else:
@@ -357,11 +342,7 @@ class ReservationMasks:
         range [end, T + t) spans both and is not used)."""
         T = self.n_slots
         profiles = self._profiles[s]
-        if end > stop:  # not reached by the env's segments (a job's deadline is on its boundaries)
-            reserved = profiles[T:]
-            later = int(_max(reserved[stop:])) if stop < T else None
-            return int(_max(profiles[t:end])), int(_max(reserved[t:end])), None, later
-        key = (t, end, stop)
+        key = (t, end, stop)  # end <= stop: a job decides inside its window, whose deadline is on its boundaries
         bounds = self._bounds_cache.get(key)
         if bounds is None:
             bounds = [t, end, T + t]  # end == T + t (t = 0, end = T): reduceat gives one element there, not used
