@@ -7,6 +7,7 @@ mask is exactly the completable choices (brute force); nothing observed depends 
 from __future__ import annotations
 
 import dataclasses
+import itertools
 from copy import deepcopy
 from pathlib import Path
 
@@ -258,6 +259,55 @@ def test_every_allowed_sites3_choice_keeps_the_episode_completable(seed):
                 result = simulate_at(copy.instance(), copy.schedule().mode_lists(), copy.schedule().site_lists())
                 assert result.metrics.tranches_met and result.metrics.capacity_ok
         _, _, done, _, _ = env.step(int(rng.choice(np.flatnonzero(mask))))
+
+
+def rule_by_enumeration(env: DispatchEnv) -> np.ndarray:
+    """The several-site rule by its definition: an action (s, c) of the deciding job j is allowed when, for some
+    assignment of every other job's hold to a site within every pool from slot t on, its segment fits s beside them and
+    its hold after it fits some site's pool until its deadline; else (no such action) the actions within capacity."""
+    d, t, j = env.dynamics, env.slot, env.deciding_job
+    pools, committed = d._pools, d.committed_gpus()
+    S, C = committed.shape[0], d.n_choices
+    end, stop = t + d._sps[j], d._deadline[j]
+    gpus = d._gpus_loc[j]
+    base = d._plan.target_safe[j] - d._tokens[j]
+    allowed = np.zeros(env.n_actions, dtype=bool)
+    capacity = allowed.copy()
+    for s, c in itertools.product(range(S), range(gpus.size)):
+        capacity[s * C + c] = np.all(committed[s, t:end] + gpus[c] <= pools[s])
+    others = [i for i in range(env.n_jobs) if i != j]
+    for sites in itertools.product(range(S), repeat=len(others)):
+        reserved = committed.copy()
+        for i, sigma in zip(others, sites, strict=True):
+            held, held_away, site, start = d._state[:, i]
+            reserved[sigma, start:d._deadline[i]] += held if sigma == site else held_away
+        if np.any(reserved[:, t:] > pools[:, None]):
+            continue
+        for s, c in itertools.product(range(S), range(gpus.size)):
+            moved = s != d._site[j]
+            made = d._made[j][2 if moved else 0 if c == d._cur[j] else 1, c]
+            holds = [d._plan.held_gpus(j, end, base - made, c) if sigma == s else
+                     d._move_plan.held_gpus_paused(j, end, base - made) for sigma in range(S)]
+            allowed[s * C + c] |= bool(np.all(reserved[s, t:end] + gpus[c] <= pools[s]) and any(
+                holds[sigma] <= pools[sigma] and np.all(reserved[sigma, end:stop] + holds[sigma] <= pools[sigma])
+                for sigma in range(S)))  # a hold of more than the pool (its target missed) never fits
+    return allowed if allowed.any() else capacity
+
+
+@pytest.mark.parametrize("case", ["sites3", "sites-fleet"])
+def test_the_compiled_rule_is_its_definition_over_every_hold_assignment(case):
+    # The rule's kernel enumerates the assignments depth first, cutting branches by bounds: its mask is the
+    # enumeration's at every step of masked-random episodes (some actions outside the mask).
+    env = sites_env_of(case)
+    rng = np.random.default_rng(0)
+    for seed in (0, 1):
+        env.reset(seed=seed)
+        done = False
+        while not done:
+            mask = env.action_masks()
+            np.testing.assert_array_equal(mask, rule_by_enumeration(env))
+            action = rng.integers(mask.size) if rng.random() < 0.1 else rng.choice(np.flatnonzero(mask))
+            _, _, done, _, _ = env.step(int(action))
 
 
 def test_bad_mask_search_nodes_is_refused(two_sites):

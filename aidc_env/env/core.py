@@ -57,9 +57,6 @@ def default_config() -> dict[str, Any]:
     }
 
 
-
-
-
 def check_config(config: Mapping[str, Any]) -> dict[str, Any]:
     """The full configuration (defaults + ``config``); InputError naming the first unknown key or bad value."""
     defaults = default_config()

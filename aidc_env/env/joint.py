@@ -79,6 +79,7 @@ class JointDynamics:
         self._global_obs = np.zeros((0, 0), dtype=np.float32)
         self._renewable = np.zeros(0)
         self._penalty_per_token = np.zeros(self.n_jobs)
+        self._day_tables: dict[str, tuple[np.ndarray, np.ndarray]] = {}  # per day: global observation, penalty
         self._last_info: dict[str, Any] = {}
         self._fallback = False
         self._start_safe = True
@@ -194,8 +195,12 @@ class JointDynamics:
         self._schedule = [np.full(job.segments, PAUSE, dtype=np.int64) for job in inst.jobs]
         self._mask = None
         self._renewable = inst.renewable_mw
-        self._global_obs = global_table(inst, env.lookahead, env.outlook, self._ren_high, env.np_random)
-        self._penalty_per_token = penalty_usd_per_token(inst, env.terminal_penalty_factor)
+        tables = None if env.forecast_noise else self._day_tables.get(inst.day)  # noise is drawn per episode
+        if tables is None:
+            tables = (global_table(inst, env.lookahead, env.outlook, self._ren_high, env.np_random),
+                      penalty_usd_per_token(inst, env.terminal_penalty_factor))
+            self._day_tables[inst.day] = tables
+        self._global_obs, self._penalty_per_token = tables
         self._start_safe = not self._safety_fallback_at_start()
         info = {"day": inst.day, "slot": 0, "job_modes": [c - 1 for c in self._cur],
                 "job_progress": self._progress()}

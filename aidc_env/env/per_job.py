@@ -46,12 +46,12 @@ from gymnasium import spaces
 from aidc_env.env.rules import masked_action, penalty_usd_per_token
 from aidc_env.env.observation import (PRICE_OBS_HIGH, PRICE_OBS_LOW, PROGRESS_OBS_HIGH, RATE_RATIO_OBS_HIGH,
                                       renewable_share_high, sites_global_table, time_columns)
-from aidc_env.env.reservation import FleetPlan, ReservationMasks, bits_of
+from aidc_env.env.kernels import commit, observe, slot_objectives
+from aidc_env.env.reservation import FleetPlan, ReservationMasks
 from aidc_env.errors import require
 from aidc_env.instance import PAUSE, SECONDS_PER_HOUR, Instance
 from aidc_env.schedule import Schedule
-from aidc_env.simulator import (TRANCHE_TOLERANCE, facility_load_mw, renewable_first, simulate,
-                                slot_decision_cost_usd, slot_idle_value_usd)
+from aidc_env.simulator import TRANCHE_TOLERANCE, simulate
 
 if TYPE_CHECKING:
     from aidc_env.env.core import DispatchEnv
@@ -130,14 +130,35 @@ class PerJobDynamics(ReservationMasks):
         boundaries = sorted({s for sps in self._sps for s in range(0, T, sps)}) + [T]
         self._next_boundary = dict(zip(boundaries[:-1], boundaries[1:], strict=True))
         self._boundary_jobs = {t: [j for j in range(J) if t % self._sps[j] == 0] for t in boundaries[:-1]}
-        self._max_rate3600 = [float(r.max()) for r in rate3600]
-        self._n_modes = [max(n - 1, 1) for n in self._sizes]
         self._sps_arr = np.array(self._sps, dtype=float)
+        self._jobs = np.array([[*w, W, float(r.max()), max(n - 1, 1)] for w, W, r, n  # the job features' constants
+                               in zip(windows, self._target, rate3600, self._sizes, strict=True)], dtype=float)
         self._setup_masks(rate3600)
         self._setup_observation(inst, rate3600)
         # Per site and slot: the committed GPUs (inference included), then the reservation profile of every job's plan.
         self._profiles = np.zeros((S, 2 * T), dtype=np.int64)
+        self._state = np.zeros((4, J), dtype=np.int64)  # per job: its hold at its site and elsewhere, site, hold start
+        self._mask_out = np.zeros((2, self.n_actions), dtype=bool)  # the capacity mask and the rule's (S > 1)
+        self._end_arr = np.zeros(J)
         self._bind_views()
+        self._start = self._start_state(inst)
+
+    def _start_state(self, inst: Instance) -> tuple:
+        """Every day's state at slot 0 but its inference: per job its choice; per site the jobs' GPUs and IT kW; the
+        holds (:data:`_state`), their reserved profile, the job features."""
+        J, S, T = self.n_jobs, self.n_sites, self.n_slots
+        cur = [job.initial_mode + 1 for job in inst.jobs]
+        job_gpus, job_kw = [0] * S, [0.0] * S
+        profiles, state, feats = np.zeros_like(self._profiles), np.zeros_like(self._state), np.zeros_like(self._feats)
+        for j, (c, s) in enumerate(zip(cur, self._home, strict=True)):
+            g, need = self._gpus_list[j][c], self._plan.target_safe[j]
+            job_gpus[s] += g
+            job_kw[s] += self._kw_list[j][c]
+            commit(profiles, state, feats, np.zeros(J), self._jobs, self._pools, j, 0, 0, c, g,
+                   self._plan.held_gpus(j, 0, need, c), s, s, 0.0, self._dt)
+            if S > 1:
+                state[1, j] = self._move_plan.held_gpus_paused(j, 0, need)
+        return cur, job_gpus, job_kw, state, profiles[:, T:], feats
 
     def _setup_observation(self, inst: Instance, rate3600: list[np.ndarray]) -> None:
         J, S, T, C, A = self.n_jobs, self.n_sites, self.n_slots, self.n_choices, self.n_actions
@@ -178,7 +199,8 @@ class PerJobDynamics(ReservationMasks):
         self._n_global = n_global
         self._obs_buffer = np.zeros(self.observation_space.shape, dtype=np.float32)
         self._deciding_index = [j * self._n_job_feats + JOB_FEATURES.index("deciding") for j in range(J)]
-        self._choice_done = self._choice_static.astype(np.float32)  # a job with nothing missing: full coverage
+        # A job with nothing missing: full coverage (float32 values, as the observation holds them).
+        self._choice_done = self._choice_static.astype(np.float32).astype(float)
         for j in range(J):
             for s in range(S):
                 self._choice_done[j, :, s * C + 1:s * C + self._sizes[j], 1] = RATE_RATIO_OBS_HIGH
@@ -192,6 +214,8 @@ class PerJobDynamics(ReservationMasks):
         """Views of the observation buffer: the job features (``_feats``, updated in place as jobs decide and slots
         pass) and the features of the deciding job's actions; the two GPU profiles, halves of one array per site."""
         self._committed, self._reserved = self._profiles[:, :self.n_slots], self._profiles[:, self.n_slots:]
+        self._held, self._held_away = self._state[:2]
+        self._capacity, self._ok = self._mask_out
         self._feats = self._obs_buffer[:self._n_job_obs].reshape(self.n_jobs, self._n_job_feats)
         self._choice_view = self._obs_buffer[self._n_job_obs + self._n_global + 2 * self.n_sites:].reshape(
             self.n_actions, self._n_choice_feats)
@@ -218,39 +242,22 @@ class PerJobDynamics(ReservationMasks):
         self._inst = inst
         J, S = self.n_jobs, self.n_sites
         self._t = 0
-        self._cur = [job.initial_mode + 1 for job in inst.jobs]
-        self._site = list(self._home)
+        noisy = env.forecast_noise > 0  # noise is drawn per episode: that global table is not kept
+        if inst.day not in self._day_tables:
+            self._day_tables[inst.day] = (None if noisy else self._global_table(inst), *self._day_of(inst))
+        global_obs, self._penalty_per_token, self._inference_share, self._day_arrays = self._day_tables[inst.day]
+        self._global_obs = self._global_table(inst) if noisy else global_obs
+        cur, job_gpus, job_kw, state, holds, feats = self._start
+        self._cur, self._site, self._job_gpus, self._job_kw = list(cur), list(self._home), list(job_gpus), list(job_kw)
         self._end = [0] * J  # end slot of each job's committed segment
         self._tokens = [0.0] * J  # tokens made by the end of the committed segment
         self._schedule = [[PAUSE] * job.segments for job in inst.jobs]
         self._sites = [[h] * job.segments for job, h in zip(inst.jobs, self._home, strict=True)]
-        self._job_gpus = [0] * S
-        self._job_kw = [0.0] * S
-        for j in range(J):
-            self._job_gpus[self._site[j]] += self._gpus_list[j][self._cur[j]]
-            self._job_kw[self._site[j]] += self._kw_list[j][self._cur[j]]
-        for s, view in enumerate(inst.site_views):  # committed GPUs and reservations (the jobs' are added below)
-            self._committed[s] = view.inference_gpus
-            self._reserved[s] = view.inference_gpus
-        self._held = [0] * J
-        self._hold_from = [0] * J
-        self._held_away = [0] * J  # GPUs of its hold if held at another site than its own (several sites)
-        for j in range(J):
-            need = np.full(self._sizes[j], self._plan.target_safe[j])
-            self._add_hold(j, 0, int(self._plan.held_gpus(j, 0, need, True)[self._cur[j]]))
-            if S > 1:
-                self._held_away[j] = self._move_plan.held_gpus_paused(j, 0, self._plan.target_safe[j])
+        self._committed[:] = self._reserved[:] = self._day_arrays[0]  # the inference GPUs, then the jobs' holds
+        self._reserved += holds
+        self._state[:] = state
+        self._end_arr[:] = 0
         self._start_safe = self._plan_fits()
-        day_tables = self._day_tables.get(inst.day)
-        noisy = env.forecast_noise > 0  # noise is drawn per episode: no cache
-        if day_tables is None or noisy:
-            day_tables = (sites_global_table(inst, env.lookahead, env.outlook, self._ren_high, env.np_random),
-                          penalty_usd_per_token(inst, env.terminal_penalty_factor))
-            if not noisy:
-                self._day_tables[inst.day] = day_tables
-        self._global_obs, self._penalty_per_token = day_tables
-        self._renewable_cost = [view.renewable_mw * view.slot_hours * view.ppa_usd_per_mwh  # per slot, take-or-pay
-                                for view in inst.site_views]
         self._baseline = self._baseline_objective(inst) if env.reward_baseline == "fixed" else None
         self.objective_usd = 0.0
         self._fallback = False
@@ -258,11 +265,7 @@ class PerJobDynamics(ReservationMasks):
         self._queue = []
         self._k = 0
         self._last_info: dict[str, Any] = {}
-        self._end_arr = np.zeros(J)
-        self._feats[:] = 0.0
-        self._inference = [view.inference_gpus.tolist() for view in inst.site_views]
-        for j in range(J):
-            self._job_row(j)
+        self._feats[:] = feats
         self._time_columns()
         self._pending_reward = 0.0
         self._credit = 0.0
@@ -279,6 +282,22 @@ class PerJobDynamics(ReservationMasks):
         self._pending_reward = self._reward(paid)
         return self._observation(), {"day": inst.day, "slot": self._t, "job": self.deciding_job,
                                      "objective_usd": paid}
+
+    def _global_table(self, inst: Instance) -> np.ndarray:
+        env = self.env
+        return sites_global_table(inst, env.lookahead, env.outlook, self._ren_high, env.np_random)
+
+    def _day_of(self, inst: Instance) -> tuple:
+        """The day's terminal penalty per token, inference share per site and slot, and the tables of
+        :func:`~aidc_env.env.kernels.slot_objectives`."""
+        views = inst.site_views
+        share = np.minimum(np.array([v.inference_gpus / n for v, n in zip(views, self._site_gpus, strict=True)]), 1.0)
+        day = np.array([[v.inference_it_kw, v.renewable_mw, v.price_usd_per_mwh,  # then the take-or-pay cost
+                         v.renewable_mw * v.slot_hours * v.ppa_usd_per_mwh] for v in views]).transpose(1, 0, 2)
+        sites = np.array([[v.pue, v.idle_kw_per_gpu, v.curtailment_penalty_usd_per_mwh, v.slot_hours,
+                           v.idle_value_usd_per_gpu_hour] for v in views], dtype=float).T
+        return (penalty_usd_per_token(inst, self.env.terminal_penalty_factor), share,
+                (np.array([v.inference_gpus for v in views], dtype=np.int64), np.ascontiguousarray(day), sites))
 
     def _reward(self, paid: float) -> float:
         """Reward of a simulated objective (with the fixed schedule's objective of the same slots added back), or
@@ -395,12 +414,8 @@ class PerJobDynamics(ReservationMasks):
         self._site[j] = s
         end = t + sps
         self._end[j] = end
-        self._end_arr[j] = end
-        self._job_row(j)
-        self._feats[j, 4] = 1.0
-        if g:
-            self._committed[s, t:end] += g
-        self._reserve_segment(j, t, end, g, held, here, s)
+        commit(self._profiles, self._state, self._feats, self._end_arr, self._jobs, self._pools, j, t, end, c, g, held,
+               here, s, self._tokens[j], self._dt)
         if self.n_sites > 1:
             self._held_away[j] = self._move_plan.held_gpus_paused(j, end, self._plan.target_safe[j] - self._tokens[j])
         if self.env.reward_credit == "job":
@@ -410,9 +425,9 @@ class PerJobDynamics(ReservationMasks):
         """Credit job j's choice: the objective change of replacing its fixed choice by c at s on the segment."""
         fixed_site = self._fixed_site[j]
         sites = [fixed_site] if s == fixed_site else [fixed_site, s]
-        before = 0.0
+        before, objectives = 0.0, self._profile_objectives(sl)
         for k in sites:
-            before += float(self._slot_objectives(k, self._prof_gpus[k, sl], self._prof_kw[k, sl], sl).sum())
+            before += float(objectives[k].sum())
         if s == fixed_site:
             self._prof_gpus[s, sl] += self._gpus_list[j][c] - self._fixed_gpus[j, sl]
             self._prof_kw[s, sl] += self._kw_list[j][c] - self._fixed_kw[j, sl]
@@ -421,10 +436,15 @@ class PerJobDynamics(ReservationMasks):
             self._prof_kw[fixed_site, sl] -= self._fixed_kw[j, sl]
             self._prof_gpus[s, sl] += self._gpus_list[j][c]
             self._prof_kw[s, sl] += self._kw_list[j][c]
-        after = 0.0
+        after, objectives = 0.0, self._profile_objectives(sl)
         for k in sites:
-            after += float(self._slot_objectives(k, self._prof_gpus[k, sl], self._prof_kw[k, sl], sl).sum())
+            after += float(objectives[k].sum())
         self._credit += after - before
+
+    def _profile_objectives(self, sl: slice) -> np.ndarray:
+        """Per site and slot of ``sl``, the objective of the credit profile (:meth:`_credit_choice`)."""
+        return slot_objectives(sl.start, sl.stop, self._prof_gpus[:, sl].ravel(), self._prof_kw[:, sl].ravel(),
+                               self._pools, *self._day_arrays)
 
     def _forced(self, j: int) -> bool:
         """Job j has one choice at the current slot (a boundary): outside its window, or done."""
@@ -468,20 +488,8 @@ class PerJobDynamics(ReservationMasks):
 
     def _simulate_slots(self, t0: int, t1: int) -> np.ndarray:
         """The objective of slots [t0, t1) with every job's committed site and choice: the simulator's functions."""
-        sl = slice(t0, t1)
-        total = self._slot_objectives(0, self._job_gpus[0], self._job_kw[0], sl)
-        for s in range(1, self.n_sites):
-            total = total + self._slot_objectives(s, self._job_gpus[s], self._job_kw[s], sl)
-        return total
-
-    def _slot_objectives(self, s: int, job_gpus, job_kw, sl: slice) -> np.ndarray:
-        """Per slot of ``sl``, site s's objective with the jobs' GPUs and IT kW given (scalars or per-slot arrays)."""
-        view = self._inst.site_views[s]
-        gpus = job_gpus + view.inference_gpus[sl]
-        load = facility_load_mw(view, gpus, job_kw + view.inference_it_kw[sl])
-        _, grid, curtailment = renewable_first(load, view.renewable_mw[sl])
-        return (slot_decision_cost_usd(view, grid, curtailment, sl) + self._renewable_cost[s][sl]
-                - slot_idle_value_usd(view, gpus))
+        return slot_objectives(t0, t1, np.array(self._job_gpus), np.array(self._job_kw), self._pools,
+                                *self._day_arrays)[-1]
 
     def _baseline_objective(self, inst: Instance) -> np.ndarray:
         """Per-slot objective of the fixed schedule on ``inst`` (the simulator's replay), cached per day."""
@@ -514,27 +522,6 @@ class PerJobDynamics(ReservationMasks):
 
     # ------------------------------------------------------------------ observation
 
-    def _job_row(self, j: int) -> None:
-        """Observation features 0-3 of job j, and its site (they change only when it decides)."""
-        row = self._feats[j]
-        W, X = self._target[j], self._tokens[j]
-        row[0] = min(X / W, PROGRESS_OBS_HIGH) if W > 0 else 1.0
-        missing = W - X
-        seconds = (self._deadline[j] - max(self._end[j], self._release[j])) * self._dt * SECONDS_PER_HOUR
-        rate = self._max_rate3600[j] / SECONDS_PER_HOUR
-        if missing <= W * TRANCHE_TOLERANCE:
-            row[1] = 0.0
-        elif seconds > 0 and rate > 0:
-            row[1] = min(missing / (seconds * rate), RATE_RATIO_OBS_HIGH)
-        else:
-            row[1] = RATE_RATIO_OBS_HIGH
-        c, s = self._cur[j], self._site[j]
-        row[2] = min(self._gpus_list[j][c] / self._site_gpus[s], 1.0)
-        row[3] = c / self._n_modes[j]
-        if self.n_sites > 1:
-            row[len(JOB_FEATURES):] = 0.0
-            row[len(JOB_FEATURES) + s] = 1.0
-
     def _time_columns(self) -> None:
         """The observation's parts that change with the slot only: features 4-6 of every job (5-6 from a per-slot
         table), the global values and the inference shares."""
@@ -546,8 +533,7 @@ class PerJobDynamics(ReservationMasks):
         ng = self._n_job_obs + self._n_global
         obs[self._n_job_obs:ng] = self._global_obs[t]
         if t < self.n_slots:
-            for s in range(self.n_sites):
-                obs[ng + 2 * s] = min(self._inference[s][t] / self._site_gpus[s], 1.0)
+            obs[ng:ng + 2 * self.n_sites:2] = self._inference_share[:, t]
 
     def _observation(self) -> np.ndarray:
         """The observation (a copy of the buffer whose job part ``_feats`` is kept up to date in place)."""
@@ -555,33 +541,20 @@ class PerJobDynamics(ReservationMasks):
         obs = self._obs_buffer
         ng = self._n_job_obs + self._n_global  # the global values and the inference shares: _time_columns
         choice = self._choice_view
-        j = self.deciding_job
+        j = self._queue[self._k] if t < self.n_slots and self._k < len(self._queue) else None
         if j is None:
             for s in range(self.n_sites):
                 obs[ng + 2 * s] = 0.0
                 obs[ng + 2 * s + 1] = 1.0
             choice[:] = 0.0
             return obs.copy()
-        for s in range(self.n_sites):
-            N = self._site_gpus[s]
-            obs[ng + 2 * s + 1] = max(N - int(self._committed[s, t]), 0) / N
         W = self._target[j]
         missing = W - self._tokens[j]
         here = self._site[j]
-        if missing <= W * TRANCHE_TOLERANCE:
-            choice[:] = self._choice_done[j, here]
-        else:
-            features = self._choice_static[j, here]
-            hours = (self._deadline[j] - t) * self._dt
-            coverage = features[:, 1]  # in place in float64, then one cast to the float32 buffer (a hot path)
-            np.multiply(self._rate_pad[j], hours / missing, out=coverage)
-            np.minimum(coverage, RATE_RATIO_OBS_HIGH, out=coverage)
-            choice[:] = features
-        deciding = self._deciding_index[j]
-        obs[deciding] = 1.0
-        out = obs.copy()
-        obs[deciding] = 0.0
-        return out
+        done = missing <= W * TRANCHE_TOLERANCE
+        return observe(obs, self._committed, self._pools, t, ng, choice,
+                       (self._choice_done if done else self._choice_static)[j, here], done, self._rate_pad[j],
+                       0.0 if done else (self._deadline[j] - t) * self._dt / missing, self._deciding_index[j])
 
 
-__all__ = ["CHOICE_FEATURES", "JOB_FEATURES", "PerJobDynamics", "bits_of"]
+__all__ = ["CHOICE_FEATURES", "JOB_FEATURES", "PerJobDynamics"]

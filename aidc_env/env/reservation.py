@@ -13,9 +13,9 @@ job deciding now is not: a choice after which it misses its deadline is never sa
 
 **The rule.** A state is *safe* when, at every site and in every slot s ≥ t, the reservations of the jobs there fit
 the pool beside its inference GPUs: Σ_j G_j(s) + inference(s) ≤ N, with G_j(s) the GPUs of the committed choice
-before e_j and of the held mode in [max(e_j, release_j), d_j), each job held at the site of its committed segment. Tokens depend on a job's own choices only and capacity is
-additive, so the fewest-GPU held mode of every job is the best plan for every slot at once: the state is safe
-if and only if *some* held-mode plan of all jobs fits. A choice is safe when the state after it is.
+before e_j and of the held mode in [max(e_j, release_j), d_j). Tokens depend on a job's own choices only and
+capacity is additive, so the fewest-GPU held mode of every job is the best plan for every slot at once: the state is
+safe if and only if *some* held-mode plan of all jobs fits. A choice is safe when the state after it is.
 
 **Why it is enough.** If the state is safe, the job deciding next can always take the mode its plan holds:
 that segment uses exactly the reserved GPUs and its plan afterwards needs at most as many (holding the same
@@ -25,8 +25,10 @@ is feasible), and the mask is never empty. The rule is sufficient, not necessary
 resumes a job twice may exist when no held mode does, or one where jobs swap sites.
 
 **Sites.** A choice at another site moves the job: its segment makes the moved tokens (τ_j and the transfer time
-lost) and its hold is at the new site from then on (kept or after a restart, as at any site). Holding every job where
-it is makes the rule a per-site copy of the one-pool rule, so with one site it is that rule exactly.
+lost) and its hold is at the new site from then on (kept or after a restart, as at any site). Each job's hold may be
+at any site (after a move, the transfer time lost too): the state is safe when some assignment of the holds to sites
+fits every site (:func:`~aidc_env.env.kernels.assignment_rule`; beyond :data:`MAX_HOLD_ASSIGNMENTS` assignments each
+hold stays at its job's site). With one site it is the one-pool rule exactly.
 
 **The search** (``mask_search_nodes`` > 0). A choice the rule refuses is allowed when a depth-first search from the
 state after it reaches, within that many states, a decision with a choice the rule allows (the rule's plan then
@@ -40,23 +42,22 @@ import copy
 import math
 from collections.abc import Sequence
 
-import numba
 import numpy as np
 
+from aidc_env.env.kernels import assignment_rule
 from aidc_env.env.safety import SAFETY_TOLERANCE
 
-_max = np.maximum.reduce  # the ufunc itself: a slice's max without ndarray.max's Python wrapper
 MAX_HOLD_ASSIGNMENTS = 4096
 """The most assignments of the other jobs' holds to sites the rule enumerates (S^(J−1); 27 on sites3): beyond it each
 job is held where it is."""
 MASK_CACHE_SIZE = 1 << 14
-"""Most distinct masks kept as arrays (:meth:`ReservationMasks._mask_array`; a few MB at most). Measured: 439
-distinct masks in 200,000 random masked agent steps of the fleet case."""
+"""Most distinct masks kept as arrays (:meth:`ReservationMasks._mask_array`; a few MB at most): the cache is emptied
+beyond it."""
 
 
 def bits_of(mask: np.ndarray) -> int:
-    """The bit mask (bit c set iff ``mask[c]``) of a bool array."""
-    return sum(1 << c for c in np.flatnonzero(mask).tolist())
+    """The bit mask (bit c set iff ``mask[c]``) of a 1-D bool array."""
+    return int.from_bytes(np.packbits(mask, bitorder="little").tobytes(), "little")
 
 
 def _first_restart_fit(restart: list[float], base: float, best: float) -> int:
@@ -79,124 +80,6 @@ def _first_keep_fit(keep: list[float], total: list[float], restart: list[float],
     while k < n and not keep[k] >= base - restart[k]:
         k += 1
     return k
-
-
-@numba.njit(cache=True)
-def _assignment_rule(committed, t, pools, hold_own, hold_away, site, hold_from, deadline, assignments, j, end, gpus,
-                     made, current, base, restart_own, fewest_own, keep_own, has_keep, restart_move, fewest_move,
-                     n_choices, rule):
-    """The reservation rule with several sites (compiled): per (site s, local choice c) of the deciding job j, whether
-    its segment fits s beside the committed GPUs and the other jobs' holds, and its hold after (at s: kept or after
-    a restart; elsewhere: after a move) fits some site, for some assignment of the other jobs' holds to sites that
-    fits every site in every slot; and whether any such assignment exists.
-
-    ``committed`` (sites, T) GPUs of the committed choices and inference; per job its hold at its own site and
-    elsewhere, its site, hold start and deadline (job j's entries are not read; j = −1: no deciding job);
-    ``assignments`` (plans, jobs) sites; job j's segment from slot t ends at ``end``; ``made`` (3, choices) its
-    segment's tokens kept, restarted and moved (``current``: its current choice, the one that can be kept);
-    ``base`` its missing tokens; the held-mode tables of :meth:`FleetPlan.kernel_tables` (restart tokens sorted, the
-    fewest GPUs of a mode at least that fast, kept tokens) for staying and for moving. Returns (the choices whose GPUs
-    fit their site beside the committed ones, those the rule allows (only with ``rule``), whether some assignment
-    fits), the first two (sites, ``n_choices``)."""
-    S, T = committed.shape
-    J = site.size
-    P = assignments.shape[0]
-    n = gpus.size
-    stop = deadline[j] if j >= 0 else T
-    cuts = np.empty(2 * J + 3, dtype=np.int64)  # every slot where some reservation starts or ends
-    cuts[0], cuts[1], cuts[2] = t, end, stop
-    for i in range(J):
-        cuts[3 + 2 * i] = hold_from[i]
-        cuts[4 + 2 * i] = deadline[i]
-    cuts = np.unique(cuts)
-    first = cuts[(cuts >= t) & (cuts < T)]
-    Q = first.size
-    room = np.empty((S, Q), dtype=np.int64)
-    for s in range(S):
-        for q in range(Q):
-            stop_q = first[q + 1] if q + 1 < Q else T
-            most = 0
-            for slot in range(first[q], stop_q):
-                if committed[s, slot] > most:
-                    most = committed[s, slot]
-            room[s, q] = pools[s] - most
-    capacity = np.zeros((S, n_choices), dtype=np.bool_)
-    for s in range(S):
-        now = pools[s]
-        for q in range(Q):
-            if first[q] < end and room[s, q] < now:
-                now = room[s, q]
-        for c in range(n):
-            capacity[s, c] = gpus[c] <= now
-    ok = np.zeros((S, n_choices), dtype=np.bool_)
-    if not rule:
-        return capacity, ok, False
-    hold = np.empty((S, n, S), dtype=np.int64)  # the deciding job's hold at σ after choice c at site s
-    for s in range(S):
-        for c in range(n):
-            if s != site[j]:
-                need = base - made[2, c]
-            elif c == current:
-                need = base - made[0, c]
-            else:
-                need = base - made[1, c]
-            for sigma in range(S):
-                if sigma == s:
-                    h = fewest_own[np.searchsorted(restart_own, need)]
-                    if has_keep and keep_own[c] >= need and gpus[c] < h:
-                        h = gpus[c]
-                else:
-                    h = fewest_move[np.searchsorted(restart_move, need)]
-                hold[s, c, sigma] = h
-    any_plan = False
-    free = np.empty((S, Q), dtype=np.int64)
-    for p in range(P):
-        valid = True
-        for s in range(S):
-            for q in range(Q):
-                free[s, q] = room[s, q]
-        for i in range(J):
-            if i == j:
-                continue
-            sigma = assignments[p, i]
-            h = hold_own[i] if sigma == site[i] else hold_away[i]
-            if h > pools[sigma]:
-                valid = False
-                break
-            for q in range(Q):
-                if hold_from[i] <= first[q] < deadline[i]:
-                    free[sigma, q] -= h
-        if not valid:
-            continue
-        for s in range(S):
-            for q in range(Q):
-                if free[s, q] < 0:
-                    valid = False
-        if not valid:
-            continue
-        any_plan = True
-        for s in range(S):
-            now = pools[s]
-            for q in range(Q):
-                if first[q] < end and free[s, q] < now:
-                    now = free[s, q]
-            for c in range(n):
-                if ok[s, c] or gpus[c] > now:
-                    continue
-                for sigma in range(S):
-                    after = pools[sigma]
-                    for q in range(Q):
-                        if end <= first[q] < stop and free[sigma, q] < after:
-                            after = free[sigma, q]
-                    if hold[s, c, sigma] <= after:
-                        ok[s, c] = True
-                        break
-    return capacity, ok, any_plan
-
-
-def _bits(mask: np.ndarray) -> int:
-    """The bit mask (bit k set iff the k-th entry of the flattened bool array)."""
-    return int.from_bytes(np.packbits(mask.reshape(-1), bitorder="little").tobytes(), "little")
 
 
 class FleetPlan:
@@ -235,7 +118,7 @@ class FleetPlan:
         """First slot of job j's held mode after a committed segment ending at ``end``."""
         return max(end, self.release[j])
 
-    def _tables(self, j: int, end: int) -> tuple[np.ndarray, list[float], np.ndarray | None, list[float] | None]:
+    def tables(self, j: int, end: int) -> tuple[np.ndarray, list[float], np.ndarray | None, list[float] | None]:
         """Job j's held-mode tables after a segment ending at ``end`` (cached): tokens each mode makes from a
         restart, sorted (array and list), and tokens each choice makes when kept (array and list; None: no hold,
         or the hold starts after ``end`` at the release, so nothing is kept)."""
@@ -249,30 +132,12 @@ class FleetPlan:
             cached = self._cache[key] = (restart, restart.tolist(), kept, None if kept is None else kept.tolist())
         return cached
 
-    def held_gpus(self, j: int, end: int, need: np.ndarray, kept: bool) -> np.ndarray:
-        """GPUs job j reserves after a committed segment ending at slot ``end``, per candidate local choice.
-
-        ``need``: per candidate c (all of the job's local choices, in order), the tokens still missing after that
-        segment (the safe target W·(1 − 5e-10) less the tokens made by then); ``kept``: candidate c is also the
-        choice committed in that segment (it may be held on without a restart). 0 when nothing is missing,
-        N + 1 when no held mode makes it by the deadline.
-        """
-        restart, _, keep_tokens, _ = self._tables(j, end)
-        g = self.fewest_gpus[j][restart.searchsorted(need)]
-        if kept and keep_tokens is not None:
-            np.minimum(g, self.gpus_loc[j], out=g, where=keep_tokens >= need)
-        return g
-
-    def kernel_tables(self, j: int, end: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, bool]:
-        """Job j's held-mode tables after a segment ending at ``end``, for :func:`_assignment_rule`: the restart
-        tokens sorted, the fewest GPUs of a mode at least that fast, the kept tokens (empty when none), kept or not."""
-        restart, _, keep, _ = self._tables(j, end)
-        return restart, self.fewest_gpus[j], (keep if keep is not None else np.zeros(0)), keep is not None
-
-    def held_gpus_of(self, j: int, end: int, need: float, c: int) -> int:
-        """:meth:`held_gpus` (with ``kept``) of one candidate local choice ``c``, in Python scalars: the same
-        number (``need`` is the same float, the same comparisons)."""
-        _, restart, _, keep_tokens = self._tables(j, end)
+    def held_gpus(self, j: int, end: int, need: float, c: int) -> int:
+        """GPUs job j reserves after a committed segment of local choice ``c`` ending at slot ``end`` with ``need``
+        tokens still missing (the safe target W·(1 − 5e-10) less the tokens made by then): the fewest GPUs of a mode
+        that makes them from a restart, or c's own when c held on makes them; 0 when nothing is missing, N + 1 when no
+        held mode makes it by the deadline."""
+        _, restart, _, keep_tokens = self.tables(j, end)
         held = self._fewest_list[j][bisect.bisect_left(restart, need)]
         if keep_tokens is not None and keep_tokens[c] >= need:
             held = min(held, self._gpus_list[j][c])
@@ -280,8 +145,8 @@ class FleetPlan:
 
     def best_restart_tokens(self, j: int, end: int, room: int) -> float:
         """The most tokens a held mode of at most ``room`` GPUs makes from a restart after a segment ending at
-        ``end`` (−inf when none fits). ``held_gpus(...)[c] <= room`` (without ``kept``) iff ``need[c]`` is at most
-        this: the fewest-GPU mode making ``need`` fits ``room`` iff some mode fitting ``room`` makes it."""
+        ``end`` (−inf when none fits). The fewest-GPU mode making ``need`` from a restart (:meth:`held_gpus` of a
+        choice not kept on) fits ``room`` iff ``need`` is at most this: iff some mode fitting ``room`` makes it."""
         gpus, best = self._by_gpus(j, end)
         k = bisect.bisect_right(gpus, room)
         return best[k - 1] if k else -math.inf
@@ -292,50 +157,39 @@ class FleetPlan:
         key = (j, end)
         cached = self._by_gpus_cache.get(key)
         if cached is None:
-            restart, _, _, _ = self._tables(j, end)
+            restart, _, _, _ = self.tables(j, end)
             gpus = self.gpus_loc[j][self.rate_order[j]]  # in the order of ``restart`` (by tokens per hour)
             order = np.argsort(gpus, kind="stable")
             cached = self._by_gpus_cache[key] = (gpus[order].tolist(),
                                                  np.maximum.accumulate(restart[order]).tolist())
         return cached
 
-    def keep_tokens(self, j: int, end: int) -> np.ndarray | None:
-        """Tokens each local choice of job j makes when held on without a restart after its segment ending at
-        ``end`` (None: nothing can be kept; see :meth:`_tables`)."""
-        return self._tables(j, end)[2]
-
-    def keep_list(self, j: int, end: int) -> list[float] | None:
-        """:meth:`keep_tokens` as a list (cached)."""
-        return self._tables(j, end)[3]
-
     def held_gpus_paused(self, j: int, end: int, need: float) -> int:
         """:meth:`held_gpus` of one job paused in the segment ending at ``end`` (nothing to keep)."""
         if need <= 0:
             return 0
-        _, restart, _, _ = self._tables(j, end)
+        _, restart, _, _ = self.tables(j, end)
         k = bisect.bisect_left(restart, need)
         return int(self.fewest_gpus[j][k])
 
 
-
-
 class ReservationMasks:
-    """The mask of :class:`~aidc_env.env.per_job.PerJobDynamics` (mixed into it: it reads the dynamics' state) and
-    the bookkeeping of the reserved profiles (per site: committed GPUs, then every job's hold)."""
+    """The mask of :class:`~aidc_env.env.per_job.PerJobDynamics` (mixed into it: it reads the dynamics' state: the
+    profiles of committed and reserved GPUs per site, which :func:`~aidc_env.env.kernels.commit` keeps)."""
 
     def _setup_masks(self, rate3600: Sequence[np.ndarray]) -> None:
         """Per job, bit masks (bit c: local choice c): k -> its choices of rate rank >= k; and its choices of at most
         ``_fit_values[j][k - 1]`` GPUs (k = 0: none), for a bisection on the room; its segment's tokens by rate."""
         self._rate_order = [np.argsort(r, kind="stable") for r in rate3600]
         self._seg_restart_by_rate = [r[o].tolist() for r, o in zip(self._seg_restart, self._rate_order, strict=True)]
-        self._seg_move_by_rate = [r[o].tolist() for r, o in zip(self._seg_move, self._rate_order, strict=True)]
         self._faster: list[list[int]] = []
         self._fit_values: list[list[int]] = []
         self._fit_bits: list[list[int]] = []
         self._mask_arrays: dict[int, np.ndarray] = {}
         self._bounds_cache: dict[tuple[int, int, int], np.ndarray] = {}  # _profile_maxima's, per (t, end, stop)
-        self._keep_cache: dict[tuple[int, int, bool], tuple[list[float], list[float]] | None] = {}
-        self._assignment_cache: dict[int, np.ndarray] = {}
+        self._keep_cache: dict[tuple[int, int], tuple[list[float], list[float]] | None] = {}
+        self._kernel_cache: dict[tuple[int, int], tuple[np.ndarray, np.ndarray, bool]] = {}
+        self._every_sites = [self.n_sites ** (self.n_jobs - known) <= MAX_HOLD_ASSIGNMENTS for known in (0, 1)]
         for j in range(self.n_jobs):
             n = self._sizes[j]
             g = self._gpus_loc[j]
@@ -359,95 +213,93 @@ class ReservationMasks:
         t = self._t
         j = self._queue[self._k]
         end = t + self._sps[j]
+        rule = self.env.safety_mask
+        search = search and rule and self.env.mask_search_nodes
         if self.n_sites > 1:
-            capacity, safe = self._sites_rule(j, t, end)
+            found = self._sites_rule(j, t, end, rule)
+            if not search:
+                self._fallback = rule and not found & 2
+                mask = self._mask = self._ok if found & 2 else self._capacity
+                return mask
+            capacity, safe = bits_of(self._capacity), bits_of(self._ok)
         else:
             N = self._site_gpus[0]
             committed, now, after, later = self._profile_maxima(0, t, end, self._deadline[j])
             room = N - committed
             capacity = self._fits(j, room)
             safe = 0
-            if self.env.safety_mask and (later is None or later <= N):  # the others, after its deadline
-                own = self._held[j]  # the job's current hold covers [t, deadline)
+            if rule and (later is None or later <= N):  # the others, after its deadline
+                own = int(self._held[j])  # the job's current hold covers [t, deadline)
                 room_now = min(room, N + own - now)
                 room_after = min(N, N + own - after) if after is not None else N
-                safe = self._safe_choices(j, end, room_now, room_after, False)
-        self._fallback = False
-        if self.env.safety_mask:
-            if search and self.env.mask_search_nodes:
-                safe |= self._rescued(j, capacity & ~safe)
-            if safe:
-                mask = self._mask = self._mask_array(safe)
-                return mask
-            self._fallback = True
-        mask = self._mask = self._mask_array(capacity)
+                safe = self._safe_choices(j, end, room_now, room_after)
+        if search:
+            safe |= self._rescued(j, capacity & ~safe)
+        self._fallback = rule and not safe
+        mask = self._mask = self._mask_array(safe if rule and safe else capacity)
         return mask
 
-    def _assignments(self, j: int) -> np.ndarray:
-        """(plans, jobs) every assignment of the jobs but j to the sites (j's column 0, unread), or each job where it
-        is beyond :data:`MAX_HOLD_ASSIGNMENTS` (cached per j; j = −1: every job)."""
-        others = self.n_jobs - (j >= 0)
-        if self.n_sites ** others > MAX_HOLD_ASSIGNMENTS:
-            return np.array([self._site], dtype=np.int64)
-        cached = self._assignment_cache.get(j)
-        if cached is None:
-            rows = np.indices((self.n_sites,) * others).reshape(others, -1).T if others else np.zeros((1, 0))
-            cached = self._assignment_cache[j] = (rows if j < 0 else np.insert(rows, j, 0, axis=1)).astype(np.int64)
-        return cached
+    def _sites_rule(self, j: int, t: int, end: int, rule: bool) -> int:
+        """Job j's choices that fit their site's pool (``_capacity``, entry s·C + c), and those after which every job
+        keeps a held mode at some site and some assignment of the holds to sites fits every site in every slot
+        (``_ok``, with ``rule``): :func:`~aidc_env.env.kernels.assignment_rule`, whose flags it returns (j = −1:
+        whether the plan fits)."""
+        tables = self._kernel_cache.get((j, end))
+        if tables is None:
+            tables = self._kernel_cache[j, end] = self._kernel_tables(j, end)
+        base = self._plan.target_safe[j] - self._tokens[j] if j >= 0 else 0.0
+        return assignment_rule(self._committed, t, self._pools, self._state, self._deadline_arr,
+                                self._every_sites[j >= 0], j, end, self._cur[j] if j >= 0 else 0, base, *tables, rule,
+                                self._mask_out)
 
-    def _kernel_inputs(self, t: int, j: int) -> tuple:
-        """The state :func:`_assignment_rule` reads (``j``: the deciding job, −1 for none)."""
-        return (self._committed, t, self._pools, np.array(self._held), np.array(self._held_away),
-                np.array(self._site), np.array(self._hold_from), self._deadline_arr, self._assignments(j), j)
-
-    def _sites_rule(self, j: int, t: int, end: int) -> tuple[int, int]:
-        """Bit masks (bit s·C + c) of job j's choices that fit their site's pool (capacity), and of those after which
-        every job keeps a held mode at some site and some assignment of the holds to sites fits every site in every
-        slot (:func:`_assignment_rule`)."""
-        base = self._plan.target_safe[j] - self._tokens[j]
-        own, move = self._plan.kernel_tables(j, end), self._move_plan.kernel_tables(j, end)
-        capacity, ok, _ = _assignment_rule(*self._kernel_inputs(t, j), end, self._gpus_loc[j], self._made[j],
-                                           self._cur[j], base, *own, *move[:2], self.n_choices, self.env.safety_mask)
-        return _bits(capacity), _bits(ok)
+    def _kernel_tables(self, j: int, end: int) -> tuple[np.ndarray, np.ndarray, bool]:
+        """Job j's tables of :func:`~aidc_env.env.kernels.assignment_rule` after a segment ending at ``end``: (6,
+        choices) its segment's tokens kept, restarted, moved, the restart tokens sorted and kept tokens of its own plan,
+        the restart tokens sorted of its plan after a move; (3, choices + 1) its GPUs, the fewest GPUs of both plans;
+        kept or not."""
+        n = self._sizes[j] if j >= 0 else 0
+        made, ints = np.zeros((6, n)), np.zeros((3, n + 1), dtype=np.int64)
+        if j < 0:
+            return made, ints, False
+        (restart, _, keep, _), (restart_move, _, _, _) = self._plan.tables(j, end), self._move_plan.tables(j, end)
+        made[:3], made[3], made[5] = self._made[j], restart, restart_move
+        if keep is not None:
+            made[4] = keep
+        ints[0, :n], ints[1], ints[2] = self._gpus_loc[j], self._plan.fewest_gpus[j], self._move_plan.fewest_gpus[j]
+        return made, ints, keep is not None
 
     def _plan_fits(self) -> bool:
         """Whether some assignment of every job's hold to a site fits every site from the current slot on."""
         if self.n_sites == 1:
             return bool(np.all(self._reserved.max(axis=1) <= self._site_gpus))
-        empty = np.zeros(0, dtype=np.int64)
-        _, _, fits = _assignment_rule(*self._kernel_inputs(min(self._t, self.n_slots - 1), -1), self.n_slots, empty,
-                                      np.zeros((3, 0)), 0, 0.0, np.zeros(0), empty, np.zeros(0), False, np.zeros(0),
-                                      empty, 0, True)
-        return bool(fits)
+        return bool(self._sites_rule(-1, min(self._t, self.n_slots - 1), self.n_slots, True) & 1)
 
-    def _safe_choices(self, j: int, end: int, room_now: int, room_after: int, moved: bool) -> int:
-        """Bit mask (bit c: local choice c) of job j's choices at a site whose GPUs fit ``room_now`` and whose held
-        mode fits ``room_after`` (``moved``: the site is not the job's, so every choice moves it).
+    def _safe_choices(self, j: int, end: int, room_now: int, room_after: int) -> int:
+        """Bit mask (bit c: local choice c) of job j's choices (one site) whose GPUs fit ``room_now`` and whose held
+        mode fits ``room_after``.
 
-        A choice c other than the current one (``prev``; with a move, every c) leaves ``need[c] = base − tokens of
+        A choice c other than the current one (``prev``) leaves ``need[c] = base − tokens of
         c's segment`` missing; its held mode fits iff ``need[c] <= best`` (the most a fitting mode makes from a
         restart), or c is kept on (``keep[c] >= need[c]``) and fits. Both tests are monotone in c's tokens per hour
-        (its segment and kept tokens grow with its rate: the instance has restart and transfer hours < segment hours;
-        float rounding is monotone), so each holds on a suffix of the choices sorted by rate, found by bisection and
-        read from a table (``_faster``). ``prev`` (no restart) is tested on its own."""
+        (its segment and kept tokens grow with its rate: the instance has restart hours < segment hours; float
+        rounding is monotone), so each holds on a suffix of the choices sorted by rate, found by bisection and read from
+        a table (``_faster``). ``prev`` (no restart) is tested on its own."""
         plan = self._plan
         base = plan.target_safe[j] - self._tokens[j]
         best = plan.best_restart_tokens(j, end, room_after)
-        made = (self._seg_move_by_rate if moved else self._seg_restart_by_rate)[j]
+        made = self._seg_restart_by_rate[j]
         k_restart = _first_restart_fit(made, base, best)
         held_fits = self._faster[j][k_restart]
-        keep = self._keep_by_rate(j, end, moved)
+        keep = self._keep_by_rate(j, end)
         if keep is not None:
             k_keep = _first_keep_fit(keep[0], keep[1], made, base)
             if k_keep < k_restart:
                 held_fits = held_fits | (self._faster[j][k_keep] & self._fits(j, room_after))
         safe = held_fits & self._fits(j, room_now)
-        if moved:
-            return safe
         prev = self._cur[j]
         need = base - self._seg_keep_list[j][prev]
         gpus = self._gpus_list[j][prev]
-        keeps = keep is not None and plan.keep_list(j, end)[prev] >= need and gpus <= room_after
+        keeps = keep is not None and plan.tables(j, end)[3][prev] >= need and gpus <= room_after
         if gpus <= room_now and (need <= best or keeps):
             return safe | 1 << prev
         return safe & ~(1 << prev)
@@ -468,18 +320,18 @@ class ReservationMasks:
             self._mask_arrays[bits] = mask
         return mask
 
-    def _keep_by_rate(self, j: int, end: int, moved: bool) -> tuple[list[float], list[float]] | None:
-        """Job j's kept tokens (:meth:`FleetPlan.keep_tokens`) in the order of the choices' rates, and each plus the
-        choice's segment tokens (restarted or moved: a bisection's start in :meth:`_safe_choices`); None when
-        nothing can be kept (cached)."""
-        key = (j, end, moved)
+    def _keep_by_rate(self, j: int, end: int) -> tuple[list[float], list[float]] | None:
+        """Job j's kept tokens (:meth:`FleetPlan.tables`) in the order of the choices' rates, and each plus the
+        choice's restarted segment tokens (a bisection's start in :meth:`_safe_choices`); None when nothing can be
+        kept (cached)."""
+        key = (j, end)
         if key not in self._keep_cache:
-            keep = self._plan.keep_tokens(j, end)
+            keep = self._plan.tables(j, end)[2]
             if keep is None:
                 self._keep_cache[key] = None
             else:
                 by_rate = keep[self._rate_order[j]].tolist()
-                made = (self._seg_move_by_rate if moved else self._seg_restart_by_rate)[j]
+                made = self._seg_restart_by_rate[j]
                 self._keep_cache[key] = (by_rate, [k + r for k, r in zip(by_rate, made, strict=True)])
         return self._keep_cache[key]
 
@@ -490,11 +342,7 @@ class ReservationMasks:
         range [end, T + t) spans both and is not used)."""
         T = self.n_slots
         profiles = self._profiles[s]
-        if end > stop:  # not reached by the env's segments (a job's deadline is on its boundaries)
-            reserved = profiles[T:]
-            later = int(_max(reserved[stop:])) if stop < T else None
-            return int(_max(profiles[t:end])), int(_max(reserved[t:end])), None, later
-        key = (t, end, stop)
+        key = (t, end, stop)  # end <= stop: a job decides inside its window, whose deadline is on its boundaries
         bounds = self._bounds_cache.get(key)
         if bounds is None:
             bounds = [t, end, T + t]  # end == T + t (t = 0, end = T): reduceat gives one element there, not used
@@ -516,7 +364,7 @@ class ReservationMasks:
             made = self._seg_move_list[j][c]
         else:
             made = (self._seg_keep_list if c == self._cur[j] else self._seg_restart_list)[j][c]
-        return self._plan.held_gpus_of(j, self._t + self._sps[j], base - made, c)
+        return self._plan.held_gpus(j, self._t + self._sps[j], base - made, c)
 
     # ------------------------------------------------------------------ the search
 
@@ -568,8 +416,8 @@ class ReservationMasks:
                 return False
         return False
 
-    _STATE = ("_t", "_k", "_queue", "_cur", "_site", "_end", "_end_arr", "_tokens", "_schedule", "_sites", "_held",
-              "_hold_from", "_held_away", "_job_gpus", "_job_kw", "_profiles", "_obs_buffer", "_mask", "_fallback", "objective_usd",
+    _STATE = ("_t", "_k", "_queue", "_cur", "_site", "_end", "_end_arr", "_tokens", "_schedule", "_sites", "_state",
+              "_job_gpus", "_job_kw", "_profiles", "_obs_buffer", "_mask", "_fallback", "objective_usd",
               "_baseline_paid", "_credit", "_prof_gpus", "_prof_kw")
 
     def _snapshot(self) -> dict:
@@ -578,45 +426,6 @@ class ReservationMasks:
     def _restore(self, state: dict) -> None:
         self.__dict__.update(state)
         self._bind_views()
-
-    # ------------------------------------------------------------------ reserved profiles
-
-    def _drop_hold(self, j: int, site: int) -> None:
-        """Remove job j's held reservation (at ``site``) from the profile."""
-        if self._held[j]:
-            self._reserved[site, self._hold_from[j]:self._deadline[j]] -= self._held[j]
-            self._held[j] = 0
-
-    def _add_hold(self, j: int, end: int, held: int) -> None:
-        """Reserve ``held`` GPUs for job j at its site from max(end, release) to its deadline."""
-        start = self._plan.hold_start(j, end)
-        self._hold_from[j] = start
-        if held and start < self._deadline[j]:
-            self._reserved[self._site[j], start:self._deadline[j]] += held
-            self._held[j] = held
-
-    def _reserve_segment(self, j: int, t: int, end: int, g: int, held: int, old_site: int, s: int) -> None:
-        """Replace job j's hold (at ``old_site``) by its segment [t, end) of ``g`` GPUs at s and its new hold of
-        ``held`` GPUs there (the job's site is already s).
-
-        When the job stays, the old hold covers the segment and the new one starts where the segment ends (the usual
-        case: a job inside its window), the profile changes by g − old on the segment and held − old after it: at
-        most two slice updates instead of three (integers: the same profile)."""
-        old, stop = self._held[j], self._deadline[j]
-        start = self._plan.hold_start(j, end)
-        if s == old_site and old and self._hold_from[j] == t and start == end <= stop:
-            reserved = self._reserved[s]
-            if g != old:
-                reserved[t:end] += g - old
-            if held != old and end < stop:
-                reserved[end:stop] += held - old
-            self._hold_from[j] = start
-            self._held[j] = held if held and start < stop else 0
-            return
-        self._drop_hold(j, old_site)  # it covered [t, deadline): the segment now holds g, then the new hold
-        if g:
-            self._reserved[s, t:end] += g
-        self._add_hold(j, end, held)
 
 
 __all__ = ["FleetPlan", "MASK_CACHE_SIZE", "MAX_HOLD_ASSIGNMENTS", "ReservationMasks", "bits_of"]

@@ -1,4 +1,4 @@
-"""The env's safety mask (DESIGN §4): the joint choices after which every tranche can still be completed.
+"""The joint action's safety mask: the joint choices after which every tranche can still be completed.
 
 A sufficient test: after taking the joint choice for the current segments, some capacity-feasible joint mode
 held for all the remaining segments (paying the restart it costs, and fitting the pool also while the jobs
