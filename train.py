@@ -321,7 +321,8 @@ def main(argv: Sequence[str] | None = None) -> int:
           f"({len(config.heldout_days)} held out, {len(config.validation_days)} validation), "
           f"{config.total_timesteps:,} steps, seed {config.seed}, {config.n_envs} {config.vec_env} envs -> {out}")
     train = [instances[day] for day in config.train_days]
-    require(config.imitation != "oracle" or config.imitation_epochs == 0 or action_type(config, train) == "per_job",
+    config.env = action_type(config, train)  # "auto" resolved, recorded with the model
+    require(config.imitation != "oracle" or config.imitation_epochs == 0 or config.env == "per_job",
             "imitation", "--imitation oracle clones into the per-job action: use --env per_job or a per-job case")
     import torch
 

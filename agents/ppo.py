@@ -204,8 +204,9 @@ def model_config(model) -> PPOConfig:
 
 
 def observes_plan(config: PPOConfig) -> bool:
-    """Whether the config's agent observes the forecast plan (``forecast_plan`` with day-ahead information)."""
-    return config.forecast_plan and config.information == "dayahead"
+    """Whether the config's agent observes the forecast plan (``forecast_plan`` with day-ahead information and the
+    joint action: train.py resolves ``env="auto"`` to the case's action type before it builds the envs)."""
+    return config.forecast_plan and config.information == "dayahead" and config.env != "per_job"
 
 
 def warm_starts(config: PPOConfig) -> bool:
