@@ -13,6 +13,7 @@ from typing import Any
 from aidc_env.env import DEFAULT_REWARD_SCALE_USD, DEFAULT_TERMINAL_PENALTY_FACTOR
 from aidc_env.errors import require
 from aidc_env.information import ISSUE_HOUR
+from aidc_env.schema import validate_dataclass
 
 ENV_KWARGS_KEYS = ("lookahead", "information", "forecast_noise", "reward_scale", "safety_mask",
                    "pause_when_done", "terminal_penalty_factor")
@@ -112,7 +113,7 @@ class PPOConfig:
     horizon_train_instances: int = 24
     """With ``horizon_days`` D > 1 (e.g. ``--horizon-days 7``): training instances, evenly spread over the D-day
     instances that start on a training day of the split (and, with day-ahead information, have forecasts for all D
-    days). Each needs its forecast plan, a week oracle solve (27 s a week at 30 s, load 7-10, 2026-12-02). Measured
+    days). Each needs its forecast plan, a week oracle solve (about 30 s a week). Measured
     on the 4 held-out weeks (docs/training.md, "Weeks"): 12 weeks cloned the plan imperfectly (5 of 162 decisions
     of one unseen week differ, 67.5% of the saving captured), 24 weeks reproduce it (70.4%). No effect on one-day
     instances."""
@@ -159,9 +160,10 @@ class PPOConfig:
         return dataclasses.asdict(self)
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> PPOConfig:
-        known = {f.name for f in dataclasses.fields(cls)}
-        return cls(**{k: v for k, v in data.items() if k in known})
+    def from_dict(cls, data: Any, field_name: str = "config") -> PPOConfig:
+        """A config from its JSON object (:func:`aidc_env.schema.validate_dataclass`: each field of its type, unknown
+        keys ignored, absent ones at their defaults); InputError naming ``field_name`` and the bad field."""
+        return validate_dataclass(cls, data, field_name)
 
     @property
     def information(self) -> str:
