@@ -1,4 +1,4 @@
-"""Workloads and the fleet (issue 13, DESIGN §9): fine-tuning windows, inference, the idle-GPU value.
+"""Workloads and the fleet: fine-tuning windows, inference, the idle-GPU value.
 
 A hand-solvable instance with every kind of work against costs computed by hand; property tests that the
 simulator refuses a fine-tuning job outside its window and flags capacity breaches (inference GPUs included)

@@ -38,11 +38,12 @@ def counts_table(request):
     """After a long run (``--fuzz-examples``): the table of documents, valid, refused and crashed per reader."""
     yield
     if request.config.getoption("--fuzz-examples") and COUNTS:
-        write = request.config.pluginmanager.getplugin("terminalreporter").write_line
-        write(f"\n{'reader':<14}{'documents':>10}{'valid':>8}{'refused':>9}{'crashed':>9}{'seconds':>9}")
-        for reader, counts in COUNTS.items():
-            write(f"{reader:<14}{sum(counts[k] for k in ('valid', 'refused', 'crashed')):>10}{counts['valid']:>8}"
-                  f"{counts['refused']:>9}{counts['crashed']:>9}{counts['seconds']:>9}")
+        lines = [f"{'reader':<14}{'documents':>10}{'valid':>8}{'refused':>9}{'crashed':>9}{'seconds':>9}"]
+        lines += [f"{reader:<14}{sum(counts[k] for k in ('valid', 'refused', 'crashed')):>10}{counts['valid']:>8}"
+                  f"{counts['refused']:>9}{counts['crashed']:>9}{counts['seconds']:>9}"
+                  for reader, counts in COUNTS.items()]
+        with request.config.pluginmanager.getplugin("capturemanager").global_and_fixture_disabled():
+            print("\n" + "\n".join(lines))
 
 
 @pytest.mark.parametrize("reader", list(READERS))
