@@ -13,6 +13,7 @@ from typing import Any
 from aidc_env.env import DEFAULT_REWARD_SCALE_USD, DEFAULT_TERMINAL_PENALTY_FACTOR
 from aidc_env.errors import require
 from aidc_env.information import ISSUE_HOUR
+from aidc_env.schema import validate_dataclass
 
 ENV_KWARGS_KEYS = ("lookahead", "information", "forecast_noise", "reward_scale", "safety_mask",
                    "pause_when_done", "terminal_penalty_factor")
@@ -159,9 +160,10 @@ class PPOConfig:
         return dataclasses.asdict(self)
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> PPOConfig:
-        known = {f.name for f in dataclasses.fields(cls)}
-        return cls(**{k: v for k, v in data.items() if k in known})
+    def from_dict(cls, data: Any, field_name: str = "config") -> PPOConfig:
+        """A config from its JSON object (:func:`aidc_env.schema.validate_dataclass`: each field of its type, unknown
+        keys ignored, absent ones at their defaults); InputError naming ``field_name`` and the bad field."""
+        return validate_dataclass(cls, data, field_name)
 
     @property
     def information(self) -> str:

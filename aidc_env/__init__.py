@@ -32,7 +32,7 @@ _LAZY = {
     "load_profiles": "aidc_env.profiles",
     "generate_modes": "aidc_env.modes",
     "Inference": "aidc_env.workloads",
-    "InferenceSpec": "aidc_env.workloads",
+    "InferenceSpec": "aidc_env.schema",
 }
 
 __all__ = sorted(_LAZY)

@@ -1,11 +1,12 @@
 """Cases (TOML files), and building instances from a case and a profile source.
 
 A :class:`Case` is what a case file says: the GPU pool, the facility, the energy contract and the
-jobs (model, checkpoint segments, restart time, baseline mode, tranche). :func:`build_instance`
-resolves a case on one day of a profile source -- or on ``horizon_days`` consecutive days -- into an
-:class:`~aidc_env.instance.Instance` (see :mod:`aidc_env.instance` for the horizon and the exchange
-format): every parameter, each job's Pareto modes and the price, renewable shape and renewable
-availability per slot. ``python -m aidc_env.case --case 2048 --json`` prints one.
+jobs (model, checkpoint segments, restart time, baseline mode, tranche). The file's form and the rules between its
+fields are declared by :class:`aidc_env.schema.CaseDocument`; :func:`build_instance` resolves a case on one day of a
+profile source -- or on ``horizon_days`` consecutive days -- into an :class:`~aidc_env.instance.Instance` (see
+:mod:`aidc_env.instance` for the horizon and the exchange format): every parameter, each job's Pareto modes and the
+price, renewable shape and renewable availability per slot. ``python -m aidc_env.case --case 2048 --json`` prints
+one.
 
 Units: power in kW (per GPU, per mode) or MW (facility), energy in MWh, prices in $/MWh,
 time in hours unless the name says otherwise.
@@ -25,61 +26,22 @@ from typing import Any
 
 import numpy as np
 
-from aidc_env import limits
-from aidc_env.errors import (CliParser, InputError, is_finite, is_integer, require, require_date, require_number,
-                              require_machine_ints, require_unique, run_cli)
-from aidc_env.instance import (
-    DEFAULT_MIN_DAILY_SHARE,
-    MINUTES_PER_HOUR,
-    PAUSE,
-    SECONDS_PER_HOUR,
-    Instance,
-    Job,
-    validate_horizon,
-)
-from aidc_env.io import atomic_write_text, check_output_file, path_component, read_input_text, safe_name
+from aidc_env.errors import CliParser, InputError, is_integer, require, run_cli
+from aidc_env.instance import DEFAULT_MIN_DAILY_SHARE, MINUTES_PER_HOUR, PAUSE, SECONDS_PER_HOUR, Instance, Job
+from aidc_env.io import atomic_write_text, check_output_file, read_input_text, safe_name
 from aidc_env.modes import Mode, ModeParams, generate_modes
 from aidc_env.profiles import HOURS_PER_DAY, ProfileSet, hourly_to_slots, load_profiles
+from aidc_env.schema import CaseDocument, Energy, Facility, InferenceSpec, JobSpec, SiteSpec, validate
 from aidc_env.site_profiles import SiteProfileSet, load_site_profiles
-from aidc_env.sites import DEFAULT_LINK_GBPS, SITE_KEYS, Site, SiteNetwork, SiteSpec, transfer_hours
-from aidc_env.workloads import FINETUNING, FINETUNING_MAX_GPUS, JOB_KINDS, PRETRAINING, InferenceSpec
-
-
-@dataclass(frozen=True)
-class JobSpec:
-    """One pre-training job as a case file states it."""
-
-    name: str
-    model: str
-    segments: int
-    """Checkpoint segments per day K_j (must divide the slots per day)."""
-    restart_minutes: float = 10.0
-    """Time to load a checkpoint after a resume or a mode switch: full power, zero tokens."""
-    baseline_gpus: int | None = None
-    """Baseline mode by GPU count (the fastest Pareto mode with that many GPUs)."""
-    baseline_mode: str | None = None
-    """Baseline mode by label, e.g. ``"tp4-pp4-dp32"`` (wins over ``baseline_gpus``)."""
-    tranche_tokens: float | None = None
-    """Daily token tranche W_j; default: what the baseline mode trains in ``baseline_hours``. An instance of D
-    days targets D × this over its horizon (a fine-tuning job: this once, by its deadline)."""
-    kind: str = PRETRAINING
-    """``"pretraining"`` or ``"finetuning"`` (:mod:`aidc_env.workloads`)."""
-    release_hour: float = 0.0
-    """Fine-tuning: hours from the start of the horizon before which the job may not run (a checkpoint boundary)."""
-    deadline_hour: float | None = None
-    """Fine-tuning: hours from the start of the horizon by which the target is due; it may not run after."""
-    max_gpus: int | None = None
-    """Cap on the job's modes (GPUs); fine-tuning jobs need one, at most ``FINETUNING_MAX_GPUS``."""
-    baseline_hours: float | None = None
-    """Default target = the baseline mode's tokens in this many productive hours (default: 24 for pre-training;
-    required for fine-tuning unless ``tranche_tokens`` is given)."""
-    site: str | None = None
-    """Sites case: the site holding the job's checkpoint before t = 0 (default: the first site)."""
+from aidc_env.sites import DEFAULT_LINK_GBPS, Site, SiteNetwork, transfer_hours
+from aidc_env.workloads import (BUNDLED_INFERENCE_PROFILE, FINETUNING, Inference, gpus_for_share,
+                                inference_demand_share, load_inference_profile)
 
 
 @dataclass(frozen=True)
 class Case:
-    """A case file, parsed and validated (see ``aidc_env/cases/2048.toml``)."""
+    """A case file, parsed and validated (see ``aidc_env/cases/2048.toml``); its fields are the file's, the tables
+    ``[facility]``, ``[energy]`` and ``[migration]`` flattened (:meth:`to_document` gives the file's form back)."""
 
     name: str
     n_gpus: int
@@ -119,161 +81,42 @@ class Case:
     def slot_hours(self) -> float:
         return HOURS_PER_DAY / self.slots
 
-    def with_overrides(
-        self,
-        *,
-        gpus: int | None = None,
-        segments: int | Sequence[int] | None = None,
-        renewable_ratio: float | None = None,
-        day: str | None = None,
-        **fields: Any,
-    ) -> Case:
-        """A copy with overrides; ``segments`` sets K for every job (or one value per job)."""
-        changes: dict[str, Any] = {k: v for k, v in fields.items() if v is not None}
+    def with_overrides(self, *, gpus: int | None = None, segments: int | Sequence[int] | None = None,
+                       renewable_ratio: float | None = None, day: str | None = None, **fields: Any) -> Case:
+        """A copy with overrides (checked as the case file would be); ``segments`` sets K for every job (or one value
+        per job)."""
+        for name, value in (("n_gpus", gpus), ("renewable_ratio", renewable_ratio), ("day", day)):
+            fields[name] = value if value is not None else fields.get(name)
+        changes = {k: v.item() if isinstance(v, np.generic) else v for k, v in fields.items() if v is not None}
         unknown = set(changes) - {f.name for f in dataclasses.fields(self)}
         require(not unknown, ",".join(sorted(unknown)), "unknown case field")
         if self.mode_pool_gpus is None:
             changes.setdefault("mode_pool_gpus", self.n_gpus)
-        if gpus is not None:
-            changes["n_gpus"] = gpus
-        if renewable_ratio is not None:
-            changes["renewable_ratio"] = renewable_ratio
-        if day is not None:
-            changes["day"] = day
         if segments is not None:
             jobs = changes.get("jobs", self.jobs)  # a jobs override given with segments keeps both
-            per_job = [segments] * len(jobs) if isinstance(segments, int) else list(segments)
+            per_job = [segments] * len(jobs) if is_integer(segments) else list(segments)
             require(len(per_job) == len(jobs), "segments", f"expected {len(jobs)} values")
-            changes["jobs"] = tuple(
-                dataclasses.replace(job, segments=int(k)) for job, k in zip(jobs, per_job, strict=True)
-            )
+            changes["jobs"] = tuple(dataclasses.replace(job, segments=int(k) if is_integer(k) else k)
+                                    for job, k in zip(jobs, per_job, strict=True))
         case = dataclasses.replace(self, **changes)
         case.validate()
         return case
 
     def validate(self) -> None:
-        """Raise :class:`InputError` naming the first bad field."""
-        path_component(self.name, "name")  # it names output folders (runs/ppo-<name>)
-        require(is_integer(self.n_gpus) and self.n_gpus > 0, "gpus", f"must be a positive integer, got {self.n_gpus!r}")
-        require(is_integer(self.slots) and self.slots > 0, "slots", f"must be a positive integer, got {self.slots!r}")
-        require(
-            self.slots % HOURS_PER_DAY == 0 or HOURS_PER_DAY % self.slots == 0,
-            "slots",
-            f"must be a multiple or a divisor of {HOURS_PER_DAY} (hourly data), got {self.slots}",
-        )
-        for name in ("pue",):
-            require(is_finite(getattr(self, name)) and getattr(self, name) >= 1.0, name, "must be a number >= 1")
-        for name in ("idle_kw_per_gpu", "rated_kw_per_gpu", "renewable_ratio", "ppa_usd_per_mwh",
-                     "curtailment_penalty_usd_per_mwh"):
-            value = getattr(self, name)
-            require(is_finite(value) and value >= 0, name, f"must be a finite number >= 0, got {value!r}")
-        if self.renewable_capacity_mw is not None:
-            require(is_finite(self.renewable_capacity_mw) and self.renewable_capacity_mw > 0,
-                    "renewable_capacity_mw", "must be a number > 0")
-        if self.mode_pool_gpus is not None:
-            require(is_integer(self.mode_pool_gpus) and self.mode_pool_gpus > 0, "mode_pool_gpus",
-                    "must be a positive integer")
-        self._check_bounds()
-        require_date(self.day, "day")
-        require(len(self.jobs) > 0, "jobs", "at least one job is needed")
-        require_unique([job.name for job in self.jobs], "jobs", "jobs")
-        for j, job in enumerate(self.jobs):
-            where = f"jobs[{j}]"
-            require(isinstance(job.name, str) and job.name != "", f"{where}.name", "must be a non-empty string")
-            require(isinstance(job.model, str) and job.model != "", f"{where}.model", "must be a model name")
-            require(is_integer(job.segments) and job.segments > 0, f"{where}.segments",
-                    f"must be a positive integer, got {job.segments!r}")
-            require(self.slots % job.segments == 0, f"{where}.segments",
-                    f"K = {job.segments} does not divide the {self.slots} slots of the day")
-            segment_hours = self.slot_hours * self.slots / job.segments
-            require(is_finite(job.restart_minutes) and 0 <= job.restart_minutes / MINUTES_PER_HOUR < segment_hours,
-                    f"{where}.restart_minutes",
-                    f"must be >= 0 and shorter than a segment ({segment_hours * MINUTES_PER_HOUR:g} min)")
-            require(job.baseline_gpus is not None or job.baseline_mode is not None, f"{where}.baseline_gpus",
-                    "give baseline_gpus or baseline_mode")
-            if job.baseline_gpus is not None:
-                require(is_integer(job.baseline_gpus) and job.baseline_gpus > 0, f"{where}.baseline_gpus",
-                        "must be a positive integer")
-            if job.tranche_tokens is not None:
-                require_number(job.tranche_tokens, f"{where}.tranche_tokens", 0.0, limits.MAX_TRANCHE_TOKENS)
-            require_number(job.restart_minutes, f"{where}.restart_minutes", 0.0, limits.MAX_RESTART_MINUTES)
-            if job.baseline_gpus is not None:
-                require_number(job.baseline_gpus, f"{where}.baseline_gpus", 1, limits.MAX_GPUS, integer=True)
-            self._check_workload(job, where, segment_hours)
-        validate_horizon(self.horizon_days, self.min_daily_share)
-        for i, service in enumerate(self.inference):
-            service.validate(f"inference[{i}]", self.n_gpus, limits.MAX_KW_PER_GPU)
-        require_number(self.idle_value_usd_per_gpu_hour, "idle_value_usd_per_gpu_hour", 0.0,
-                       limits.MAX_IDLE_VALUE_USD_PER_GPU_HOUR)
-        self._check_sites()
+        """Raise :class:`InputError` naming the first bad field (its path in the case file's form)."""
+        validate(CaseDocument, self.to_document(), document="case")
 
-    def _check_sites(self) -> None:
-        """Sites, their names, the jobs' and inference services' sites and the link (only a sites case has them)."""
-        for j, job in enumerate(self.jobs):
-            require(job.site is None or job.site in {s.name for s in self.sites}, f"jobs[{j}].site",
-                    f"must be the name of a site of the case, got {job.site!r}")
-        if not self.sites:
-            for i, service in enumerate(self.inference):
-                require(service.site is None, f"inference[{i}].site", "only a sites case ([[sites]]) names sites")
-            return
-        for i, site in enumerate(self.sites):
-            site.validate(f"sites[{i}]", self.n_gpus, limits.MAX_RENEWABLE_RATIO)
-        require_unique([s.name for s in self.sites], "sites", "sites")
-        require(max(s.gpus for s in self.sites) == self.n_gpus, "gpus",
-                "in a sites case, gpus is the largest site's pool (the jobs' modes are those that fit it)")
-        require_number(self.link_gbps, "migration.link_gbps", 0.0, limits.MAX_LINK_GBPS, low_open=True)
-        pools = {site.name: site.gpus for site in self.sites}
-        for i, service in enumerate(self.inference):
-            site = service.site if service.site is not None else self.sites[0].name
-            require(site in pools, f"inference[{i}].site", f"must be the name of a site of the case, got {site!r}")
-            require(service.peak_gpus <= pools[site], f"inference[{i}].peak_gpus",
-                    f"must fit its site {site}'s pool of {pools[site]} GPUs, got {service.peak_gpus}")
+    def to_document(self) -> dict[str, Any]:
+        """The case in the form of its file (a TOML table), as :class:`~aidc_env.schema.CaseDocument` reads it."""
+        def table(keys: Any) -> dict[str, Any]:
+            return {key: getattr(self, key) for key in keys}
 
-    def _check_workload(self, job: JobSpec, where: str, segment_hours: float) -> None:
-        """Kind, window, GPU cap and target of one job (:mod:`aidc_env.workloads`)."""
-        require(job.kind in JOB_KINDS, f"{where}.kind", f"must be one of {', '.join(JOB_KINDS)}, got {job.kind!r}")
-        if job.max_gpus is not None:
-            require_number(job.max_gpus, f"{where}.max_gpus", 1, limits.MAX_GPUS, integer=True)
-        if job.baseline_hours is not None:
-            require_number(job.baseline_hours, f"{where}.baseline_hours", 0.0, HOURS_PER_DAY * self.horizon_days,
-                           low_open=True)
-        if job.kind == PRETRAINING:
-            require(job.release_hour == 0 and job.deadline_hour is None, f"{where}.deadline_hour",
-                    "only a fine-tuning job has a release and a deadline (set kind = \"finetuning\")")
-            return
-        horizon_hours = HOURS_PER_DAY * self.horizon_days
-        require(job.max_gpus is not None and job.max_gpus <= FINETUNING_MAX_GPUS, f"{where}.max_gpus",
-                f"a fine-tuning job needs max_gpus <= {FINETUNING_MAX_GPUS} (a small job)")
-        require(job.deadline_hour is not None, f"{where}.deadline_hour", "a fine-tuning job needs a deadline")
-        require_number(job.release_hour, f"{where}.release_hour", 0.0, horizon_hours)
-        require_number(job.deadline_hour, f"{where}.deadline_hour", job.release_hour, horizon_hours, low_open=True)
-        for name in ("release_hour", "deadline_hour"):
-            hours = getattr(job, name)
-            require(abs(hours / segment_hours - round(hours / segment_hours)) < 1e-9, f"{where}.{name}",
-                    f"must be on a checkpoint boundary (a multiple of {segment_hours:g} h), got {hours!r}")
-        require(job.tranche_tokens is not None or job.baseline_hours is not None, f"{where}.baseline_hours",
-                "a fine-tuning job needs tranche_tokens or baseline_hours (its target)")
-        if job.baseline_hours is not None:
-            require(job.baseline_hours <= job.deadline_hour - job.release_hour, f"{where}.baseline_hours",
-                    "must fit between release_hour and deadline_hour")
-
-    def _check_bounds(self) -> None:
-        """Upper bounds that keep every cost finite (see :mod:`aidc_env.limits` for the reasons)."""
-        require_number(self.n_gpus, "gpus", 1, limits.MAX_GPUS, integer=True)
-        require_number(self.slots, "slots", 1, limits.MAX_SLOTS_PER_DAY, integer=True)
-        require_number(self.horizon_days, "horizon_days", 1, limits.MAX_HORIZON_DAYS, integer=True)
-        require_number(self.pue, "pue", 1.0, limits.MAX_PUE)
-        for name in ("idle_kw_per_gpu", "rated_kw_per_gpu"):
-            require_number(getattr(self, name), name, 0.0, limits.MAX_KW_PER_GPU)
-        require_number(self.renewable_ratio, "renewable_ratio", 0.0, limits.MAX_RENEWABLE_RATIO)
-        for name in ("ppa_usd_per_mwh", "curtailment_penalty_usd_per_mwh"):
-            require_number(getattr(self, name), name, 0.0, limits.MAX_PRICE_USD_PER_MWH)
-        if self.renewable_capacity_mw is not None:
-            require_number(self.renewable_capacity_mw, "renewable_capacity_mw", 0.0, limits.MAX_RENEWABLE_CAPACITY_MW,
-                           low_open=True)
-        if self.mode_pool_gpus is not None:
-            require_number(self.mode_pool_gpus, "mode_pool_gpus", 1, limits.MAX_GPUS, integer=True)
-
+        return {**table(("name", "description", "slots", "day", "horizon_days", "min_daily_share", "mode_pool_gpus",
+                         "idle_value_usd_per_gpu_hour")), "gpus": self.n_gpus,
+                "facility": table(Facility.model_fields), "energy": table(Energy.model_fields),
+                "migration": {"link_gbps": self.link_gbps}, "modes": self.mode_params.to_dict(),
+                **{name: [dataclasses.asdict(spec) for spec in getattr(self, name)]
+                   for name in ("jobs", "inference", "sites")}}
 
 
 # --------------------------------------------------------------------------------------------- loading
@@ -301,85 +144,24 @@ def load_case(name_or_path: str | Path | Case) -> Case:
         text = resource.read_text()
     try:
         data = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as err:
+    except (tomllib.TOMLDecodeError, ValueError) as err:  # ValueError: an integer of more than 4300 digits
         raise InputError("case", f"malformed TOML in {text_source}: {err}") from None
     except RecursionError:
         raise InputError("case", f"malformed TOML in {text_source}: nested too deeply") from None
-    require_machine_ints(data, "")  # e.g. gpus = 1e23 written out: no count of any machine type
     return case_from_dict(data, source=text_source)
 
 
-_FACILITY_KEYS = ("pue", "idle_kw_per_gpu", "rated_kw_per_gpu")
-_ENERGY_KEYS = ("renewable_ratio", "ppa_usd_per_mwh", "curtailment_penalty_usd_per_mwh", "renewable_capacity_mw")
-_TOP_KEYS = {"name", "description", "gpus", "slots", "day", "horizon_days", "min_daily_share", "mode_pool_gpus",
-             "facility", "energy", "jobs", "modes", "inference", "idle_value_usd_per_gpu_hour", "sites", "migration"}
-_MIGRATION_KEYS = ("link_gbps",)
-_JOB_KEYS = {f.name for f in dataclasses.fields(JobSpec)}
-_INFERENCE_KEYS = {f.name for f in dataclasses.fields(InferenceSpec)}
-
-
 def case_from_dict(data: Mapping[str, Any], source: str = "") -> Case:
-    """Parse a case table (as read from TOML)."""
-    unknown = set(data) - _TOP_KEYS
-    require(not unknown, ",".join(sorted(unknown)), f"unknown key in case (known: {', '.join(sorted(_TOP_KEYS))})")
-    facility = dict(data.get("facility", {}))
-    energy = dict(data.get("energy", {}))
-    for table, keys, name in ((facility, _FACILITY_KEYS, "facility"), (energy, _ENERGY_KEYS, "energy")):
-        bad = set(table) - set(keys)
-        require(not bad, f"{name}.{','.join(sorted(bad))}", f"unknown key (known: {', '.join(keys)})")
-    jobs = []
-    for j, job in enumerate(data.get("jobs", [])):
-        require(isinstance(job, Mapping), f"jobs[{j}]", "must be a table")
-        bad = set(job) - _JOB_KEYS
-        require(not bad, f"jobs[{j}].{','.join(sorted(bad))}", f"unknown key (known: {', '.join(sorted(_JOB_KEYS))})")
-        require("name" in job and "model" in job and "segments" in job, f"jobs[{j}]",
-                "needs name, model and segments")
-        jobs.append(JobSpec(**job))
-    services = []
-    for i, service in enumerate(data.get("inference", [])):
-        require(isinstance(service, Mapping), f"inference[{i}]", "must be a table")
-        bad = set(service) - _INFERENCE_KEYS
-        require(not bad, f"inference[{i}].{','.join(sorted(bad))}",
-                f"unknown key (known: {', '.join(sorted(_INFERENCE_KEYS))})")
-        require({"name", "peak_gpus", "it_kw_per_gpu"} <= set(service), f"inference[{i}]",
-                "needs name, peak_gpus and it_kw_per_gpu")
-        services.append(InferenceSpec(**service))
-    sites = []
-    for i, site in enumerate(data.get("sites", [])):
-        require(isinstance(site, Mapping), f"sites[{i}]", "must be a table")
-        bad = set(site) - SITE_KEYS
-        require(not bad, f"sites[{i}].{','.join(sorted(bad))}", f"unknown key (known: {', '.join(sorted(SITE_KEYS))})")
-        require({"name", "gpus", "price_node", "plant"} <= set(site), f"sites[{i}]",
-                "needs name, gpus, price_node and plant")
-        sites.append(SiteSpec(**site))
-    migration = dict(data.get("migration", {}))
-    bad = set(migration) - set(_MIGRATION_KEYS)
-    require(not bad, f"migration.{','.join(sorted(bad))}", f"unknown key (known: {', '.join(_MIGRATION_KEYS)})")
-    require("gpus" in data, "gpus", "missing")
-    require("day" in data, "day", "missing (the reference day, YYYY-MM-DD)")
-    numeric = {**facility, **energy}
-    for key, value in numeric.items():
-        require(isinstance(value, (int, float)) and not isinstance(value, bool), key, f"must be a number, got {value!r}")
-    case = Case(
-        name=str(data["name"]) if "name" in data else safe_name(Path(source).stem) if source else "case",
-        description=str(data.get("description", "")),
-        n_gpus=data["gpus"],
-        slots=data.get("slots", 96),
-        day=str(data["day"]),
-        horizon_days=data.get("horizon_days", 1),
-        min_daily_share=data.get("min_daily_share", DEFAULT_MIN_DAILY_SHARE),
-        jobs=tuple(jobs),
-        mode_pool_gpus=data.get("mode_pool_gpus"),
-        mode_params=ModeParams.from_dict(dict(data.get("modes", {})), field_prefix="modes"),
-        source=source,
-        inference=tuple(services),
-        idle_value_usd_per_gpu_hour=data.get("idle_value_usd_per_gpu_hour", 0.0),
-        sites=tuple(sites),
-        link_gbps=migration.get("link_gbps", DEFAULT_LINK_GBPS),
-        **{k: float(v) for k, v in numeric.items()},
-    )
-    case.validate()
-    return case
+    """Parse a case table (as read from TOML), validated by :class:`~aidc_env.schema.CaseDocument`."""
+    doc = validate(CaseDocument, data, document="case")
+    return Case(
+        name=doc.name if doc.name is not None else safe_name(Path(source).stem) if source else "case",
+        description=doc.description, n_gpus=doc.gpus, slots=doc.slots, day=doc.day, horizon_days=doc.horizon_days,
+        min_daily_share=doc.min_daily_share, jobs=tuple(doc.jobs), mode_pool_gpus=doc.mode_pool_gpus,
+        mode_params=doc.modes, source=source, inference=tuple(doc.inference),
+        idle_value_usd_per_gpu_hour=doc.idle_value_usd_per_gpu_hour, sites=tuple(doc.sites),
+        link_gbps=DEFAULT_LINK_GBPS if doc.migration.link_gbps is None else doc.migration.link_gbps,
+        **dict(doc.facility), **dict(doc.energy))
 
 
 CASE_LABELS = ("name", "description", "source")
@@ -455,33 +237,18 @@ def resolve_jobs(case: Case) -> tuple[Job, ...]:
         baseline_index = modes.index(baseline) if baseline in modes else PAUSE
         segment_hours = HOURS_PER_DAY / spec.segments
         finetuning = spec.kind == FINETUNING
-        jobs.append(
-            Job(
-                name=spec.name,
-                model=spec.model,
-                segments=spec.segments,
-                restart_hours=min(spec.restart_minutes / MINUTES_PER_HOUR, segment_hours),
-                modes=modes,
-                baseline_mode=baseline_index,
-                initial_mode=PAUSE if finetuning else baseline_index,  # a fine-tuning job starts at its release
-                tranche_tokens=float(tranche),
-                kind=spec.kind,
-                release_slot=round(spec.release_hour / case.slot_hours) if finetuning else 0,
-                deadline_slot=round(spec.deadline_hour / case.slot_hours) if finetuning else None,
-            )
-        )
+        jobs.append(Job(
+            name=spec.name, model=spec.model, segments=spec.segments, modes=modes, baseline_mode=baseline_index,
+            restart_hours=min(spec.restart_minutes / MINUTES_PER_HOUR, segment_hours),
+            initial_mode=PAUSE if finetuning else baseline_index,  # a fine-tuning job starts at its release
+            tranche_tokens=float(tranche), kind=spec.kind,
+            release_slot=round(spec.release_hour / case.slot_hours) if finetuning else 0,
+            deadline_slot=round(spec.deadline_hour / case.slot_hours) if finetuning else None))
     return tuple(jobs)
 
 
-def build_instance(
-    case: str | Path | Case,
-    day: str | None = None,
-    profiles: ProfileSet | str | Path | None = None,
-    *,
-    horizon_days: int | None = None,
-    min_daily_share: float | None = None,
-    **overrides: Any,
-) -> Instance:
+def build_instance(case: str | Path | Case, day: str | None = None, profiles: ProfileSet | str | Path | None = None, *,
+                   horizon_days: int | None = None, min_daily_share: float | None = None, **overrides: Any) -> Instance:
     """Resolve a case on a day (default: the case's reference day) of a profile source.
 
     ``profiles``: a loaded :class:`ProfileSet`, a dataset name (:mod:`aidc_env.datasets`, e.g. ``"caiso-2023"``),
@@ -496,15 +263,9 @@ def build_instance(
     return _instance_on_days(case, case.day, profiles, horizon_jobs(resolve_jobs(case), case.horizon_days))
 
 
-def build_instances(
-    case: str | Path | Case,
-    days: Sequence[str] | None = None,
-    profiles: ProfileSet | str | Path | None = None,
-    *,
-    horizon_days: int | None = None,
-    min_daily_share: float | None = None,
-    **overrides: Any,
-) -> dict[str, Instance]:
+def build_instances(case: str | Path | Case, days: Sequence[str] | None = None,
+                    profiles: ProfileSet | str | Path | None = None, *, horizon_days: int | None = None,
+                    min_daily_share: float | None = None, **overrides: Any) -> dict[str, Instance]:
     """One instance per start day; modes are resolved once.
 
     ``days``: the first day of each instance (default: every day of the profile source that starts
@@ -577,7 +338,7 @@ def _sites_instance_on_days(case: Case, first_day: str, profiles: SiteProfileSet
     network = _site_network(case, jobs, days, profiles)
     first = network.sites[0]
     index = {site.name: s for s, site in enumerate(network.sites)}
-    inference = tuple(service.resolve(first_day, len(days), case.slots, index.get(service.site, 0))
+    inference = tuple(_inference_load(service, first_day, len(days), case.slots, index.get(service.site, 0))
                       for service in case.inference)
     return Instance(
         case_name=case.name, day=first_day, n_gpus=first.n_gpus, slot_hours=case.slot_hours, pue=first.pue,
@@ -589,6 +350,16 @@ def _sites_instance_on_days(case: Case, first_day: str, profiles: SiteProfileSet
         idle_value_usd_per_gpu_hour=float(case.idle_value_usd_per_gpu_hour))
 
 
+def _inference_load(spec: InferenceSpec, first_day: str, days: int, slots_per_day: int, site: int = 0) -> Inference:
+    """An inference service's load over ``days`` local days from ``first_day``, ``slots_per_day`` slots a day, served
+    by site index ``site``."""
+    share = inference_demand_share(load_inference_profile(spec.profile), first_day, days, slots_per_day,
+                                   spec.utc_offset_hours)
+    return Inference(name=spec.name, gpus=gpus_for_share(share, spec.peak_gpus), it_kw_per_gpu=spec.it_kw_per_gpu,
+                     peak_gpus=spec.peak_gpus, demand_share=share,
+                     source=spec.source or f"profile {spec.profile or BUNDLED_INFERENCE_PROFILE}", site=site)
+
+
 def _instance_on_days(case: Case, first_day: str, profiles: ProfileSet | SiteProfileSet,
                       jobs: tuple[Job, ...]) -> Instance:
     if isinstance(profiles, SiteProfileSet):
@@ -596,26 +367,17 @@ def _instance_on_days(case: Case, first_day: str, profiles: ProfileSet | SitePro
     capacity = case.renewable_capacity_mw or profiles.renewable_capacity_mw
     day_profiles = profiles.consecutive_days(first_day, case.horizon_days)
     return Instance(
-        case_name=case.name,
-        day=first_day,
-        n_gpus=case.n_gpus,
-        slot_hours=case.slot_hours,
-        pue=case.pue,
-        idle_kw_per_gpu=case.idle_kw_per_gpu,
-        rated_kw_per_gpu=case.rated_kw_per_gpu,
-        renewable_ratio=case.renewable_ratio,
-        ppa_usd_per_mwh=case.ppa_usd_per_mwh,
-        curtailment_penalty_usd_per_mwh=case.curtailment_penalty_usd_per_mwh,
-        renewable_capacity_mw=capacity,
-        jobs=jobs,
+        case_name=case.name, day=first_day, n_gpus=case.n_gpus, slot_hours=case.slot_hours, pue=case.pue,
+        idle_kw_per_gpu=case.idle_kw_per_gpu, rated_kw_per_gpu=case.rated_kw_per_gpu,
+        renewable_ratio=case.renewable_ratio, ppa_usd_per_mwh=case.ppa_usd_per_mwh,
+        curtailment_penalty_usd_per_mwh=case.curtailment_penalty_usd_per_mwh, renewable_capacity_mw=capacity,
+        jobs=jobs, horizon_days=len(day_profiles), min_daily_share=case.min_daily_share,
         price_usd_per_mwh=np.concatenate([hourly_to_slots(p.price_usd_per_mwh, case.slots) for p in day_profiles]),
         renewable_shape=np.concatenate([hourly_to_slots(p.renewable_shape(capacity), case.slots)
                                         for p in day_profiles]),
-        horizon_days=len(day_profiles),
-        min_daily_share=case.min_daily_share,
-        inference=tuple(service.resolve(first_day, len(day_profiles), case.slots) for service in case.inference),
-        idle_value_usd_per_gpu_hour=float(case.idle_value_usd_per_gpu_hour),
-    )
+        inference=tuple(_inference_load(service, first_day, len(day_profiles), case.slots)
+                        for service in case.inference),
+        idle_value_usd_per_gpu_hour=float(case.idle_value_usd_per_gpu_hour))
 
 
 # --------------------------------------------------------------------------------------------- CLI
@@ -675,12 +437,10 @@ def jobs_table_markdown(inst: Instance) -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = CliParser(
-        prog="python -m aidc_env.case",
-        description="Print the full problem instance of a case on one day: every parameter, each job's "
-        "Pareto modes, and the day's price, renewable shape and renewable availability per slot. "
-        "This JSON is the exchange format read by the oracle, the simulator CLI and outside solvers.",
-    )
+    parser = CliParser(prog="python -m aidc_env.case", description="Print the full problem instance of a case on one "
+                       "day: every parameter, each job's Pareto modes, and the day's price, renewable shape and "
+                       "renewable availability per slot. This JSON is the exchange format read by the oracle, the "
+                       "simulator CLI and outside solvers (its schema: python -m aidc_env.schema instance).")
     add_case_arguments(parser)
     parser.add_argument("--json", action="store_true", help="print the instance as JSON (default: a summary)")
     parser.add_argument("--out", help="also write the JSON to this file")

@@ -123,40 +123,28 @@ _REAL_TIME = ("CAISO OASIS real-time LMP (PRC_RTM_LAP) and EIA-930 (CISO) data, 
 
 DATASETS: Mapping[str, Dataset] = MappingProxyType({d.name: d for d in (
     Dataset(
-        name="caiso-2023",
-        kind=PROFILES,
-        file=YEAR_CSV,
+        name="caiso-2023", kind=PROFILES, file=YEAR_CSV, site_file=YEAR_CSV,
         description="CAISO 2023, every hour: real-time LMP at the SCE load zone (price_usd_per_mwh), PG&E and "
                     "SDG&E ($/MWh); CAISO solar, wind and demand (MW). The sites case reads it too.",
         provenance=_REAL_TIME + "; values as in the project's source CSV",
-        coverage=Coverage(first_day="2023-01-08", last_day="2023-12-30", days=351, skipped=14),
-        site_file=YEAR_CSV,
-    ),
+        coverage=Coverage(first_day="2023-01-08", last_day="2023-12-30", days=351, skipped=14)),
     Dataset(
-        name="caiso-2023-days",
-        kind=PROFILES,
-        file=DAYS_CSV,
+        name="caiso-2023-days", kind=PROFILES, file=DAYS_CSV, meta=DAYS_META, site_file=SITE_DAYS_CSV,
+        site_meta=SITE_DAYS_META,
         description="24 representative days of caiso-2023 (the default without --profiles); the sites case reads "
                     "the same days with the three zone prices",
         provenance="rows of caiso-2023 picked by scripts/make_representative_days.py (and make_site_days.py); "
                    "solar + wind normalised by the full year's peak",
-        coverage=Coverage(first_day="2023-01-18", last_day="2023-12-14", days=24, skipped=0),
-        meta=DAYS_META,
-        site_file=SITE_DAYS_CSV,
-        site_meta=SITE_DAYS_META,
-    ),
+        coverage=Coverage(first_day="2023-01-18", last_day="2023-12-14", days=24, skipped=0)),
     Dataset(
-        name="caiso-2023-dayahead",
-        kind=FORECASTS,
-        file=DAYAHEAD_CSV,
+        name="caiso-2023-dayahead", kind=FORECASTS, file=DAYAHEAD_CSV,
         description="CAISO day-ahead solar, wind (SP15) and load forecasts (MW), with the day-ahead market LMP "
                     "($/MWh) of SCE (price_forecast_usd_per_mwh, the supplied price forecast), PG&E and SDG&E",
         provenance="CAISO OASIS day-ahead forecasts as collected in the public repository yijint/RL_battery; the "
                    f"day-ahead LMP from nmadev/CAISO-EnergyStorage src/data/CAISO_DAP.csv at {DAP_COMMIT}, joined "
                    "by scripts/make_dayahead_lmp.py",
         coverage=Coverage(first_day="2023-03-13", last_day="2023-11-14", days=247, skipped=118, price_days=167,
-                          price_first_day="2023-06-01", price_last_day="2023-11-14"),
-    ),
+                          price_first_day="2023-06-01", price_last_day="2023-11-14")),
 )})
 """The packaged datasets by name."""
 

@@ -1,10 +1,10 @@
 """Input errors and the command-line wrapper that turns them into exit code 2.
 
-Every check of user input (case files, CSV profiles, overrides, instance JSON) raises
-:class:`InputError` naming the offending field. Command-line entry points build their parser with
-:class:`CliParser` (argparse's own errors become one line too) and run through :func:`run_cli`, which
-prints exactly one line on stderr and exits with code 2 instead of showing a traceback; Ctrl-C ends with
-one line and exit code 130.
+Every check of user input (case files, CSV profiles, overrides, instance JSON; the documents' schemas:
+:mod:`aidc_env.schema`) raises :class:`InputError` naming the offending field. Command-line entry points build their
+parser with :class:`CliParser` (argparse's own errors become one line too) and run through :func:`run_cli`, which
+prints exactly one line on stderr and exits with code 2 instead of showing a traceback; Ctrl-C ends with one line
+and exit code 130.
 """
 
 from __future__ import annotations
@@ -88,27 +88,12 @@ def require_number(value: Any, field: str, low: float, high: float, *, integer: 
     whole = is_number and is_integer(value)
     ok = is_number and (whole or (math.isfinite(value) and (float(value).is_integer() or not integer)))
     ok = ok and (value > low if low_open else value >= low) and value <= high
-    bound = f"{'>' if low_open else '>='} {_number_text(low)} and <= {_number_text(high)}"
-    require(bool(ok), field, f"must be {kind} {bound}, got {_number_text(value) if is_integer(value) else repr(value)}")
+    bound = f"{'>' if low_open else '>='} {number_text(low)} and <= {number_text(high)}"
+    require(bool(ok), field, f"must be {kind} {bound}, got {number_text(value) if is_integer(value) else repr(value)}")
 
 
-def require_machine_ints(data: Any, field: str) -> None:
-    """Raise :class:`InputError` naming the path (``field``, ``field.key``, ``field[i]``) of the first integer in
-    ``data`` (nested dicts and lists, as JSON and TOML give them) beyond ±:data:`MAX_MACHINE_INT`."""
-    stack: list[tuple[Any, str]] = [(data, field)]
-    while stack:  # not recursive: a deeply nested document does not exhaust the stack
-        item, where = stack.pop()
-        if isinstance(item, dict):
-            stack.extend((v, f"{where}.{k}" if where else str(k)) for k, v in item.items())
-        elif isinstance(item, (list, tuple)):
-            stack.extend((v, f"{where}[{i}]") for i, v in enumerate(item))
-        elif is_integer(item):
-            text = _number_text(item)
-            require(abs(item) <= MAX_MACHINE_INT, where, f"{text if text.startswith('a') else 'the integer ' + text} "
-                    f"is beyond any machine integer (at most {MAX_MACHINE_INT} in size)")
-
-
-def _number_text(value: float) -> str:
+def number_text(value: float) -> str:
+    """A number as a message shows it: an integer in full (by its size beyond 40 digits), a float by ``:g``."""
     if is_integer(value) and abs(value) >= 1e16:  # no float conversion: it overflows beyond 1e308
         digits = len(str(abs(int(value)))) if abs(value) < 10**4000 else None  # str() refuses > 4300 digits
         return str(int(value)) if digits is not None and digits <= 40 else \
@@ -140,5 +125,5 @@ def run_cli(main: Callable[[Sequence[str] | None], int | None], argv: Sequence[s
     return EXIT_BAD_INPUT
 
 
-__all__ = ["EXIT_BAD_INPUT", "EXIT_INTERRUPTED", "MAX_MACHINE_INT", "CliParser", "InputError", "is_finite", "is_integer", "require",
-           "require_date", "require_machine_ints", "require_number", "require_unique", "run_cli"]
+__all__ = ["EXIT_BAD_INPUT", "EXIT_INTERRUPTED", "MAX_MACHINE_INT", "CliParser", "InputError", "is_finite", "is_integer",
+           "number_text", "require", "require_date", "require_number", "require_unique", "run_cli"]

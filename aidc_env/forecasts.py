@@ -1,4 +1,4 @@
-"""Day-ahead load, solar and wind forecasts by local calendar day (CAISO 2023, DESIGN §9 "Information").
+"""Day-ahead load, solar and wind forecasts by local calendar day (CAISO 2023).
 
 A *forecast source* is a CSV with one row per hour::
 
@@ -356,10 +356,8 @@ def _format_summary(info: Mapping[str, Any]) -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = CliParser(
-        prog="python -m aidc_env.forecasts",
-        description="Summarise a day-ahead forecast source: days covered, DST days, skipped days.",
-    )
+    parser = CliParser(prog="python -m aidc_env.forecasts",
+                       description="Summarise a day-ahead forecast source: days covered, DST days, skipped days.")
     parser.add_argument("--forecasts", metavar="NAME|CSV", required=True,
                         help="a dataset name (python -m aidc_env.datasets, e.g. caiso-2023-dayahead) or a CSV with "
                              "timestamp_utc, local_start, solar_forecast_mw, wind_forecast_mw, load_forecast_mw and "

@@ -100,11 +100,8 @@ def frozen_hourly(values: object, name: str) -> np.ndarray:
 
 def require_positive(value: object, name: str) -> float:
     """``value`` as a float if it is a finite number > 0 (not a bool); InputError(name, ...) if not."""
-    require(
-        isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(value, bool),
-        name,
-        f"must be a number, got {value!r}",
-    )
+    require(isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(value, bool), name,
+            f"must be a number, got {value!r}")
     number = float(value)  # type: ignore[arg-type]
     require(math.isfinite(number) and number > 0, name, f"must be a finite number > 0, got {number!r}")
     return number
@@ -133,20 +130,14 @@ class HourlyDay:
         require(is_valid_date(self.date), "date", f"{self.date!r} is not a valid YYYY-MM-DD date")
         for name in self.value_columns:
             object.__setattr__(self, name, frozen_hourly(getattr(self, name), name))
-        require(
-            self.hours_in_day in VALID_HOURS_IN_DAY,
-            "hours_in_day",
-            f"must be one of {VALID_HOURS_IN_DAY}, got {self.hours_in_day!r}",
-        )
+        require(self.hours_in_day in VALID_HOURS_IN_DAY, "hours_in_day",
+                f"must be one of {VALID_HOURS_IN_DAY}, got {self.hours_in_day!r}")
 
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, type(self)):
             return NotImplemented
-        return (
-            self.date == other.date
-            and self.hours_in_day == other.hours_in_day
-            and all(np.array_equal(getattr(self, n), getattr(other, n)) for n in self.value_columns)
-        )
+        return self.date == other.date and self.hours_in_day == other.hours_in_day and all(
+            np.array_equal(getattr(self, n), getattr(other, n)) for n in self.value_columns)
 
     def __hash__(self) -> int:
         return hash((self.date, self.hours_in_day, *(getattr(self, n).tobytes() for n in self.value_columns)))
@@ -224,8 +215,9 @@ class HourlyDaySet(Generic[DayT]):
         for offset in range(1, count):
             date = (dt.date.fromisoformat(first) + dt.timedelta(days=offset)).isoformat()
             if date not in self.days:
+                last = self.dates()[-1]
                 why = f"skipped ({self.skipped[date]})" if date in self.skipped else (
-                    f"past the data, which ends on {self.dates()[-1]}" if date > self.dates()[-1] else "not in the data")
+                    f"past the data, which ends on {last}" if date > last else "not in the data")
                 raise InputError("horizon_days", f"a horizon of {count} days from {first} needs {date}: {why}")
             days.append(self.days[date])
         return days
@@ -252,13 +244,7 @@ def read_hourly_csv(handle: Any, source: str, required_columns: Sequence[str], f
     """The required columns, then those of ``optional_columns`` the file has, as stripped text; InputError
     (``field`` for the file as a whole) if not such a CSV."""
     try:
-        frame = pd.read_csv(
-            handle,
-            dtype=str,
-            keep_default_na=False,
-            na_filter=False,
-            skipinitialspace=True,
-        )
+        frame = pd.read_csv(handle, dtype=str, keep_default_na=False, na_filter=False, skipinitialspace=True)
     except pd.errors.EmptyDataError:
         raise InputError(field, f"{source}: empty file, not a CSV with a header") from None
     except (pd.errors.ParserError, UnicodeDecodeError, ValueError, EOFError, OSError, zipfile.BadZipFile) as err:
@@ -267,11 +253,8 @@ def read_hourly_csv(handle: Any, source: str, required_columns: Sequence[str], f
         raise InputError(field, f"{source}: not a readable CSV ({reason})") from None
     frame.columns = [str(c).strip() for c in frame.columns]
     for column in required_columns:
-        require(
-            column in frame.columns,
-            column,
-            f"required column missing in {source} (columns found: {', '.join(map(str, frame.columns[:10]))})",
-        )
+        require(column in frame.columns, column,
+                f"required column missing in {source} (columns found: {', '.join(map(str, frame.columns[:10]))})")
     kept = [*required_columns, *(c for c in optional_columns if c in frame.columns)]
     frame = frame.loc[:, kept].fillna("")
     require(len(frame) > 0, field, f"{source}: no data rows")
@@ -290,55 +273,26 @@ def _parse_times(frame: pd.DataFrame) -> pd.DataFrame:
     """Per row: UTC instant (naive UTC), local date, local clock hour, UTC offset. Raises on malformed rows."""
     utc_text = frame[COL_TIMESTAMP_UTC]
     utc = pd.to_datetime(utc_text, utc=True, format="ISO8601", errors="coerce")
-    bad = utc.isna().to_numpy()
-    if bad.any():
-        i = int(np.argmax(bad))
-        raise InputError(COL_TIMESTAMP_UTC, f"line {line_of(i)}: {utc_text.iloc[i]!r} is not a timestamp")
+    refuse_first(utc.isna(), COL_TIMESTAMP_UTC, lambda i: f"{utc_text.iloc[i]!r} is not a timestamp")
     utc = utc.dt.tz_localize(None)
 
     local_text = frame[COL_LOCAL_START]
     parts = local_text.str.extract(LOCAL_START_PATTERN)
-    bad = parts["date"].isna().to_numpy()
-    if bad.any():
-        i = int(np.argmax(bad))
-        raise InputError(
-            COL_LOCAL_START,
-            f"line {line_of(i)}: {local_text.iloc[i]!r} is not a local time with UTC offset "
-            "(expected 'YYYY-MM-DD HH:MM-0800')",
-        )
-    local_clock = pd.to_datetime(
-        parts["date"] + " " + parts["hour"] + ":" + parts["minute"], format="%Y-%m-%d %H:%M", errors="coerce"
-    )
-    bad = local_clock.isna().to_numpy()
-    if bad.any():
-        i = int(np.argmax(bad))
-        raise InputError(COL_LOCAL_START, f"line {line_of(i)}: {local_text.iloc[i]!r} is not a valid date and time")
+    refuse_first(parts["date"].isna(), COL_LOCAL_START, lambda i: f"{local_text.iloc[i]!r} is not a local time with "
+                 "UTC offset (expected 'YYYY-MM-DD HH:MM-0800')")
+    local_clock = pd.to_datetime(parts["date"] + " " + parts["hour"] + ":" + parts["minute"], format="%Y-%m-%d %H:%M",
+                                 errors="coerce")
+    refuse_first(local_clock.isna(), COL_LOCAL_START, lambda i: f"{local_text.iloc[i]!r} is not a valid date and time")
     seconds = parts["second"].fillna("00")
     off_hour = (parts["minute"] != "00") | (seconds != "00") | (utc.dt.minute != 0) | (utc.dt.second != 0)
-    if off_hour.to_numpy().any():
-        i = int(np.argmax(off_hour.to_numpy()))
-        raise InputError(
-            COL_LOCAL_START,
-            f"line {line_of(i)}: {local_text.iloc[i]!r} / {utc_text.iloc[i]!r} is not the start of an hour "
-            "(profiles must be hourly)",
-        )
+    refuse_first(off_hour, COL_LOCAL_START, lambda i: f"{local_text.iloc[i]!r} / {utc_text.iloc[i]!r} is not the start "
+                 "of an hour (profiles must be hourly)")
     offset_minutes = _offset_minutes(parts)
     implied_utc = local_clock - pd.to_timedelta(offset_minutes, unit="min")
-    mismatch = (implied_utc != utc).to_numpy()
-    if mismatch.any():
-        i = int(np.argmax(mismatch))
-        raise InputError(
-            COL_LOCAL_START,
-            f"line {line_of(i)}: {local_text.iloc[i]!r} does not match {COL_TIMESTAMP_UTC} {utc_text.iloc[i]!r}",
-        )
-    return pd.DataFrame(
-        {
-            "utc": utc.to_numpy(),
-            "date": parts["date"].to_numpy(),
-            "hour": parts["hour"].astype(int).to_numpy(),
-            "offset_min": offset_minutes,
-        }
-    )
+    refuse_first(implied_utc != utc, COL_LOCAL_START, lambda i: f"{local_text.iloc[i]!r} does not match "
+                 f"{COL_TIMESTAMP_UTC} {utc_text.iloc[i]!r}")
+    return pd.DataFrame({"utc": utc.to_numpy(), "date": parts["date"].to_numpy(),
+                         "hour": parts["hour"].astype(int).to_numpy(), "offset_min": offset_minutes})
 
 
 def _parse_values(text: pd.Series) -> tuple[np.ndarray, np.ndarray]:
@@ -357,12 +311,12 @@ def _parse_values(text: pd.Series) -> tuple[np.ndarray, np.ndarray]:
     return numbers, status
 
 
-def _check_value_bound(column: str, numbers: np.ndarray, bound: float) -> None:
-    """InputError naming the column and line of the first cell whose |value| is beyond ``bound``."""
-    beyond = np.abs(np.nan_to_num(numbers)) > bound
-    if beyond.any():
-        i = int(np.argmax(beyond))
-        raise InputError(column, f"line {line_of(i)}: {numbers[i]:g} is beyond ±{bound:g}")
+def refuse_first(bad: Any, column: str, message: Callable[[int], str]) -> None:
+    """InputError naming ``column`` and the file line of the first row where ``bad`` holds (``message(row)``)."""
+    bad = np.asarray(bad, dtype=bool)
+    if bad.any():
+        i = int(np.argmax(bad))
+        raise InputError(column, f"line {line_of(i)}: {message(i)}")
 
 
 def _value_reasons(statuses: Mapping[str, np.ndarray], n_rows: int) -> list[str]:
@@ -440,16 +394,10 @@ def _clock_hour_values(hours: np.ndarray, values: np.ndarray) -> np.ndarray:
     return by_hour
 
 
-def parse_hourly_days(
-    frame: pd.DataFrame,
-    source: str,
-    field: str,
-    day_type: type,
-    value_bounds: Mapping[str, float] | None = None,
-    *,
-    allow_empty: bool = False,
-    columns: Sequence[str] | None = None,
-) -> tuple[dict[str, Any], dict[str, str], dict[str, np.ndarray]]:
+def parse_hourly_days(frame: pd.DataFrame, source: str, field: str, day_type: type,
+                      value_bounds: Mapping[str, float] | None = None, *, allow_empty: bool = False,
+                      columns: Sequence[str] | None = None
+                      ) -> tuple[dict[str, Any], dict[str, str], dict[str, np.ndarray]]:
     """The complete days of a table read as text (see :func:`read_hourly_csv`), as ``day_type`` records.
 
     ``day_type`` is an :class:`HourlyDay` dataclass; its :attr:`~HourlyDay.value_columns` are the value
@@ -467,14 +415,13 @@ def parse_hourly_days(
     for column in columns:
         values[column], statuses[column] = _parse_values(frame[column])
         if value_bounds is not None and column in value_bounds:
-            _check_value_bound(column, values[column], value_bounds[column])
+            bound = value_bounds[column]
+            refuse_first(np.abs(np.nan_to_num(values[column])) > bound, column,
+                         lambda i: f"{values[column][i]:g} is beyond ±{bound:g}")
     utc_hours_all = times["utc"].to_numpy().astype("datetime64[h]").astype(np.int64)
     offset_all = times["offset_min"].to_numpy()
     hour_all = times["hour"].to_numpy()
-    bad_hour = hour_all >= HOURS_PER_DAY
-    if bad_hour.any():
-        i = int(np.argmax(bad_hour))
-        raise InputError(COL_LOCAL_START, f"line {line_of(i)}: clock hour {hour_all[i]} is not in 0..23")
+    refuse_first(hour_all >= HOURS_PER_DAY, COL_LOCAL_START, lambda i: f"clock hour {hour_all[i]} is not in 0..23")
     value_matrix = np.column_stack([values[c] for c in columns])
     days: dict[str, Any] = {}
     skipped: dict[str, str] = {}
@@ -517,9 +464,8 @@ def summarise_days(days: HourlyDaySet, facts: Mapping[str, Any], values: Mapping
     }
 
 
-def format_summary(
-    info: Mapping[str, Any], details: Sequence[str], max_skipped_shown: int, loaded_note: str = ""
-) -> str:
+def format_summary(info: Mapping[str, Any], details: Sequence[str], max_skipped_shown: int,
+                   loaded_note: str = "") -> str:
     """The text of a :func:`summarise_days` summary: extent (and ``loaded_note``), the ``details`` lines,
     DST days and the skipped days (the first ``max_skipped_shown`` in full)."""
     lines = [
@@ -536,12 +482,9 @@ def format_summary(
     return "\n".join(lines)
 
 
-def print_summary(
-    parser: argparse.ArgumentParser,
-    argv: Sequence[str] | None,
-    summarise: Callable[[argparse.Namespace], dict[str, Any]],
-    format_text: Callable[[dict[str, Any]], str],
-) -> int:
+def print_summary(parser: argparse.ArgumentParser, argv: Sequence[str] | None,
+                  summarise: Callable[[argparse.Namespace], dict[str, Any]],
+                  format_text: Callable[[dict[str, Any]], str]) -> int:
     """The end of a source's command line: add ``--json`` to ``parser``, parse ``argv``, print the summary
     of the source the arguments name (``summarise``) as text (``format_text``) or JSON; returns 0."""
     parser.add_argument("--json", action="store_true", help="print the summary as JSON")

@@ -1,4 +1,4 @@
-"""What is known when (DESIGN §9 "Information"): day-ahead forecasts aligned with an instance, and views.
+"""What is known when: day-ahead forecasts aligned with an instance, and views.
 
 The truth of an instance (its price λ_t and renewable shape cf_t) is revealed slot by slot: at the start
 of slot t, the values of slots 0..t−1 are known, those of t..T−1 are not. The forecast of day d is
@@ -31,6 +31,7 @@ import numpy as np
 
 from aidc_env.errors import require
 from aidc_env.profiles import HOURS_PER_DAY
+from aidc_env.schema import ForecastDocument, validate
 
 ISSUE_HOUR = 10
 """Local clock hour of day d − 1 at which day d's forecast is issued (CAISO's day-ahead market closes at 10:00)."""
@@ -71,38 +72,15 @@ class Forecast:
     publishes its LMP at about 13:00); until then the day's price is the outlook of the previous issue."""
 
     def __post_init__(self) -> None:
-        price = np.array(self.price_usd_per_mwh, dtype=float)
-        shape = np.array(self.renewable_shape, dtype=float)
-        require(price.ndim == 1 and price.size > 0, "forecast.price_usd_per_mwh", "must be a non-empty list")
-        require(shape.shape == price.shape, "forecast.renewable_shape", f"must have {price.size} values")
-        scen_price = np.array(self.price_scenarios_usd_per_mwh, dtype=float).reshape(-1, price.size)
-        scen_shape = np.array(self.renewable_shape_scenarios, dtype=float).reshape(-1, price.size)
-        require(scen_price.shape == scen_shape.shape, "forecast.renewable_shape_scenarios",
-                f"must have as many scenarios as the prices ({scen_price.shape[0]})")
-        for name, arr in (("price_usd_per_mwh", price), ("renewable_shape", shape),
-                          ("price_scenarios_usd_per_mwh", scen_price), ("renewable_shape_scenarios", scen_shape)):
-            require(bool(np.all(np.isfinite(arr))), f"forecast.{name}", "contains NaN or infinite values")
-        for name, arr in (("renewable_shape", shape), ("renewable_shape_scenarios", scen_shape)):
-            require(bool(np.all((arr >= 0) & (arr <= 1))), f"forecast.{name}", "values must be within [0, 1]")
-        arrays = {"price_usd_per_mwh": price, "renewable_shape": shape, "price_scenarios_usd_per_mwh": scen_price,
-                  "renewable_shape_scenarios": scen_shape}
-        if self.persistence_price_usd_per_mwh is not None:
-            persistence = np.array(self.persistence_price_usd_per_mwh, dtype=float)
-            require(persistence.shape == price.shape, "forecast.persistence_price_usd_per_mwh",
-                    f"must have {price.size} values")
-            require(bool(np.all(np.isfinite(persistence))), "forecast.persistence_price_usd_per_mwh",
-                    "contains NaN or infinite values")
-            arrays["persistence_price_usd_per_mwh"] = persistence
-        if self.issue_outlook_price_usd_per_mwh is not None:
-            rows = np.array(self.issue_outlook_price_usd_per_mwh, dtype=float)
-            require(rows.ndim == 2 and rows.shape[0] > 0 and rows.shape[1] == price.size,
-                    "forecast.issue_outlook_price_usd_per_mwh", f"must be one row of {price.size} values per day")
-            require(bool(np.all(np.isfinite(rows))), "forecast.issue_outlook_price_usd_per_mwh",
-                    "contains NaN or infinite values")
-            arrays["issue_outlook_price_usd_per_mwh"] = rows
-        require(isinstance(self.price_issue_hour, int) and not isinstance(self.price_issue_hour, bool)
-                and ISSUE_HOUR <= self.price_issue_hour <= LAST_ISSUE_HOUR, "forecast.price_issue_hour",
+        arrays = {name: np.array(value, dtype=float) for name in FORECAST_ARRAYS
+                  if (value := getattr(self, name)) is not None}
+        validate(ForecastDocument, {**{name: arr.tolist() for name, arr in arrays.items()}, "source": self.source,
+                                    "price_issue_hour": self.price_issue_hour}, document="forecast", where="forecast",
+                 limits=False)
+        require(ISSUE_HOUR <= self.price_issue_hour <= LAST_ISSUE_HOUR, "forecast.price_issue_hour",
                 f"must be an hour within {ISSUE_HOUR}..{LAST_ISSUE_HOUR}, got {self.price_issue_hour!r}")
+        for name in ("price_scenarios_usd_per_mwh", "renewable_shape_scenarios"):
+            arrays[name] = arrays[name].reshape(-1, arrays["price_usd_per_mwh"].size)
         for name, arr in arrays.items():
             arr.setflags(write=False)
             object.__setattr__(self, name, arr)
@@ -116,31 +94,27 @@ class Forecast:
         return int(self.price_scenarios_usd_per_mwh.shape[0])
 
     def to_dict(self) -> dict:
-        return {
-            "price_usd_per_mwh": self.price_usd_per_mwh.tolist(),
-            "renewable_shape": self.renewable_shape.tolist(),
-            "price_scenarios_usd_per_mwh": self.price_scenarios_usd_per_mwh.tolist(),
-            "renewable_shape_scenarios": self.renewable_shape_scenarios.tolist(),
-            "source": self.source,
-            **({} if self.persistence_price_usd_per_mwh is None
-               else {"persistence_price_usd_per_mwh": self.persistence_price_usd_per_mwh.tolist()}),
-            **({} if self.issue_outlook_price_usd_per_mwh is None
-               else {"issue_outlook_price_usd_per_mwh": self.issue_outlook_price_usd_per_mwh.tolist()}),
-            **({} if self.price_issue_hour == ISSUE_HOUR else {"price_issue_hour": self.price_issue_hour}),
-        }
+        """The forecast's JSON (:class:`aidc_env.schema.ForecastDocument`, its keys in order; the optional arrays and
+        the default issue hour only when given)."""
+        values = {name: getattr(self, name) for name in ForecastDocument.model_fields}
+        return {name: value.tolist() if isinstance(value, np.ndarray) else value for name, value in values.items()
+                if value is not None and (name != "price_issue_hour" or value != ISSUE_HOUR)}
 
     @classmethod
-    def from_dict(cls, data: dict) -> Forecast:
-        require(isinstance(data, dict), "forecast", "must be an object")
-        for key in ("price_usd_per_mwh", "renewable_shape"):
-            require(key in data, f"forecast.{key}", "missing")
-        return cls(price_usd_per_mwh=data["price_usd_per_mwh"], renewable_shape=data["renewable_shape"],
-                   price_scenarios_usd_per_mwh=data.get("price_scenarios_usd_per_mwh", []),
-                   renewable_shape_scenarios=data.get("renewable_shape_scenarios", []),
-                   source=str(data.get("source", "")),
-                   persistence_price_usd_per_mwh=data.get("persistence_price_usd_per_mwh"),
-                   issue_outlook_price_usd_per_mwh=data.get("issue_outlook_price_usd_per_mwh"),
-                   price_issue_hour=data.get("price_issue_hour", ISSUE_HOUR))
+    def from_dict(cls, data: Any, where: str = "forecast") -> Forecast:
+        """Read the forecast of an instance's JSON (:class:`aidc_env.schema.ForecastDocument`); InputError naming the
+        first bad field after ``where``."""
+        return cls.from_document(validate(ForecastDocument, data, document=where, where=where, limits=False))
+
+    @classmethod
+    def from_document(cls, doc: ForecastDocument) -> Forecast:
+        """The forecast of a validated document."""
+        return cls(**{name: value for name, value in doc if value is not None})
+
+
+FORECAST_ARRAYS = ("price_usd_per_mwh", "renewable_shape", "price_scenarios_usd_per_mwh", "renewable_shape_scenarios",
+                   "persistence_price_usd_per_mwh", "issue_outlook_price_usd_per_mwh")
+"""The per-slot arrays of a :class:`Forecast` (the scenarios and the issue outlook: one row per scenario or day)."""
 
 
 def slots_per_hour(inst) -> int:

@@ -4,9 +4,9 @@ An :class:`Instance` holds every parameter, each job's Pareto modes (a :class:`J
 renewable shape and renewable availability per slot. It is what the simulator, the env, the oracle and
 outside solvers read; :func:`aidc_env.case.build_instance` makes one from a case file and a profile
 source, :meth:`Instance.to_json` / :func:`load_instance` write and read the exchange format
-(``python -m aidc_env.case --case 2048 --json``).
+(``python -m aidc_env.case --case 2048 --json``), whose form is declared by :class:`aidc_env.schema.InstanceDocument`.
 
-**Horizon** (DESIGN §9). An instance spans D = ``horizon_days`` consecutive days on *one* flat time axis
+**Horizon.** An instance spans D = ``horizon_days`` consecutive days on *one* flat time axis
 of T = D × (slots per day) slots: the price and renewable arrays are the days' arrays end to end, a job's
 ``segments`` counts its checkpoint segments over the whole horizon (K per day × D) and its
 ``tranche_tokens`` is the target over the horizon (D × the daily tranche). Every consumer that reads
@@ -18,7 +18,7 @@ multi-day budget is to move work between days, and s = 0 is the bound that shows
 an operator who needs steady progress sets a share (D = 1 is unaffected by s). D = 1 is today's day
 instance, bit for bit. DST days keep the day model's 24 clock hours (see :mod:`aidc_env.profiles`).
 
-**Workloads** (DESIGN §9, ``docs/fleet.md``). A :class:`Job` is a pre-training job (``kind = "pretraining"``,
+**Workloads** (``docs/fleet.md``). A :class:`Job` is a pre-training job (``kind = "pretraining"``,
 its window the whole horizon) or a fine-tuning job (``kind = "finetuning"``: a window ``[release_slot,
 deadline_slot)`` on its checkpoint boundaries, outside which it cannot run, and a target due by the deadline).
 ``inference`` holds the services (:class:`~aidc_env.workloads.Inference`) whose GPUs per slot come out of the
@@ -33,30 +33,29 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
-import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from aidc_env import limits
-from aidc_env.errors import InputError, is_finite, is_integer, require, require_date, require_unique
+from aidc_env.errors import is_finite, is_integer, require, require_date, require_unique
 from aidc_env.information import Forecast
 from aidc_env.io import dumps_json, path_component, read_json_file
 from aidc_env.modes import Mode
-from aidc_env.schedule import PAUSE
+from aidc_env.schedule import PAUSE  # noqa: F401 (the instance's name for a pause, re-exported)
 from aidc_env.site_profiles import SOLAR_WIND
-from aidc_env.sites import Site, SiteNetwork
-from aidc_env.workloads import FINETUNING, JOB_KINDS, PRETRAINING, Inference
+from aidc_env.schema import INSTANCE_FORMAT, InstanceDocument, validate
+from aidc_env.schema.instance import JobDocument
+from aidc_env.sites import DEFAULT_LINK_GBPS, Site, SiteNetwork
+from aidc_env.workloads import FINETUNING, PRETRAINING, Inference
 
 SECONDS_PER_HOUR = 3600.0
 MINUTES_PER_HOUR = 60.0
 
-INSTANCE_FORMAT = "aidc-instance/1"
-"""The ``format`` of the exchange JSON; an instance without one is read as this format."""
-
+MODE_FIELDS = {"tp", "pp", "dp", "micro_batch", "gpus", "tokens_per_s", "it_power_kw"}
+"""The fields of a :class:`~aidc_env.modes.Mode` (its JSON adds derived ones)."""
 DEFAULT_MIN_DAILY_SHARE = 0.0
 """Default minimum share of the per-day tranche each day of a horizon must make: none, targets over the
 horizon only (the module docstring says why)."""
@@ -110,54 +109,9 @@ class Job:
         return self.kind == FINETUNING
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "name": self.name,
-            "model": self.model,
-            "segments": self.segments,
-            "restart_hours": self.restart_hours,
-            "baseline_mode": self.baseline_mode,
-            "initial_mode": self.initial_mode,
-            "tranche_tokens": self.tranche_tokens,
-            "kind": self.kind,
-            "release_slot": self.release_slot,
-            "deadline_slot": self.deadline_slot,
-            "modes": [m.to_dict() for m in self.modes],
-        }
-
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any], where: str) -> Job:
-        try:
-            modes_data = data["modes"]
-            require(isinstance(modes_data, list), f"{where}.modes", "must be a list of modes")
-            modes = tuple(Mode.from_dict(m, field_prefix=f"{where}.modes[{i}]") for i, m in enumerate(modes_data))
-            job = cls(
-                name=str(data["name"]),
-                model=str(data.get("model", "")),
-                segments=_as_int(data["segments"], f"{where}.segments"),
-                restart_hours=_as_float(data["restart_hours"], f"{where}.restart_hours"),
-                modes=modes,
-                baseline_mode=_as_int(data.get("baseline_mode", PAUSE), f"{where}.baseline_mode"),
-                initial_mode=_as_int(data.get("initial_mode", PAUSE), f"{where}.initial_mode"),
-                tranche_tokens=_as_float(data["tranche_tokens"], f"{where}.tranche_tokens"),
-                kind=str(data.get("kind", PRETRAINING)),
-                release_slot=_as_int(data.get("release_slot", 0), f"{where}.release_slot"),
-                deadline_slot=(None if data.get("deadline_slot") is None
-                               else _as_int(data["deadline_slot"], f"{where}.deadline_slot")),
-            )
-        except KeyError as err:
-            raise InputError(f"{where}.{err.args[0]}", "missing") from None
-        except (TypeError, ValueError) as err:
-            if isinstance(err, InputError):
-                raise
-            raise InputError(where, f"bad value ({err})") from None
-        for name in ("baseline_mode", "initial_mode"):
-            index = getattr(job, name)
-            require(PAUSE <= index < len(modes), f"{where}.{name}", f"must be -1 or a mode index < {len(modes)}")
-        require(job.segments > 0, f"{where}.segments", "must be > 0")
-        require(is_finite(job.restart_hours) and job.restart_hours >= 0, f"{where}.restart_hours", "must be >= 0")
-        require(is_finite(job.tranche_tokens) and job.tranche_tokens >= 0, f"{where}.tranche_tokens", "must be >= 0")
-        require(job.kind in JOB_KINDS, f"{where}.kind", f"must be one of {', '.join(JOB_KINDS)}, got {job.kind!r}")
-        return job
+        """The job in the exchange format (:class:`aidc_env.schema.JobDocument`, its keys in order)."""
+        return {key: [m.to_dict() for m in self.modes] if key == "modes" else getattr(self, key)
+                for key in JobDocument.model_fields}
 
 
 @dataclass(frozen=True, eq=False)
@@ -208,16 +162,8 @@ class Instance:
             path_component(self.case_name, "case")
         price = np.array(self.price_usd_per_mwh, dtype=float)
         shape = np.array(self.renewable_shape, dtype=float)
-        require(price.ndim == 1 and price.size > 0, "price_usd_per_mwh", "must be a non-empty list of numbers")
-        require(bool(np.all(np.isfinite(price))), "price_usd_per_mwh", "contains NaN or infinite values")
-        require(shape.shape == price.shape, "renewable_shape", f"must have {price.size} values like the prices")
-        require(bool(np.all(np.isfinite(shape))) and bool(np.all((shape >= 0) & (shape <= 1))),
-                "renewable_shape", "values must be finite and within [0, 1]")
-        require(is_integer(self.n_gpus) and self.n_gpus > 0, "gpus", f"must be a positive integer, got {self.n_gpus}")
-        require(is_finite(self.slot_hours) and self.slot_hours > 0, "slot_hours", "must be > 0")
-        require(self.renewable_capacity_mw is None or (is_finite(self.renewable_capacity_mw)
-                                                       and self.renewable_capacity_mw > 0),
-                "renewable_capacity_mw", f"must be a number > 0 or null, got {self.renewable_capacity_mw!r}")
+        require(shape.shape == price.shape and bool(np.all((shape >= 0) & (shape <= 1))), "renewable_shape",
+                f"must be {price.size} values within [0, 1] like the prices")
         require_unique([job.name for job in self.jobs], "jobs", "jobs")  # schedules are keyed by job name
         for j, job in enumerate(self.jobs):
             require(price.size % job.segments == 0, f"jobs[{j}].segments",
@@ -247,19 +193,13 @@ class Instance:
         return self._site_views if self.network is not None else (self,)
 
     def _check_network(self, slots: int) -> None:
-        """A network's sites span the instance's slots; every job has a home and a transfer time that fits a segment."""
+        """Every job of a network has a home and a transfer time that fits a segment; the sites' views."""
         network = self.network
-        n_sites = 1 if network is None else len(network.sites)
-        for i, service in enumerate(self.inference):
-            require(service.site < n_sites, f"inference[{i}].site", f"must be a site index < {n_sites}")
         if network is None:
             return
-        require(isinstance(network, SiteNetwork), "network", "must be a SiteNetwork")
         require(self.forecast is None, "forecast", "a sites instance carries each site's forecast "
                 "(network.sites[i].forecast), none of its own")
         require(len(network.home) == len(self.jobs), "network.home", f"one home site per job ({len(self.jobs)})")
-        for i, site in enumerate(network.sites):
-            require(site.price_usd_per_mwh.size == slots, f"network.sites[{i}]", f"must have {slots} slots")
         for j, job in enumerate(self.jobs):
             hours = network.transfer_hours[j] + job.restart_hours
             require(hours < self.segment_hours(job), f"jobs[{j}].transfer_hours",
@@ -312,7 +252,7 @@ class Instance:
         return self.network is not None
 
     def _check_workloads(self, slots: int) -> None:
-        """Job windows on checkpoint boundaries within the horizon; inference profiles of the instance's length."""
+        """Job windows on checkpoint boundaries within the horizon; inference loads of the instance's length."""
         for j, job in enumerate(self.jobs):
             per_segment = slots // job.segments
             release, deadline = self.job_window(job)
@@ -325,8 +265,6 @@ class Instance:
         for i, service in enumerate(self.inference):
             require(isinstance(service, Inference) and service.slots == slots, f"inference[{i}]",
                     f"must be an Inference of {slots} slots")
-        require(is_finite(self.idle_value_usd_per_gpu_hour) and self.idle_value_usd_per_gpu_hour >= 0,
-                "idle_value_usd_per_gpu_hour", "must be a number >= 0")
         gpus = np.zeros(slots, dtype=np.int64)
         it_kw = np.zeros(slots)
         for service in self.inference:
@@ -409,140 +347,61 @@ class Instance:
         return self.slot_hours * self.slots_per_segment(job)
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "format": INSTANCE_FORMAT,
-            "case": self.case_name,
-            "day": self.day,
-            "gpus": self.n_gpus,
-            "slots": self.slots,
-            "slot_hours": self.slot_hours,
-            "pue": self.pue,
-            "idle_kw_per_gpu": self.idle_kw_per_gpu,
-            "rated_kw_per_gpu": self.rated_kw_per_gpu,
-            "rated_facility_mw": self.rated_facility_mw,
-            "renewable_ratio": self.renewable_ratio,
-            "ppa_usd_per_mwh": self.ppa_usd_per_mwh,
-            "curtailment_penalty_usd_per_mwh": self.curtailment_penalty_usd_per_mwh,
-            "renewable_capacity_mw": self.renewable_capacity_mw,
-            "jobs": [job.to_dict() for job in self.jobs],
-            "price_usd_per_mwh": self.price_usd_per_mwh.tolist(),
-            "renewable_shape": self.renewable_shape.tolist(),
-            "renewable_mw": self.renewable_mw.tolist(),
-            "horizon_days": self.horizon_days,
-            "days": list(self.days),
-            "day_start_slots": list(self.day_start_slots),
-            "min_daily_share": self.min_daily_share,
-            "idle_value_usd_per_gpu_hour": self.idle_value_usd_per_gpu_hour,
-            "inference": [service.to_dict() for service in self.inference],
-            **({"forecast": self.forecast.to_dict()} if self.forecast is not None else {}),
-            **({"network": self.network.to_dict()} if self.network is not None else {}),
-        }
+        """The exchange format (:class:`aidc_env.schema.InstanceDocument`, its keys in order; no forecast or network
+        key without one)."""
+        values = {"format": INSTANCE_FORMAT, "case": self.case_name, "gpus": self.n_gpus,
+                  "jobs": [job.to_dict() for job in self.jobs], "days": list(self.days),
+                  "day_start_slots": list(self.day_start_slots),
+                  "inference": [service.to_dict() for service in self.inference],
+                  "forecast": self.forecast and self.forecast.to_dict(),
+                  "network": self.network and self.network.to_dict(),
+                  **{name: getattr(self, name).tolist() for name in ("price_usd_per_mwh", "renewable_shape",
+                                                                     "renewable_mw")}}
+        return {key: values[key] if key in values else getattr(self, key) for key in InstanceDocument.model_fields
+                if key not in ("forecast", "network") or values[key] is not None}
 
     @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> Instance:
-        """Read the exchange format; ``renewable_mw``, if present, must match ρ · P_rated · cf."""
-        require(isinstance(data, Mapping), "instance", "must be a JSON object")
-        version = data.get("format", INSTANCE_FORMAT)
-        require(version == INSTANCE_FORMAT, "format", f"unknown instance format {version!r}; this version reads "
-                f"{INSTANCE_FORMAT!r}")
-        try:
-            jobs_data = data["jobs"]
-            require(isinstance(jobs_data, list) and jobs_data, "jobs", "must be a non-empty list")
-            inst = cls(
-                case_name=str(data.get("case", "")),
-                day=str(data.get("day", "")),
-                n_gpus=_as_int(data["gpus"], "gpus"),
-                slot_hours=_as_float(data["slot_hours"], "slot_hours"),
-                pue=_as_float(data["pue"], "pue"),
-                idle_kw_per_gpu=_as_float(data["idle_kw_per_gpu"], "idle_kw_per_gpu"),
-                rated_kw_per_gpu=_as_float(data["rated_kw_per_gpu"], "rated_kw_per_gpu"),
-                renewable_ratio=_as_float(data["renewable_ratio"], "renewable_ratio"),
-                ppa_usd_per_mwh=_as_float(data["ppa_usd_per_mwh"], "ppa_usd_per_mwh"),
-                curtailment_penalty_usd_per_mwh=_as_float(
-                    data.get("curtailment_penalty_usd_per_mwh", 0.0), "curtailment_penalty_usd_per_mwh"),
-                renewable_capacity_mw=_as_optional_float(data.get("renewable_capacity_mw"), "renewable_capacity_mw"),
-                jobs=tuple(Job.from_dict(j, f"jobs[{i}]") for i, j in enumerate(jobs_data)),
-                price_usd_per_mwh=_as_array(data["price_usd_per_mwh"], "price_usd_per_mwh"),
-                renewable_shape=_as_array(data["renewable_shape"], "renewable_shape"),
-                horizon_days=_as_int(data.get("horizon_days", 1), "horizon_days"),
-                min_daily_share=_as_float(data.get("min_daily_share", DEFAULT_MIN_DAILY_SHARE), "min_daily_share"),
-                forecast=Forecast.from_dict(data["forecast"]) if data.get("forecast") is not None else None,
-                inference=_as_inference(data.get("inference", [])),
-                idle_value_usd_per_gpu_hour=_as_float(data.get("idle_value_usd_per_gpu_hour", 0.0),
-                                                      "idle_value_usd_per_gpu_hour"),
-                network=SiteNetwork.from_dict(data["network"]) if data.get("network") is not None else None,
-            )
-        except KeyError as err:
-            raise InputError(str(err.args[0]), "missing from the instance") from None
-        if "renewable_mw" in data:
-            given = _as_array(data["renewable_mw"], "renewable_mw")
-            require(given.shape == inst.renewable_mw.shape and np.allclose(given, inst.renewable_mw, rtol=1e-9,
-                                                                           atol=1e-12),
-                    "renewable_mw", "does not equal renewable_ratio * rated_facility_mw * renewable_shape")
-        # Derived keys, written for outside readers: if present they must agree with day and horizon_days.
-        if "days" in data:
-            require(data["days"] == list(inst.days), "days",
-                    f"must be the {inst.horizon_days} consecutive days from {inst.day}")
-        if "day_start_slots" in data:
-            require(data["day_start_slots"] == list(inst.day_start_slots), "day_start_slots",
-                    f"must be {list(inst.day_start_slots)} for {inst.horizon_days} days of {inst.slots_per_day} slots")
-        return inst
+    def from_dict(cls, data: Any, *, limits: bool = False) -> Instance:
+        """Read the exchange format (:class:`aidc_env.schema.InstanceDocument`; ``limits``: with the bounds of
+        :mod:`aidc_env.limits`, as :func:`load_instance` reads a file); InputError naming the first bad field."""
+        doc = validate(InstanceDocument, data, document="instance", limits=limits)
+        network = doc.network
+        return cls(
+            case_name=doc.case, day=doc.day, n_gpus=doc.gpus, slot_hours=doc.slot_hours, pue=doc.pue,
+            idle_kw_per_gpu=doc.idle_kw_per_gpu, rated_kw_per_gpu=doc.rated_kw_per_gpu,
+            renewable_ratio=doc.renewable_ratio, ppa_usd_per_mwh=doc.ppa_usd_per_mwh,
+            curtailment_penalty_usd_per_mwh=doc.curtailment_penalty_usd_per_mwh,
+            renewable_capacity_mw=doc.renewable_capacity_mw,
+            jobs=tuple(Job(**{**dict(job), "modes": tuple(Mode(**mode.model_dump(include=MODE_FIELDS))
+                                                          for mode in job.modes)}) for job in doc.jobs),
+            price_usd_per_mwh=np.array(doc.price_usd_per_mwh), renewable_shape=np.array(doc.renewable_shape),
+            horizon_days=doc.horizon_days, min_daily_share=doc.min_daily_share,
+            forecast=Forecast.from_document(doc.forecast) if doc.forecast is not None else None,
+            inference=tuple(Inference(**dict(service)) for service in doc.inference),
+            idle_value_usd_per_gpu_hour=doc.idle_value_usd_per_gpu_hour,
+            network=None if network is None else SiteNetwork(
+                sites=tuple(Site(**site.model_dump(exclude={"gpus", "plant_mw", "forecast"}), n_gpus=site.gpus,
+                                 forecast=site.forecast and Forecast.from_document(site.forecast))
+                            for site in network.sites),
+                home=tuple(network.home), transfer_hours=tuple(network.transfer_hours),
+                link_gbps=DEFAULT_LINK_GBPS if network.link_gbps is None else network.link_gbps))
 
     def to_json(self, indent: int | None = None) -> str:
         return dumps_json(self.to_dict(), indent=indent)
 
 
-def require_day_model(inst: Instance, who: str) -> None:
-    """Refuse, with one :class:`InputError` line, an instance with fleet workloads (fine-tuning, inference, an
-    idle-GPU value) in a consumer that models pre-training only (``who``: e.g. "the oracle")."""
-    require(not inst.has_fleet_workloads, "case",
-            f"{who} does not handle fine-tuning jobs, inference or an idle-GPU value yet (case {inst.case_name!r}); "
-            "score fleet schedules with python -m aidc_env.simulate (issue 13: the fleet oracle and env)")
-
-
 def require_one_site(inst: Instance, who: str) -> None:
     """Refuse, with one :class:`InputError` line, a sites instance in a consumer that models one site (``who``)."""
     require(not inst.has_sites, "case",
-            f"{who} does not handle several sites yet (case {inst.case_name!r}); solve it with python -m oracle "
-            "(the sites MILP) and score schedules with python -m aidc_env.simulate (issue 14: the sites env)")
+            f"{who} does not handle several sites (case {inst.case_name!r}); solve it with python -m oracle "
+            "(the sites MILP), run it in the sites env (aidc_env/SitesDispatch-v0) and score schedules with "
+            "python -m aidc_env.simulate")
 
 
 def load_instance(path: str | Path) -> Instance:
-    """Read an instance JSON file (the output of ``python -m aidc_env.case --json``)."""
-    inst = Instance.from_dict(read_json_file(path, "instance"))
-    limits.check_instance(inst)
-    return inst
-
-
-# --------------------------------------------------------------------------------------------- helpers
-
-
-def _as_int(value: Any, name: str) -> int:
-    require(is_integer(value), name, f"must be an integer, got {value!r}")
-    return int(value)
-
-
-def _as_float(value: Any, name: str) -> float:
-    require(isinstance(value, (int, float)) and not isinstance(value, bool), name, f"must be a number, got {value!r}")
-    require(math.isfinite(value), name, f"must be finite, got {value!r}")
-    return float(value)
-
-
-def _as_inference(value: Any) -> tuple[Inference, ...]:
-    require(isinstance(value, list), "inference", "must be a list of inference services")
-    return tuple(Inference.from_dict(v, f"inference[{i}]") for i, v in enumerate(value))
-
-
-def _as_optional_float(value: Any, name: str) -> float | None:
-    return None if value is None else _as_float(value, name)
-
-
-def _as_array(value: Any, name: str) -> np.ndarray:
-    require(isinstance(value, list) and all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in value),
-            name, "must be a list of numbers")
-    arr = np.asarray(value, dtype=float)
-    require(bool(np.all(np.isfinite(arr))), name, "contains NaN or infinite values")
-    return arr
+    """Read an instance JSON file (the output of ``python -m aidc_env.case --json``), within the bounds of
+    :mod:`aidc_env.limits`."""
+    return Instance.from_dict(read_json_file(path, "instance"), limits=True)
 
 
 def validate_horizon(horizon_days: Any, min_daily_share: Any) -> None:

@@ -1,17 +1,12 @@
 """Bounds of every number a user can give, each with its reason.
 
 A value outside these bounds is not a case (a renewable ratio of 1e308 makes every cost infinite), so it
-is refused with :class:`~aidc_env.errors.InputError` before any work. The bounds are generous: they
+is refused with :class:`~aidc_env.errors.InputError` before any work: the documents' schemas
+(:func:`aidc_env.schema.limit`) and the command lines' options name them. The bounds are generous: they
 exist to keep every cost, energy and count finite and every run meaningful, not to second-guess a study.
 """
 
 from __future__ import annotations
-
-from typing import Any
-
-import numpy as np
-
-from aidc_env.errors import require, require_number
 
 # --------------------------------------------------------------------------------------- the facility
 
@@ -86,47 +81,3 @@ MAX_REWARD_SCALE_USD = 1e9
 """$ per reward unit."""
 MAX_LOOKAHEAD_SLOTS = MAX_SLOTS_PER_DAY
 """The env's slot-level look-ahead: at most a day of slots."""
-
-
-def check_instance(inst: Any) -> None:
-    """Bounds of an instance read from JSON (the exchange format), beyond what makes it well formed."""
-    require_number(inst.n_gpus, "gpus", 1, MAX_GPUS, integer=True)
-    require_number(inst.pue, "pue", 1.0, MAX_PUE)
-    require_number(inst.idle_kw_per_gpu, "idle_kw_per_gpu", 0.0, MAX_KW_PER_GPU)
-    require_number(inst.rated_kw_per_gpu, "rated_kw_per_gpu", 0.0, MAX_KW_PER_GPU)
-    require_number(inst.renewable_ratio, "renewable_ratio", 0.0, MAX_RENEWABLE_RATIO)
-    require_number(inst.ppa_usd_per_mwh, "ppa_usd_per_mwh", 0.0, MAX_PRICE_USD_PER_MWH)
-    require_number(inst.curtailment_penalty_usd_per_mwh, "curtailment_penalty_usd_per_mwh", 0.0,
-                   MAX_PRICE_USD_PER_MWH)
-    if inst.renewable_capacity_mw is not None:
-        require_number(inst.renewable_capacity_mw, "renewable_capacity_mw", 0.0, MAX_RENEWABLE_CAPACITY_MW,
-                       low_open=True)
-    require_number(inst.horizon_days, "horizon_days", 1, MAX_HORIZON_DAYS, integer=True)
-    require_number(inst.min_daily_share, "min_daily_share", 0.0, 1.0)
-    require_number(inst.slots, "price_usd_per_mwh", 1, inst.horizon_days * MAX_SLOTS_PER_DAY, integer=True)
-    _check_prices(inst.price_usd_per_mwh, "price_usd_per_mwh")
-    sites = inst.network.sites if inst.network is not None else ()
-    for where, forecast in (("forecast", inst.forecast),
-                            *((f"network.sites[{i}].forecast", site.forecast) for i, site in enumerate(sites))):
-        if forecast is not None:  # forecasts are finite and their shapes within [0, 1] (Forecast checks that)
-            _check_prices(forecast.price_usd_per_mwh, f"{where}.price_usd_per_mwh")
-            _check_prices(forecast.price_scenarios_usd_per_mwh, f"{where}.price_scenarios_usd_per_mwh")
-    require_number(inst.idle_value_usd_per_gpu_hour, "idle_value_usd_per_gpu_hour", 0.0,
-                   MAX_IDLE_VALUE_USD_PER_GPU_HOUR)
-    for i, service in enumerate(inst.inference):
-        require_number(service.it_kw_per_gpu, f"inference[{i}].it_kw_per_gpu", 0.0, MAX_KW_PER_GPU)
-        require_number(service.peak_gpus, f"inference[{i}].peak_gpus", 0, MAX_GPUS, integer=True)
-        require(bool(np.all(service.gpus <= MAX_GPUS)), f"inference[{i}].gpus", f"must be <= {MAX_GPUS}")
-    for j, job in enumerate(inst.jobs):
-        require_number(job.restart_hours * 60.0, f"jobs[{j}].restart_hours", 0.0, MAX_RESTART_MINUTES)
-        require_number(job.tranche_tokens, f"jobs[{j}].tranche_tokens", 0.0, MAX_TRANCHE_TOKENS)
-        for m, mode in enumerate(job.modes):
-            where = f"jobs[{j}].modes[{m}]"
-            require_number(mode.gpus, f"{where}.gpus", 1, MAX_GPUS, integer=True)
-            require_number(mode.it_power_kw, f"{where}.it_power_kw", 0.0, MAX_KW_PER_GPU * mode.gpus)
-            require_number(mode.tokens_per_s, f"{where}.tokens_per_s", 0.0, MAX_TRANCHE_TOKENS)
-
-
-def _check_prices(price: Any, field: str) -> None:
-    require(bool(np.all(np.abs(price) <= MAX_PRICE_USD_PER_MWH)), field,
-            f"|price| must be <= {MAX_PRICE_USD_PER_MWH:g} $/MWh")

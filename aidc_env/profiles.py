@@ -43,19 +43,9 @@ import pandas as pd
 
 from aidc_env import datasets
 from aidc_env.errors import CliParser, InputError, require, run_cli
-from aidc_env.hourly import (
-    COL_LOCAL_START,
-    COL_TIMESTAMP_UTC,
-    HOURS_PER_DAY,
-    HourlyDay,
-    HourlyDaySet,
-    format_summary,
-    parse_hourly_days,
-    print_summary,
-    read_hourly_csv,
-    require_positive,
-    summarise_days,
-)
+from aidc_env.hourly import (COL_LOCAL_START, COL_TIMESTAMP_UTC, HOURS_PER_DAY, HourlyDay, HourlyDaySet,
+                             format_summary, parse_hourly_days, print_summary, read_hourly_csv, require_positive,
+                             summarise_days)
 from aidc_env.limits import MAX_PRICE_USD_PER_MWH, MAX_RENEWABLE_CAPACITY_MW
 
 COL_PRICE = "price_usd_per_mwh"
@@ -136,12 +126,8 @@ class ProfileSet(HourlyDaySet[DayProfile]):
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, ProfileSet):
             return NotImplemented
-        return (
-            self.source == other.source
-            and self.renewable_capacity_mw == other.renewable_capacity_mw
-            and dict(self.skipped) == dict(other.skipped)
-            and dict(self.days) == dict(other.days)
-        )
+        return (self.source, self.renewable_capacity_mw, dict(self.skipped), dict(self.days)) == \
+            (other.source, other.renewable_capacity_mw, dict(other.skipped), dict(other.days))
 
     def __hash__(self) -> int:
         return hash((self.source, self.renewable_capacity_mw, tuple(self.days), tuple(self.skipped.items())))
@@ -158,11 +144,8 @@ def hourly_to_slots(hourly: np.ndarray, slots_per_day: int) -> np.ndarray:
     If ``slots_per_day`` is a multiple of 24 each hour's value is held over its slots; if it divides 24,
     each slot is the mean of its hours; otherwise InputError("slots", ...).
     """
-    require(
-        isinstance(slots_per_day, (int, np.integer)) and not isinstance(slots_per_day, bool),
-        "slots",
-        f"slots per day must be an integer, got {slots_per_day!r}",
-    )
+    require(isinstance(slots_per_day, (int, np.integer)) and not isinstance(slots_per_day, bool), "slots",
+            f"slots per day must be an integer, got {slots_per_day!r}")
     slots = int(slots_per_day)
     require(slots > 0, "slots", f"slots per day must be > 0, got {slots}")
     values = np.asarray(hourly, dtype=np.float64)
@@ -193,25 +176,19 @@ def _meta_capacity_mw(found: datasets.Dataset, meta_file: str) -> float:
     return require_positive(meta[META_CAPACITY_KEY], f"{meta_file}.{META_CAPACITY_KEY}")
 
 
-def parse_profiles_frame(
-    frame: pd.DataFrame, source: str, renewable_capacity_mw: float | None = None
-) -> ProfileSet:
+def parse_profiles_frame(frame: pd.DataFrame, source: str, renewable_capacity_mw: float | None = None) -> ProfileSet:
     """Build a :class:`ProfileSet` from a table read as text (all cells ``str``; see :func:`load_profiles`)."""
     days, skipped, values = parse_hourly_days(frame, source, "profiles", DayProfile, VALUE_BOUNDS)
     if renewable_capacity_mw is None:
         peak = _peak_renewable_mw(values)
-        require(
-            peak is not None and peak > 0,
-            "renewable_capacity_mw",
-            f"{source} has no positive solar + wind to normalise by; give renewable_capacity_mw explicitly",
-        )
+        require(peak is not None and peak > 0, "renewable_capacity_mw",
+                f"{source} has no positive solar + wind to normalise by; give renewable_capacity_mw explicitly")
         renewable_capacity_mw = peak
     return ProfileSet(days=days, skipped=skipped, renewable_capacity_mw=renewable_capacity_mw, source=source)
 
 
-def load_profiles(
-    path: str | os.PathLike[str] | None = None, *, renewable_capacity_mw: float | None = None
-) -> ProfileSet:
+def load_profiles(path: str | os.PathLike[str] | None = None, *,
+                  renewable_capacity_mw: float | None = None) -> ProfileSet:
     """Load a packaged dataset by name (:mod:`aidc_env.datasets`), a profile CSV of the canonical form (gzip too)
     by path, or the bundled representative days if ``path`` is None (source ``bundled``).
 
@@ -246,12 +223,8 @@ def load_profiles(
 def summary(profiles: ProfileSet) -> dict[str, Any]:
     """A JSON-ready summary of a profile set."""
     prices = np.concatenate([d.price_usd_per_mwh for d in profiles.days.values()])
-    price_stats = {
-        "min": float(prices.min()),
-        "mean": float(prices.mean()),
-        "max": float(prices.max()),
-        "negative_hours": int(np.count_nonzero(prices < 0)),
-    }
+    price_stats = {"min": float(prices.min()), "mean": float(prices.mean()), "max": float(prices.max()),
+                   "negative_hours": int(np.count_nonzero(prices < 0))}
     return summarise_days(profiles, {"renewable_capacity_mw": profiles.renewable_capacity_mw},
                           {"price_usd_per_mwh": price_stats})
 
@@ -267,17 +240,12 @@ def _format_summary(info: Mapping[str, Any]) -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = CliParser(
-        prog="python -m aidc_env.profiles",
-        description="Summarise a profile source: days loaded, date range, renewable capacity, skipped days.",
-    )
-    parser.add_argument(
-        "--profiles",
-        metavar="NAME|PATH",
-        default=None,
-        help="a dataset name (python -m aidc_env.datasets, e.g. caiso-2023) or a CSV of the canonical form "
-        "(timestamp_utc, local_start, price_usd_per_mwh, solar_mw, wind_mw); default: the bundled representative days",
-    )
+    parser = CliParser(prog="python -m aidc_env.profiles", description="Summarise a profile source: days loaded, "
+                       "date range, renewable capacity, skipped days.")
+    parser.add_argument("--profiles", metavar="NAME|PATH", default=None,
+                        help="a dataset name (python -m aidc_env.datasets, e.g. caiso-2023) or a CSV of the canonical "
+                        "form (timestamp_utc, local_start, price_usd_per_mwh, solar_mw, wind_mw); default: the bundled "
+                        "representative days")
     return print_summary(parser, argv, lambda args: summary(load_profiles(args.profiles)), _format_summary)
 
 

@@ -22,6 +22,7 @@ import numpy as np
 
 from aidc_env.errors import InputError, is_integer, require
 from aidc_env.io import read_json_file
+from aidc_env.schema import ScheduleDocument, validate
 
 if TYPE_CHECKING:
     from aidc_env.instance import Instance, Job
@@ -134,24 +135,12 @@ def validate_schedule(inst: Instance, modes: Rows | Schedule, sites: Rows | None
 
 
 def read_schedule(path: str | Path, inst: Instance) -> Schedule:
-    """A schedule file (see the module docstring), validated against ``inst``. Every choice must be a JSON integer
-    (not a string, null, a boolean or a fraction)."""
+    """A schedule file (:class:`aidc_env.schema.ScheduleDocument`), validated against ``inst``. Every choice must be a
+    JSON integer (not a string, null, a boolean or a fraction)."""
     data = read_json_file(path, "schedule")
-    sites = None
-    if isinstance(data, Mapping) and "schedule" in data:
-        sites = data.get("sites")
-        require(sites is None or isinstance(sites, (list, Mapping)), "sites",
-                "must be a list per job or an object job name -> list")
-        data = data["schedule"]
-    require(isinstance(data, (list, Mapping)), "schedule", "must be a list per job or an object job name -> list")
-    rows = data.items() if isinstance(data, Mapping) else enumerate(data)
-    for key, choices in rows:
-        where = f"schedule.{key}" if isinstance(data, Mapping) else f"schedule[{key}]"
-        require(isinstance(choices, list), where, f"must be a list of segment choices, got {choices!r}")
-        for c in choices:
-            require(isinstance(c, int) and not isinstance(c, bool), where,
-                    f"choices must be integers (-1 = pause, else a mode index), got {c!r}")
-    return validate_schedule(inst, data, sites)
+    doc = validate(ScheduleDocument, data if isinstance(data, Mapping) and "schedule" in data else {"schedule": data},
+                   document="schedule")
+    return validate_schedule(inst, doc.schedule, doc.sites)
 
 
 def previous(first: int, row: np.ndarray) -> np.ndarray:

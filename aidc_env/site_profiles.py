@@ -1,4 +1,4 @@
-"""Hourly profiles of the sites case: three CAISO load-zone prices, and solar and wind apart (DESIGN §9, "Sites").
+"""Hourly profiles of the sites case: three CAISO load-zone prices, and solar and wind apart.
 
 The sites case (``aidc_env/cases/sites3.toml``) needs what the day model's profile source merges or leaves out:
 the real-time LMP at each of the three load zones (SCE, PG&E, SDG&E) and the solar and wind outputs as two

@@ -1,4 +1,4 @@
-"""Several data centers (DESIGN §9, "Sites"): each site's pool, plant and price node, and moving a job between them.
+"""Several data centers: each site's pool, plant and price node, and moving a job between them.
 
 A :class:`Site` is one data center resolved on the instance's slots: its GPU pool, PUE, idle power, rated power
 per GPU, renewable plant (``solar``, ``wind``, ``solar+wind`` or ``none``; rated ``plant_mw``, its capacity
@@ -32,10 +32,9 @@ from typing import Any
 
 import numpy as np
 
-from aidc_env.errors import InputError, is_finite, is_integer, require
+from aidc_env.errors import is_finite, require
 from aidc_env.information import Forecast
 from aidc_env.modes import LLAMA_MODELS
-from aidc_env.site_profiles import PLANTS, PRICE_NODES
 
 SECONDS_PER_HOUR = 3600.0
 BITS_PER_BYTE = 8.0
@@ -91,26 +90,10 @@ class Site:
     :func:`aidc_env.dayahead.dayahead_instances`); None: truth only."""
 
     def __post_init__(self) -> None:
-        where = f"sites.{self.name}"
-        require(isinstance(self.name, str) and self.name != "", "sites.name", "must be a non-empty string")
-        require(is_integer(self.n_gpus) and self.n_gpus > 0, f"{where}.gpus", f"must be a positive integer, got "
-                f"{self.n_gpus!r}")
-        require(is_finite(self.pue) and self.pue >= 1, f"{where}.pue", "must be a number >= 1")
-        for name in ("idle_kw_per_gpu", "rated_kw_per_gpu", "renewable_ratio", "ppa_usd_per_mwh",
-                     "curtailment_penalty_usd_per_mwh"):
-            value = getattr(self, name)
-            require(is_finite(value) and value >= 0, f"{where}.{name}", f"must be a finite number >= 0, got {value!r}")
-        require(self.plant in PLANTS, f"{where}.plant", f"must be one of {', '.join(PLANTS)}, got {self.plant!r}")
-        require(self.price_node in PRICE_NODES, f"{where}.price_node",
-                f"must be one of {', '.join(PRICE_NODES)}, got {self.price_node!r}")
         price = np.array(self.price_usd_per_mwh, dtype=float)
         shape = np.array(self.renewable_shape, dtype=float)
-        require(price.ndim == 1 and bool(np.all(np.isfinite(price))), f"{where}.price_usd_per_mwh",
-                "must be a list of finite numbers")
-        require(shape.shape == price.shape and bool(np.all((shape >= 0) & (shape <= 1))), f"{where}.renewable_shape",
-                f"must be {price.size} numbers within [0, 1]")
-        require(self.forecast is None or (isinstance(self.forecast, Forecast) and self.forecast.slots == price.size),
-                f"{where}.forecast", f"must be a Forecast of {price.size} slots")
+        require(self.forecast is None or self.forecast.slots == price.size, f"sites.{self.name}.forecast",
+                f"must be a Forecast of {price.size} slots")
         for name, arr in (("price_usd_per_mwh", price), ("renewable_shape", shape)):
             arr.setflags(write=False)
             object.__setattr__(self, name, arr)
@@ -134,21 +117,6 @@ class Site:
                 "renewable_shape": self.renewable_shape.tolist(),
                 **({"forecast": self.forecast.to_dict()} if self.forecast is not None else {})}
 
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any], where: str) -> Site:
-        require(isinstance(data, Mapping), where, "must be an object")
-        try:
-            return cls(name=str(data["name"]), n_gpus=data["gpus"], pue=data["pue"],
-                       idle_kw_per_gpu=data["idle_kw_per_gpu"], rated_kw_per_gpu=data["rated_kw_per_gpu"],
-                       plant=data["plant"], renewable_ratio=data["renewable_ratio"],
-                       ppa_usd_per_mwh=data["ppa_usd_per_mwh"],
-                       curtailment_penalty_usd_per_mwh=data.get("curtailment_penalty_usd_per_mwh", 0.0),
-                       price_node=data["price_node"], price_usd_per_mwh=_numbers(data["price_usd_per_mwh"], where),
-                       renewable_shape=_numbers(data["renewable_shape"], where),
-                       forecast=Forecast.from_dict(data["forecast"]) if data.get("forecast") is not None else None)
-        except KeyError as err:
-            raise InputError(f"{where}.{err.args[0]}", "missing") from None
-
 
 @dataclass(frozen=True, eq=False)
 class SiteNetwork:
@@ -164,18 +132,9 @@ class SiteNetwork:
     index: Mapping[str, int] = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
-        require(len(self.sites) >= 1, "sites", "at least one site is needed")
-        names = [s.name for s in self.sites]
-        require(len(set(names)) == len(names), "sites", f"site names must be unique, got {names}")
-        require(len(self.home) == len(self.transfer_hours), "sites.home", "one home site and transfer time per job")
-        for j, h in enumerate(self.home):
-            require(is_integer(h) and 0 <= h < len(self.sites), f"jobs[{j}].site",
-                    f"must be a site index 0..{len(self.sites) - 1}, got {h!r}")
-        for j, hours in enumerate(self.transfer_hours):
-            require(is_finite(hours) and hours >= 0, f"jobs[{j}].transfer_hours", "must be a number >= 0")
         object.__setattr__(self, "home", tuple(int(h) for h in self.home))
         object.__setattr__(self, "transfer_hours", tuple(float(h) for h in self.transfer_hours))
-        object.__setattr__(self, "index", {name: i for i, name in enumerate(names)})
+        object.__setattr__(self, "index", {site.name: i for i, site in enumerate(self.sites)})
 
     @property
     def names(self) -> tuple[str, ...]:
@@ -184,61 +143,3 @@ class SiteNetwork:
     def to_dict(self) -> dict[str, Any]:
         return {"sites": [s.to_dict() for s in self.sites], "home": list(self.home),
                 "transfer_hours": list(self.transfer_hours), "link_gbps": self.link_gbps}
-
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> SiteNetwork:
-        require(isinstance(data, Mapping), "network", "must be an object with sites, home and transfer_hours")
-        sites = data.get("sites")
-        require(isinstance(sites, list) and sites, "network.sites", "must be a non-empty list of sites")
-        for key in ("home", "transfer_hours"):
-            require(isinstance(data.get(key), list), f"network.{key}", "must be a list (one value per job)")
-        link = data.get("link_gbps", DEFAULT_LINK_GBPS)
-        require(is_finite(link) and link > 0, "network.link_gbps", "must be a number > 0")
-        return cls(sites=tuple(Site.from_dict(s, f"network.sites[{i}]") for i, s in enumerate(sites)),
-                   home=tuple(data["home"]), transfer_hours=tuple(data["transfer_hours"]), link_gbps=float(link))
-
-
-def _numbers(value: Any, where: str) -> np.ndarray:
-    require(isinstance(value, list) and all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in value),
-            where, "per-slot values must be a list of numbers")
-    return np.asarray(value, dtype=float)
-
-
-# --------------------------------------------------------------------------------------------- case files
-
-
-@dataclass(frozen=True)
-class SiteSpec:
-    """One ``[[sites]]`` table of a case file; facility and energy fields default to the case's."""
-
-    name: str
-    gpus: int
-    price_node: str
-    plant: str
-    renewable_ratio: float = 0.0
-    pue: float | None = None
-    idle_kw_per_gpu: float | None = None
-    rated_kw_per_gpu: float | None = None
-    ppa_usd_per_mwh: float | None = None
-    curtailment_penalty_usd_per_mwh: float | None = None
-
-    def validate(self, where: str, max_gpus: int, max_ratio: float) -> None:
-        require(isinstance(self.name, str) and self.name != "", f"{where}.name", "must be a non-empty string")
-        require(is_integer(self.gpus) and 0 < self.gpus <= max_gpus, f"{where}.gpus",
-                f"must be an integer in 1..{max_gpus} (the case's gpus: the largest site), got {self.gpus!r}")
-        require(self.price_node in PRICE_NODES, f"{where}.price_node",
-                f"must be one of {', '.join(PRICE_NODES)}, got {self.price_node!r}")
-        require(self.plant in PLANTS, f"{where}.plant", f"must be one of {', '.join(PLANTS)}, got {self.plant!r}")
-        for name in ("renewable_ratio", "pue", "idle_kw_per_gpu", "rated_kw_per_gpu", "ppa_usd_per_mwh",
-                     "curtailment_penalty_usd_per_mwh"):
-            value = getattr(self, name)
-            require(value is None or (isinstance(value, (int, float)) and not isinstance(value, bool)
-                                      and is_finite(value) and value >= 0), f"{where}.{name}",
-                    f"must be a finite number >= 0, got {value!r}")
-        require(self.renewable_ratio <= max_ratio, f"{where}.renewable_ratio", f"must be <= {max_ratio:g}")
-        require(self.pue is None or self.pue >= 1, f"{where}.pue", "must be >= 1")
-        require(self.plant != "none" or self.renewable_ratio == 0, f"{where}.renewable_ratio",
-                "a site without a plant has renewable_ratio 0")
-
-
-SITE_KEYS = frozenset(f.name for f in SiteSpec.__dataclass_fields__.values())

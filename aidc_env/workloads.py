@@ -1,4 +1,4 @@
-"""Kinds of work in one GPU pool (DESIGN §9 "Workloads and fleet"): pre-training, fine-tuning, inference.
+"""Kinds of work in one GPU pool: pre-training, fine-tuning, inference.
 
 * **Pre-training** and **fine-tuning** jobs are both a :class:`~aidc_env.instance.Job` (3D modes from the same
   generator, checkpoint segments, a token target); ``Job.kind`` tells them apart. A fine-tuning job is small
@@ -23,7 +23,6 @@ import csv
 import datetime as dt
 import io
 import math
-from collections.abc import Mapping
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
@@ -31,7 +30,8 @@ from typing import Any
 
 import numpy as np
 
-from aidc_env.errors import InputError, is_finite, is_integer, require
+from aidc_env.errors import InputError, require
+from aidc_env.io import read_input_text
 
 PRETRAINING = "pretraining"
 FINETUNING = "finetuning"
@@ -39,7 +39,7 @@ JOB_KINDS = (PRETRAINING, FINETUNING)
 """The kinds of :class:`~aidc_env.instance.Job`."""
 
 FINETUNING_MAX_GPUS = 512
-"""Largest mode of a fine-tuning job: a *small* job (issue 13: "a few hundred GPUs at most")."""
+"""Largest mode of a fine-tuning job: a *small* job, a few hundred GPUs at most."""
 HOURS_PER_WEEK = 168
 HOURS_PER_DAY = 24
 BUNDLED_INFERENCE_PROFILE = "inference_profile.csv"
@@ -70,22 +70,8 @@ class Inference:
     """Index of the site whose pool serves it (``Instance.sites``; 0 with one site)."""
 
     def __post_init__(self) -> None:
-        require(is_integer(self.site) and self.site >= 0, f"inference.{self.name}.site",
-                f"must be a site index >= 0, got {self.site!r}")
-        gpus = np.asarray(self.gpus)
+        gpus = np.asarray(self.gpus).astype(np.int64)
         share = np.asarray(self.demand_share, dtype=float)
-        require(gpus.ndim == 1 and gpus.size > 0, f"inference.{self.name}.gpus", "must be a non-empty list")
-        require(bool(np.all(np.isfinite(gpus.astype(float)))) and bool(np.all(gpus == np.round(gpus)))
-                and bool(np.all(gpus >= 0)), f"inference.{self.name}.gpus", "must be whole numbers >= 0")
-        require(share.shape == gpus.shape, f"inference.{self.name}.demand_share",
-                f"must have {gpus.size} values like gpus")
-        require(bool(np.all(np.isfinite(share))) and bool(np.all((share >= 0) & (share <= 1))),
-                f"inference.{self.name}.demand_share", "values must be within [0, 1]")
-        require(is_finite(self.it_kw_per_gpu) and self.it_kw_per_gpu >= 0, f"inference.{self.name}.it_kw_per_gpu",
-                "must be a number >= 0")
-        require(is_integer(self.peak_gpus) and self.peak_gpus >= 0, f"inference.{self.name}.peak_gpus",
-                "must be an integer >= 0")
-        gpus = gpus.astype(np.int64)
         for name, arr in (("gpus", gpus), ("demand_share", share)):
             arr.setflags(write=False)
             object.__setattr__(self, name, arr)
@@ -105,28 +91,6 @@ class Inference:
                 "source": self.source, **({"site": self.site} if self.site else {}), "gpus": self.gpus.tolist(),
                 "demand_share": self.demand_share.tolist()}
 
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any], where: str) -> Inference:
-        require(isinstance(data, Mapping), where, "must be an object")
-        try:
-            gpus, share = data["gpus"], data["demand_share"]
-            for key, value in (("gpus", gpus), ("demand_share", share)):
-                require(isinstance(value, list) and all(is_finite(v) for v in value), f"{where}.{key}",
-                        "must be a list of numbers")
-            kw, peak = data["it_kw_per_gpu"], data["peak_gpus"]
-            require(is_finite(kw), f"{where}.it_kw_per_gpu", f"must be a number, got {kw!r}")
-            require(is_integer(peak), f"{where}.peak_gpus", f"must be an integer, got {peak!r}")
-            site = data.get("site", 0)
-            require(is_integer(site), f"{where}.site", f"must be a site index, got {site!r}")
-            name = str(data["name"])
-            return cls(name=name, gpus=np.asarray(gpus, dtype=float), it_kw_per_gpu=float(kw),
-                       peak_gpus=int(peak), demand_share=np.asarray(share, dtype=float),
-                       source=str(data.get("source", "")), site=int(site))
-        except KeyError as err:
-            raise InputError(f"{where}.{err.args[0]}", "missing") from None
-        except InputError as err:  # name the entry by its place in the file
-            raise InputError(err.field.replace(f"inference.{name}", where, 1), err.message) from None
-
 
 def gpus_for_share(share: np.ndarray, peak_gpus: int) -> np.ndarray:
     """Whole GPUs that serve a demand share: ceil(share × peak), never more than the peak."""
@@ -143,8 +107,7 @@ def load_inference_profile(path: str | Path | None = None) -> np.ndarray:
         text = (resources.files("aidc_env") / "data" / BUNDLED_INFERENCE_PROFILE).read_text()
         where = BUNDLED_INFERENCE_PROFILE
     else:
-        require(Path(path).is_file(), "inference.profile", f"no profile file {path}")
-        text, where = Path(path).read_text(), str(path)
+        text, where = read_input_text(path, "inference.profile"), str(path)
     rows = list(csv.DictReader(io.StringIO("".join(line for line in text.splitlines(keepends=True)
                                                    if not line.startswith("#")))))
     require(len(rows) == HOURS_PER_WEEK, "inference.profile", f"{where}: expected {HOURS_PER_WEEK} hourly rows, "
@@ -177,42 +140,3 @@ def inference_demand_share(weekly_share: np.ndarray, first_day: str, days: int, 
     if slots_per_day >= HOURS_PER_DAY:
         return np.repeat(hourly, slots_per_day // HOURS_PER_DAY)
     return hourly.reshape(-1, HOURS_PER_DAY // slots_per_day).max(axis=1)  # a coarse slot serves its busiest hour
-
-
-@dataclass(frozen=True)
-class InferenceSpec:
-    """An inference service as a case file states it (``[[inference]]``); :meth:`resolve` makes its load."""
-
-    name: str
-    peak_gpus: int
-    """GPUs serving the weekly peak of the demand profile."""
-    it_kw_per_gpu: float
-    """IT power (kW) per serving GPU with its host share, before PUE."""
-    utc_offset_hours: float = 0.0
-    """Site's local clock minus UTC (the profile is in UTC hours, the price data in local days)."""
-    profile: str | None = None
-    """Path of a weekly profile CSV (``hour_of_week``, ``demand_share``); None: the bundled Azure profile."""
-    source: str = ""
-    site: str | None = None
-    """Sites case: the name of the site whose pool serves it (default: the first site)."""
-
-    def validate(self, where: str, max_gpus: int, max_kw_per_gpu: float) -> None:
-        require(isinstance(self.name, str) and self.name != "", f"{where}.name", "must be a non-empty string")
-        require(is_integer(self.peak_gpus) and 0 <= self.peak_gpus <= max_gpus, f"{where}.peak_gpus",
-                f"must be an integer in 0..{max_gpus} (the pool), got {self.peak_gpus!r}")
-        require(is_finite(self.it_kw_per_gpu) and 0 <= self.it_kw_per_gpu <= max_kw_per_gpu, f"{where}.it_kw_per_gpu",
-                f"must be a number in [0, {max_kw_per_gpu:g}] kW, got {self.it_kw_per_gpu!r}")
-        require(is_finite(self.utc_offset_hours) and abs(self.utc_offset_hours) <= HOURS_PER_DAY / 2 + 2,
-                f"{where}.utc_offset_hours", f"must be a number of hours within -14..14, got {self.utc_offset_hours!r}")
-        require(float(self.utc_offset_hours).is_integer(), f"{where}.utc_offset_hours", "must be whole hours")
-        require(self.profile is None or isinstance(self.profile, str), f"{where}.profile", "must be a file path")
-        require(self.site is None or isinstance(self.site, str), f"{where}.site", "must be a site name")
-
-    def resolve(self, first_day: str, days: int, slots_per_day: int, site: int = 0) -> Inference:
-        """The service's load over ``days`` local days from ``first_day``, ``slots_per_day`` slots a day, served by
-        site index ``site``."""
-        share = inference_demand_share(load_inference_profile(self.profile), first_day, days, slots_per_day,
-                                       self.utc_offset_hours)
-        return Inference(name=self.name, gpus=gpus_for_share(share, self.peak_gpus), it_kw_per_gpu=self.it_kw_per_gpu,
-                         peak_gpus=self.peak_gpus, demand_share=share,
-                         source=self.source or f"profile {self.profile or BUNDLED_INFERENCE_PROFILE}", site=site)

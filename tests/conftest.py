@@ -15,6 +15,11 @@ from aidc_env.modes import Mode
 SHARED_YEAR_CSV = Path(__file__).resolve().parents[2] / "shared" / "data" / "caiso" / "caiso_2023_hourly.csv"
 
 
+def pytest_addoption(parser):
+    parser.addoption("--fuzz-examples", type=int, default=0,
+                     help="documents per reader in tests/test_fuzz_readers.py, counted and printed (the long run)")
+
+
 def mode(gpus: int, tokens_per_s: float, it_power_kw: float) -> Mode:
     return Mode(tp=1, pp=1, dp=gpus, micro_batch=1, gpus=gpus, tokens_per_s=tokens_per_s, it_power_kw=it_power_kw)
 

@@ -1,4 +1,4 @@
-"""Workloads and the fleet (issue 13, DESIGN §9): fine-tuning windows, inference, the idle-GPU value.
+"""Workloads and the fleet: fine-tuning windows, inference, the idle-GPU value.
 
 A hand-solvable instance with every kind of work against costs computed by hand; property tests that the
 simulator refuses a fine-tuning job outside its window and flags capacity breaches (inference GPUs included)
@@ -239,7 +239,7 @@ def test_hand_instance_json_round_trip():
     (lambda d: d["jobs"][1].update(release_slot=3, deadline_slot=3), "jobs[1].release_slot"),
     (lambda d: d["jobs"][0].update(deadline_slot=2), "jobs[0].kind"),
     (lambda d: d["inference"][0].update(gpus=[1, 2]), "inference[0].demand_share"),
-    (lambda d: d["inference"][0].update(gpus=[1, -2, 3, 1]), "inference[0].gpus"),
+    (lambda d: d["inference"][0].update(gpus=[1, -2, 3, 1]), "inference[0].gpus[1]"),
     (lambda d: d.update(idle_value_usd_per_gpu_hour=-1.0), "idle_value_usd_per_gpu_hour"),
 ])
 def test_bad_workload_json_names_field(change, field):
