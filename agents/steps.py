@@ -308,7 +308,7 @@ class AgentSteps(gym.Wrapper):
             extra = np.concatenate([day_forecast_table(view, information) for view in inst.site_views],
                                    axis=1) if self.hourly_forecast else None
             div = self.reward_scale_usd
-            scale = day_price_scale(inst, information)
+            scale = float(np.mean([day_price_scale(view, information) for view in inst.site_views]))
             if self.reward_day_scaled:
                 div *= scale / REWARD_REFERENCE_PRICE_USD_PER_MWH
             plan = self._plan_tables(inst, scale) if self.forecast_plan else None

@@ -271,3 +271,23 @@ def test_masks_against_brute_force_completability(kind, days, data):
             _, _, done, _, _ = env.step(choice)
             deep.step(choice)
         assert simulate(inst, env.schedule()).metrics.feasible
+
+
+@pytest.mark.filterwarnings("ignore:.*different from the unwrapped version")
+@pytest.mark.parametrize("case", CASES)
+def test_the_agents_wrapper_on_every_case_under_dayahead(case):
+    """The training wrapper (train.py's env) on every case's day-ahead instance: the checker passes and a masked
+    episode through it plays the instance to the end with every target met."""
+    from agents.ppo import agent_env
+    from agents.ppo_config import PPOConfig
+
+    inst = matrix_instance(case, 1, "dayahead")
+    config = PPOConfig(env_kwargs={**PPOConfig().env_kwargs, "information": "dayahead"}, forecast_plan=False)
+    env = agent_env(config, [inst])
+    check_env(env, skip_render_check=True)
+    rng = np.random.default_rng(1)
+    env.reset(seed=1)
+    done = False
+    while not done:
+        _, _, done, _, _ = env.step(int(rng.choice(np.flatnonzero(env.action_masks()))))
+    assert simulate(inst, env.unwrapped.schedule()).metrics.feasible
