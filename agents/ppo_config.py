@@ -115,7 +115,7 @@ class PPOConfig:
     horizon_train_instances: int = 24
     """With ``horizon_days`` D > 1 (e.g. ``--horizon-days 7``): training instances, evenly spread over the D-day
     instances that start on a training day of the split (and, with day-ahead information, have forecasts for all D
-    days). Each needs its forecast plan, a week oracle solve (docs/training.md, "Weeks": 24 weeks reproduce the plan
+    days). Each needs its forecast plan, a week oracle solve (docs/training.md, "Horizons (weeks)": 24 weeks reproduce the plan
     on unseen weeks, 12 do not quite). No effect on one-day instances."""
     horizon_validation_instances: int = 3
     """With D > 1 and day-ahead information: validation instances (evenly spread over those starting on a
@@ -200,7 +200,7 @@ setting is :class:`PPOConfig`'s default; docs/training.md says what each reaches
 HORIZON_DEFAULTS: dict[str, Any] = {"total_timesteps": 25_000, "checkpoint_freq": 12_500, "plan": "issues"}
 """train.py's defaults with ``--horizon-days D`` > 1 (weeks; a week episode is 7 x 24 = 168 agent steps of the 2048
 case): 25,000 PPO steps with checkpoints every 12,500, the selection on validation weeks keeping the cheapest
-candidate (fine-tuning after the warm start gains little on weeks: docs/training.md, "Weeks"). ``plan="issues"``:
+candidate (fine-tuning after the warm start gains little on weeks: docs/training.md, "Horizons (weeks)"). ``plan="issues"``:
 the observed and cloned plan is re-made at each daily forecast issue (``mpc``'s plans,
 :func:`agents.plan_features.issue_plans`); a plan made once at slot 0 is stale after day 1. Every other setting is
 :class:`PPOConfig`'s default."""
