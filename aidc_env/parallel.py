@@ -4,7 +4,7 @@ The sweeps (evaluate.py over days and policies, the studies, the forecast study'
 ``agents.tune``) call this module and never Ray directly::
 
     backend = backend_from_args(args, workers=args.workers)      # --backend process|ray, --ray-address
-    with backend.session():                                       # a local Ray lives as long as the run
+    with backend.running():                                       # a local Ray lives as long as the run
         with open_pool(backend) as pool:
             inst = pool.put(instance)                             # read-only data: Ray's object store, once
             for result in pool.map(solve, [(inst, seed) for seed in seeds]):   # in task order
@@ -74,7 +74,7 @@ class Backend:
         return backend if isinstance(backend, Backend) else cls("process", max(1, int(backend)))
 
     @contextlib.contextmanager
-    def session(self) -> Iterator[None]:
+    def running(self) -> Iterator[None]:
         """Connect to (or start) Ray for the whole run, so that every pool inside reuses it; no-op for process."""
         if self.name != "ray":
             yield
@@ -85,6 +85,8 @@ class Backend:
         finally:
             if started:
                 ray_module().shutdown()
+
+    session = running  # the former name, still called by evaluate.py, agents/tune.py and tests/test_parallel.py
 
 
 def add_backend_arguments(parser: Any) -> None:
@@ -216,10 +218,10 @@ class Pool:
 
 @contextlib.contextmanager
 def open_pool(backend: Backend) -> Iterator[Pool]:
-    """A :class:`Pool` on ``backend`` (Ray is started here if no :meth:`Backend.session` is open)."""
+    """A :class:`Pool` on ``backend`` (Ray is started here if no :meth:`Backend.running` is open)."""
     with contextlib.ExitStack() as stack:
         if backend.name == "ray":
-            stack.enter_context(backend.session())
+            stack.enter_context(backend.running())
         pool = Pool(backend, stack)
         try:
             yield pool

@@ -228,7 +228,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(_markdown(errors, {"mae": ".3f", "rmse": ".3f"}))
     if not args.no_plans:
         days = plan_days(build_instances(case, held, profiles), model, forecasts, functions)
-        with backend.session():
+        with backend.running():
             rows = plan_rows(days, backend, args.time_limit, out)
         _atomic_csv(rows, out / "plans.csv")
         print()

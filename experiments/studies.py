@@ -404,7 +404,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     rows = RowsOnDisk(out / f"{args.study}.partial.csv")
     ctx = StudyContext(case, profiles, args.day, backend, args.time_limit, out, on_rows=rows.add)
     try:
-        with backend.session():
+        with backend.running():
             frame, table = run_study(ctx, args.study, grid, days)
     except KeyboardInterrupt:
         rows.write()

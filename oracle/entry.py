@@ -17,7 +17,6 @@ Every answer is an :class:`~oracle.result.OracleResult` whose metrics are the si
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -27,10 +26,7 @@ from aidc_env.instance import Instance
 from aidc_env.profiles import ProfileSet
 from oracle.constants import DEFAULT_MIP_GAP, DEFAULT_SOLVER, DEFAULT_TIME_LIMIT_S, METHODS
 from oracle.race import RACE_AFTER_S
-from oracle.result import OracleResult
-
-Start = tuple[Sequence[Sequence[int]], Sequence[Sequence[int]] | None]
-"""A (schedule, sites) pair to start from (sites None: every job at its home site)."""
+from oracle.result import OracleResult, Start
 
 
 def exact_applies(inst: Instance) -> bool:
@@ -111,10 +107,10 @@ def solve(
 
         return solve_sites(inst, time_limit_s=time_limit_s, mip_gap=mip_gap, placement=placement,
                            allow_pause=allow_pause, threads=threads, tee=tee, warm_start=warm_start, start=start)
-    from oracle.decomposition import solve_decomposition
+    from oracle.decomposition import Decomposition
 
-    return solve_decomposition(inst, time_limit_s=time_limit_s, mip_gap=mip_gap, placement=placement,
-                               allow_pause=allow_pause, warm_start=warm_start, threads=threads, start=start)
+    return Decomposition(inst, placement=placement, allow_pause=allow_pause).solve(
+        time_limit_s=time_limit_s, mip_gap=mip_gap, warm_start=warm_start, threads=threads, start=start)
 
 
 __all__ = ["exact_applies", "route", "solve"]

@@ -262,10 +262,9 @@ def with_home(inst: Instance, home: Sequence[int]) -> Instance:
     return dataclasses.replace(inst, network=dataclasses.replace(inst.network, home=tuple(int(h) for h in home)))
 
 
-def decomposition_data(inst: Instance, placement: str = "move", allow_pause: bool = True,
-                       slot_hull: bool | None = None) -> DecompositionData:
-    """The pools and graphs of an instance. ``slot_hull`` (default: with several sites) prices the master LP's slot
-    costs by their envelope over the reachable loads. Daily minimums over a multi-day horizon are refused."""
+def decomposition_data(inst: Instance, placement: str = "move", allow_pause: bool = True) -> DecompositionData:
+    """The pools and graphs of an instance (with several sites ``slot_hull`` on). Daily minimums over a multi-day
+    horizon are refused."""
     require(placement in PLACEMENTS, "placement", f"must be one of {', '.join(PLACEMENTS)}, got {placement!r}")
     require(inst.horizon_days == 1 or inst.min_daily_share == 0, "min_daily_share",
             "the decomposition does not model daily minimums over several days: set it to 0 or solve each day")
@@ -276,4 +275,4 @@ def decomposition_data(inst: Instance, placement: str = "move", allow_pause: boo
     constant = sum(renewable_cost_usd(view) - float(np.sum(slot_idle_value_usd(view, view.inference_gpus)))
                    for view in views)
     return DecompositionData(inst=inst, pools=pools, graphs=graphs, constant_usd=float(constant), placement=placement,
-                             slot_hull=len(views) > 1 if slot_hull is None else slot_hull)
+                             slot_hull=len(views) > 1)

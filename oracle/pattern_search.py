@@ -1,8 +1,8 @@
 """Searches on the pattern master (:mod:`oracle.patterns`): price-and-fix dives for schedules, a branch and price
 for the bound.
 
-- :func:`stage_dive` (the default) fixes (job, stage) states one round at a time and re-optimises with column
-  generation; :func:`pattern_dive` fixes whole job paths. Both return one path per job, or None;
+- :func:`stage_dive` fixes (job, stage) states one round at a time and re-optimises with column generation; it
+  returns one path per job, or None;
 - :func:`branch_bound`: best first over (job, stage, state) rules on the pattern master; every node's bound is a
   Lagrangian dual evaluated from its definition (a proven lower bound of the schedules its rules allow), so the
   least open bound is a proven lower bound of the whole problem.
@@ -81,34 +81,6 @@ def _dive_paths(master: PatternMaster, info: dict) -> list[np.ndarray] | None:
     return None if any(p is None for p in paths) or not master.data.fits(paths) else paths
 
 
-def pattern_dive(master: PatternMaster, searches, deadline: float) -> tuple[list[np.ndarray] | None, dict]:
-    """A primal heuristic on the pattern master's LP (price and fix): the unfixed job whose path column carries
-    the most flow is fixed to it (its other columns bounded to 0, no new paths priced for it), the LP re-optimised
-    with column generation over the other jobs' paths and all patterns, until every job is fixed. Returns (one
-    path per job, or None; counters). With every path fixed the LP's patterns are the site loads of those paths,
-    so its value is the schedule's exact cost (the caller replays it anyway). The master's column bounds and box
-    are changed: run it after everything else reading the master's LP."""
-    info: dict = {"rounds": 0}
-    _start_dive(master)
-    fixed: dict[int, int] = {}  # job -> its column's index in master.columns
-
-    def paths_of(j: int, prices: LinkPrices):
-        return None if j in fixed else searches[j].cheapest(master.path_costs(j, prices))
-
-    while len(fixed) < len(master.data.graphs):
-        if not _reoptimise(master, info, deadline, paths_of):
-            return None, info
-        x = np.asarray(master.h.getSolution().col_value, dtype=float)
-        best_j, best_k, best_w = -1, -1, -1.0
-        for k, (column, i) in enumerate(zip(master.columns, master.path_index, strict=True)):
-            if column.job not in fixed and x[i] > best_w:
-                best_j, best_k, best_w = column.job, k, float(x[i])
-        fixed[best_j] = best_k
-        _bound_columns(master, [k for k, column in enumerate(master.columns) if column.job == best_j and k != best_k])
-    master.solve()
-    return _dive_paths(master, info), info
-
-
 def release(master: PatternMaster) -> None:
     """Undo a dive's fixings: every path column's bounds back to [0, ∞) (the box keeps the dive's penalty)."""
     idx = np.array(master.path_index, dtype=np.int32)
@@ -120,8 +92,7 @@ def stage_dive(master: PatternMaster, searches, deadline: float, rng: np.random.
     """Price and fix on the pattern master's LP by (job, stage): each round fixes every (job, stage) whose LP flow
     is on one state already, and the fractional (job, stage) with the most flow on one state to that state (the
     columns through other states bounded to 0, the pricing forbidding them), then re-optimises with column
-    generation, until each job's flow is on one path. Finer than :func:`pattern_dive` (a job keeps its freedom on
-    the stages not fixed yet). With ``rng``, the fixing is drawn among the ``top`` fractional (job, stage)s of most
+    generation, until each job's flow is on one path. With ``rng``, the fixing is drawn among the ``top`` fractional (job, stage)s of most
     flow (a diversified dive). Returns (one path per job, or None; counters); changes the master's bounds and box
     (:func:`release` undoes the bounds). ``fix_above``: a (job, stage) with at least this flow on one state is
     fixed to it along with the drawn one (below 1: fewer LP rounds, a coarser dive)."""

@@ -125,7 +125,7 @@ class TextbookRace:
             paths = [root, *(p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p)]
             env = {**os.environ, "PYTHONPATH": os.pathsep.join(paths)}  # this checkout's oracle, as the parent's
             self._proc = subprocess.Popen([sys.executable, "-m", CHILD_MODULE], stdin=subprocess.PIPE,
-                                          stdout=subprocess.PIPE, env=env, start_new_session=True)
+                                          stdout=subprocess.PIPE, env=env, process_group=0)
             self.started_s = time.perf_counter() - self._tick
             try:
                 self._proc.stdin.write(pickle.dumps({**self._task, "time_limit_s": remaining}))

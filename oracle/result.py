@@ -21,6 +21,8 @@ OBJECTIVE_ATOL_USD = 1e-6
 """Absolute floor of that check ($), for days whose cost is near zero."""
 MIP_ABS_GAP_USD = 1e-6
 """Absolute gap ($) that also proves optimality (HiGHS's default ``mip_abs_gap``), for near-zero costs."""
+Start = tuple[Sequence[Sequence[int]], Sequence[Sequence[int]] | None]
+"""A (schedule, sites) pair to start a solve from (sites None: every job at its home site)."""
 
 @dataclass
 class OracleResult:
