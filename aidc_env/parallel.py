@@ -1,7 +1,7 @@
 """One switch for every sweep: a local process pool (the default, no Ray needed) or Ray, on this machine or a cluster.
 
-The sweeps (evaluate.py over days and policies, the studies, the forecast study's plans, the oracle benchmark,
-``agents.tune``) call this module and never Ray directly::
+The sweeps (evaluate.py, the studies, the forecast study, the oracle benchmark, ``agents.tune``) call this module and
+never Ray directly::
 
     backend = backend_from_args(args, workers=args.workers)      # --backend process|ray, --ray-address
     with backend.running():                                       # a local Ray lives as long as the run
@@ -10,16 +10,11 @@ The sweeps (evaluate.py over days and policies, the studies, the forecast study'
             for result in pool.map(solve, [(inst, seed) for seed in seeds]):   # in task order
                 ...
 
-- ``process``: a :class:`~concurrent.futures.ProcessPoolExecutor` of ``workers`` whose workers ignore Ctrl-C
-  (the parent alone handles it and ends them at once); ``workers = 1`` runs the tasks in this process.
-- ``ray``: tasks of one CPU each, at most ``workers`` in flight. Without ``--ray-address`` a local Ray of
-  ``workers`` CPUs (no dashboard) is started for the run and shut down after it; ``auto`` joins the cluster
-  this machine belongs to (``ray start --head`` / ``ray start --address``), ``ray://host:port`` a remote one
-  through Ray Client. :meth:`Pool.put` puts a value in the object store once; a task's top-level arguments
-  that are such references are read from the store by the worker (a copy per node, not per task).
-
-Results come back in task order on both backends, whatever the number of workers, and every task carries its
-own seed: the same sweep gives the same numbers on either backend (docs/scale-out.md).
+``process``: a :class:`~concurrent.futures.ProcessPoolExecutor` whose workers ignore Ctrl-C (the parent ends them);
+``workers = 1`` runs the tasks in this process. ``ray``: tasks of one CPU each, at most ``workers`` in flight, on a
+local Ray started for the run, the cluster this machine joined (``auto``) or a remote one (``ray://host:port``). Results
+come back in task order on both backends and every task carries its own seed: the same sweep gives the same numbers on
+either backend (docs/scale-out.md).
 """
 
 from __future__ import annotations
@@ -54,8 +49,8 @@ def ray_module() -> Any:
 
 @dataclass(frozen=True)
 class Backend:
-    """Where the tasks of a sweep run: ``name`` process or ray, ``workers`` tasks at once, and the Ray address
-    (None: a local Ray started for the run)."""
+    """Where the tasks of a sweep run: ``name`` process or ray, ``workers`` tasks at once, and the Ray address (None: a
+    local Ray started for the run)."""
 
     name: str = "process"
     workers: int = 1
@@ -100,8 +95,8 @@ def add_backend_arguments(parser: Any) -> None:
 
 
 def backend_from_args(args: Any, workers: int) -> Backend:
-    """The :class:`Backend` of parsed ``--backend``/``--ray-address`` flags (InputError if Ray is asked for but
-    not installed, or an address comes without it)."""
+    """The :class:`Backend` of parsed ``--backend``/``--ray-address`` flags (InputError if Ray is asked for but not
+    installed, or an address comes without it)."""
     backend = Backend(getattr(args, "backend", "process"), int(workers), getattr(args, "ray_address", None))
     if backend.name == "ray":
         ray_module()
@@ -164,8 +159,8 @@ class Pool:
         self._pending: set[Any] = set()
 
     def put(self, value: Any) -> Any:
-        """A handle of read-only ``value`` to pass as a task's argument: a reference into Ray's object store (put
-        once, read by each node once), or the value itself for the process backend."""
+        """A handle of read-only ``value`` to pass as a task's argument: a reference into Ray's object store (put once,
+        read by each node once), or the value itself for the process backend."""
         return ray_module().put(value) if self.backend.name == "ray" else value
 
     def map(self, fn: Callable[..., Any], tasks: Sequence[tuple[Any, ...]]) -> Iterator[Any]:

@@ -1,14 +1,14 @@
-"""Per-task overhead and speed-up of the two backends (aidc_env/parallel.py) for 1, 2 and 4 workers, against a
-typical oracle day's solve measured in the same run.
+"""Per-task overhead and speed-up of the two backends (aidc_env/parallel.py) for 1, 2 and 4 workers, against a typical
+oracle day's solve measured in the same run.
 
     python benchmarks/backend_overhead.py --days 8 --noop-tasks 400
 
 Per backend and number of workers W: ``start s``, opening the pool and one warm-up task per worker that imports the
-oracle and holds its worker :data:`WARM_UP_HOLD_S` (Ray's own start-up, once per run, is printed apart);
-``tasks/s`` and ``overhead ms``, ``--noop-tasks`` empty tasks reading their day's instance from the object store
-(overhead = wall × W / tasks), and ``% of solve``, that overhead against the median seconds of one oracle day's
-solve (measured serially first, after one untimed solve); ``speed-up``, serial seconds / wall seconds of ``--days``
-oracle solves, whose objectives must equal the serial ones to :data:`AGREEMENT_USD`.
+oracle and holds its worker :data:`WARM_UP_HOLD_S` (Ray's own start-up, once per run, is printed apart); ``tasks/s`` and
+``overhead ms``, ``--noop-tasks`` empty tasks reading their day's instance from the object store (overhead = wall × W /
+tasks), and ``% of solve``, that overhead against the median seconds of one oracle day's solve (measured serially first,
+after one untimed solve); ``speed-up``, serial seconds / wall seconds of ``--days`` oracle solves, whose objectives must
+equal the serial ones to :data:`AGREEMENT_USD`.
 """
 
 from __future__ import annotations
@@ -45,8 +45,8 @@ def noop(inst: Instance) -> int:
 
 
 def warm_up(inst: Instance) -> int:
-    """A worker's first task: imports the oracle (a fresh Ray worker has not; a forked process has) and holds the
-    worker for WARM_UP_HOLD_S, so that each of the W first tasks starts a worker of its own."""
+    """A worker's first task: imports the oracle (a fresh Ray worker has not; a forked process has) and holds the worker
+    for WARM_UP_HOLD_S, so that each of the W first tasks starts a worker of its own."""
     importlib.import_module("oracle.model")
     time.sleep(WARM_UP_HOLD_S)
     return noop(inst)

@@ -1,11 +1,11 @@
-"""The fleet env's scaling: µs per agent step against CartPole-v1 timed in the same run, and memory, as the jobs
-(2-16) and the pool (2,048-32,768 GPUs) grow.
+"""The fleet env's scaling: µs per agent step against CartPole-v1 timed in the same run, and memory, as the jobs (2-16)
+and the pool (2,048-32,768 GPUs) grow.
 
-Instances (:func:`scaled_fleet`): the fleet case's day with its first J jobs (beyond 12 the first ones again,
-renamed), a pool of N GPUs, the inference GPUs and every target scaled by N / 16,384 (targets also by 12 / J beyond
-12 jobs). Steps are timed in rounds alternating with CartPole-v1 (:func:`benchmarks.env_speed.time_fleet`, the
-median of the rounds' ratios). Memory: the env's numpy tables and state, and the peak Python allocation while
-building it (``tracemalloc``), in MB.
+Instances (:func:`scaled_fleet`): the fleet case's day with its first J jobs (beyond 12 the first ones again, renamed),
+a pool of N GPUs, the inference GPUs and every target scaled by N / 16,384 (targets also by 12 / J beyond 12 jobs).
+Steps are timed in rounds alternating with CartPole-v1 (:func:`benchmarks.env_speed.time_fleet`, the median of the
+rounds' ratios). Memory: the env's numpy tables and state, and the peak Python allocation while building it
+(``tracemalloc``), in MB.
 
     python benchmarks/fleet_env_scaling.py [--jobs 2 4 8 12 16] [--gpus 2048 8192 16384 32768] [--steps 2000]
 """

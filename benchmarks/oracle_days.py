@@ -1,23 +1,23 @@
 """Oracle and MPC solve times on held-out days, weeks or scaled fleets, against a reference solve of the same run.
 
-The reference is the 2048 case's reference day solved by the same ``--method`` (after one untimed solve that loads
-the solver): its objective must be the regression pin ``REFERENCE_USD`` and its median seconds over
-``REFERENCE_RUNS`` solves is the yardstick every row's seconds are divided by (``x ref``), so runs on a shared
-machine compare. Each row also gives the process CPU share and the load average.
+The reference is the 2048 case's reference day solved by the same ``--method`` (after one untimed solve that loads the
+solver): its objective must be the regression pin ``REFERENCE_USD`` and its median seconds over ``REFERENCE_RUNS``
+solves is the yardstick every row's seconds are divided by (``x ref``), so runs on a shared machine compare. Each row
+also gives the process CPU share and the load average.
 
     python benchmarks/oracle_days.py --case fleet --days 8 [--idle-value 0]         # the fleet oracle
     python benchmarks/oracle_days.py --case sites3 --days 5 --time-limit 120        # the sites decomposition
     python benchmarks/oracle_days.py --case 2048 --horizon-days 7 --time-limit 300  # held-out weeks
     python benchmarks/oracle_days.py --case fleet --jobs 2 4 8 12 16 --pools 32768  # scaled fleets, the case's day
-    python benchmarks/oracle_days.py --mpc --days 35                                # MPC's re-solves, perfect information
+    python benchmarks/oracle_days.py --mpc --days 35                                # MPC's re-solves, the truth
     python benchmarks/oracle_days.py --mpc --horizon-days 7 --forecasts caiso-2023-dayahead --time-limit 60
 
-Days: the held-out instances of :func:`agents.days.split_starts` (``--days N``: N of them evenly spread; or the
-first days themselves). ``--mpc`` runs :func:`agents.mpc.mpc_schedule` on each instance with one
-:class:`oracle.rolling.RollingOracle` for the run (as an evaluation worker keeps one) and reports every re-solve:
-on day-ahead forecasts (``--forecasts``, the forecaster fitted on the training days) a re-solve when a new forecast
-is issued (``--every-point``: at every re-planning point); with perfect information, at every re-planning point.
-``--json FILE`` also writes every row (with the oracle's ``details``) and the summary.
+Days: the held-out instances of :func:`agents.days.split_starts` (``--days N``: N of them evenly spread; or the first
+days themselves). ``--mpc`` runs :func:`agents.mpc.mpc_schedule` on each instance with one
+:class:`oracle.rolling.RollingOracle` for the run (as an evaluation worker keeps one) and reports every re-solve: on
+day-ahead forecasts (``--forecasts``, the forecaster fitted on the training days) a re-solve when a new forecast is
+issued (``--every-point``: at every re-planning point); with perfect information, at every re-planning point. ``--json
+FILE`` also writes every row (with the oracle's ``details``) and the summary.
 """
 
 from __future__ import annotations

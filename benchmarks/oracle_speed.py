@@ -1,9 +1,9 @@
 """Oracle speed over days: seconds to a proven optimum of oracle variants against the textbook MILP, same run.
 
 Each (day, K) is solved by every ``--variants`` entry one after the other in one worker process (``OracleModel(...)``
-and ``solve()``, wall seconds); the textbook MILP (``formulation="textbook"``, HiGHS) is the reference. Per K it
-prints the median, p90 and max seconds of each variant with the medians of its phases (``OracleResult.details``),
-the slowest days and the path that proved them, and the ratio variant / textbook per day (median, max, days above
+and ``solve()``, wall seconds); the textbook MILP (``formulation="textbook"``, HiGHS) is the reference. Per K it prints
+the median, p90 and max seconds of each variant with the medians of its phases (``OracleResult.details``), the slowest
+days and the path that proved them, and the ratio variant / textbook per day (median, max, days above
 :data:`GUARD_RATIO`). The rows go to ``--out`` as JSON after every day (an interrupted run keeps what it finished).
 
     python benchmarks/oracle_speed.py --days all --segments 12            # every complete day of the year
@@ -47,8 +47,8 @@ VARIANTS = {
     "oracle-fallback-noguard": {"max_labels": STALL_LABELS, "race_after_s": None},
     "textbook": {"formulation": "textbook", "reduce": False},
 }
-"""``noguard``: never race the textbook MILP; ``lp``: token prices from the LP relaxation; ``fallback``: the
-label search gives up at once (beam incumbent + branch and bound, raced by the textbook MILP)."""
+"""``noguard``: never race the textbook MILP; ``lp``: token prices from the LP relaxation; ``fallback``: the label
+search gives up at once (beam incumbent + branch and bound, raced by the textbook MILP)."""
 REFERENCE = "textbook"
 PHASES = ("dual", "lp", "tables", "labels", "pyomo", "bnb")
 SLOWEST_SHOWN = 5

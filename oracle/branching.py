@@ -1,16 +1,11 @@
 """Branch and price on the path master: the decomposition's bound raised after the root.
 
-The column generation's bound is the restricted master LP's at convergence; its solution mixes several paths of
-a job (on sites3 three of four jobs are fractional at the root), which is where the gap to the best schedules
-lies. A node of the tree restricts some jobs' (stage, state) nodes: a branching decision is "job j's state at
-stage k is in the set S" (one child) or "is not" (the other), S being the running states of one site
-("job j runs at site s in segment k"), the paused states, or one state. A node's master LP holds the pool's
-columns that obey its restrictions; its pricing is the label search on the job's graph with the forbidden
-(stage, state) nodes removed (``allowed``), so every Lagrangian dual it evaluates is a proven lower bound of
-every schedule that obeys the node's restrictions. The two children of a decision partition the schedules of
-their parent, so the least bound over the open leaves (and the pruned ones') is a proven lower bound of the
-whole problem. Best-first: the leaf with the least bound is solved next; a node whose bound reaches the cutoff
-(the incumbent less the gap asked for) is pruned; a node whose master LP is integral gives a schedule.
+A branching decision is "job j's state at stage k is in the set S" (one child) or "is not" (the other), S being the
+running states of one site, the paused states, or one state. A node's master LP holds the pool's columns that obey its
+restrictions and its pricing searches the job's graph without the forbidden (stage, state) nodes, so every Lagrangian
+dual it evaluates bounds every schedule that obeys them; the least bound over the open and pruned leaves bounds the
+whole problem. Best first; a node whose bound reaches the cutoff (the incumbent less the gap asked for) is pruned, one
+whose LP is integral gives a schedule.
 """
 
 from __future__ import annotations
@@ -117,8 +112,8 @@ class BranchAndPrice:
         return out
 
     def branching(self, flows: Sequence[np.ndarray]) -> tuple[int, int, np.ndarray] | None:
-        """The (job, stage, set of states) whose flow is the most fractional; None: the LP is integral.
-        Sets, in order of preference: a site's running states, the paused states, one state."""
+        """The (job, stage, set of states) whose flow is the most fractional; None: the LP is integral. Sets, in order
+        of preference: a site's running states, the paused states, one state."""
         best, best_score = None, INTEGRAL_TOL
         for kind in range(3):
             for j, (graph, flow) in enumerate(zip(self.data.graphs, flows, strict=True)):
@@ -152,8 +147,8 @@ class BranchAndPrice:
 
     def run(self, root_bound: float, incumbent: tuple[Paths, float], deadline: float, mip_gap: float,
             details: dict[str, Any]) -> tuple[tuple[Paths, float], float]:
-        """Best-first branch and price from the root (bound ``root_bound``, the column generation's) until the
-        gap closes or the clock runs out. Returns (incumbent, proven lower bound)."""
+        """Best-first branch and price from the root (bound ``root_bound``, the column generation's) until the gap
+        closes or the clock runs out. Returns (incumbent, proven lower bound)."""
         data = self.data
         counter = itertools.count()
         open_nodes: list[Node] = [Node(root_bound, next(counter), {})]

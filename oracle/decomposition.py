@@ -1,22 +1,21 @@
 """The decomposition: column generation (Dantzig-Wolfe) with a proven Lagrangian bound, for any instance.
 
 Each job's schedule is a path through its own (site, choice) graph (:mod:`oracle.graph`); the jobs meet only in the
-sites' pools (GPUs per slot, and the slot's cost as a function of the site's load). :class:`Decomposition` runs
-these phases, each within its share of the time limit:
+sites' pools (GPUs per slot, and the slot's cost as a function of the site's load). :class:`Decomposition` runs these
+phases, each within its share of the time limit:
 
 1. **column generation**: the path master LP (:mod:`oracle.master`) priced by an exact label search
    (:mod:`oracle.pricing`); the Lagrangian dual at each iteration's prices is a proven lower bound;
-2. **pattern master** (:mod:`oracle.patterns`, when its patterns number at most ``MAX_PATTERNS``): exact site costs
-   per (site, block) pattern, a stronger bound where jobs share a site; then its LP's rounding, price-and-fix dives
-   and branch and price (:mod:`oracle.pattern_search`), and the integer master over its near columns. Without it,
-   the integer master over every generated column. Then best responses (each job's exact cheapest path, the
-   others fixed);
-3. **closing**: every path within the gap at the best Lagrangian prices, and the integer master over them: its
-   optimum is the optimum (proof ``enumeration``) when the enumeration stays small;
-4. **branch and price** on the path master (:mod:`oracle.branching`, when the pattern master did not set the
-   bound), then a large-neighbourhood search with the time left;
-5. **infeasibility**: inference beyond a pool, or a job that cannot reach its target alone, is refused at once;
-   with no schedule found, a phase-one column generation (or, on a tiny instance, every path) proves it.
+2. **pattern master** (:mod:`oracle.patterns`, when its patterns number at most ``MAX_PATTERNS``): exact site costs per
+   (site, block) pattern, a stronger bound where jobs share a site; then its LP's rounding, price-and-fix dives and
+   branch and price (:mod:`oracle.pattern_search`), and the integer master over its near columns. Without it, the
+   integer master over every generated column. Then best responses (each job's exact cheapest path, the others fixed);
+3. **closing**: every path within the gap at the best Lagrangian prices, and the integer master over them: its optimum
+   is the optimum (proof ``enumeration``) when the enumeration stays small;
+4. **branch and price** on the path master (:mod:`oracle.branching`, when the pattern master did not set the bound),
+   then a large-neighbourhood search with the time left;
+5. **infeasibility**: inference beyond a pool, or a job that cannot reach its target alone, is refused at once; with no
+   schedule found, a phase-one column generation (or, on a tiny instance, every path) proves it.
 
 The answer's objective, ``Metrics.objective_usd`` of the simulator's replay, is checked equal to the model's own.
 """
@@ -47,12 +46,12 @@ PATH_SHARE, PATTERN_SHARE = 0.25, 0.7
 INTEGER_SHARE, INTEGER_MIN_GAP = 0.8, 1e-4
 """The integer master over every generated column: its share of the time left and its least relative gap."""
 PATTERN_INTEGER_SHARE, PATTERN_KEEP_USD = 0.6, 0.5
-"""The integer master after the pattern master: its share of the time left, over the paths whose reduced cost in
-the pattern LP's last solution is at most ``PATTERN_KEEP_USD`` ($)."""
+"""The integer master after the pattern master: its share of the time left, over the paths whose reduced cost in the
+pattern LP's last solution is at most ``PATTERN_KEEP_USD`` ($)."""
 PATTERN_DIVE_SHARE, MAX_DIVES, DIVE_TOP, DIVE_FIX_FLOW, DIVE_SEED = 0.75, 20, 3, 0.9, 0
 """The dives: their share of the time left, how many at most (the first by most flow, the others drawn among the
-``DIVE_TOP`` (job, stage)s of most flow, also fixing those with ``DIVE_FIX_FLOW`` of their flow on one state), the
-seed of the draws."""
+``DIVE_TOP`` (job, stage)s of most flow, also fixing those with ``DIVE_FIX_FLOW`` of their flow on one state), the seed
+of the draws."""
 PATTERN_BRANCH_SHARE, PATTERN_BRANCH_MIN_S = 0.5, 5.0
 """The pattern master's branch and price: its share of the time left after the dives, if at least that many s."""
 BRANCH_SHARE = 0.6
@@ -71,8 +70,8 @@ Paths = list[np.ndarray]
 
 @dataclass
 class Search:
-    """The state of one solve: the incumbent, the best bound and what proved it, the Lagrangian prices the closing
-    step enumerates at, the clock and the counters."""
+    """The state of one solve: the incumbent, the best bound and what proved it, the Lagrangian prices the closing step
+    enumerates at, the clock and the counters."""
 
     deadline: float
     mip_gap: float
@@ -135,8 +134,8 @@ class Decomposition:
         return ""
 
     def _starts(self, start: Start | None, baselines: bool = True) -> list[Paths]:
-        """The baselines at home (fixed; greedy too with one site) and a given (schedule, sites) start, when their
-        every job meets its target in its window."""
+        """The baselines at home (fixed; greedy too with one site) and a given (schedule, sites) start, when their every
+        job meets its target in its window."""
         makers = () if not baselines else (fixed_schedule, greedy_schedule) if len(self.data.pools) == 1 else (
             fixed_schedule,)
         out = []
@@ -154,8 +153,7 @@ class Decomposition:
 
     def solve(self, *, time_limit_s: float = DEFAULT_TIME_LIMIT_S, mip_gap: float = DEFAULT_MIP_GAP,
               warm_start: bool = True, threads: int | None = None, start: Start | None = None) -> OracleResult:
-        """The phases of the module docstring; ``start``: a (schedule, sites) pair to start from (sites None: at
-        home)."""
+        """The phases of the module docstring; ``start``: a (schedule, sites) pair to start from (None sites: home)."""
         require(isinstance(time_limit_s, (int, float)) and time_limit_s > 0, "time_limit_s", "must be > 0")
         require(isinstance(mip_gap, (int, float)) and 0 <= mip_gap < 1, "mip_gap", "must be in [0, 1)")
         tick = time.perf_counter()
@@ -188,8 +186,8 @@ class Decomposition:
         return self._result(run, tick, time_limit_s, start_objective_usd=start_usd)
 
     def _first_columns(self, master: MasterLP, run: Search, starts: list[Paths]) -> list[Paths]:
-        """The starts' paths as columns (the fitting ones as incumbents), and a first column for every job; returns
-        the fitting starts."""
+        """The starts' paths as columns (the fitting ones as incumbents), and a first column for every job; returns the
+        fitting starts."""
         fitting = []
         for paths in starts:
             for j, path in enumerate(paths):
@@ -256,8 +254,8 @@ class Decomposition:
         return paths, value
 
     def _patterns(self, master: MasterLP, run: Search, fitting: list[Paths], until: float):
-        """The pattern master (:mod:`oracle.patterns`) from the path master's columns and best prices, its bound
-        kept when stronger; the master and its outcome, or None (no start fits, too many patterns, the clock)."""
+        """The pattern master (:mod:`oracle.patterns`) from the path master's columns and best prices, its bound kept
+        when stronger; the master and its outcome, or None (no start fits, too many patterns, the clock)."""
         from oracle.patterns import PatternMaster, column_generation, prices_from
 
         t0 = time.perf_counter()
@@ -287,8 +285,8 @@ class Decomposition:
         return pm, out
 
     def _pattern_primal(self, pattern, run: Search) -> None:
-        """Schedules from the pattern master: its LP's rounding, the dives, its branch and price (which may raise
-        the bound), then the integer master over its near columns and the dives' paths."""
+        """Schedules from the pattern master: its LP's rounding, the dives, its branch and price (which may raise the
+        bound), then the integer master over its near columns and the dives' paths."""
         from oracle.pattern_search import BranchNode, branch_bound, release, stage_dive
 
         pm, out = pattern
@@ -335,8 +333,8 @@ class Decomposition:
 
     def _enumerated(self, run: Search, costs: Sequence[np.ndarray], thresholds: Sequence[float],
                     start: Paths | None = None):
-        """The integer master (gap 0) over every path of each job that costs at most its threshold at ``costs``
-        (and the ``start``'s paths); None when the paths are too many (:data:`MAX_CLOSING_COLUMNS`,
+        """The integer master (gap 0) over every path of each job that costs at most its threshold at ``costs`` (and the
+        ``start``'s paths); None when the paths are too many (:data:`MAX_CLOSING_COLUMNS`,
         :data:`MAX_ENUMERATED_LABELS`) or the clock runs out."""
         columns: list[Column] = []
         for j, (graph, search) in enumerate(zip(self.data.graphs, self.searches, strict=True)):
@@ -356,8 +354,8 @@ class Decomposition:
         return out
 
     def _close(self, run: Search) -> None:
-        """Every path within the gap at the best Lagrangian prices, and the integer master over them: its optimum is
-        the optimum (a schedule costs at least the bound plus its paths' excesses). Gives up when too many."""
+        """Every path within the gap at the best Lagrangian prices, and the integer master over them: its optimum is the
+        optimum (a schedule costs at least the bound plus its paths' excesses). Gives up when too many."""
         costs, cheapest, lagrangian = run.closing
         out = self._enumerated(run, costs, [c + run.incumbent[1] - lagrangian for c in cheapest], run.incumbent[0])
         if out is None or out.status != "optimal" or out.paths is None:
@@ -379,9 +377,9 @@ class Decomposition:
             master.add(column)
 
     def neighbourhood(self, columns: Sequence[Column], run: Search) -> None:
-        """Large-neighbourhood search for the time left: per job, every path within δ of its exact best response to
-        the incumbent's other jobs joins the columns, the integer master recombines them from the incumbent, best
-        responses polish; δ doubles after a round that improves nothing."""
+        """Large-neighbourhood search for the time left: per job, every path within δ of its exact best response to the
+        incumbent's other jobs joins the columns, the integer master recombines them from the incumbent, best responses
+        polish; δ doubles after a round that improves nothing."""
         data, pool, delta, rounds = self.data, list(columns), NEIGHBOURHOOD_START_USD, 0
         stop_usd = run.bound + run.mip_gap * abs(run.bound)
         while run.left() > 1.0 and run.incumbent[1] > stop_usd:

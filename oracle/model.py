@@ -30,27 +30,26 @@ from oracle import labeling
 from oracle.constants import DEFAULT_MIP_GAP, DEFAULT_SOLVER, DEFAULT_TIME_LIMIT_S, FORMULATIONS, STATUSES
 from oracle.data import MAX_JOINT_STATES, OracleData, joint_objective_usd, oracle_data, span_days
 from oracle.decomposition import Decomposition
-from oracle.dual import lagrangian_prices
 from oracle.feasibility import FeasibilityCheck, precheck
 from oracle.formulations import Built, build, tranche_tokens, usable_state_ids
 from oracle.race import PROOF as TEXTBOOK_PROOF
 from oracle.race import RACE_AFTER_S, TextbookRace, threshold_s
-from oracle.reduction import excluded, through_bounds
-from oracle.result import OBJECTIVE_ATOL_USD, OBJECTIVE_RTOL, OracleResult, closed, modes_used, relative_gap
+from oracle.reduction import excluded, lagrangian_prices, through_bounds
+from oracle.result import OracleResult, closed, modes_used, relative_gap, replay
 from oracle.solvers import HighsRunner, PyomoRunner, RunOutcome, make_runner
 
 PRICES = ("dual", "lp")
-"""Sources of the token prices μ: the Lagrangian dual by cutting planes (:mod:`oracle.dual`), or the tranche
-duals of the LP relaxation (through the Pyomo model and HiGHS)."""
+"""Sources of the token prices μ: the Lagrangian dual by cutting planes (:mod:`oracle.reduction`), or the tranche duals
+of the LP relaxation (through the Pyomo model and HiGHS)."""
 REDUCTION_DELTA0, REDUCTION_DELTA0_HORIZON = 1e-3, 2.5e-4
-"""First threshold of the Lagrangian reduction, LB·(1 + this), on a day and on a horizon of several days (whose
-gap between the Lagrangian bound and the optimum is smaller relative to the cost; ``benchmarks/oracle_days.py
---horizon-days 7`` measures it)."""
+"""First threshold of the Lagrangian reduction, LB·(1 + this), on a day and on a horizon of several days (whose gap
+between the Lagrangian bound and the optimum is smaller relative to the cost; ``benchmarks/oracle_days.py --horizon-days
+7`` measures it)."""
 REDUCTION_DELTA_GROWTH = 4.0
 """Growth of δ when the restricted model holds no schedule."""
 TARGET_MARGIN = 1e-9
-"""The tolerance stop aims its last search this much (relative to the gap) above incumbent·(1 − mip_gap), so
-that float rounding cannot leave the proven gap a hair above mip_gap."""
+"""The tolerance stop aims its last search this much (relative to the gap) above incumbent·(1 − mip_gap), so that float
+rounding cannot leave the proven gap a hair above mip_gap."""
 MIN_SOLVE_SECONDS = 0.01
 """Time given to a last solve when the time limit is already spent (it returns the MIP start, if any)."""
 LABELING_TIME_SHARE = 0.5
@@ -71,8 +70,8 @@ def _structure_key(inst: Instance) -> tuple:
 
 
 def best_start(inst: Instance, allow_pause: bool = True) -> Incumbent | None:
-    """The cheapest feasible MIP start among holding the initial modes, fixed continuous and the greedy rule (None
-    if none is feasible)."""
+    """The cheapest feasible MIP start among holding the initial modes, fixed continuous and the greedy rule (None if
+    none is feasible)."""
     candidates = [[[job.initial_mode] * job.segments for job in inst.jobs]]
     if all(job.baseline_mode != PAUSE for job in inst.jobs):
         candidates.append(fixed_schedule(inst))
@@ -135,8 +134,8 @@ class OracleModel:
 
     ``update(instance)`` takes an instance of the same structure (GPU pool, slots, jobs' modes, K, restart times and
     initial modes) with any prices, renewables, PPA price, curtailment penalty or tranches: the objective and the
-    tranche right-hand sides are reset in place, and the persistent HiGHS model receives only those changes. Any
-    other instance is rebuilt.
+    tranche right-hand sides are reset in place, and the persistent HiGHS model receives only those changes. Any other
+    instance is rebuilt.
     """
 
     def __init__(self, inst: Instance, *, formulation: str = "fast", solver: str = DEFAULT_SOLVER,
@@ -157,8 +156,8 @@ class OracleModel:
     # ------------------------------------------------------------------ building
 
     def _build(self, inst: Instance) -> None:
-        """Precompute the data; the Pyomo model is built on first use (:attr:`built`): the label search and
-        the Lagrangian prices need only the data, and most days are proven without branch and bound."""
+        """Precompute the data; the Pyomo model is built on first use (:attr:`built`): the label search and the
+        Lagrangian prices need only the data, and most days are proven without branch and bound."""
         require_one_site(inst, "the day oracle (OracleModel; oracle.solve solves sites)")
         tick = time.perf_counter()
         self.inst = inst
@@ -285,17 +284,17 @@ class OracleModel:
                        race: TextbookRace | None = None) -> Answer:
         """Solve the fast model through the Lagrangian reduction (:mod:`oracle.reduction`):
 
-        1. token prices μ and a lower bound LB: the Lagrangian dual by cutting planes (:mod:`oracle.dual`) when the
-           label search applies, else (or when the dual's maximiser sits on its price box) the LP relaxation's
-           tranche duals (:meth:`_lp_prices`);
-        2. with ``labeling``: the exact label-setting search (:meth:`_label_setting`), which returns the optimum
-           (the Pyomo model is then never built) or a better lower bound;
+        1. token prices μ and a lower bound LB: the Lagrangian dual by cutting planes (:mod:`oracle.reduction`) when the
+           label search applies, else (or when the dual's maximiser sits on its price box) the LP relaxation's tranche
+           duals (:meth:`_lp_prices`);
+        2. with ``labeling``: the exact label-setting search (:meth:`_label_setting`), which returns the optimum (the
+           Pyomo model is then never built) or a better lower bound;
         3. a bound ``through[b, S]`` for every (block, joint state) by forward/backward shortest paths;
         4. branch and bound with every (b, S) above θ = LB + δ bounded to zero, δ growing until the gap closes
            (:meth:`_restricted_solves`).
 
-        The guard (``race``, :mod:`oracle.race`): the textbook MILP in a child process; the searches stop as soon
-        as it proves the day, and its answer is returned (proof ``textbook``).
+        The guard (``race``, :mod:`oracle.race`): the textbook MILP in a child process; the searches stop as soon as it
+        proves the day, and its answer is returned (proof ``textbook``).
         """
         tick = time.perf_counter()
         run = _Run(tick, tick + time_limit_s, details, race)
@@ -355,8 +354,8 @@ class OracleModel:
 
     def _lp_prices(self, start: Incumbent | None, run: _Run, *, time_limit_s: float, mip_gap: float,
                    threads: int | None, tee: bool, options: dict[str, Any]) -> tuple[np.ndarray | None, Answer | None]:
-        """Token prices from the LP relaxation's tranche duals (through the Pyomo model): (μ, None); or, when the LP
-        is infeasible or does not finish, (None, the answer: infeasible, or the whole model by branch and bound)."""
+        """Token prices from the LP relaxation's tranche duals (through the Pyomo model): (μ, None); or, when the LP is
+        infeasible or does not finish, (None, the answer: infeasible, or the whole model by branch and bound)."""
         runner, details = self._runner, run.details
         lp_tick = time.perf_counter()
         built = self._pyomo(details)
@@ -381,10 +380,9 @@ class OracleModel:
 
     def _label_setting(self, search: labeling.LabelSearch, lower: float, start: Incumbent | None, run: _Run,
                        time_limit_s: float, mip_gap: float) -> tuple[Answer | None, Incumbent | None, float]:
-        """Step 2 of :meth:`_solve_reduced`: the exact label-setting search for at most
-        :data:`LABELING_TIME_SHARE` of the time limit and, when it gives up, a beam search for an incumbent.
-        Returns (the answer when it proved the day or the raced textbook MILP won, else None; the incumbent; the
-        proven bound)."""
+        """Step 2 of :meth:`_solve_reduced`: the exact label-setting search for at most :data:`LABELING_TIME_SHARE` of
+        the time limit and, when it gives up, a beam search for an incumbent. Returns (the answer when it proved the day
+        or the raced textbook MILP won, else None; the incumbent; the proven bound)."""
         data, details, race = self.data, run.details, run.race
         incumbent = start
         label_tick = time.perf_counter()
@@ -427,8 +425,8 @@ class OracleModel:
                            options: dict[str, Any]) -> tuple[RunOutcome, Incumbent | None, float, bool, float]:
         """Step 4 of :meth:`_solve_reduced`: branch and bound on the fast model with every (block, state) whose
         ``through`` bound exceeds θ = LB + δ bounded to zero; δ grows ×:data:`REDUCTION_DELTA_GROWTH` until the gap
-        closes, θ never beyond the incumbent's cost (at which every better schedule is inside). Returns (the last
-        run, the incumbent, the proven bound, whether the last solve settled the optimum, the load seconds)."""
+        closes, θ never beyond the incumbent's cost (at which every better schedule is inside). Returns (the last run,
+        the incumbent, the proven bound, whether the last solve settled the optimum, the load seconds)."""
         runner, race = self._runner, run.race
         built = self._pyomo(run.details)
         m = built.model
@@ -513,20 +511,11 @@ class OracleModel:
         return True
 
     def _verify(self, schedule: list[list[int]], objective: float | None) -> Metrics:
-        """The simulator's metrics of the schedule; AssertionError if the model disagrees (a bug)."""
-        metrics = simulate(self.inst, schedule).metrics
-        replay = metrics.operating_cost_usd
-        tolerance = OBJECTIVE_RTOL * max(abs(replay), 1.0) + OBJECTIVE_ATOL_USD
+        """The simulator's metrics of the schedule; AssertionError if the model's own objective of it or the solver's
+        disagrees, or the schedule breaks the model (a bug)."""
         own = joint_objective_usd(self.data, schedule) if self.formulation == "fast" else \
             self.built.objective_of(schedule)
-        if abs(own - replay) > tolerance:
-            raise AssertionError(f"model coefficients give ${own!r} for the schedule, the simulator ${replay!r}")
-        if objective is not None and abs(objective - replay) > tolerance:
-            raise AssertionError(f"solver objective ${objective!r} != simulator replay ${replay!r}")
-        if not (metrics.capacity_ok and metrics.tranches_met):
-            raise AssertionError(f"the solver's schedule breaks the model (capacity ok: {metrics.capacity_ok}, "
-                                 f"tranches met: {metrics.tranches_met})")
-        return metrics
+        return replay(self.inst, schedule, None, (own, objective), self.formulation)
 
 
 __all__ = [

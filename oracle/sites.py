@@ -1,20 +1,12 @@
 """The direct MILP of any instance, one site or several (Pyomo + HiGHS): the ``textbook`` method's sites model.
 
-Per job j, segment k, site s and mode m (one a site's pool can hold, inside the job's window): x[j,k,s,m] ∈ {0, 1}
+Per job j, segment k, site s and mode m (one the site's pool can hold, inside the job's window): x[j,k,s,m] ∈ {0, 1}
 runs it; y[j,k,s] ∈ {0, 1} holds the checkpoint at s (Σ_s y = 1, Σ_m x ≤ y); z ≥ x[j,k,s,m] − x[j,k−1,s,m] is a
-(re)start (a change of mode *or site*; before segment 0 the initial mode at the home site), losing τ_j of tokens;
-w ≥ x[j,k,s,m] − y[j,k−1,s] a running segment moved into, losing the transfer time (:mod:`aidc_env.sites`). Per
-site and slot the textbook build of :mod:`oracle.formulations`: load L (affine in x, the site's inference
-included), import g ≥ L − R, g ≥ 0, and a binary enforcing renewable first only where importing more would pay.
-
-Rows: per job, tokens ≥ its target (scaled as in :mod:`oracle.formulations`); per site and block, the GPUs its pool
-leaves after its inference. Objective: Σ_s Σ_t the simulator's cost of a MW of import and of curtailment there,
-less the idle-GPU value (a constant less its value per GPU of every running mode), plus each site's PPA term. Every
-coefficient comes from the simulator's functions on the site's one-site view; every answer's objective (the
-solver's) is checked against :func:`aidc_env.simulator.simulate`'s replay. With one site and no migration the model
-is the textbook model of :mod:`oracle.formulations`.
-
-Placements as :mod:`oracle.graph` (``move``, ``home``, ``stay``, ``free``).
+(re)start (a change of mode or site; before segment 0 the initial mode at the home site), losing τ_j of tokens; w ≥
+x[j,k,s,m] − y[j,k−1,s] a running segment moved into, losing the transfer time. Per site and slot the rows of the
+textbook model (:mod:`oracle.formulations`): load, import and renewable first where importing more would pay; per site
+and block the GPUs its pool leaves after inference; per job its target. The objective is the simulator's
+(:func:`aidc_env.simulator.simulate` replays every answer), less the idle-GPU value. Placements as :mod:`oracle.graph`.
 """
 
 from __future__ import annotations
