@@ -175,7 +175,8 @@ def test_grouped_label_search_equals_the_per_state_search(tmp_path):
 
 
 def test_one_site_gives_the_day_oracle_optimum():
-    """One site, K = 6 (the K = 12 reference day, $529.8088802758, is in benchmarks/sites_oracle_days.py)."""
+    """One site, K = 6 (the K = 12 reference day, $529.8088802758, is the reference solve of
+    ``benchmarks/oracle_days.py --method decomposition``)."""
     from oracle.model import OracleModel
 
     inst = build_instance("2048", segments=6)
