@@ -1,7 +1,7 @@
 """Baseline schedules: fixed continuous, a greedy threshold rule, random.
 
-Each baseline returns a schedule (per job, per checkpoint segment: mode index or ``PAUSE``; every job at its home
-site) that the simulator scores; none computes a cost of its own.
+Each baseline returns a schedule (per job, per checkpoint segment: mode index or ``PAUSE``; every job at its home site)
+that the simulator scores; none computes a cost of its own.
 """
 
 from __future__ import annotations
@@ -18,9 +18,9 @@ TARGET_SLACK = 1e-9
 
 
 def fixed_schedule(inst: Instance) -> list[list[int]]:
-    """Fixed continuous training: every pre-training job runs its baseline mode all day (no restart); a
-    fine-tuning job runs its baseline mode from its release for the fewest segments that meet its target, then
-    pauses (all its window if the target needs it). Inference is served whatever the schedule."""
+    """Fixed continuous training: every pre-training job runs its baseline mode all day (no restart); a fine-tuning job
+    runs its baseline mode from its release for the fewest segments that meet its target, then pauses (all its window if
+    the target needs it). Inference is served whatever the schedule."""
     return [[job.baseline_mode] * job.segments if not job.is_finetuning else _finetuning_from_release(inst, job)
             for job in inst.jobs]
 
@@ -62,8 +62,8 @@ def effective_segment_price(inst: Instance, job: Job) -> np.ndarray:
 
 
 def greedy_schedule(inst: Instance) -> list[list[int]]:
-    """Price threshold rule, tranche-aware: run in the cheapest segments, pause in the others; with several sites,
-    each site's rule over the jobs at home there (no job moves)."""
+    """Price threshold rule, tranche-aware: run in the cheapest segments, pause in the others; with several sites, each
+    site's rule over the jobs at home there (no job moves)."""
     if len(inst.sites) == 1:
         return _greedy_one_site(inst)
     schedule: list[list[int]] = [[PAUSE] * job.segments for job in inst.jobs]
@@ -79,14 +79,13 @@ def greedy_schedule(inst: Instance) -> list[list[int]]:
 def _greedy_one_site(inst: Instance) -> list[list[int]]:
     """Price threshold rule, tranche-aware: run in the cheapest segments, pause in the others.
 
-    Job by job: rank the job's segments by effective price (slots where renewable covers the baseline
-    load count as free). For each mode within the job's GPU share, run it in the k cheapest segments and
-    pause in the rest, with the smallest k that meets the tranche (restarts included): the price
-    threshold is set by the tranche. Keep the mode whose day costs least (objective: operating cost minus
-    any idle-GPU value), or the fixed schedule if none is cheaper; so greedy completes whenever fixed
-    continuous does. Jobs stay within disjoint GPU shares of the pool minus the inference peak
-    (:func:`jobs_pool`), so capacity holds whatever the segment lengths; a fine-tuning job ranks only the
-    segments of its window.
+    Job by job: rank the job's segments by effective price (slots where renewable covers the baseline load count as
+    free). For each mode within the job's GPU share, run it in the k cheapest segments and pause in the rest, with the
+    smallest k that meets the tranche (restarts included): the price threshold is set by the tranche. Keep the mode
+    whose day costs least (objective: operating cost minus any idle-GPU value), or the fixed schedule if none is
+    cheaper; so greedy completes whenever fixed continuous does. Jobs stay within disjoint GPU shares of the pool minus
+    the inference peak (:func:`jobs_pool`), so capacity holds whatever the segment lengths; a fine-tuning job ranks only
+    the segments of its window.
     """
     schedule = fixed_schedule(inst)
     for j, job in enumerate(inst.jobs):
@@ -113,8 +112,7 @@ def _greedy_one_site(inst: Instance) -> list[list[int]]:
 
 
 def random_schedule(inst: Instance, rng: np.random.Generator, pause_probability: float = 0.2) -> list[list[int]]:
-    """Random choices per segment within GPU capacity and the jobs' windows (not necessarily completing the
-    tranches)."""
+    """Random choices per segment within GPU capacity and the jobs' windows (not necessarily meeting the targets)."""
     schedule = []
     for job in inst.jobs:
         share = _gpu_share(inst, job)

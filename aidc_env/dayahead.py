@@ -1,24 +1,15 @@
 """Instances with day-ahead forecasts: the entry points' one call for ``information="dayahead"``.
 
-``dayahead_instances(instances, profiles, forecasts, train_days)`` fits the price forecaster
-(:func:`aidc_env.price_forecast.fit_price_forecaster`) on the training days only, never on a day of the instance
-it forecasts (a held-out week gets its own fit without its training days), and returns the instances
-whose every day has a forecast, each carrying an :class:`~aidc_env.information.Forecast`: per day of its
-horizon the point forecast of the price and of the renewable shape (as issued the day before at 10:00),
-the persistence price (the latest prices known at that issue time), on a horizon of several days the outlook
-of each issue (the issued days' forecasts, then for the days whose forecast is not issued yet a blend of the
-last issued day's forecast and the recent mean price at each clock hour), and S scenarios (a seeded bootstrap
-of the forecaster's residual training days).
-Below this module nothing re-reads a CSV: the env, the oracle and the policies read ``inst.forecast`` through
-:func:`aidc_env.information.outlook`.
+:func:`dayahead_instances` fits the price forecaster (:mod:`aidc_env.price_forecast`) on training days only, never on a
+day of the instance it forecasts, and returns the instances whose every day has a forecast, each carrying an
+:class:`~aidc_env.information.Forecast`: per day the point forecast of the price and of the renewable shape (as issued
+the day before), the persistence price, on a horizon of several days the outlook of each issue, and S scenarios (a
+seeded bootstrap of the forecaster's residual training days). Below this module nothing re-reads a CSV: the env, the
+oracle and the policies read ``inst.forecast`` (:func:`aidc_env.information.outlook`).
 
-**Sites.** A sites instance (:mod:`aidc_env.sites`) takes a :class:`~aidc_env.site_profiles.SiteProfileSet` in
-place of the profile set, and every function here then works per site: each site carries its own
-:class:`~aidc_env.information.Forecast` (``Site.forecast``, read through ``Instance.site_views``), made as above
-from its price node's forecaster (:func:`~aidc_env.price_forecast.fit_site_forecasters`: the model fitted on that
-node's prices, or the node's supplied day-ahead price) and its plant's shape forecast
-(:class:`~aidc_env.forecasts.PlantForecast`), under the same out-of-sample rule. An instance is forecastable when
-every one of its nodes is.
+A sites instance takes a :class:`~aidc_env.site_profiles.SiteProfileSet`, and every function here then works per site:
+each site carries its own forecast, made from its price node's forecaster and its plant's shape forecast under the same
+out-of-sample rule; an instance is forecastable when every one of its nodes is.
 """
 
 from __future__ import annotations
@@ -47,8 +38,8 @@ DEFAULT_SEED = 0
 
 
 def scenario_seed(seed: int, date: str) -> int:
-    """The scenario seed of one day: the run's seed and the day, so that every day draws its own residuals
-    and the same day draws the same ones in every run and every horizon that contains it."""
+    """The scenario seed of one day: the run's seed and the day, so that every day draws its own residuals and the same
+    day draws the same ones in every run and every horizon that contains it."""
     return int(np.random.SeedSequence([seed, dt.date.fromisoformat(date).toordinal()]).generate_state(1)[0])
 
 
@@ -56,16 +47,9 @@ def forecast_of(inst: Instance, forecaster: PriceForecaster | SiteForecasters, p
                 forecasts: ForecastSet, n_scenarios: int = DEFAULT_SCENARIOS, seed: int = DEFAULT_SEED,
                 price_issue_hour: int = ISSUE_HOUR) -> Forecast | tuple[Forecast, ...]:
     """The day-ahead forecast of every slot of ``inst`` (each day as issued the day before; the price at
-    ``price_issue_hour`` of d − 1, :attr:`~aidc_env.information.Forecast.price_issue_hour`).
-
-    On a horizon of several days, also the outlook made at each day's issue time
-    (:attr:`~aidc_env.information.Forecast.issue_outlook_price_usd_per_mwh`): the forecasts issued so far, then
-    for every later day the blend of the last issued day's forecast and the recent mean price known at that issue
-    time (:func:`~aidc_env.price_forecast.later_day_outlook`).
-
-    A sites instance (with :class:`~aidc_env.price_forecast.SiteForecasters` and a
-    :class:`~aidc_env.site_profiles.SiteProfileSet`): the tuple of its sites' forecasts, in site order, each made from
-    its node's prices and forecaster and its plant's shape.
+    ``price_issue_hour`` of d − 1). On a horizon of several days also the outlook made at each issue: the forecasts
+    issued so far, then for every later day :func:`~aidc_env.price_forecast.later_day_outlook`. A sites instance (with
+    :class:`SiteForecasters` and a :class:`SiteProfileSet`): the tuple of its sites' forecasts, in site order.
     """
     _require_kinds(inst, forecaster, profiles)
     if not inst.has_sites:
@@ -128,9 +112,9 @@ def _forecast(inst: Instance, forecaster: PriceForecaster, profiles: ProfileSet,
 
 def forecastable(inst: Instance, forecasts: ForecastSet, profiles: ProfileSet | SiteProfileSet,
                  price_source: str = DEFAULT_PRICE_SOURCE) -> bool:
-    """Whether every day of the instance has a day-ahead forecast and the price history its forecast needs (whatever
-    the forecaster's fit), and with ``price_source="supplied"`` a supplied price forecast; for a sites instance, at
-    every price node of its sites."""
+    """Whether every day of the instance has a day-ahead forecast and the price history its forecast needs (whatever the
+    forecaster's fit), and with ``price_source="supplied"`` a supplied price forecast; for a sites instance, at every
+    price node of its sites."""
     _require_kinds(inst, None, profiles)
     if inst.has_sites:
         return all(_forecastable(inst.days, forecasts.at_node(node), profiles.at_node(node), price_source)
@@ -156,8 +140,8 @@ def attach_forecasts(instances: Mapping[str, Instance], forecaster: PriceForecas
                      profiles: ProfileSet | SiteProfileSet, forecasts: ForecastSet,
                      n_scenarios: int = DEFAULT_SCENARIOS, seed: int = DEFAULT_SEED,
                      price_issue_hour: int = ISSUE_HOUR) -> dict[str, Instance]:
-    """The instances whose every day can be forecast, each with its :class:`Forecast` (a sites instance: each site
-    with its own; others dropped)."""
+    """The instances whose every day can be forecast, each with its :class:`Forecast` (a sites instance: each site with
+    its own; others dropped)."""
     out = {}
     for day, inst in instances.items():
         if forecastable(inst, forecasts, profiles, _price_source(forecaster)):
@@ -174,8 +158,8 @@ def _price_source(forecaster: PriceForecaster | SiteForecasters) -> str:
 
 def _require_kinds(inst: Instance, forecaster: PriceForecaster | SiteForecasters | None,
                    profiles: ProfileSet | SiteProfileSet) -> None:
-    """InputError unless a sites instance comes with a SiteProfileSet (and SiteForecasters), a one-site instance
-    with a ProfileSet (and a PriceForecaster)."""
+    """InputError unless a sites instance comes with a SiteProfileSet (and SiteForecasters), a one-site instance with a
+    ProfileSet (and a PriceForecaster)."""
     sites = inst.has_sites
     require(isinstance(profiles, SiteProfileSet) == sites, "profiles",
             "a sites instance is forecast from a SiteProfileSet (load_site_profiles), a one-site instance from a "
@@ -192,21 +176,15 @@ def dayahead_instances(instances: Mapping[str, Instance], profiles: ProfileSet |
                        price_issue_hour: int = ISSUE_HOUR) -> dict[str, Instance]:
     """Fit the price forecaster on ``train_days`` (only) and attach forecasts to the forecastable instances.
 
-    ``price_source`` (:data:`~aidc_env.price_forecast.PRICE_SOURCES`): the point forecast of the price is the
-    gradient boosting's (``model``, default) or the forecast CSV's supplied column (``supplied``; its residual days
-    are its own errors on the training days). ``price_issue_hour``: the hour of d − 1 from which day d's price
-    forecast is known (:attr:`~aidc_env.information.Forecast.price_issue_hour`; 13 for the CAISO day-ahead market's
-    LMP, published at about 13:00); the renewables are issued at :data:`~aidc_env.information.ISSUE_HOUR`.
+    ``price_source`` (:data:`~aidc_env.price_forecast.PRICE_SOURCES`): the gradient boosting's point forecast
+    (``model``) or the forecast CSV's supplied column (``supplied``). ``price_issue_hour``: the hour of d − 1 from which
+    day d's price forecast is known (13 for the CAISO day-ahead market's LMP); the renewables are issued at
+    :data:`~aidc_env.information.ISSUE_HOUR`.
 
-    ``out_of_sample`` (default): no instance's forecasts come from a fit that saw its own days. An instance none
-    of whose days is in ``train_days`` (a held-out day) takes the forecaster fitted on all of them; one whose
-    horizon contains training days (a held-out week of :func:`agents.days.split_days`: six of its seven days are
-    training days) takes a forecaster fitted on the training days outside it (:func:`fit_days_outside`), one fit
-    per distinct set of its days. ``out_of_sample=False``: one forecaster fitted on all of ``train_days`` for every
-    instance (train.py's training days: their forecasts in sample, as on a one-day horizon they always were).
-
-    Sites instances with a :class:`~aidc_env.site_profiles.SiteProfileSet`: the same, with
-    :func:`~aidc_env.price_forecast.fit_site_forecasters` for the price nodes of their sites.
+    ``out_of_sample`` (default): an instance whose horizon contains training days (a held-out week) takes a forecaster
+    fitted on the training days outside it (:func:`fit_days_outside`, one fit per distinct set of its days); ``False``:
+    one forecaster fitted on all of ``train_days`` (train.py's training instances). Sites instances: the same, with
+    :func:`~aidc_env.price_forecast.fit_site_forecasters` for the nodes of their sites.
     """
     fit: Callable[..., PriceForecaster | SiteForecasters] = fit_price_forecaster
     if isinstance(profiles, SiteProfileSet):
@@ -232,15 +210,13 @@ REVEALED_PRICES = ("dayahead", "all")
 
 
 def revealed(inst: Instance, prices: str) -> Instance:
-    """``inst`` with part of its price forecast replaced by the truth: an information relaxation that measures what
-    a perfect forecast of that part would be worth to a policy (docs/uncertainty.md). Renewables, the persistence
-    price and the scenarios are left as forecast.
+    """``inst`` with part of its price forecast replaced by the truth: an information relaxation that measures what a
+    perfect forecast of that part would be worth to a policy (renewables, persistence price and scenarios stay).
 
-    - ``dayahead``: each day's issued forecast is the true price; the outlook of the later days, made at each issue
-      from the issued day (:func:`~aidc_env.price_forecast.later_day_outlook`), moves with it: by
-      ``LATER_DAY_REPEAT_WEIGHT`` × the issued day's error at each clock hour (by all of it when the instance has no
-      issue outlook, whose later days then repeat the last issued day);
-    - ``all``: every price a policy reads is the truth (the later days' outlook too).
+    - ``dayahead``: each day's issued forecast is the true price, and the outlook of the later days moves with it by
+      ``LATER_DAY_REPEAT_WEIGHT`` × the issued day's error at each clock hour (by all of it without an issue outlook,
+      whose later days repeat the last issued day);
+    - ``all``: every price a policy reads is the truth.
 
     A sites instance: every site's price forecast, against its own truth.
     """

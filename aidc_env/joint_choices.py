@@ -1,11 +1,10 @@
 """Joint choices of all jobs in one slot: their GPUs, IT power and facility load (built once per instance).
 
-A job's *local choice* is 0 = pause or i = its Pareto mode i − 1; a *joint choice* is one local choice per
-job. Joint choices are numbered in mixed radix with job 0 the most significant digit
-(``numpy.ravel_multi_index`` order over the sizes M_j + 1): this is the env's ``Discrete`` action index.
-The env's action tables and the oracle's joint states (:mod:`oracle.data`) both come from
-:func:`joint_choices`, and the facility load of each joint choice from the simulator's
-:func:`~aidc_env.simulator.facility_load_mw`, so that the two never disagree.
+A job's *local choice* is 0 = pause or i = its Pareto mode i − 1; a *joint choice* is one local choice per job. Joint
+choices are numbered in mixed radix with job 0 the most significant digit (``numpy.ravel_multi_index`` order over the
+sizes M_j + 1): this is the env's ``Discrete`` action index. The env's action tables and the oracle's joint states
+(:mod:`oracle.data`) both come from :func:`joint_choices`, and the facility load of each joint choice from the
+simulator's :func:`~aidc_env.simulator.facility_load_mw`, so that the two never disagree.
 """
 
 from __future__ import annotations

@@ -1,25 +1,20 @@
 """One switch for every sweep: a local process pool (the default, no Ray needed) or Ray, on this machine or a cluster.
 
-The sweeps (evaluate.py over days and policies, the studies, the forecast study's plans, the oracle benchmark,
-``agents.tune``) call this module and never Ray directly::
+The sweeps (evaluate.py, the studies, the forecast study, the oracle benchmark, ``agents.tune``) call this module and
+never Ray directly::
 
     backend = backend_from_args(args, workers=args.workers)      # --backend process|ray, --ray-address
-    with backend.session():                                       # a local Ray lives as long as the run
+    with backend.running():                                       # a local Ray lives as long as the run
         with open_pool(backend) as pool:
             inst = pool.put(instance)                             # read-only data: Ray's object store, once
             for result in pool.map(solve, [(inst, seed) for seed in seeds]):   # in task order
                 ...
 
-- ``process``: a :class:`~concurrent.futures.ProcessPoolExecutor` of ``workers`` whose workers ignore Ctrl-C
-  (the parent alone handles it and ends them at once); ``workers = 1`` runs the tasks in this process.
-- ``ray``: tasks of one CPU each, at most ``workers`` in flight. Without ``--ray-address`` a local Ray of
-  ``workers`` CPUs (no dashboard) is started for the run and shut down after it; ``auto`` joins the cluster
-  this machine belongs to (``ray start --head`` / ``ray start --address``), ``ray://host:port`` a remote one
-  through Ray Client. :meth:`Pool.put` puts a value in the object store once; a task's top-level arguments
-  that are such references are read from the store by the worker (a copy per node, not per task).
-
-Results come back in task order on both backends, whatever the number of workers, and every task carries its
-own seed: the same sweep gives the same numbers on either backend (docs/scale-out.md).
+``process``: a :class:`~concurrent.futures.ProcessPoolExecutor` whose workers ignore Ctrl-C (the parent ends them);
+``workers = 1`` runs the tasks in this process. ``ray``: tasks of one CPU each, at most ``workers`` in flight, on a
+local Ray started for the run, the cluster this machine joined (``auto``) or a remote one (``ray://host:port``). Results
+come back in task order on both backends and every task carries its own seed: the same sweep gives the same numbers on
+either backend (docs/scale-out.md).
 """
 
 from __future__ import annotations
@@ -54,8 +49,8 @@ def ray_module() -> Any:
 
 @dataclass(frozen=True)
 class Backend:
-    """Where the tasks of a sweep run: ``name`` process or ray, ``workers`` tasks at once, and the Ray address
-    (None: a local Ray started for the run)."""
+    """Where the tasks of a sweep run: ``name`` process or ray, ``workers`` tasks at once, and the Ray address (None: a
+    local Ray started for the run)."""
 
     name: str = "process"
     workers: int = 1
@@ -74,7 +69,7 @@ class Backend:
         return backend if isinstance(backend, Backend) else cls("process", max(1, int(backend)))
 
     @contextlib.contextmanager
-    def session(self) -> Iterator[None]:
+    def running(self) -> Iterator[None]:
         """Connect to (or start) Ray for the whole run, so that every pool inside reuses it; no-op for process."""
         if self.name != "ray":
             yield
@@ -85,6 +80,8 @@ class Backend:
         finally:
             if started:
                 ray_module().shutdown()
+
+    session = running  # the former name, still called by evaluate.py, agents/tune.py and tests/test_parallel.py
 
 
 def add_backend_arguments(parser: Any) -> None:
@@ -98,8 +95,8 @@ def add_backend_arguments(parser: Any) -> None:
 
 
 def backend_from_args(args: Any, workers: int) -> Backend:
-    """The :class:`Backend` of parsed ``--backend``/``--ray-address`` flags (InputError if Ray is asked for but
-    not installed, or an address comes without it)."""
+    """The :class:`Backend` of parsed ``--backend``/``--ray-address`` flags (InputError if Ray is asked for but not
+    installed, or an address comes without it)."""
     backend = Backend(getattr(args, "backend", "process"), int(workers), getattr(args, "ray_address", None))
     if backend.name == "ray":
         ray_module()
@@ -162,8 +159,8 @@ class Pool:
         self._pending: set[Any] = set()
 
     def put(self, value: Any) -> Any:
-        """A handle of read-only ``value`` to pass as a task's argument: a reference into Ray's object store (put
-        once, read by each node once), or the value itself for the process backend."""
+        """A handle of read-only ``value`` to pass as a task's argument: a reference into Ray's object store (put once,
+        read by each node once), or the value itself for the process backend."""
         return ray_module().put(value) if self.backend.name == "ray" else value
 
     def map(self, fn: Callable[..., Any], tasks: Sequence[tuple[Any, ...]]) -> Iterator[Any]:
@@ -216,10 +213,10 @@ class Pool:
 
 @contextlib.contextmanager
 def open_pool(backend: Backend) -> Iterator[Pool]:
-    """A :class:`Pool` on ``backend`` (Ray is started here if no :meth:`Backend.session` is open)."""
+    """A :class:`Pool` on ``backend`` (Ray is started here if no :meth:`Backend.running` is open)."""
     with contextlib.ExitStack() as stack:
         if backend.name == "ray":
-            stack.enter_context(backend.session())
+            stack.enter_context(backend.running())
         pool = Pool(backend, stack)
         try:
             yield pool

@@ -1,40 +1,24 @@
-"""Day-ahead price forecasts and forecast scenarios (DESIGN §9 "Information").
+"""Day-ahead price forecasts and forecast scenarios.
 
-The data hold no day-ahead price, so the price of day d is forecast from what is known when the
-day-ahead market closes, at 10:00 local on d − 1 (:data:`aidc_env.forecasts.ISSUE_HOUR`):
+The price of day d is forecast from what is known when the day-ahead market closes, at 10:00 local on d − 1
+(:data:`aidc_env.forecasts.ISSUE_HOUR`): actual prices and renewables of every hour that ended by then
+(:func:`known_prices` masks the rest; every forecaster reads truth through it), the day-ahead load, solar and wind
+forecasts of day d, and the calendar. Forecasters, hourly over local clock hours 0..23:
 
-- actual prices (and renewables) of every hour that *ended* by then: hours 00..09 of d − 1 and all of
-  d − 2 and before (:func:`known_prices` masks the rest, and every forecaster reads truth through it);
-- the day-ahead load, solar and wind forecasts of day d (published before the market closes);
-- the calendar.
-
-Forecasters, all hourly, local clock hours 0..23:
-
-- :func:`persistence_forecast` ("yesterday's prices", as known at issue time): hour h takes the latest
-  known price at clock hour h, i.e. d − 1's for h < 10 and d − 2's for h ≥ 10 (walking further back
-  over missing days, up to :data:`MAX_LOOKBACK_DAYS`);
+- :func:`persistence_forecast`: the latest price known at issue time at each clock hour;
 - :func:`seasonal_naive_forecast`: hour h of d − 7 (d − 14 if d − 7 is missing);
-- :class:`PriceForecaster` (:func:`fit_price_forecaster`): scikit-learn's histogram gradient boosting
-  on the features of :data:`FEATURES`, fitted on the training days only, seeded. It predicts the price
-  minus the last week's mean known price (a level the trees cannot extrapolate), then adds it back.
+- :class:`PriceForecaster` (:func:`fit_price_forecaster`): scikit-learn's histogram gradient boosting on
+  :data:`FEATURES`, fitted on the training days only, seeded, predicting the price minus the last week's mean known
+  price (a level the trees cannot extrapolate); or, with ``price_source="supplied"``, the forecast CSV's supplied column
+  (e.g. the day-ahead market's LMP), with nothing fitted.
 
-A supplied price forecast (the forecast CSV's optional ``price_forecast_usd_per_mwh`` column, e.g. the day-ahead
-market's LMP) takes the model's place with ``price_source="supplied"`` (:data:`PRICE_SOURCES`): the forecaster
-then reads the column and fits nothing, and its residual days are the supplied forecast's own errors on the
-training days.
+Scenarios (:meth:`PriceForecaster.scenarios`) are a seeded bootstrap of *residual days* of the training days:
+out-of-fold price residuals (each day predicted by a model that did not see it) and renewable-shape residuals of the
+same day, added to the point forecast, the shape clipped to [0, 1] and the price to the training prices' range.
 
-Scenarios (:meth:`PriceForecaster.scenarios`) are a seeded bootstrap of *residual days* of the
-training days: out-of-fold price residuals of the forecaster (each training day predicted by a model
-that did not see it) and renewable-shape residuals, taken jointly from the same day so that their
-correlation is kept, added to the point forecast, the shape clipped to [0, 1] and the price to the
-range of the training prices.
-
-Sites (:mod:`aidc_env.sites`): :func:`fit_site_forecasters` fits this forecaster once per price node, on the
-node's own prices (:meth:`aidc_env.site_profiles.SiteProfileSet.at_node`, and its supplied price column,
-:meth:`aidc_env.forecasts.ForecastSet.at_node`), and the solar and wind scales of the plants' shapes
-(:class:`aidc_env.forecasts.PlantForecast`) on the same days; :meth:`SiteForecasters.of` is one site's forecaster.
-Every node's residual days are the same training days (for a supplied price: those with the node's price), so
-scenario s of a day draws the same residual day at every site: the scenarios keep the sites' correlation.
+Sites: :func:`fit_site_forecasters` fits one forecaster per price node on the node's own prices, and the solar and wind
+scales of the plants' shapes on the same days; every node's residual days are the same training days, so scenario s of a
+day draws the same residual day at every site (the sites' correlation is kept).
 """
 
 from __future__ import annotations
@@ -65,16 +49,12 @@ LEVEL_DAYS = 7
 """Days of known prices whose mean is the price level the model's target is taken relative to."""
 RECENT_MEAN_DAYS = 7
 """Days of known prices averaged, per clock hour, into the outlook of the days whose forecast is not issued yet
-(:func:`recent_mean_forecast`, blended by :func:`later_day_outlook`). Chosen on training weeks by the cost of MPC's
-plans, against 14 days (docs/uncertainty.md, "Held-out weeks")."""
+(:func:`recent_mean_forecast`); chosen on training weeks by the cost of MPC's plans (docs/uncertainty.md)."""
 LATER_DAY_REPEAT_WEIGHT = 0.5
-"""Weight of the last issued day's forecast in the price outlook of a day whose own forecast is not issued yet;
-the rest, 1 − weight, is the recent mean price (:func:`later_day_outlook`). Chosen on 15 training weeks by the cost
-of MPC's plans among 1 (the repeat of the last issued day), 0 (the recent mean alone) and 0.5 (docs/uncertainty.md,
-"Held-out weeks"): 0.5 was the cheapest."""
+"""Weight of the last issued day's forecast in the outlook of a later day, the rest the recent mean price
+(:func:`later_day_outlook`); chosen on training weeks by the cost of MPC's plans (docs/uncertainty.md)."""
 WEEKEND_FIRST_WEEKDAY = 5
 """datetime.weekday() of Saturday."""
-
 N_FOLDS = 5
 """Contiguous blocks of training days for the out-of-fold residuals that scenarios bootstrap."""
 MODEL_PARAMS = {
@@ -89,13 +69,12 @@ MODEL_PARAMS = {
 """Gradient-boosting settings (scikit-learn defaults shrunk for ~5,000 hourly rows); chosen a priori."""
 DEFAULT_SEED = 0
 PRICE_SOURCES = ("model", "supplied")
-"""Where the point forecast of the price comes from: the gradient boosting fitted here (``model``) or the forecast
-CSV's :data:`~aidc_env.forecasts.COL_PRICE_FC` column (``supplied``)."""
+"""Where the point forecast of the price comes from: the gradient boosting fitted here (``model``) or the forecast CSV's
+:data:`~aidc_env.forecasts.COL_PRICE_FC` column (``supplied``)."""
 DEFAULT_PRICE_SOURCE = "model"
 OPENMP_THREADS = 1
-"""Threads of the model's OpenMP loops: one keeps fits deterministic (fixed summation order) and fast on a
-shared machine (oversubscribed OpenMP made a 1 s fit take 60 s on 2 busy cores)."""
-
+"""Threads of the model's OpenMP loops: one keeps fits deterministic (fixed summation order) and fast on a shared
+machine."""
 FEATURES = (
     "hour", "weekday", "off_day", "month", "day_of_year",
     "load_fc_mw", "solar_fc_mw", "wind_fc_mw", "net_load_fc_mw",
@@ -132,8 +111,8 @@ def _known(profiles: ProfileSet, date: str, lag_days: int, values_of: Callable[[
 def known_prices(profiles: ProfileSet, date: str, lag_days: int) -> np.ndarray:
     """Actual prices of day ``date`` − ``lag_days`` as known when day ``date``'s forecast is issued.
 
-    Shape (24,); NaN for hours not yet known (hours ≥ 10 of d − 1, all of d and later) and for days
-    missing from the profile source.
+    Shape (24,); NaN for hours not yet known (hours ≥ 10 of d − 1, all of d and later) and for days missing from the
+    profile source.
     """
     return _known(profiles, date, lag_days, lambda day: day.price_usd_per_mwh)
 
@@ -173,12 +152,8 @@ def seasonal_naive_forecast(profiles: ProfileSet, date: str) -> np.ndarray:
 
 
 def recent_mean_forecast(profiles: ProfileSet, date: str, days: int = RECENT_MEAN_DAYS) -> np.ndarray:
-    """Per clock hour, the mean of the prices known at day ``date``'s issue time over the ``days`` days before
-    it (hours ≥ 10 of d − 1 are not known yet, and days missing from the source are left out), shape (24,).
-
-    What an operator knows of a day whose own forecast is not issued yet (a day two or more days ahead): the
-    recent price at each clock hour, with no weather forecast to say more.
-    """
+    """Per clock hour, the mean of the prices known at day ``date``'s issue time over the ``days`` days before it (days
+    missing from the source left out), shape (24,): what is known of a day whose forecast is not issued yet."""
     rows = np.stack([known_prices(profiles, date, lag) for lag in range(1, days + 1)])
     known = np.isfinite(rows)
     counts = known.sum(axis=0)
@@ -190,13 +165,8 @@ def recent_mean_forecast(profiles: ProfileSet, date: str, days: int = RECENT_MEA
 
 def later_day_outlook(profiles: ProfileSet, date: str, issued_price_usd_per_mwh: np.ndarray,
                       repeat_weight: float = LATER_DAY_REPEAT_WEIGHT) -> np.ndarray:
-    """The price outlook, made at day ``date``'s issue time, of each later day whose forecast is not issued yet,
-    per clock hour, shape (24,): ``repeat_weight`` × ``date``'s own issued forecast (``issued_price_usd_per_mwh``,
-    shape (24,)) + (1 − ``repeat_weight``) × the recent mean price known then (:func:`recent_mean_forecast`).
-
-    The issued forecast carries the weather and the level of the coming days; the recent mean pulls the days
-    beyond it back to the usual day, since the next day's deviation fades with the lead.
-    """
+    """The price outlook, made at day ``date``'s issue time, of each later day whose forecast is not issued yet, shape
+    (24,): ``repeat_weight`` × ``date``'s issued forecast + (1 − ``repeat_weight``) × :func:`recent_mean_forecast`."""
     require(0.0 <= repeat_weight <= 1.0, "repeat_weight", f"must be within 0..1, got {repeat_weight}")
     issued = np.asarray(issued_price_usd_per_mwh, dtype=np.float64)
     require(issued.shape == (HOURS_PER_DAY,), "issued_price_usd_per_mwh",
@@ -364,18 +334,11 @@ def _out_of_fold(profiles: ProfileSet, forecasts: ForecastSet, dates: Sequence[s
 def fit_price_forecaster(profiles: ProfileSet, forecasts: ForecastSet, train_dates: Sequence[str],
                          seed: int = DEFAULT_SEED, *, residuals: bool = True,
                          price_source: str = DEFAULT_PRICE_SOURCE) -> PriceForecaster:
-    """Fit the price model on ``train_dates`` and their residual days.
+    """Fit the price model on those of ``train_dates`` with forecasts, actuals and a price known in the
+    :data:`LEVEL_DAYS` before the issue time, and their residual days (``residuals=False``: none, no scenarios).
 
-    The days used are those with forecasts, actuals and a price known in the :data:`LEVEL_DAYS` before
-    the issue time (:attr:`PriceForecaster.train_dates`).
-
-    ``residuals=False`` skips the out-of-fold fits (no scenarios; for walk-forward refits).
-
-    ``price_source="supplied"``: no model; the point forecast is the forecast CSV's supplied price
-    (InputError("forecasts", ...) if it has none), and the residual days are the training days with a supplied
-    price: their price residual is the actual minus the supplied price (a forecast made elsewhere: nothing here was
-    fitted on it, so it is out of sample as it stands). The renewable scale and the scenarios' clip are fitted on
-    the same days as the model's.
+    ``price_source="supplied"``: no model; the point forecast is the forecast CSV's supplied price, and the residual
+    days are the training days with one (their residual, actual − supplied, is out of sample as it stands).
     """
     require(price_source in PRICE_SOURCES, "price_source",
             f"{price_source!r} is not one of {', '.join(PRICE_SOURCES)}")
@@ -421,8 +384,8 @@ def fit_price_forecaster(profiles: ProfileSet, forecasts: ForecastSet, train_dat
 
 @dataclass(frozen=True, eq=False)
 class SiteForecasters:
-    """The day-ahead forecasters of sites instances: per price node the :class:`PriceForecaster` of its prices, and
-    the solar and wind scales (actual over forecast, fitted on the same training days) of the plants' shapes."""
+    """The day-ahead forecasters of sites instances: per price node the :class:`PriceForecaster` of its prices, and the
+    solar and wind scales (actual over forecast, fitted on the same training days) of the plants' shapes."""
 
     nodes: Mapping[str, PriceForecaster]
     """Price node -> the forecaster fitted on that node's prices (and its supplied price, if the source)."""
@@ -430,8 +393,8 @@ class SiteForecasters:
     wind_scale: float
 
     def of(self, site: Site, profiles: SiteProfileSet, forecasts: ForecastSet) -> PriceForecaster:
-        """The forecaster of one site: its node's, with its plant's shape forecast
-        and, as shape residuals, the plant's actual − forecast shape on the node's residual days."""
+        """The forecaster of one site: its node's, with its plant's shape forecast and, as shape residuals, the plant's
+        actual − forecast shape on the node's residual days."""
         require(site.price_node in self.nodes, "price_node", f"no forecaster was fitted for node {site.price_node} "
                 f"(fitted: {', '.join(self.nodes)})")
         node = self.nodes[site.price_node]
@@ -446,8 +409,8 @@ class SiteForecasters:
 def fit_site_forecasters(profiles: SiteProfileSet, forecasts: ForecastSet, train_dates: Sequence[str],
                          seed: int = DEFAULT_SEED, *, residuals: bool = True, price_source: str = DEFAULT_PRICE_SOURCE,
                          nodes: Collection[str] = tuple(PRICE_NODES)) -> SiteForecasters:
-    """Fit :func:`fit_price_forecaster` on ``train_dates`` once per price node of ``nodes`` (on that node's prices
-    and supplied price column), and the solar and wind scales of the plants on the days those fits used."""
+    """Fit :func:`fit_price_forecaster` on ``train_dates`` once per price node of ``nodes`` (on that node's prices and
+    supplied price column), and the solar and wind scales of the plants on the days those fits used."""
     require(isinstance(profiles, SiteProfileSet), "profiles", "the sites' forecasters read a SiteProfileSet (three "
             "price nodes, solar and wind apart)")
     require(len(nodes) > 0, "nodes", "at least one price node is needed")

@@ -1,8 +1,8 @@
 """The simulator: the one place where costs and metrics are computed, for one site or several.
 
-:func:`simulate` turns an instance and a :class:`~aidc_env.schedule.Schedule` (per job, per checkpoint segment: a
-mode index or ``PAUSE``, and a site) into :class:`~aidc_env.metrics.Metrics` plus per-slot flows. The env, the
-oracle (its objective and its precomputed costs), the baselines and every report call the functions of this module:
+:func:`simulate` turns an instance and a :class:`~aidc_env.schedule.Schedule` (per job, per checkpoint segment: a mode
+index or ``PAUSE``, and a site) into :class:`Metrics` plus per-slot flows. The env, the oracle (its objective and its
+precomputed costs), the baselines and every report call the functions of this module:
 
 - :func:`facility_load_mw`: L = PUE · [Σ P + (N − Σ n) · P_idle] / 1000;
 - :func:`renewable_first`: u = min(L, R), g = L − u, c = R − u;
@@ -11,42 +11,187 @@ oracle (its objective and its precomputed costs), the baselines and every report
 - :func:`pool_load_mw`: the facility load of the jobs' GPUs and power *plus the inference services'*;
 - :func:`slot_idle_value_usd`: the idle-GPU value credited in each slot.
 
-**Workloads** (:mod:`aidc_env.workloads`). Inference GPUs come out of the pool first: they count in the
-capacity check (jobs + inference ≤ N), draw their own power and are never idle. A fine-tuning job may run
-only inside its window ``[release_slot, deadline_slot)``: :func:`~aidc_env.schedule.validate_schedule` refuses a schedule that runs
-it outside (like a mode index out of range); its target is due by the deadline (``JobMetrics.tranche_met``).
-The objective is ``Metrics.objective_usd`` = operating cost − idle-GPU value (equal to the operating cost
-without an idle value, as in the day case).
+Inference GPUs (:mod:`aidc_env.workloads`) come out of the pool first: they count in the capacity check, draw their own
+power and are never idle. A fine-tuning job runs only inside its window (``validate_schedule`` refuses a schedule that
+runs it outside) and its target is due by the deadline. The objective is ``Metrics.objective_usd`` = operating cost −
+idle-GPU value.
 
-An instance of D days is one time axis: restarts are judged across midnight like any other boundary.
-:class:`~aidc_env.metrics.Metrics` holds the horizon's totals and, in ``days``, the same energy and cost figures
-per day with each job's tokens that day; a job's tranche is met when the horizon target *and* every day's minimum
-(``Instance.daily_min_tokens``) are.
+An instance of D days is one time axis (restarts are judged across midnight like any other boundary); ``Metrics`` holds
+the horizon's totals and, in ``days``, each day's; a job's tranche is met when the horizon target *and* every day's
+minimum are. Sites (:mod:`aidc_env.sites`): every function reads one site (``Instance.site_views``); each site's load is
+that of the jobs and inference it holds, renewable first against its own plant at its own price; totals are the sums
+over the sites. A (re)start is a change of (mode, site); a move into a running segment also loses the job's transfer
+time (:func:`job_segments`). With one site every number is the day model's.
 
-**Sites** (:mod:`aidc_env.sites`). Every function above reads one site: an instance's ``site_views`` are its
-sites as one-site instances (the instance itself when it has one site). Each site's load is that of the jobs (and
-inference services) it holds, its idle GPUs those of its own pool; renewable first against its own plant, at its
-own price. Totals are the sums over the sites (``Metrics.sites``: each site's figures and capacity check). A
-(re)start is a change of (mode, site) from the previous segment; a move into a running segment also loses the
-job's transfer time (:func:`job_segments`). With one site every number is the same as the day model's.
+Costs in $, energy in MWh, power in MW, time in hours unless a name says otherwise.
 """
 
 from __future__ import annotations
 
 import sys
 from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass
+from typing import Any
 
 import numpy as np
 
 from aidc_env.errors import CliParser, run_cli
 from aidc_env.instance import SECONDS_PER_HOUR, Instance, Job, load_instance
 from aidc_env.io import dumps_json
-from aidc_env.metrics import DayMetrics, JobMetrics, Metrics, SimulationResult, SiteMetrics, SlotFlows
 from aidc_env.schedule import (PAUSE, Schedule, moves, previous, read_schedule, slot_choices, switches,
                                validate_schedule)
 
 TRANCHE_TOLERANCE = 1e-9
 """Relative shortfall below which a tranche counts as met (floating-point rounding only)."""
+
+
+# ------------------------------------------------------------------------------ what it reports
+
+
+@dataclass(frozen=True)
+class JobMetrics:
+    """One job: its tokens against its target (``completion`` = tokens / tranche; ``tranche_met`` also needs every
+    day's minimum and, for fine-tuning, the target by its deadline), modes used, switches, (re)starts, running hours,
+    GPU-hours and IT energy; per day its tokens and the daily minimum (min_daily_share × tranche / D); its kind and
+    window [release_slot, deadline_slot); its moves between sites and the hours spent transferring checkpoints."""
+
+    name: str
+    tokens: float
+    tranche_tokens: float
+    completion: float
+    tranche_met: bool
+    modes_used: int
+    switches: int
+    restarts: int
+    running_hours: float
+    gpu_hours: float
+    it_energy_mwh: float
+    tokens_by_day: tuple[float, ...] = ()
+    daily_min_tokens: float = 0.0
+    daily_minimums_met: bool = True
+    kind: str = "pretraining"
+    release_slot: int = 0
+    deadline_slot: int = 0
+    moves: int = 0
+    transfer_hours_lost: float = 0.0
+
+
+@dataclass(frozen=True)
+class EnergyMetrics:
+    """Costs and energies of a stretch of slots (:func:`~aidc_env.simulator.energy_totals`)."""
+
+    operating_cost_usd: float
+    grid_cost_usd: float
+    renewable_cost_usd: float
+    curtailment_penalty_usd: float
+    decision_cost_usd: float
+    """Grid cost + curtailment penalty: the part of the operating cost that decisions change."""
+    load_energy_mwh: float
+    grid_energy_mwh: float
+    renewable_available_mwh: float
+    renewable_used_mwh: float
+    curtailment_mwh: float
+    green_share: float
+    """Renewable used / facility load energy."""
+    peak_load_mw: float
+    peak_grid_mw: float
+
+
+@dataclass(frozen=True)
+class DayMetrics(EnergyMetrics):
+    """One day of a horizon: the energy figures over its slots, and each job's tokens that day."""
+
+    day: str
+    tokens: dict[str, float]
+    """Tokens of each job (by name) made this day."""
+    daily_minimums_met: bool
+    """Every job made at least its daily minimum this day."""
+
+
+@dataclass(frozen=True)
+class SiteMetrics(EnergyMetrics):
+    """One site's energy figures (its price, plant and pool) and its own capacity check."""
+
+    name: str
+    peak_gpus: int
+    capacity_ok: bool
+    capacity_violation_slots: int
+    gpu_hours: float
+    """GPU-hours of the jobs and inference at this site (a move's destination holds the GPUs during the transfer)."""
+    idle_gpu_hours: float
+    idle_value_usd: float
+
+
+@dataclass(frozen=True)
+class Metrics(EnergyMetrics):
+    """Everything reported about a day or a horizon: totals over the sites; ``days`` per day and ``sites`` per site
+    (one entry each for a one-site day); ``completion``, the lowest over the jobs; the inference GPU-hours (served
+    first) and whether every site's pool holds them; the idle GPU-hours and their value; ``objective_usd``, what a
+    dispatcher minimises (operating cost − idle value); ``feasible``: capacity held at every site, every target met
+    by its deadline and inference served."""
+
+    peak_gpus: int
+    capacity_ok: bool
+    capacity_violation_slots: int
+    tranches_met: bool
+    completion: float
+    jobs: tuple[JobMetrics, ...]
+    days: tuple[DayMetrics, ...] = ()
+    inference_gpu_hours: float = 0.0
+    inference_served: bool = True
+    idle_gpu_hours: float = 0.0
+    idle_value_usd: float = 0.0
+    objective_usd: float = 0.0
+    feasible: bool = True
+    sites: tuple[SiteMetrics, ...] = ()
+
+    def to_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["jobs"] = {job.name: asdict(job) for job in self.jobs}
+        data["days"] = [asdict(day) for day in self.days]
+        data["sites"] = {site.name: asdict(site) for site in self.sites}
+        return data
+
+
+@dataclass(frozen=True)
+class SlotFlows:
+    """Per-slot arrays (length T) of one site, or of all sites together (sums; the price is the sites' mean)."""
+
+    gpus_used: np.ndarray
+    it_power_kw: np.ndarray
+    load_mw: np.ndarray
+    renewable_mw: np.ndarray
+    renewable_used_mw: np.ndarray
+    grid_mw: np.ndarray
+    curtailment_mw: np.ndarray
+    price_usd_per_mwh: np.ndarray
+    decision_cost_usd: np.ndarray
+    inference_gpus: np.ndarray
+    """GPUs of the inference services per slot (included in ``gpus_used``)."""
+    idle_value_usd: np.ndarray
+    """Idle-GPU value credited per slot ($)."""
+
+
+@dataclass(frozen=True)
+class SimulationResult:
+    """The metrics; the per-slot ``flows`` of all sites together and ``site_flows`` per site; the schedule; and (jobs,
+    T) arrays of each job's choice (PAUSE or mode index) and site per slot."""
+
+    metrics: Metrics
+    flows: SlotFlows
+    site_flows: tuple[SlotFlows, ...]
+    schedule: Schedule
+    job_choice: np.ndarray
+    job_site: np.ndarray
+
+    def to_dict(self, inst: Any, flows: bool = False) -> dict[str, Any]:
+        out = {"metrics": self.metrics.to_dict(), **self.schedule.to_dict(inst)}
+        if flows:
+            out["flows"] = {k: np.asarray(v).tolist() for k, v in asdict(self.flows).items()}
+            if len(self.site_flows) > 1:
+                out["site_flows"] = {site.name: {k: np.asarray(v).tolist() for k, v in asdict(f).items()}
+                                     for site, f in zip(self.metrics.sites, self.site_flows, strict=True)}
+        return out
 
 
 # ------------------------------------------------------------------------------ the physics, vectorised
@@ -73,8 +218,8 @@ def pool_load_mw(inst: Instance, job_gpus: np.ndarray, job_it_kw: np.ndarray,
 
 
 def slot_idle_value_usd(inst: Instance, gpus_used: np.ndarray | int) -> np.ndarray:
-    """Idle-GPU value of each slot ($): value per GPU-hour × idle GPUs × Δ (``gpus_used``: inference included).
-    The slot's objective is its decision cost minus this."""
+    """Idle-GPU value of each slot ($): value per GPU-hour × idle GPUs × Δ (``gpus_used``: inference included). The
+    slot's objective is its decision cost minus this."""
     return inst.idle_value_usd_per_gpu_hour * idle_gpus(inst, gpus_used) * inst.slot_hours
 
 
@@ -100,8 +245,8 @@ def segment_productive_hours(inst: Instance, job: Job, restarted: np.ndarray | b
 def slot_productive_hours(inst: Instance, job: Job, offset_in_segment: int, restarted: bool) -> float:
     """Token-making hours of one slot (``offset_in_segment`` slots after the boundary).
 
-    The checkpoint load occupies the first τ_j hours of a restarted segment, possibly spanning slots;
-    summed over a segment this equals :func:`segment_productive_hours`.
+    The checkpoint load occupies the first τ_j hours of a restarted segment, possibly spanning slots; summed over a
+    segment this equals :func:`segment_productive_hours`.
     """
     if not restarted:
         return inst.slot_hours
@@ -157,8 +302,8 @@ def energy_totals(inst: Instance, load_mw: np.ndarray, flows: tuple[np.ndarray, 
 def job_segments(inst: Instance, j: int, choices: np.ndarray, sites: np.ndarray) -> tuple[np.ndarray, ...]:
     """Per segment of job j: (running, restarted, moved into a running segment, productive hours).
 
-    A (re)start is a change of mode or site from the previous segment (from the initial mode at the home site
-    before segment 0), pauses included; it loses τ_j, and a move into a running segment also the transfer time."""
+    A (re)start is a change of mode or site from the previous segment (from the initial mode at the home site before
+    segment 0), pauses included; it loses τ_j, and a move into a running segment also the transfer time."""
     job = inst.jobs[j]
     running = choices != PAUSE
     restarted = running & ((choices != previous(job.initial_mode, choices))
@@ -171,8 +316,8 @@ def job_segments(inst: Instance, j: int, choices: np.ndarray, sites: np.ndarray)
 
 
 def _tokens(job: Job, choices: np.ndarray, running: np.ndarray, productive_hours: np.ndarray) -> float:
-    """Tokens of the running segments given: hours per mode first, then tokens, so that a mode held all day
-    gives exactly r · 3600 · 24 = its default tranche."""
+    """Tokens of the running segments given: hours per mode first, then tokens, so that a mode held all day gives
+    exactly r · 3600 · 24 = its default tranche."""
     hours_by_mode = np.bincount(choices[running], weights=productive_hours[running], minlength=job.n_modes)
     return float(np.sum(job.tokens_per_s_by_choice[:-1] * SECONDS_PER_HOUR * hours_by_mode))
 
@@ -215,8 +360,8 @@ _ADDITIVE = ("operating_cost_usd", "grid_cost_usd", "renewable_cost_usd", "curta
 
 
 def _sum_energy(per_site: Sequence[dict[str, float]], flows: Sequence[SlotFlows], slots: slice) -> dict[str, float]:
-    """The energy figures of several sites together: sums, the green share of the sums, the peaks of the sums.
-    With one site, that site's figures unchanged."""
+    """The energy figures of several sites together: sums, the green share of the sums, the peaks of the sums. With one
+    site, that site's figures unchanged."""
     if len(per_site) == 1:
         return dict(per_site[0])
     out = {key: float(sum(e[key] for e in per_site)) for key in _ADDITIVE}

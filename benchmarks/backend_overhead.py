@@ -1,20 +1,14 @@
-"""Per-task overhead and speed-up of the two backends (aidc_env/parallel.py) for 1, 2 and 4 workers, against a
-typical oracle day's solve measured in the same run.
+"""Per-task overhead and speed-up of the two backends (aidc_env/parallel.py) for 1, 2 and 4 workers, against a typical
+oracle day's solve measured in the same run.
 
-    python benchmarks/backend_overhead.py                      # CAISO 2023 days if present, else the bundled ones
     python benchmarks/backend_overhead.py --days 8 --noop-tasks 400
 
-For each backend and number of workers W:
-- ``start s``: opening the pool and running one warm-up task per worker, cold: it imports the oracle and holds
-  its worker 0.5 s (process: a fresh pool, forked with the oracle imported; Ray: the first tasks start worker
-  processes, which import it; Ray's own start-up, once per run, is printed separately);
-- ``tasks/s`` and ``overhead ms``: ``--noop-tasks`` tasks that do nothing but read their day's instance (passed
-  as an object-store handle), warm; the overhead of one task is wall × W / tasks (what one worker slot spends
-  per task besides the work), and ``% of solve`` puts it against the median seconds of one oracle day's solve
-  (K = 12, measured serially in this process first, after one untimed solve that loads the solver);
-- ``speed-up``: ``--days`` oracle day solves, serial seconds / wall seconds (at most the machine's cores).
-Every run's objectives must equal the serial ones to 1e-6 (checked). The load average is printed at the start
-and the end: timings on a shared machine are noisy.
+Per backend and number of workers W: ``start s``, opening the pool and one warm-up task per worker that imports the
+oracle and holds its worker :data:`WARM_UP_HOLD_S` (Ray's own start-up, once per run, is printed apart); ``tasks/s`` and
+``overhead ms``, ``--noop-tasks`` empty tasks reading their day's instance from the object store (overhead = wall × W /
+tasks), and ``% of solve``, that overhead against the median seconds of one oracle day's solve (measured serially first,
+after one untimed solve); ``speed-up``, serial seconds / wall seconds of ``--days`` oracle solves, whose objectives must
+equal the serial ones to :data:`AGREEMENT_USD`.
 """
 
 from __future__ import annotations
@@ -37,8 +31,6 @@ from aidc_env.instance import Instance  # noqa: E402
 from aidc_env.parallel import Backend, open_pool  # noqa: E402
 from aidc_env.profiles import load_profiles  # noqa: E402
 
-YEAR = "caiso-2023"
-"""The full CAISO 2023 year (a packaged dataset, :mod:`aidc_env.datasets`)."""
 WORKER_COUNTS = (1, 2, 4)
 DEFAULT_DAYS = 8
 DEFAULT_NOOP_TASKS = 200
@@ -53,8 +45,8 @@ def noop(inst: Instance) -> int:
 
 
 def warm_up(inst: Instance) -> int:
-    """A worker's first task: imports the oracle (a fresh Ray worker has not; a forked process has) and holds the
-    worker for WARM_UP_HOLD_S, so that each of the W first tasks starts a worker of its own."""
+    """A worker's first task: imports the oracle (a fresh Ray worker has not; a forked process has) and holds the worker
+    for WARM_UP_HOLD_S, so that each of the W first tasks starts a worker of its own."""
     importlib.import_module("oracle.model")
     time.sleep(WARM_UP_HOLD_S)
     return noop(inst)
@@ -65,10 +57,6 @@ def solve(inst: Instance) -> float:
     from oracle.model import OracleModel
 
     return float(OracleModel(inst).solve(time_limit_s=TIME_LIMIT_S).objective_usd)
-
-
-def load_average() -> float:
-    return os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
 
 
 def measure(backend: Backend, instances: Sequence[Instance], noop_tasks: int,
@@ -93,7 +81,7 @@ def measure(backend: Backend, instances: Sequence[Instance], noop_tasks: int,
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python benchmarks/backend_overhead.py", description=__doc__.split("\n")[0])
     parser.add_argument("--case", default="2048")
-    parser.add_argument("--profiles", default=YEAR, help="dataset name or profile CSV (default: %(default)s)")
+    parser.add_argument("--profiles", default="caiso-2023", help="dataset name or profile CSV (default: %(default)s)")
     parser.add_argument("--days", type=int, default=DEFAULT_DAYS, help=f"oracle days solved (default {DEFAULT_DAYS})")
     parser.add_argument("--noop-tasks", type=int, default=DEFAULT_NOOP_TASKS,
                         help=f"empty tasks per measurement (default {DEFAULT_NOOP_TASKS})")
@@ -103,14 +91,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     backends = [b.strip() for b in args.backends.split(",") if b.strip()]
 
     case = load_case(args.case)
-    path = args.profiles
-    profiles = load_profiles(path, renewable_capacity_mw=case.renewable_capacity_mw)
+    profiles = load_profiles(args.profiles, renewable_capacity_mw=case.renewable_capacity_mw)
     dates = list(profiles.dates())
     days = [dates[round(i * (len(dates) - 1) / max(1, args.days - 1))] for i in range(args.days)]
     instances = list(build_instances(case, days, profiles).values())
-    load_start = load_average()
+    load_start = os.getloadavg()[0]
     print(f"# {os.cpu_count()} CPUs, load average {load_start:.2f}; case {case.name}, {len(instances)} days of "
-          f"{path or 'the bundled days'}; instance {len(pickle.dumps(instances[0])) / 1024:.0f} KiB pickled", flush=True)
+          f"{args.profiles}; instance {len(pickle.dumps(instances[0])) / 1024:.0f} KiB pickled", flush=True)
 
     solve(instances[0])  # untimed: the first solve of a process imports and loads the solver
     serial_s, serial = [], []
@@ -125,7 +112,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     rows = []
     for name in backends:
         tick = time.perf_counter()
-        with Backend(name, max(WORKER_COUNTS)).session():
+        with Backend(name, max(WORKER_COUNTS)).running():
             if name == "ray":
                 print(f"ray: a local Ray of {max(WORKER_COUNTS)} CPUs started in {time.perf_counter() - tick:.2f} s "
                       "(once per run)", flush=True)
@@ -140,7 +127,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"| {name} | {workers} | {f['start_s']:.2f} | {f['tasks_per_s']:.0f} | {1000 * f['overhead_s']:.2f} | "
               f"{100 * f['overhead_s'] / typical:.2f} | {f['solve_wall_s']:.2f} | "
               f"{sum(serial_s) / f['solve_wall_s']:.2f} |")
-    print(f"\nload average {load_start:.2f} at the start, {load_average():.2f} at the end; objectives equal to the "
+    print(f"\nload average {load_start:.2f} at the start, {os.getloadavg()[0]:.2f} at the end; objectives equal to the "
           f"serial solves within {AGREEMENT_USD:g} $ on every backend and worker count")
     return 0
 

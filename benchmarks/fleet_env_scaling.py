@@ -1,16 +1,13 @@
-"""The fleet env's scaling (issue 13 §6, env part): µs per agent step against CartPole-v1, and memory, as the
-number of jobs (2, 4, 8, 12, 16) and the pool (2,048 to 32,768 GPUs) grow.
+"""The fleet env's scaling: µs per agent step against CartPole-v1 timed in the same run, and memory, as the jobs (2-16)
+and the pool (2,048-32,768 GPUs) grow.
 
-Instances are derived from the fleet case's day (``aidc_env/cases/fleet.toml``): the first J of its jobs (jobs
-13-16 repeat the first pre-training jobs, renamed), a pool of N GPUs, the inference GPUs and every target scaled
-by N / 16,384 (so that the fleet keeps its shape; targets also by 12 / J beyond 12 jobs). Each configuration
-times masked random agent steps in rounds alternating with CartPole-v1 (:func:`benchmarks.env_speed.time_fleet`:
-the median of the rounds' ratios, robust to a shared machine's load). Memory: the env's numpy tables and state
-(MB) and the peak Python allocation while building the env (``tracemalloc``, MB). The lead merges this into
-``benchmarks/fleet_scaling.py`` (``--part env``) beside the fleet oracle's part.
+Instances (:func:`scaled_fleet`): the fleet case's day with its first J jobs (beyond 12 the first ones again, renamed),
+a pool of N GPUs, the inference GPUs and every target scaled by N / 16,384 (targets also by 12 / J beyond 12 jobs).
+Steps are timed in rounds alternating with CartPole-v1 (:func:`benchmarks.env_speed.time_fleet`, the median of the
+rounds' ratios). Memory: the env's numpy tables and state, and the peak Python allocation while building it
+(``tracemalloc``), in MB.
 
     python benchmarks/fleet_env_scaling.py [--jobs 2 4 8 12 16] [--gpus 2048 8192 16384 32768] [--steps 2000]
-                                           [--json]
 """
 
 from __future__ import annotations

@@ -1,23 +1,13 @@
-"""The fleet study (issue 13, docs/fleet.md): the saving of the fleet oracle against fixed as the fleet varies.
+"""The fleet study (docs/fleet.md): the saving of the fleet oracle against fixed as the fleet varies.
 
     python -m experiments.fleet_study [--profiles CSV] [--days N] [--time-limit S] [--out DIR | --update-docs]
 
-On held-out days (``agents/days.py``'s split of the profile source, ``--days`` of them evenly spread) the fleet
-case is solved by the oracle's decomposition (:mod:`oracle.decomposition`) and compared with the fixed schedule
-(:func:`aidc_env.baselines.fixed_schedule`; saving = fixed objective − oracle objective, both the simulator's
-replays) along three sweeps, one at a time, the others at the case's values:
-
-(a) **jobs**: the first J of the case's 12 jobs (cycled beyond 12), the pool, the inference peak and the
-    renewable plant scaled by the jobs' baseline GPUs (as ``benchmarks/fleet_scaling.py`` does);
-(b) **inference share**: the inference GPUs of every slot scaled by a factor (the peak's share of the pool:
-    0%, 9.4%, 18.75% = the case, 23.4%; beyond 25% the fixed schedule no longer fits the pool at the peak);
-(c) **idle value**: $0 (energy only), 0.25, 0.5, 1 (the case), 2 per idle GPU-hour.
-
-The saving is split into its two parts: the operating cost (energy, curtailment, PPA) saved and the idle-GPU
-value gained. Writes ``fleet_study.json`` (every solve: status, gap, objective, bound, fixed, saving),
+On held-out days (``--days`` of them, evenly spread) the fleet case is solved by the decomposition and compared with the
+fixed schedule (saving = fixed objective − oracle objective, both the simulator's replays, split into the operating cost
+saved and the idle-GPU value gained) along three sweeps, one at a time: (a) the jobs in the pool (:func:`scaled_fleet`),
+(b) the inference GPUs × a factor, (c) the $ value of an idle GPU-hour. Writes ``fleet_study.json`` (every solve),
 ``fleet_study.md`` (the table of means) and ``fleet_study.png`` into ``--out`` (default a new numbered folder
-runs/fleet_study_N; one holding an earlier run's results is refused), atomically; ``--update-docs`` rewrites the
-committed ones in docs/figures.
+runs/fleet_study_N), atomically; ``--update-docs`` rewrites the committed ones.
 """
 
 from __future__ import annotations
@@ -48,18 +38,16 @@ DEFAULT_PROFILES = "caiso-2023"
 JOB_COUNTS = (2, 4, 8, 12, 16)
 """Sweep (a): jobs in the pool (12 = the case; 16 cycles the case's first four jobs again)."""
 INFERENCE_FACTORS = (0.0, 0.5, 1.0, 1.25)
-"""Sweep (b): the inference GPUs × factor (1 = the case's peak of 3,072 GPUs, 18.75% of the pool)."""
+"""Sweep (b): the inference GPUs × factor (1 = the case's peak; beyond 1.25 fixed no longer fits the pool)."""
 IDLE_VALUES = (0.0, 0.25, 0.5, 1.0, 2.0)
-"""Sweep (c): $ per idle GPU-hour (1 = the case's, docs/fleet.md; 0 = the energy dispatch alone, where the fleet
-oracle stops at a gap of 0.1-2% instead of proving 1e-4)."""
+"""Sweep (c): $ per idle GPU-hour (1 = the case's; 0 = the energy dispatch alone)."""
 DEFAULT_DAYS = 4
 DEFAULT_TIME_LIMIT_S = 120.0
-"""The fleet oracle's goal: gap ≤ 1% within 120 s (issue 13)."""
 
 
 def scaled_fleet(base: Instance, n_jobs: int, pool_gpus: int | None = None) -> Instance:
-    """J jobs cycled from ``base``; the pool, inference and renewable plant scaled by the jobs' baseline GPUs
-    (or to ``pool_gpus``). Also the rule of ``benchmarks/fleet_scaling.py`` and ``fleet_env_scaling.py``."""
+    """J jobs cycled from ``base`` (copies renamed ``<name>#2``, ...); the pool, inference and renewable plant scaled by
+    the jobs' baseline GPUs against the base's (or to ``pool_gpus``). Also ``benchmarks/oracle_days.py --jobs``."""
     jobs = []
     for i in range(n_jobs):
         job = base.jobs[i % len(base.jobs)]

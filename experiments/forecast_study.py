@@ -1,24 +1,14 @@
 """The day-ahead price forecaster on held-out days: its error, and the true cost of the plan made from it.
 
-For every held-out day of the project's split (``agents.days.split_days``) inside the forecast period:
-
-1. **Error.** Hourly MAE and RMSE ($/MWh) of each price forecaster against the actual price: the
-   gradient-boosting model fitted once on the training days (``gbm``), the same model refitted for each
-   day on the training days whose prices were known at issue time only (``gbm-walk-forward``, the
-   deployable variant: no model parameter saw a later day), persistence and seasonal-naive; and the
-   MAE of the renewable shape forecast (capacity fraction), with the actual shape of d − 2 as its naive
-   reference.
-2. **Plan cost.** The oracle solves the day with the forecast price and the day-ahead renewable shape;
-   the simulator replays that schedule on the *true* day. The true costs are compared with the hindsight
-   oracle (truth in hand) and fixed continuous training: saving captured = (fixed − plan) / (fixed −
-   hindsight), over the totals.
-
-Command line::
+For every held-out day inside the forecast period: (1) the hourly MAE and RMSE ($/MWh) of each price forecaster
+(``gbm``, fitted once on the training days; ``gbm-walk-forward``, refitted for each day on the training days known at
+issue time; persistence; seasonal-naive) and the MAE of the renewable shape forecast against the actual shape of d − 2;
+(2) the true cost of the oracle's plan made from each forecast, replayed on the true day, against the hindsight oracle
+and fixed continuous training: saving captured = (fixed − plan) / (fixed − hindsight), over totals.
 
     python -m experiments.forecast_study --profiles CSV --forecasts CSV [--case 2048] [--out DIR]
 
-writes ``errors.csv`` (one row per forecaster) and ``plans.csv`` (one row per day and plan) and prints
-both tables as markdown.
+writes ``errors.csv`` (one row per forecaster) and ``plans.csv`` (one row per day and plan) and prints both tables.
 """
 
 from __future__ import annotations
@@ -159,8 +149,8 @@ def solve_plans(days: Sequence[PlanDay], time_limit_s: float, progress: Path | N
 
 
 def plan_rows(days: Sequence[PlanDay], backend: Backend | int, time_limit_s: float, out: Path) -> pd.DataFrame:
-    """:func:`solve_plans` with the days dealt round-robin to ``backend``'s workers (or that many local processes);
-    each writes its progress, except on a Ray cluster (whose workers may not see ``out``)."""
+    """:func:`solve_plans` with the days dealt round-robin to ``backend``'s workers (or that many local processes); each
+    writes its progress, except on a Ray cluster (whose workers may not see ``out``)."""
     backend = Backend.of(backend)
     n = max(1, min(backend.workers, len(days)))
     chunks = [list(days[i::n]) for i in range(n)]
@@ -228,7 +218,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(_markdown(errors, {"mae": ".3f", "rmse": ".3f"}))
     if not args.no_plans:
         days = plan_days(build_instances(case, held, profiles), model, forecasts, functions)
-        with backend.session():
+        with backend.running():
             rows = plan_rows(days, backend, args.time_limit, out)
         _atomic_csv(rows, out / "plans.csv")
         print()

@@ -1,5 +1,5 @@
-"""Figures: the dispatch of a day, a horizon under forecasts, mode timelines, cost ratios and study curves
-(matplotlib, PNG)."""
+"""Figures: the dispatch of a day, a horizon under forecasts, mode timelines, cost ratios and study curves (matplotlib,
+PNG)."""
 
 from __future__ import annotations
 
@@ -58,8 +58,8 @@ def plot_dispatch(inst: Instance, results: Mapping[str, SimulationResult], path:
 
 def plot_horizon(inst: Instance, results: Mapping[str, SimulationResult], path: Path) -> None:
     """A horizon under day-ahead forecasts: truth vs forecast of the price and of the renewable power (each day's
-    forecast as issued at 10:00 the day before; the persistence price if the forecast carries it), then one
-    panel per policy with its facility load against the true renewable power."""
+    forecast as issued at 10:00 the day before; the persistence price if the forecast carries it), then one panel per
+    policy with its facility load against the true renewable power."""
     n = len(results)
     fig, axes = plt.subplots(n + 2, 1, figsize=(12, 2.0 * n + 4.6), sharex=True, squeeze=False)
     hours = _hours(inst)

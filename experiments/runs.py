@@ -1,11 +1,11 @@
 """What evaluate.py and the studies share about running long jobs without losing them.
 
-- :class:`RowsOnDisk`: rows finished so far, rewritten atomically as a CSV at most every
-  ``min_interval_s`` and once more at the end or on Ctrl-C, so that the finished days stay on disk.
-- :func:`update_docs_section`: rewrite one study section of a committed markdown file, only when the section's
-  recorded day set is the run's (a 24-day run never replaces a 351-day table).
-- :func:`result_folder` / :func:`result_file`: each run its own results: a new numbered folder by default
-  (``runs/eval/2048_3``), and an earlier run's results in a given ``--out`` refused, never overwritten.
+- :class:`RowsOnDisk`: the rows finished so far, rewritten atomically as a CSV at most every ``min_interval_s`` and once
+  more at the end or on Ctrl-C;
+- :func:`update_docs_section`: rewrite one study section of a committed markdown file, only when the section's recorded
+  day set is the run's;
+- :func:`result_folder` / :func:`result_file`: each run its own results (a new numbered folder by default, e.g.
+  ``runs/eval/2048_3``; an earlier run's results in a given ``--out`` are refused, never overwritten).
 """
 
 from __future__ import annotations
@@ -62,11 +62,9 @@ def result_folder(out: str | os.PathLike[str] | None, parent: str | os.PathLike[
                   results: Sequence[str], field: str = "out", *, replace: bool = False) -> Path:
     """The folder a run writes its ``results`` (file names or glob patterns) to; checked, not created.
 
-    Without ``out``: ``parent/<name>_<N>``, N one more than the highest of the folders ``<name>_<k>`` already there
-    (1 at first), as rl-baselines3-zoo numbers its runs: every run keeps its own folder. With ``out``: that folder,
-    refused (:class:`InputError` naming ``field``, as train.py refuses an existing run) if it already holds one of
-    ``results`` of an earlier run, whose figures would otherwise stay beside the new numbers; ``replace`` allows it
-    (a run meant to rewrite committed results, e.g. ``--update-docs``).
+    Without ``out``: ``parent/<name>_<N>``, N one more than the highest ``<name>_<k>`` already there (1 at first). With
+    ``out``: that folder, refused (:class:`InputError` naming ``field``) if it already holds one of ``results`` of an
+    earlier run, unless ``replace`` (a run meant to rewrite committed results, e.g. ``--update-docs``).
     """
     if out is None:
         path_component(name, field)
@@ -86,8 +84,8 @@ def result_folder(out: str | os.PathLike[str] | None, parent: str | os.PathLike[
 
 
 def result_file(path: str | os.PathLike[str], field: str) -> Path:
-    """An output file of a run's results: refused if it is an existing regular file (an earlier run's results);
-    a device or FIFO (``/dev/null``) is written through."""
+    """An output file of a run's results: refused if it is an existing regular file (an earlier run's results); a device
+    or FIFO (``/dev/null``) is written through."""
     path = check_output_file(path, field)
     _, through = write_destination(path)
     require(through or not path.exists(), field, f"{path} already holds a run's results; give another --{field}")
@@ -108,9 +106,8 @@ def day_set_key(days: Sequence[str]) -> str:
 def update_docs_section(results_md: Path, study: str, body: str | None, days: Sequence[str]) -> None:
     """Replace (or append) the study's section of ``results_md`` atomically, if its day set is the run's.
 
-    The start marker records the day set (``<!-- study:days days=351:1a2b3c4d -->``); a section whose recorded
-    day set differs from ``days`` (or records none) is refused with :class:`InputError`. With ``body`` None,
-    only check (write nothing): a CLI calls it so before the work.
+    The start marker records the day set (``<!-- study:days days=351:1a2b3c4d -->``); a section over another day set (or
+    none recorded) is refused with :class:`InputError`. With ``body`` None, only check (write nothing).
     """
     key = day_set_key(days)
     text = read_input_text(results_md, "update-docs") if results_md.exists() else "# Results\n"

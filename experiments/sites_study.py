@@ -1,20 +1,13 @@
-"""The coordination study of several sites (issue 14, docs/sites.md).
+"""The coordination study of several sites (docs/sites.md).
 
-    python -m experiments.sites_study [--profiles CSV] [--days N] [--segments K] [--time-limit S] [--out docs]
+    python -m experiments.sites_study [--profiles CSV] [--days N] [--segments K] [--time-limit S] [--out DIR]
 
-On held-out days (``agents/days.py`` split of the profile source) the sites case is solved three ways by the
-oracle's decomposition (:mod:`oracle.decomposition`; ``--oracle textbook``: the sites MILP of :mod:`oracle.sites`):
-
-(a) **on its own**: every job stays at its home site (each site dispatches its own jobs; no migration);
-(b) **coordinated, no migration**: each job's one site for the day chosen jointly (the best fixed assignment);
-(c) **coordinated with migration**: the sites at t = 0 chosen as in (b), then jobs may move at checkpoints,
-    paying their transfer time,
-
-as the price spread between the nodes is scaled (each node's price = the nodes' mean + α × its deviation from
-the mean, α = 1 the real CAISO prices) and the link (transfer time) varies. (a)'s schedule starts (b) and (b)'s
-starts (c), so (a) ≥ (b) ≥ (c) whatever the time limit. The table (Markdown, written
-atomically) and a figure land in ``--out``; every cost is the simulator's replay of the solver's schedule, and
-each solve's status and gap are in the table.
+On held-out days the sites3 case is solved three ways by the decomposition (``--oracle textbook``: the sites MILP): (a)
+every job at its home site; (b) each job's one site for the day chosen jointly; (c) the sites at t = 0 chosen as in (b),
+then moves at checkpoints paying the transfer time; as the price spread between the nodes is scaled (each node's price =
+the nodes' mean + α × its deviation, α = 1 the real prices) and the link varies. (a)'s schedule starts (b) and (b)'s
+starts (c), so (a) ≥ (b) ≥ (c) whatever the time limit. The table, the rows (JSON) and a figure go to ``--out``; every
+cost is the simulator's replay, with each solve's status and gap.
 """
 
 from __future__ import annotations

@@ -1,17 +1,11 @@
 """Tune smpc's significance threshold on validation days of the training period (never on held-out days).
 
-The validation days are ``--validation-days`` training days of the split (:func:`agents.days.split_days`)
-inside the forecast period, evenly spread; the price forecaster (and so the scenarios' residual days) is
-refitted on the *other* training days, so that the validation days' forecasts are out of sample as the
-held-out days' are. On every validation day it runs ``mpc`` and ``smpc`` with each threshold of
-``--thresholds`` and reports, per threshold, the value of the stochastic solution (VSS = mpc − smpc, $,
-total and per day). The chosen threshold is the one with the largest VSS total (ties: the larger threshold,
-the one closer to MPC). It also prints how spread the scenarios are against the error they stand for
-(:func:`scenario_calibration`): a threshold tuned where they differ from the evaluated days' may not transfer.
-
-With ``--horizon-days D`` (e.g. 7) the validation instances are D-day horizons wholly within training days, and the
-forecaster is fitted without any of their days (:func:`validation_split`); on a week a departure moves the rest of
-the week, not one day.
+The validation instances are ``--validation-days`` training instances inside the forecast period, evenly spread (with
+``--horizon-days D``, D-day horizons wholly within training days); the price forecaster (and so the scenarios' residual
+days) is refitted on the *other* training days, so that their forecasts are out of sample as the held-out days' are.
+Each runs ``mpc`` and ``smpc`` at every threshold of ``--thresholds``; per threshold it reports the value of the
+stochastic solution (VSS = mpc − smpc, $) and chooses the largest VSS total (ties: the larger threshold). It also prints
+how spread the scenarios are against the error they stand for (:func:`scenario_calibration`).
 
     python -m experiments.smpc_threshold --case 2048 --profiles P --forecasts F --json runs/smpc/tune.json
     python -m experiments.smpc_threshold --case 2048 --profiles P --forecasts F --horizon-days 7 \
@@ -55,9 +49,9 @@ def validation_split(dates: Sequence[str], forecast_dates: Sequence[str], count:
     """(fit days, validation first days): ``count`` training instances inside the forecast period, evenly spread, and
     the training days outside every validation instance. Held-out days are in neither list.
 
-    A validation instance of ``horizon_days`` days starts on one of ``starts`` (default every date), lies wholly
-    within training days (:func:`agents.days.split_starts`) and has forecasts for all its days; none of its days is
-    a fit day, so its forecasts are out of sample.
+    A validation instance of ``horizon_days`` days starts on one of ``starts`` (default every date), lies wholly within
+    training days (:func:`agents.days.split_starts`) and has forecasts for all its days; none of its days is a fit day,
+    so its forecasts are out of sample.
     """
     covered = set(forecast_dates)
     candidates = [d for d in split_starts(dates, dates if starts is None else starts, horizon_days)[0]
@@ -70,9 +64,7 @@ def validation_split(dates: Sequence[str], forecast_dates: Sequence[str], count:
 def scenario_calibration(forecaster: PriceForecaster, profiles: ProfileSet, forecasts: ForecastSet,
                          dates: Sequence[str]) -> dict[str, float]:
     """How spread smpc's price scenarios are against the error they stand for ($/MWh): the mean absolute out-of-fold
-    residual the scenarios bootstrap (training days) and the mean absolute error of the forecast issued for
-    ``dates`` (the validation days). A threshold tuned where the two differ from the evaluated days' may not
-    transfer (docs/uncertainty.md, "A learned outlook of the later days")."""
+    residual the scenarios bootstrap and the mean absolute error of the forecast issued for ``dates``."""
     errors = [forecaster.price(profiles, forecasts, d) - profiles.days[d].price_usd_per_mwh for d in dates]
     return {"scenario_residual_mae_usd_per_mwh": float(np.abs(forecaster.price_residuals).mean()),
             "issued_forecast_mae_usd_per_mwh": float(np.abs(np.concatenate(errors)).mean())}

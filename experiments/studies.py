@@ -3,14 +3,16 @@
     python -m experiments.studies headline|checkpoints|gpus|renewable|flexibility|days [--out DIR] [--workers N]
     python evaluate.py --study checkpoints     # the same
 
-Each study solves the oracle over a grid (in parallel with ``--workers``), scores every schedule with
-the simulator, and writes ``<out>/<study>.csv``, ``<out>/<study>.png`` and ``<out>/<study>.md`` (its markdown
-table) to ``--out`` (default a new numbered folder runs/studies/<study>_N; a folder holding an earlier run of the
-study is refused). Rows already solved are kept in ``<out>/<study>.partial.csv``
-while the study runs (and after a Ctrl-C). Committed files under docs/ are rewritten only with
-``--update-docs``: the table between the markers ``<!-- study:NAME days=KEY -->`` and ``<!-- /study:NAME -->`` of
-docs/results.md (``--results``), and the study's CSV and PNG in docs/figures, and only if the section's day set
-(KEY) is the run's.
+Each study solves the oracle over a grid (in parallel with ``--workers``), scores every schedule with the simulator, and
+writes ``<study>.csv``, ``<study>.png`` and ``<study>.md`` (its markdown table) to ``--out`` (default a new numbered
+folder runs/studies/<study>_N; a folder holding an earlier run of the study is refused). Rows already solved are kept in
+``<study>.partial.csv`` while the study runs (and after a Ctrl-C). ``--update-docs`` also rewrites the table between
+``<!-- study:NAME days=KEY -->`` and ``<!-- /study:NAME -->`` of docs/results.md (``--results``) and the study's CSV and
+PNG in docs/figures, only if the section's day set (KEY) is the run's.
+
+The flexibility study compares five load models: (a) fixed continuous; (b) pause/resume at checkpoints in one fixed mode
+per job (:func:`restrict_to_baseline_mode`); (c) 3D modes without pausing; (d) checkpoint-aware 3D dispatch (the
+oracle); (e) the "continuously adjustable power" model the research criticises (:func:`continuous_power_optimum`).
 """
 
 from __future__ import annotations
@@ -27,18 +29,18 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
+import pyomo.environ as pyo
 from tqdm import tqdm
 
 from aidc_env.baselines import fixed_schedule
 from aidc_env import limits
 from aidc_env.case import Case, add_case_arguments, build_instance, build_instances, case_overrides, load_case
 from aidc_env.errors import EXIT_INTERRUPTED, CliParser, InputError, require, require_number, run_cli
-from aidc_env.instance import Instance
+from aidc_env.instance import PAUSE, SECONDS_PER_HOUR, Instance
 from aidc_env.io import atomic_path, atomic_write_text, check_output_file, check_output_folder
 from aidc_env.parallel import Backend, add_backend_arguments, backend_from_args, open_pool
 from aidc_env.profiles import load_profiles
-from aidc_env.simulator import simulate
-from experiments.flexibility import continuous_power_optimum, restrict_to_baseline_mode
+from aidc_env.simulator import energy_accounting, facility_load_mw, simulate
 from experiments.plots import plot_dispatch, plot_mode_timeline, plot_study
 from experiments.runs import RowsOnDisk, result_folder, update_docs_section
 
@@ -81,8 +83,8 @@ class Point:
 
 
 def solve_chunk(points: Sequence[Point], time_limit_s: float) -> list[dict[str, Any]]:
-    """Oracle on a run of points with one model: built once, re-priced in place where the structure allows
-    (days, prices, renewable ratio, tranches) and rebuilt only where it changes (K, GPU pool, modes)."""
+    """Oracle on a run of points with one model: built once, re-priced in place where the structure allows (days,
+    prices, renewable ratio, tranches) and rebuilt only where it changes (K, GPU pool, modes)."""
     return list(iter_solve_chunk(points, time_limit_s))
 
 
@@ -110,28 +112,25 @@ def iter_solve_chunk(points: Sequence[Point], time_limit_s: float) -> Iterator[d
         yield row
 
 
+ENERGY_COLUMNS = ("operating_cost_usd", "grid_cost_usd", "grid_energy_mwh", "curtailment_mwh", "green_share",
+                  "load_energy_mwh")
+"""The simulator's figures each study row carries (named as :class:`~aidc_env.simulator.Metrics`' fields)."""
+
+
 def _metric_columns(m) -> dict[str, Any]:
-    return {
-        "operating_cost_usd": m.operating_cost_usd,
-        "grid_cost_usd": m.grid_cost_usd,
-        "grid_energy_mwh": m.grid_energy_mwh,
-        "curtailment_mwh": m.curtailment_mwh,
-        "green_share": m.green_share,
-        "load_energy_mwh": m.load_energy_mwh,
-        "modes_used": "+".join(str(j.modes_used) for j in m.jobs),
-        "restarts": sum(j.restarts for j in m.jobs),
-    }
+    return {**{name: getattr(m, name) for name in ENERGY_COLUMNS},
+            "modes_used": "+".join(str(j.modes_used) for j in m.jobs), "restarts": sum(j.restarts for j in m.jobs)}
 
 
 CHUNKS_PER_WORKER = 8
-"""Each worker's share of a sweep is cut into this many contiguous chunks: each chunk reuses one model, and
-the progress bar moves as chunks finish."""
+"""Each worker's share of a sweep is cut into this many contiguous chunks: each chunk reuses one model, and the progress
+bar moves as chunks finish."""
 
 
 def solve_all(points: Sequence[Point], backend: Backend | int, time_limit_s: float, desc: str,
               on_rows: Callable[[list[dict[str, Any]]], Any] | None = None) -> pd.DataFrame:
-    """Solve every point; ``backend``'s workers (or that many local processes) take contiguous chunks, each
-    reusing one model. The chunks depend on the number of workers only, not on the backend.
+    """Solve every point; ``backend``'s workers (or that many local processes) take contiguous chunks, each reusing one
+    model. The chunks depend on the number of workers only, not on the backend.
 
     ``on_rows`` receives the rows of each finished chunk (e.g. :class:`RowsOnDisk` keeps them on disk).
     """
@@ -158,6 +157,84 @@ def solve_all(points: Sequence[Point], backend: Backend | int, time_limit_s: flo
 def fixed_row(inst: Instance, label: dict[str, Any]) -> dict[str, Any]:
     m = simulate(inst, fixed_schedule(inst)).metrics
     return {**label, "status": "fixed", "feasible": m.tranches_met and m.capacity_ok, **_metric_columns(m)}
+
+
+# ----------------------------------------------------------------------------------- load models (b) and (e)
+
+
+def restrict_to_baseline_mode(inst: Instance) -> Instance:
+    """Model (b): each job keeps only its baseline mode (pause still allowed)."""
+    jobs = []
+    for job in inst.jobs:
+        if job.baseline_mode == PAUSE:
+            raise ValueError(f"{job.name} has no baseline mode in a pool of {inst.n_gpus} GPUs")
+        keep = job.modes[job.baseline_mode]
+        initial = 0 if job.initial_mode == job.baseline_mode else PAUSE
+        jobs.append(dataclasses.replace(job, modes=(keep,), baseline_mode=0, initial_mode=initial))
+    return dataclasses.replace(inst, jobs=tuple(jobs))
+
+
+@dataclass(frozen=True)
+class ContinuousResult:
+    status: str
+    it_power_kw: np.ndarray
+    """(jobs, T) IT power per job and slot."""
+    gpus_used: np.ndarray
+    """(T,) GPUs in use (fractional: GPUs proportional to power)."""
+    columns: dict[str, Any]
+    """The simulator's energy figures of the load profile, named as the studies' columns."""
+
+
+def continuous_power_optimum(inst: Instance, solver: str = "appsi_highs") -> ContinuousResult:
+    """Model (e): the cheapest day when each job may draw any power between 0 and its largest mode's in any slot, with
+    tokens proportional to energy (at its most efficient mode's energy per token) and GPUs proportional to power; no
+    checkpoints, restarts or discrete modes. Solved exactly (an LP with renewable-first binaries in the slots where
+    importing more would pay); its load profile is scored by :func:`~aidc_env.simulator.energy_accounting`."""
+    T, dt = inst.slots, inst.slot_hours
+    efficient = [int(np.argmin(job.it_power_kw_by_choice[:-1] / job.tokens_per_s_by_choice[:-1])) for job in inst.jobs]
+    tokens_per_kwh = [job.tokens_per_s_by_choice[m] * SECONDS_PER_HOUR / job.it_power_kw_by_choice[m]
+                      for job, m in zip(inst.jobs, efficient, strict=True)]
+    gpus_per_kw = [job.gpus_by_choice[m] / job.it_power_kw_by_choice[m] for job, m in zip(inst.jobs, efficient,
+                                                                                        strict=True)]
+    max_kw = [float(job.it_power_kw_by_choice[:-1].max()) for job in inst.jobs]
+    # Load is affine in the IT power: L = PUE/1000 * (Σ p + (N − Σ g·p) · idle), from the simulator's own function.
+    base_load = float(facility_load_mw(inst, 0, 0.0))
+    per_kw = [float(facility_load_mw(inst, g, 1.0)) - base_load for g in gpus_per_kw]
+    renewable = inst.renewable_mw
+    price = inst.price_usd_per_mwh
+    penalty = inst.curtailment_penalty_usd_per_mwh
+    big_mw = base_load + sum(k * p for k, p in zip(per_kw, max_kw, strict=True)) + float(renewable.max())
+    must_enforce = [t for t in range(T) if price[t] + penalty < 0]
+
+    m = pyo.ConcreteModel()
+    m.J = pyo.RangeSet(0, len(inst.jobs) - 1)
+    m.T = pyo.RangeSet(0, T - 1)
+    m.p = pyo.Var(m.J, m.T, bounds=lambda _, j, t: (0.0, max_kw[j]))
+    m.g = pyo.Var(m.T, within=pyo.NonNegativeReals)
+    m.load_mw = pyo.Expression(m.T, rule=lambda _, t: base_load + sum(per_kw[j] * m.p[j, t] for j in m.J))
+    m.import_ = pyo.Constraint(m.T, rule=lambda _, t: m.g[t] >= m.load_mw[t] - renewable[t])
+    m.no_export = pyo.Constraint(m.T, rule=lambda _, t: m.g[t] <= m.load_mw[t])
+    m.capacity = pyo.Constraint(m.T, rule=lambda _, t: sum(gpus_per_kw[j] * m.p[j, t] for j in m.J) <= inst.n_gpus)
+    m.tranche = pyo.Constraint(m.J, rule=lambda _, j: sum(tokens_per_kwh[j] * m.p[j, t] * dt for t in m.T)
+                               >= inst.jobs[j].tranche_tokens)
+    # Renewable first where importing more would pay: g = max(0, L − R) through a binary per such slot.
+    m.E = pyo.Set(initialize=must_enforce)
+    m.short = pyo.Var(m.E, within=pyo.Binary)
+    m.g_when_short = pyo.Constraint(m.E, rule=lambda _, t: m.g[t] <= m.load_mw[t] - renewable[t]
+                                    + big_mw * (1 - m.short[t]))
+    m.g_zero_otherwise = pyo.Constraint(m.E, rule=lambda _, t: m.g[t] <= big_mw * m.short[t])
+    m.short_means_deficit = pyo.Constraint(m.E, rule=lambda _, t: m.load_mw[t] - renewable[t] >= -big_mw * (1 - m.short[t]))
+    curtail = {t: renewable[t] - m.load_mw[t] + m.g[t] for t in m.T}
+    m.cost = pyo.Objective(expr=sum((price[t] * m.g[t] + penalty * curtail[t]) * dt for t in m.T))
+    result = pyo.SolverFactory(solver).solve(m)
+    status = str(result.solver.termination_condition)
+    it_kw = np.array([[pyo.value(m.p[j, t]) for t in m.T] for j in m.J])
+    gpus = sum(gpus_per_kw[j] * it_kw[j] for j in range(len(inst.jobs)))
+    load = facility_load_mw(inst, gpus, it_kw.sum(axis=0))
+    totals, _ = energy_accounting(inst, load)
+    columns = {k: totals[k] for k in ENERGY_COLUMNS}
+    columns["modes_used"] = "continuous"
+    return ContinuousResult(status=status, it_power_kw=it_kw, gpus_used=gpus, columns=columns)
 
 
 # ----------------------------------------------------------------------------------- studies
@@ -353,11 +430,7 @@ GRID_FIELDS = {"checkpoints": "segments", "gpus": "gpus", "renewable": "renewabl
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = CliParser(
-        prog="python -m experiments.studies",
-        description="Reproduce one of the research's studies with the oracle and write a CSV, a PNG and a markdown "
-        "table beside the seed's numbers to --out. With --update-docs, also replace the study's section of "
-        "docs/results.md and its files in docs/figures (only if the section is over the same days).")
+    parser = CliParser(prog="python -m experiments.studies", description=__doc__.splitlines()[0])
     parser.add_argument("study", choices=STUDIES)
     add_case_arguments(parser)
     parser.add_argument("--days", nargs="+", help="for the days study: the days (default: all complete days)")
@@ -404,7 +477,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     rows = RowsOnDisk(out / f"{args.study}.partial.csv")
     ctx = StudyContext(case, profiles, args.day, backend, args.time_limit, out, on_rows=rows.add)
     try:
-        with backend.session():
+        with backend.running():
             frame, table = run_study(ctx, args.study, grid, days)
     except KeyboardInterrupt:
         rows.write()

@@ -8,13 +8,13 @@ LMP of the site's load aggregation point::
     python -m experiments.supplied_price --forecasts FORECASTS.csv --prices DAM.csv \\
         --time-column Date --price-column price --where zone=SCE --out FORECASTS_WITH_DAM.csv
 
-Each forecast row takes the price of its local clock hour (the date and hour of its ``local_start``). Price rows
-that share a clock hour are averaged: the repeated 01:00 of the day DST ends, and the overlap of files
-concatenated from several downloads. Forecast hours without a price keep an empty cell: their days keep their
-forecasts but have no supplied price when read (:mod:`aidc_env.forecasts`). The forecast CSV's canonical columns are
-copied as they are (other columns are left out). The output is written atomically and must not be the input.
-``--forecasts`` takes a dataset name too (:mod:`aidc_env.datasets`); the packaged ``caiso-2023-dayahead`` already
-carries the CAISO day-ahead market's LMP of SCE, PG&E and SDG&E (``scripts/make_dayahead_lmp.py``).
+Each forecast row takes the price of its local clock hour (the date and hour of its ``local_start``). Price rows that
+share a clock hour are averaged: the repeated 01:00 of the day DST ends, and the overlap of files concatenated from
+several downloads. Forecast hours without a price keep an empty cell: their days keep their forecasts but have no
+supplied price when read (:mod:`aidc_env.forecasts`). The forecast CSV's canonical columns are copied as they are (other
+columns are left out). The output is written atomically and must not be the input. ``--forecasts`` takes a dataset name
+too (:mod:`aidc_env.datasets`); the packaged ``caiso-2023-dayahead`` already carries the CAISO day-ahead market's LMP of
+SCE, PG&E and SDG&E (``scripts/make_dayahead_lmp.py``).
 """
 
 from __future__ import annotations
@@ -40,8 +40,8 @@ def clock_hour_prices(prices: pd.DataFrame, time_column: str, price_column: str,
     """The mean price of each local clock hour (index ``YYYY-MM-DD HH``) of a table of hourly prices.
 
     ``where`` keeps the rows whose named columns hold the given text (e.g. one zone of several); a row with an empty
-    price is left out. InputError naming the column if a column is missing, a time does not parse, or a price is
-    neither empty nor a finite number.
+    price is left out. InputError naming the column if a column is missing, a time does not parse, or a price is neither
+    empty nor a finite number.
     """
     require(time_column != price_column, "price-column", f"is the time column {time_column!r} too")
     for column in (time_column, price_column, *(where or {})):
@@ -67,8 +67,8 @@ def clock_hour_prices(prices: pd.DataFrame, time_column: str, price_column: str,
 
 
 def with_supplied_price(forecasts: pd.DataFrame, prices: pd.Series) -> pd.DataFrame:
-    """The forecast table (read as text) with :data:`~aidc_env.forecasts.COL_PRICE_FC` from ``prices`` (by local
-    clock hour; empty where there is none). An existing column of that name is replaced."""
+    """The forecast table (read as text) with :data:`~aidc_env.forecasts.COL_PRICE_FC` from ``prices`` (by local clock
+    hour; empty where there is none). An existing column of that name is replaced."""
     keys = forecasts[hourly.COL_LOCAL_START].str.strip().str[:CLOCK_HOUR_CHARS]
     joined = keys.map(prices)
     out = forecasts.copy()

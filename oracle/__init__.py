@@ -2,20 +2,18 @@
 
 Public API:
 
-- :func:`solve` -- one call: an Instance (or a case + day + overrides) and a method -> :class:`OracleResult`;
-  :data:`METHODS`: ``exact`` (the day oracle: one site, no fleet workloads, at most two jobs), ``decomposition``
-  (column generation with a proven Lagrangian bound, any instance), ``textbook`` (the direct MILP) and ``auto``
-  (exact where it applies, else the decomposition; :mod:`oracle.entry` says why);
-- :class:`OracleModel` -- the day model: build once, ``solve()`` many times, ``update(instance)`` for sweeps over
-  days, prices, renewable ratio or tranches, ``write(path)`` for other solvers (MPS);
-- :class:`Decomposition` -- the decomposition of one instance, with its phase switches;
-- :class:`OracleResult` -- status, schedule and sites, objective, bound, gap, seconds, the simulator's metrics,
-  reason; ``to_dict()`` for JSON;
+- :func:`solve` -- one call: an Instance (or a case + day + overrides) and one of :data:`METHODS` (``auto``,
+  ``exact``, ``decomposition``, ``textbook``: :mod:`oracle.entry`) -> :class:`OracleResult`;
+- :class:`OracleModel` -- the day model: build once, ``solve()`` many times, ``update(instance)`` for sweeps over days,
+  prices, renewable ratio or tranches, ``write(path)`` for other solvers (MPS);
+- :class:`Decomposition` -- the decomposition of one instance;
+- :class:`OracleResult` -- status, schedule and sites, objective, bound, gap, seconds, the simulator's metrics, reason;
+  ``to_dict()`` for JSON;
 - :func:`precheck` -- the day model's quick infeasibility proofs with their reasons;
 - :data:`FORMULATIONS` -- the day model's ``"fast"`` (joint states, the default) and ``"textbook"``.
 
-Command line: ``python -m oracle --help``. The heavy modules (Pyomo, SciPy) load on first use of the
-API, so that the command line answers bad input at once.
+Command line: ``python -m oracle --help``. The heavy modules (Pyomo, SciPy) load on first use of the API, so that the
+command line answers bad input at once.
 """
 
 from __future__ import annotations

@@ -22,24 +22,19 @@ def build_parser() -> CliParser:
     parser = CliParser(
         prog="python -m oracle",
         description="The oracle of a day, a horizon, a fleet or several sites: the cheapest schedule of checkpoint "
-        "segments (per job and segment a 3D mode or a pause, and with several sites the site holding its "
-        "checkpoint) that meets every target within the GPU pools, with a proven lower bound. --method: 'exact' "
-        "(the day oracle: one site, at most two jobs, no fine-tuning, inference or idle-GPU value; optimality proved "
-        "by a label-setting search of its joint-state network or by branch and bound, the textbook MILP raced in a "
-        "child process as the guard), 'decomposition' (column generation over the jobs' (site, choice) paths with a "
-        "proven Lagrangian bound, a pattern master, closing by enumeration and branch and price: any instance, e.g. "
-        "--case fleet or --case sites3), 'textbook' (the direct MILP: the day's textbook formulation, or the sites "
-        "MILP), 'auto' (the default: exact where it applies, else decomposition). The objective is the operating "
-        "cost less the idle-GPU value. Prints status, objective, best bound, gap, seconds, the simulator's metrics "
-        "of the schedule and the schedule itself (per job, per segment: mode index, or -1 for pause; with several "
-        "sites also each segment's site). Infeasible cases are an answer (status infeasible, with the reason), not "
-        "an error: the exit code is 0. Bad input exits with code 2.",
+        "segments (per job and segment a 3D mode or a pause, and with several sites the site holding its checkpoint) "
+        "that meets every target within the GPU pools, with a proven lower bound. The objective is the operating cost "
+        "less the idle-GPU value. Prints status, objective, bound, gap, seconds, the simulator's metrics and the "
+        "schedule (mode index per segment, -1 for pause). An infeasible case is an answer (exit code 0, status "
+        "infeasible with the reason); bad input exits with code 2.",
     )
     add_case_arguments(parser)
     parser.add_argument("--instance", help="solve this instance JSON (python -m aidc_env.case --json) instead of a "
                                            "case; the case options are then ignored")
     parser.add_argument("--method", choices=METHODS, default="auto",
-                        help="auto (default), exact, decomposition or textbook (see above)")
+                        help="exact: the day oracle (one site, at most two jobs, no fine-tuning, inference or idle-GPU "
+                        "value); decomposition: column generation with a proven bound (any instance); textbook: the "
+                        "direct MILP; auto (default): exact where it applies, else decomposition")
     parser.add_argument("--time-limit", type=float, default=DEFAULT_TIME_LIMIT_S,
                         help=f"solver time limit in seconds (default {DEFAULT_TIME_LIMIT_S:g})")
     parser.add_argument("--mip-gap", type=float, default=DEFAULT_MIP_GAP,
@@ -57,8 +52,7 @@ def build_parser() -> CliParser:
                         help="exact: skip the exact label-setting proof and close the gap by the solver's branch and "
                              "bound only")
     parser.add_argument("--no-race", action="store_true",
-                        help="exact: never race the textbook MILP in a child process when the label search stalls "
-                             "(the guard against slow days, oracle/race.py)")
+                        help="exact: never race the textbook MILP in a child process (oracle/race.py)")
     parser.add_argument("--no-warm-start", action="store_true",
                         help="do not start from the baselines (fixed, greedy)")
     parser.add_argument("--threads", type=int, help="solver threads (default: the solver's own)")

@@ -1,16 +1,11 @@
-"""Branch and price on the path master, and reduced-cost fixing: the decomposition's bound raised after the root.
+"""Branch and price on the path master: the decomposition's bound raised after the root.
 
-The column generation's bound is the restricted master LP's at convergence; its solution mixes several paths of
-a job (on sites3 three of four jobs are fractional at the root), which is where the gap to the best schedules
-lies. A node of the tree restricts some jobs' (stage, state) nodes: a branching decision is "job j's state at
-stage k is in the set S" (one child) or "is not" (the other), S being the running states of one site
-("job j runs at site s in segment k"), the paused states, or one state. A node's master LP holds the pool's
-columns that obey its restrictions; its pricing is the label search on the job's graph with the forbidden
-(stage, state) nodes removed (``allowed``), so every Lagrangian dual it evaluates is a proven lower bound of
-every schedule that obeys the node's restrictions. The two children of a decision partition the schedules of
-their parent, so the least bound over the open leaves (and the pruned ones') is a proven lower bound of the
-whole problem. Best-first: the leaf with the least bound is solved next; a node whose bound reaches the cutoff
-(the incumbent less the gap asked for) is pruned; a node whose master LP is integral gives a schedule.
+A branching decision is "job j's state at stage k is in the set S" (one child) or "is not" (the other), S being the
+running states of one site, the paused states, or one state. A node's master LP holds the pool's columns that obey its
+restrictions and its pricing searches the job's graph without the forbidden (stage, state) nodes, so every Lagrangian
+dual it evaluates bounds every schedule that obeys them; the least bound over the open and pruned leaves bounds the
+whole problem. Best first; a node whose bound reaches the cutoff (the incumbent less the gap asked for) is pruned, one
+whose LP is integral gives a schedule.
 """
 
 from __future__ import annotations
@@ -26,11 +21,9 @@ from typing import Any
 import numpy as np
 
 from aidc_env.instance import PAUSE
-from aidc_env.instance import Instance
-from oracle.graph import DecompositionData, JobGraph
+from oracle.graph import DecompositionData
 from oracle.master import Column, MasterLP, lagrangian_bound, make_column
 from oracle.pricing import LabelSearch, price
-from oracle.result import OracleResult
 
 INTEGRAL_TOL = 1e-6
 """A flow within this of 0 or 1 counts as integral."""
@@ -119,8 +112,8 @@ class BranchAndPrice:
         return out
 
     def branching(self, flows: Sequence[np.ndarray]) -> tuple[int, int, np.ndarray] | None:
-        """The (job, stage, set of states) whose flow is the most fractional; None: the LP is integral.
-        Sets, in order of preference: a site's running states, the paused states, one state."""
+        """The (job, stage, set of states) whose flow is the most fractional; None: the LP is integral. Sets, in order
+        of preference: a site's running states, the paused states, one state."""
         best, best_score = None, INTEGRAL_TOL
         for kind in range(3):
             for j, (graph, flow) in enumerate(zip(self.data.graphs, flows, strict=True)):
@@ -153,11 +146,9 @@ class BranchAndPrice:
     # ------------------------------------------------------------------ the search
 
     def run(self, root_bound: float, incumbent: tuple[Paths, float], deadline: float, mip_gap: float,
-            details: dict[str, Any], trace: list[tuple[float, float, float]] | None = None
-            ) -> tuple[tuple[Paths, float], float]:
-        """Best-first branch and price from the root (bound ``root_bound``, the column generation's) until the
-        gap closes or the clock runs out. Returns (incumbent, proven lower bound). ``trace``: gets (seconds,
-        proven bound, incumbent) after every node."""
+            details: dict[str, Any]) -> tuple[tuple[Paths, float], float]:
+        """Best-first branch and price from the root (bound ``root_bound``, the column generation's) until the gap
+        closes or the clock runs out. Returns (incumbent, proven lower bound)."""
         data = self.data
         counter = itertools.count()
         open_nodes: list[Node] = [Node(root_bound, next(counter), {})]
@@ -167,11 +158,7 @@ class BranchAndPrice:
         def cutoff() -> float:
             return incumbent[1] - mip_gap * abs(incumbent[1])
 
-        tick = time.perf_counter()
         while open_nodes and time.perf_counter() < deadline:
-            if trace is not None:
-                trace.append((time.perf_counter() - tick, min(open_nodes[0].bound, pruned_min, incumbent[1]),
-                              incumbent[1]))
             node = heapq.heappop(open_nodes)
             if node.bound >= cutoff():
                 pruned_min = min(pruned_min, node.bound)
@@ -217,62 +204,3 @@ class BranchAndPrice:
         details.update(bp_nodes=self.nodes, bp_open=len(open_nodes), bp_integral=integral,
                        bp_columns=len(self.pool), bp_depth=max((n.depth for n in open_nodes), default=0))
         return incumbent, float(proven)
-
-
-# ---------------------------------------------------------------------------- reduced-cost fixing
-
-FIXING_SLACK_USD = 1e-6
-"""A node is fixed out only when its bound exceeds the gap by more than this (rounding)."""
-
-
-def node_bounds(graph: JobGraph, search: LabelSearch, cost: np.ndarray) -> np.ndarray:
-    """(stages, states): a lower bound on the cost of every path through (stage, state) that meets the target, the
-    best over the token prices of :meth:`LabelSearch.completion_bounds` (+inf: no path at all). At the Lagrangian
-    prices of a bound B, every schedule costs at least B + Σ_j (its path's cost − job j's cheapest): a schedule
-    better than the incumbent U uses only nodes whose bound is within U − B of their job's cheapest path."""
-    W = graph.target_tokens
-    arc = graph.arc_tokens
-    best = np.full((graph.n_stages, graph.n_states), -np.inf)
-    for mu, backward in search.completion_bounds(cost):
-        forward = np.full((graph.n_stages, graph.n_states), np.inf)
-        forward[0] = np.where(graph.allowed[0], cost[0] - mu * arc[graph.initial_state], np.inf)
-        for s in range(1, graph.n_stages):
-            step = forward[s - 1][:, None] - mu * arc
-            forward[s] = np.where(graph.allowed[s], cost[s] + step.min(axis=0), np.inf)
-        best = np.maximum(best, forward + backward + mu * max(W, 0.0))
-    return best
-
-
-def fixings(graphs: Sequence[JobGraph], searches: Sequence[LabelSearch], costs: Sequence[np.ndarray],
-            cheapest: Sequence[float], gap_usd: float) -> list[np.ndarray]:
-    """Per job, (stages, states) bool: the node may be used by a schedule better than the incumbent."""
-    return [node_bounds(g, search, cost) - cheap <= gap_usd + FIXING_SLACK_USD
-            for g, search, cost, cheap in zip(graphs, searches, costs, cheapest, strict=True)]
-
-
-def restricted_milp(inst: Instance, placement: str, graphs: Sequence[JobGraph], keep: Sequence[np.ndarray],
-                    start: tuple[list[list[int]], list[list[int]]], time_limit_s: float, mip_gap: float,
-                    threads: int | None) -> tuple[OracleResult, dict[str, float]]:
-    """The sites MILP (:class:`oracle.sites.SitesModel`) with the nodes outside ``keep`` fixed out (x = 0 for a mode
-    state, y = 0 when every state at the site is out), from the (schedule, sites) ``start``. Its bound holds for
-    every schedule better than the incumbent, so min(incumbent, its bound) is a proven lower bound."""
-    from oracle.sites import SitesModel
-
-    model = SitesModel(inst, placement=placement)
-    m = model.m
-    fixed_x = fixed_y = total_x = 0
-    for j, (graph, ok) in enumerate(zip(graphs, keep, strict=True)):
-        for k in range(graph.n_stages):
-            for s in range(len(inst.sites)):
-                here = graph.site_of == s
-                if (j, k, s) in m.y and not m.y[j, k, s].fixed and not ok[k, here].any():
-                    m.y[j, k, s].fix(0)
-                    fixed_y += 1
-                for c in model.modes_at.get((j, k, s), []):
-                    total_x += 1
-                    state = np.flatnonzero(here & (graph.choices == c))
-                    if state.size and not ok[k, state[0]]:
-                        m.x[j, k, s, c].fix(0)
-                        fixed_x += 1
-    result = model.solve(time_limit_s=time_limit_s, mip_gap=mip_gap, threads=threads, start=start)
-    return result, {"fixed_x": float(fixed_x), "of_x": float(total_x), "fixed_y": float(fixed_y)}

@@ -1,34 +1,24 @@
 """Completion bounds of the label search that know one job's tokens exactly (per-job resource tables).
 
-The label search (:mod:`oracle.labeling`) drops a partial schedule when a lower bound on its cheapest
-completion shows that it cannot end below the threshold θ. The Lagrangian bound prices every missing
-token at the LP's dual μ_j and credits every extra token at μ_j too. That credit is the bound's weakness:
-a completion that overshoots one job's tranche (a whole segment more than needed) is credited for tokens
-worth nothing, and one that falls short is charged only μ_j per token instead of being impossible. Both
-jobs compete for the same cheap hours, so the LP mixes schedules of one job above and below its tranche,
-and the gap between the LP and the integer optimum (0.3-0.7 %) is exactly this granularity.
-
-Per job j, this module tabulates by a backward dynamic programme over (block, joint state, tokens still
-needed by j, on a grid)
+The label search (:mod:`oracle.labeling`) drops a partial schedule when a lower bound on its cheapest completion shows
+that it cannot end below the threshold θ. The Lagrangian bound prices every missing token at μ_j and credits every extra
+token at μ_j too: a completion that overshoots one job's tranche is credited for tokens worth nothing, and one that
+falls short is charged only μ_j per token. Per job j, this module tabulates by a backward dynamic programme over (block,
+joint state, tokens still needed by j, on a grid)
 
     H_j(b, S, d) = min over completions after block b from S of
                    cost − Σ_{i≠j} μ_i·tokens_i + P_j·max(d − tokens_j, 0),
 
-with the other jobs priced as in the Lagrangian bound and job j's shortfall charged P_j = κ·μ_j (κ > 1,
-:data:`PENALTY_FACTOR`), its overshoot not credited. For every completion that meets both tranches,
-cost ≥ H_j(b, S, d_j) + Σ_{i≠j} μ_i·d_i, so that is a valid bound for any κ ≥ 0. H_j is non-decreasing
-and P_j-Lipschitz in d, so a value between two grid points is bounded below by the larger of the lower
-point's value and the upper point's value minus P_j·(distance): the table stays a valid lower bound
-(by induction over the blocks), and it is never weaker than the Lagrangian bound at κ = 1.
+the other jobs priced as in the Lagrangian bound and job j's shortfall charged P_j = κ·μ_j (κ > 1,
+:data:`PENALTY_FACTOR`), its overshoot not credited. For every completion that meets both tranches, cost ≥ H_j(b, S,
+d_j) + Σ_{i≠j} μ_i·d_i, a valid bound for any κ ≥ 0, never weaker than the Lagrangian one at κ = 1. H_j is
+non-decreasing and P_j-Lipschitz in d, so between two grid points it is bounded below by the larger of the lower point's
+value and the upper point's value minus P_j·(distance): the table stays a valid lower bound.
 
-The transition from S to S' changes a job's tokens only through whether that job changed mode (kept or
-restarted segment), so the minimum over S' splits into four groups (both kept: S' = S; one job kept:
-S' with the same choice of that job; both changed: any S'), and a block costs O(states × grid) instead of
-O(states² × grid). Measured on 2023-01-14 (K = 12), the hardest day of the old search: the search at the
-optimum's cost keeps 136 labels instead of 197,774 (κ = 3, 400 grid points).
-
-On a horizon of several days (a week: 84 blocks) :class:`RestrictedCompletionBound` tabulates the same bound
-only over the (block, state) pairs near the Lagrangian bound, on a finer grid (docs/performance.md, "Weeks").
+A transition changes a job's tokens only through whether that job changed mode, so the minimum over the next state
+splits into four groups (both kept: S' = S; one kept: S' with that job's choice; both changed: any S') and a block costs
+O(states × grid) instead of O(states² × grid). On a horizon of several days :class:`RestrictedCompletionBound` tabulates
+the same bound only over the (block, state) pairs near the Lagrangian bound, on a finer grid.
 """
 
 from __future__ import annotations
@@ -43,23 +33,19 @@ from oracle.kernels import back_rows, table_bound
 
 PENALTY_FACTOR = 3.0
 """κ: the shortfall of the tracked job is charged κ·μ_j per token (see the module docstring)."""
-
 GRID_POINTS = 400
 """Fewest grid points of each job's tokens still needed, from 0 to its tranche."""
-
 GRID_POINTS_PER_SEGMENT = 25
 """...and at least this many per checkpoint segment of the job: every segment a job opens shifts its need off
 the grid, and the interpolation can lose up to about μ_j × one grid step there, so the loss grows with K at a
-fixed grid. Measured on 2023-05-15, K = 48 (the slowest K = 48 day): 400 points, root bound $527.81 (the
-Lagrangian one) and 56,623 labels in the last search; 1,200 points, $529.22 and 2,212 labels (optimum $531.02)."""
-
+fixed grid (``benchmarks/oracle_speed.py --segments 48`` shows the labels it saves)."""
 MAX_TABLE_ENTRIES = 100_000_000
 """Largest blocks × states × grid points × jobs held (8 bytes each, 0.8 GB); beyond it the grid is coarser."""
 
 
 class CompletionBound:
-    """Per-job tables H_j (see the module docstring) of one :class:`~oracle.labeling.LabelSearch` (typed
-    ``Any`` here: labeling imports this module, and the packages' modules may not import in a circle)."""
+    """Per-job tables H_j (see the module docstring) of one :class:`~oracle.labeling.LabelSearch` (typed ``Any`` here:
+    labeling imports this module, and the packages' modules may not import in a circle)."""
 
     def __init__(self, search: Any, kept: np.ndarray, restarted: np.ndarray, *,
                  penalty_factor: float = PENALTY_FACTOR, grid_points: int = GRID_POINTS) -> None:
@@ -95,8 +81,8 @@ class CompletionBound:
         return low, penalty * np.maximum(grid[low] - x, 0.0), penalty * (grid[low + 1] - x)
 
     def _variants(self, j: int, opens: np.ndarray, kept: np.ndarray, restarted: np.ndarray) -> list:
-        """Per variant (which jobs change their choice entering a block that opens ``opens``): the variant,
-        the price of the other jobs' tokens per S' and the flat gather of H_j after the shift by j's tokens."""
+        """Per variant (which jobs change their choice entering a block that opens ``opens``): the variant, the price of
+        the other jobs' tokens per S' and the flat gather of H_j after the shift by j's tokens."""
         n_states, n_jobs = kept.shape
         width = self.grid[j].size
         out = []
@@ -150,34 +136,25 @@ class CompletionBound:
 
 
 HORIZON_GRID_FACTOR = 8
-"""On a horizon of several days the tables of :class:`RestrictedCompletionBound` have up to this × the day's grid
-points per job (day rule: max(:data:`GRID_POINTS`, :data:`GRID_POINTS_PER_SEGMENT` × K); fewer when
-:data:`MAX_TABLE_ENTRIES` caps them), each block's table on its window of needs. A week at K = 12 has 84
-segment steps, and each can lose up to κ·μ_j × one grid step to interpolation: about $2 with the day's 2,100
-points on the week from 2023-06-03, as much as the whole gap between its Lagrangian bound and its optimum.
-Measured there (load 12-16): × 4 on the full range, tables 6.5 s and searches 34 s (wall), the last search
-74,415 labels; × 16 on the full range (capped at 16,145 points, 100M entries), tables 3.9 CPU s and searches
-1.1 CPU s, the last search 14,894 labels; × 8 on windows (16,801 points, 65M entries), 3.3 and 0.7 CPU s,
-7,950 labels (docs/performance.md, "Weeks")."""
-
+"""On a horizon of several days the tables of :class:`RestrictedCompletionBound` have up to this × the day's grid points
+per job (day rule: max(:data:`GRID_POINTS`, :data:`GRID_POINTS_PER_SEGMENT` × K); fewer when :data:`MAX_TABLE_ENTRIES`
+caps them), each block's table on its window of needs: a week at K = 12 has 84 segment steps, each of which can lose up
+to κ·μ_j × one grid step to interpolation (``benchmarks/oracle_days.py --horizon-days 7`` measures the weeks)."""
 RESTRICT_MARGIN = 1e-3
-"""The first restricted tables keep the (block, state) pairs whose Lagrangian through-bound is within this
-(relative) of the Lagrangian bound: 17 % of the pairs on the week from 2023-06-03, whose optimum lies 3.6e-4
-above it. A search at a threshold beyond it rebuilds the tables (:meth:`RestrictedCompletionBound.covers`)."""
+"""The first restricted tables keep the (block, state) pairs whose Lagrangian through-bound is within this (relative) of
+the Lagrangian bound; a search at a threshold beyond it rebuilds the tables (:meth:`RestrictedCompletionBound.covers`).
+"""
 
 
 class RestrictedCompletionBound(CompletionBound):
-    """The tables H_j restricted to completions that stay inside the (block, state) pairs whose Lagrangian
-    through-bound is at most ``ceiling`` (θ_max), on a grid :data:`HORIZON_GRID_FACTOR` × finer.
+    """The tables H_j restricted to completions that stay inside the (block, state) pairs whose Lagrangian through-bound
+    is at most ``ceiling`` (θ_max), on a grid :data:`HORIZON_GRID_FACTOR` × finer.
 
-    Every schedule costing ≤ θ passes only through pairs whose through-bound is ≤ θ, so for a search at
-    θ ≤ θ_max the restricted minimum is a valid pruning bound (and a larger one: fewer completions qualify).
-    A completion leaving the pairs is +inf; a state outside them is +inf. H_j restricted is still
-    non-decreasing and P_j-Lipschitz in d (a minimum of such functions over a set that does not depend on d),
-    so the interpolation rule of :class:`CompletionBound` stays valid. Only the kept pairs are tabulated
-    (memory and time ∝ their number), which is what lets the grid be finer; and each block's table holds only
-    the window of needs a label can have there (:meth:`_spans`; outside it, see :meth:`_restricted_back`).
-    As a lower bound on the optimum (not a pruning bound) a value v of it gives min(v, θ_max).
+    Every schedule costing ≤ θ passes only through pairs whose through-bound is ≤ θ, so for a search at θ ≤ θ_max the
+    restricted minimum is a valid (and larger) pruning bound; a completion leaving the pairs, or a state outside them,
+    is +inf. H_j restricted is still non-decreasing and P_j-Lipschitz in d, so the interpolation rule stays valid. Only
+    the kept pairs are tabulated, each block on the window of needs a label can have there (:meth:`_spans`). As a lower
+    bound on the optimum a value v of it gives min(v, θ_max).
     """
 
     def __init__(self, search: Any, kept: np.ndarray, restarted: np.ndarray, ceiling: float, *,
@@ -236,8 +213,8 @@ class RestrictedCompletionBound(CompletionBound):
             self.tables = {j: job_table(j) for j in self.tracked}
 
     def _spans(self, search: Any, j: int) -> list[tuple[float, float]]:
-        """Per block, the needs of job j (shares of its tranche) that a label inside the kept pairs can have
-        after it: from 1 − (most tokens made by then) to the most tokens still reachable (capped to [0, 1])."""
+        """Per block, the needs of job j (shares of its tranche) that a label inside the kept pairs can have after it:
+        from 1 − (most tokens made by then) to the most tokens still reachable (capped to [0, 1])."""
         need = self.need[j]
         made = np.full(search.n_states, -np.inf)
         made[self.inside[0]] = np.minimum(search.gain[0][0, self.inside[0], j], need)
@@ -262,25 +239,21 @@ class RestrictedCompletionBound(CompletionBound):
 
     def _restricted_back(self, j: int, b: int, cost: np.ndarray, after: np.ndarray, opens: np.ndarray,
                          kept: np.ndarray, restarted: np.ndarray, first: int, last: int) -> np.ndarray:
-        """Rows of block b − 1's inside states on grid points first..last, from ``after`` (rows of block b's
-        inside states on its window).
+        """Rows of block b − 1's inside states on grid points first..last, from ``after`` (rows of block b's inside
+        states on its window).
 
-        A transition's variant (which jobs change their choice entering block b) fixes each job's tokens, so
-        the minimum over S' splits by variant: S' = S (no job changes), S' sharing the kept job's choice (the
-        other job changes), any S' (both change); a changed variant is never below the kept one of the same S'
-        (fewer tokens), so a group may include S' = S. The rows are taken one state S' at a time (a row of a
-        few thousand points stays in the cache, where the whole block's arrays did not): job j's shift of S''s
-        row depends only on whether j changes (at most two shifts per row), and each variant adds
-        its offset and takes the minimum into the row of S, of S's group, or of every S. Every value is the
-        same float expression as before (shift, + offset, minima; a minimum is exact in any order), so the
-        tables are the same to the bit. The loop over the rows runs compiled (:func:`oracle.kernels.back_rows`).
+        A transition's variant (which jobs change their choice entering block b) fixes each job's tokens, so the minimum
+        over S' splits by variant: S' = S (no job changes), S' sharing the kept job's choice (the other job changes),
+        any S' (both change); a changed variant is never below the kept one of the same S', so a group may include S' =
+        S. The rows are taken one state S' at a time (compiled: :func:`oracle.kernels.back_rows`): job j's shift of S''s
+        row depends only on whether j changes, and each variant adds its offset and takes the minimum into the row of S,
+        of S's group, or of every S.
 
-        The grid is uniform, so a shift by g tokens of job j (c = ⌊g/step⌋ whole steps and a fraction f·step)
-        maps grid point i to the cell [i − c − 1, i − c], whose interpolated value is
-        max(H[i − c − 1], H[i − c] − P_j·f·step) (the rule of :meth:`CompletionBound._where`). A need below
-        block b's window is bounded from its first two points (H is P_j-Lipschitz; a need ≤ 0 is 0); one
-        beyond it, past every token still reachable, is exactly its last point's value + P_j × the distance
-        (every completion falls short by the difference)."""
+        The grid is uniform, so a shift by g tokens of job j (c = ⌊g/step⌋ whole steps and a fraction f·step) maps grid
+        point i to the cell [i − c − 1, i − c], whose interpolated value is max(H[i − c − 1], H[i − c] − P_j·f·step)
+        (:meth:`CompletionBound._where`). A need below block b's window is bounded from its first two points (H is
+        P_j-Lipschitz); one beyond it, past every token still reachable, is exactly its last point's value + P_j × the
+        distance."""
         into, out = self.inside[b], self.inside[b - 1]
         width = last - first + 1
         n_jobs = kept.shape[1]
@@ -305,8 +278,8 @@ class RestrictedCompletionBound(CompletionBound):
             float(self.step[j]), float(self.penalty[j]), first, width, int(choices.max()) + 1)
 
     def bound(self, block: int, state: np.ndarray, tokens: np.ndarray) -> np.ndarray:
-        """As :meth:`CompletionBound.bound`, on each block's window (a need outside it as in
-        :meth:`_restricted_back`); +inf for a state outside the kept pairs."""
+        """As :meth:`CompletionBound.bound`, on each block's window (a need outside it as in :meth:`_restricted_back`);
+        +inf for a state outside the kept pairs."""
         short = np.maximum(self.need[None, :] - tokens, 0.0)
         priced = short @ self.mu
         best = np.full(state.size, -np.inf)

@@ -7,16 +7,12 @@ DEFAULT_MIP_GAP = 1e-4
 DEFAULT_SOLVER = "highs"
 """HiGHS through highspy, with Pyomo's persistent ``pyomo.contrib.solver`` interface."""
 FORMULATIONS = ("fast", "textbook")
-"""The day model's formulations (:class:`oracle.model.OracleModel`): ``fast``, joint states with exact block costs
-(the default); ``textbook``, per-slot load and grid variables."""
+"""The day model's formulations (:class:`oracle.model.OracleModel`): ``fast``, joint states with exact block costs (the
+default); ``textbook``, per-slot load and grid variables."""
 METHODS = ("auto", "exact", "decomposition", "textbook")
-"""The methods of :func:`oracle.solve`: ``exact`` (the day oracle: one site, no fleet workloads, at most two jobs),
-``decomposition`` (column generation with a proven bound, any instance), ``textbook`` (the direct MILP: the day's
-textbook formulation, or the sites MILP), ``auto`` (exact where it applies, else the decomposition)."""
+"""The methods of :func:`oracle.solve` (:mod:`oracle.entry` describes each)."""
 PLACEMENTS = ("move", "home", "stay", "free")
-"""Where the decomposition and the sites MILP let jobs run (:mod:`oracle.graph`): ``move`` (from the home site, moves
-at checkpoints), ``home`` (no migration), ``stay`` (one chosen site per job), ``free`` (chosen sites at t = 0, then
-moves)."""
+"""Where the decomposition and the sites MILP let jobs run (:mod:`oracle.graph` describes each)."""
 STATUSES = ("optimal", "infeasible", "time_limit", "error")
 DECOMPOSITION_REVISION = 4
 """Revision of the decomposition (:mod:`oracle.decomposition` and the modules it drives), recorded in every cached

@@ -1,18 +1,16 @@
 """Coefficients of the oracle's models, all computed by the simulator's own functions.
 
-The oracle never re-derives a cost: every number in its models comes from
-:mod:`aidc_env.simulator` (:func:`facility_load_mw`, :func:`renewable_first`,
-:func:`slot_decision_cost_usd`, :func:`segment_productive_hours`), so that the MILP objective of a
-schedule equals ``simulate(schedule).metrics.operating_cost_usd``.
+The oracle never re-derives a cost: every number in its models comes from :mod:`aidc_env.simulator`
+(:func:`facility_load_mw`, :func:`renewable_first`, :func:`slot_decision_cost_usd`, :func:`segment_productive_hours`),
+so that the MILP objective of a schedule equals ``simulate(schedule).metrics.operating_cost_usd``.
 
 Vocabulary:
 
 - a *choice* of job j is a mode index 0..M_j-1 or ``PAUSE`` (-1);
-- a *block* is an interval of slots between two consecutive boundaries of the union of all jobs'
-  checkpoint segments (with equal K for every job, the blocks are the segments);
-- a *joint state* is one choice per job whose GPUs fit in the pool; its facility load is constant
-  over a block, so its exact block cost (grid cost + curtailment penalty, renewable first, negative
-  prices included) is a precomputed number.
+- a *block* is an interval of slots between two consecutive boundaries of the union of all jobs' checkpoint segments
+  (with equal K for every job, the blocks are the segments);
+- a *joint state* is one choice per job whose GPUs fit in the pool; its facility load is constant over a block, so its
+  exact block cost (grid cost + curtailment penalty, renewable first, negative prices included) is a precomputed number.
 """
 
 from __future__ import annotations
@@ -29,19 +27,15 @@ from aidc_env.simulator import renewable_first, segment_productive_hours, slot_d
 
 MAX_JOINT_STATES = 50_000
 """Largest number of joint choice tuples (before the capacity screen) the joint-state ("fast") formulation builds."""
-
-
 DAY_HOURS_RTOL = 1e-9
 """Rounding allowed when comparing an instance's hours (slots × slot_hours) with one day's."""
 
 
 def span_days(inst: Instance) -> float:
-    """Days the instance spans, which choose the oracle's multi-day settings (restricted completion tables, the
-    label search's first step, the reduction's first threshold, the tolerance stop): ``horizon_days`` when it is
-    > 1; else, for an instance longer than one day (:data:`~aidc_env.profiles.HOURS_PER_DAY`: every day of the
-    model, DST days included, spans 24 clock hours), its hours / 24 -- a flat rest-of-horizon sub-instance of a
-    rolling controller (:func:`agents.mpc.sub_instance`), which starts mid-horizon and so is not whole days;
-    else 1 (every one-day instance and every sub-instance of one keeps the day settings, unchanged)."""
+    """Days the instance spans, which choose the oracle's multi-day settings (restricted completion tables, the label
+    search's first step, the reduction's first threshold, the tolerance stop): ``horizon_days`` when > 1; else its hours
+    / 24 for an instance longer than a day (a rest-of-horizon sub-instance of a rolling controller,
+    :func:`agents.mpc.sub_instance`, which starts mid-horizon); else 1."""
     if inst.horizon_days > 1:
         return float(inst.horizon_days)
     hours = inst.slots * inst.slot_hours
@@ -134,11 +128,6 @@ def blocks(inst: Instance) -> tuple[np.ndarray, np.ndarray]:
     return starts, segment
 
 
-def count_joint_states(inst: Instance) -> int:
-    """Number of choice tuples (pause included) before the capacity screen."""
-    return joint_count(inst)
-
-
 def capacity_feasible_states(inst: Instance) -> tuple[np.ndarray, np.ndarray]:
     """The capacity-feasible joint choices as a (states, jobs) int array (PAUSE = -1), and their facility load.
 
@@ -152,11 +141,6 @@ def capacity_feasible_states(inst: Instance) -> tuple[np.ndarray, np.ndarray]:
     digits = np.where(table.local[fits] == 0, sizes - 1, table.local[fits] - 1)
     order = fits[np.argsort(np.ravel_multi_index(digits.T, table.sizes), kind="stable")]
     return table.choices[order], table.load_mw[order]
-
-
-def enumerate_joint_states(inst: Instance) -> np.ndarray:
-    """All capacity-feasible joint choices, as a (states, jobs) int array (PAUSE = -1)."""
-    return capacity_feasible_states(inst)[0]
 
 
 def slot_cost_of_load(inst: Instance, load_mw: np.ndarray) -> np.ndarray:
@@ -175,7 +159,7 @@ def oracle_data(inst: Instance, *, joint: bool = True) -> OracleData:
     """Precompute blocks, joint states and their exact block costs (``joint=False``: skip the states)."""
     starts, segment = blocks(inst)
     states = load = cost = None
-    uncapped = count_joint_states(inst)
+    uncapped = joint_count(inst)
     if joint and uncapped <= MAX_JOINT_STATES:
         states, load = capacity_feasible_states(inst)
         per_slot = slot_cost_of_load(inst, load)

@@ -1,32 +1,23 @@
 """The decomposition: column generation (Dantzig-Wolfe) with a proven Lagrangian bound, for any instance.
 
-Each job's schedule is a path through its own (site, choice) graph (:mod:`oracle.graph`: a stage per checkpoint
-segment, restarts and moves on the arcs, its window as a mask, its target as a resource); the jobs meet only in the
-sites' pools (GPUs per slot, the slot's cost a function of the site's load, its inference and idle GPUs included).
-:class:`Decomposition` drives the phases, each within its share of the time limit:
+Each job's schedule is a path through its own (site, choice) graph (:mod:`oracle.graph`); the jobs meet only in the
+sites' pools (GPUs per slot, and the slot's cost as a function of the site's load). :class:`Decomposition` runs these
+phases, each within its share of the time limit:
 
-1. **column generation**: the restricted path master LP (:mod:`oracle.master`) and exact label-search pricing
-   (:mod:`oracle.pricing`); the Lagrangian dual at every iteration's prices, evaluated from its definition, is a
-   proven lower bound (the best is kept); each LP's rounding may give a schedule;
-2. **pattern master** (``patterns``; when its patterns number at most :data:`oracle.patterns.MAX_PATTERNS`: sites3,
-   sites-fleet, small fleets, not the fleet case's twelve jobs in one pool): site costs exact per (site, block)
-   pattern, a far stronger bound where jobs share a site; then its LP's rounding, its dives (``dives``: "stage",
-   "job" or "off", :mod:`oracle.pattern_search`), its branch and price for the bound (``branch``, given at least
-   :data:`PATTERN_BRANCH_MIN_S`) and the integer master over its near columns. Without it, the **integer master**
-   over every generated column (exact costs). Then **best responses** (each job's exact cheapest path, the others
-   fixed);
-3. **closing**: every path within the gap at the best Lagrangian prices is enumerated and the integer master solved
-   over them: its optimum is the optimum (proof ``enumeration``), if the enumeration stays small;
-4. **branch and price** on the path master (``branch``, when the pattern master did not set the bound,
-   :mod:`oracle.branching`), then a **large-neighbourhood search** (``neighbourhood``) with the time left;
-   optionally (``restricted``) reduced-cost fixing and the sites MILP over the nodes left;
-5. **infeasibility**: inference beyond a pool or a job that cannot reach its target alone is refused at once; with
-   no schedule found, a phase-one column generation, or on a tiny instance the integer master over every path of
-   every job, proves it.
+1. **column generation**: the path master LP (:mod:`oracle.master`) priced by an exact label search
+   (:mod:`oracle.pricing`); the Lagrangian dual at each iteration's prices is a proven lower bound;
+2. **pattern master** (:mod:`oracle.patterns`, when its patterns number at most ``MAX_PATTERNS``): exact site costs per
+   (site, block) pattern, a stronger bound where jobs share a site; then its LP's rounding, price-and-fix dives and
+   branch and price (:mod:`oracle.pattern_search`), and the integer master over its near columns. Without it, the
+   integer master over every generated column. Then best responses (each job's exact cheapest path, the others fixed);
+3. **closing**: every path within the gap at the best Lagrangian prices, and the integer master over them: its optimum
+   is the optimum (proof ``enumeration``) when the enumeration stays small;
+4. **branch and price** on the path master (:mod:`oracle.branching`, when the pattern master did not set the bound),
+   then a large-neighbourhood search with the time left;
+5. **infeasibility**: inference beyond a pool, or a job that cannot reach its target alone, is refused at once; with no
+   schedule found, a phase-one column generation (or, on a tiny instance, every path) proves it.
 
-The answer is an :class:`~oracle.result.OracleResult` (method and formulation ``decomposition``) whose objective,
-``Metrics.objective_usd`` (operating cost − idle-GPU value) of the simulator's replay, is checked equal to the
-decomposition's own.
+The answer's objective, ``Metrics.objective_usd`` of the simulator's replay, is checked equal to the model's own.
 """
 
 from __future__ import annotations
@@ -46,53 +37,41 @@ from oracle.graph import DecompositionData, decomposition_data
 from oracle.master import (Column, MasterLP, Prices, integer_master, lagrangian_bound, make_column, rounding,
                            unique_columns)
 from oracle.pricing import REDUCED_COST_TOL_USD, LabelSearch, exact_stage_costs, price, stage_costs
-from oracle.result import MIP_ABS_GAP_USD, OracleResult, answer, closed, relative_gap
+from oracle.result import MIP_ABS_GAP_USD, OracleResult, Start, answer, closed, relative_gap
 
 COLUMNS_PER_JOB = 6
 """Paths a job may add to the path master per iteration (its cheapest, one per end state)."""
-COLUMN_GENERATION_SHARE, PATH_SHARE, PATTERN_SHARE = 0.6, 0.25, 0.7
-"""Shares of the time limit by which the column generation must end, without and with the pattern master (whose
-own column generation, started from the path master's columns and best prices, ends by the third)."""
-INTEGER_SHARE = 0.8
-"""Share of the time left that the integer master over all generated columns may use (its LP bound is the column
-generation's: it looks for a schedule, the closing step proves)."""
-INTEGER_MIN_GAP = 1e-4
-"""... it stops at this relative gap at least."""
-PATTERN_INTEGER_SHARE = 0.6
-"""After the pattern master, share of the time left that the integer master over its near columns may use."""
-PATTERN_KEEP_USD = 0.5
-"""... its near columns: the paths whose reduced cost in the pattern LP's last solution is at most this ($; a
-heuristic restriction, the closing step is what proves)."""
+PATH_SHARE, PATTERN_SHARE = 0.25, 0.7
+"""Shares of the time limit by which the path master's and the pattern master's column generations end."""
+INTEGER_SHARE, INTEGER_MIN_GAP = 0.8, 1e-4
+"""The integer master over every generated column: its share of the time left and its least relative gap."""
+PATTERN_INTEGER_SHARE, PATTERN_KEEP_USD = 0.6, 0.5
+"""The integer master after the pattern master: its share of the time left, over the paths whose reduced cost in the
+pattern LP's last solution is at most ``PATTERN_KEEP_USD`` ($)."""
 PATTERN_DIVE_SHARE, MAX_DIVES, DIVE_TOP, DIVE_FIX_FLOW, DIVE_SEED = 0.75, 20, 3, 0.9, 0
-"""The dives on the pattern LP: their share of the time left, how many at most (the first by most flow, the others
-drawn among the ``DIVE_TOP`` fixings of most flow, each also fixing every (job, stage) with ``DIVE_FIX_FLOW`` of
-its flow on one state, from the released pattern LP), the seed of the draws (deterministic for a given timing)."""
+"""The dives: their share of the time left, how many at most (the first by most flow, the others drawn among the
+``DIVE_TOP`` (job, stage)s of most flow, also fixing those with ``DIVE_FIX_FLOW`` of their flow on one state), the seed
+of the draws."""
 PATTERN_BRANCH_SHARE, PATTERN_BRANCH_MIN_S = 0.5, 5.0
-"""After the dives, the share of the time left the pattern master's branch and price may use, if that many seconds
-at least (a node takes seconds on sites3)."""
+"""The pattern master's branch and price: its share of the time left after the dives, if at least that many s."""
 BRANCH_SHARE = 0.6
-"""Share of the time left after the closing step that the path master's branch and price may use; the
-neighbourhood search gets the rest."""
+"""The path master's branch and price: its share of the time left (the neighbourhood search gets the rest)."""
 TIME_MARGIN_SHARE = 0.9
-"""The closing integer master gets this share of the time left (building and reading take the rest)."""
+"""The closing integer master's share of the time left (building and reading take the rest)."""
 NEIGHBOURHOOD_START_USD, NEIGHBOURHOOD_COLUMNS = 1.0, 300
-"""The large-neighbourhood search's first δ ($: paths within δ of a job's exact best response), and the paths per
-job and round it adds (the cheapest first)."""
-MAX_ENUMERATED_LABELS = 200_000
-"""The closing step gives up when a job's enumeration holds more labels than this at a stage."""
-MAX_CLOSING_COLUMNS = 20_000
-"""... or when all jobs' enumerated paths exceed this many columns."""
+"""The neighbourhood search's first δ ($ above a job's exact best response) and the paths per job and round."""
+MAX_ENUMERATED_LABELS, MAX_CLOSING_COLUMNS = 200_000, 20_000
+"""The closing step gives up beyond this many labels of a job at a stage, or this many paths in all."""
 INFEASIBILITY_GPUS = 1e-6
 """Phase one proves infeasibility when its bound on the GPU-slots beyond the pools exceeds this."""
-DIVES = ("stage", "job", "off")
 
 Paths = list[np.ndarray]
 
 
 @dataclass
 class Search:
-    """The state of one solve: the incumbent, the best bound and what proved it, the Lagrangian prices the closing
-    step enumerates at, the clock and the counters."""
+    """The state of one solve: the incumbent, the best bound and what proved it, the Lagrangian prices the closing step
+    enumerates at, the clock and the counters."""
 
     deadline: float
     mip_gap: float
@@ -103,8 +82,6 @@ class Search:
     proof: str = "column-generation"
     prices: Prices | None = None
     """The path master's prices of its best Lagrangian dual."""
-    path_dual: tuple[list[float], float] | None = None
-    """At those prices, each job's least path cost and the dual's value."""
     closing: tuple[list[np.ndarray], list[float], float] | None = None
     """Per job its stage costs and least path cost at the best Lagrangian prices, and that dual's value."""
     from_patterns: bool = False
@@ -133,12 +110,11 @@ class Search:
 class Decomposition:
     """The decomposition of one instance (see the module docstring); :meth:`solve` returns an OracleResult."""
 
-    def __init__(self, inst: Instance, *, placement: str = "move", allow_pause: bool = True,
-                 slot_hull: bool | None = None) -> None:
+    def __init__(self, inst: Instance, *, placement: str = "move", allow_pause: bool = True) -> None:
         tick = time.perf_counter()
         self.inst = inst
         self.placement = placement
-        self.data: DecompositionData = decomposition_data(inst, placement, allow_pause, slot_hull)
+        self.data: DecompositionData = decomposition_data(inst, placement, allow_pause)
         self.searches = [LabelSearch(graph) for graph in self.data.graphs]
         self.build_seconds = time.perf_counter() - tick
 
@@ -157,10 +133,9 @@ class Decomposition:
                 return f"job {search.graph.name} cannot make its target within its window, even alone in the pool"
         return ""
 
-    def _starts(self, start: tuple[Sequence[Sequence[int]], Sequence[Sequence[int]] | None] | None,
-                baselines: bool = True) -> list[Paths]:
-        """The baselines at home (fixed; greedy too with one site) and a given (schedule, sites) start, when their
-        every job meets its target in its window."""
+    def _starts(self, start: Start | None, baselines: bool = True) -> list[Paths]:
+        """The baselines at home (fixed; greedy too with one site) and a given (schedule, sites) start, when their every
+        job meets its target in its window."""
         makers = () if not baselines else (fixed_schedule, greedy_schedule) if len(self.data.pools) == 1 else (
             fixed_schedule,)
         out = []
@@ -177,17 +152,10 @@ class Decomposition:
     # ------------------------------------------------------------------ solving
 
     def solve(self, *, time_limit_s: float = DEFAULT_TIME_LIMIT_S, mip_gap: float = DEFAULT_MIP_GAP,
-              warm_start: bool = True, threads: int | None = None,
-              start: tuple[Sequence[Sequence[int]], Sequence[Sequence[int]] | None] | None = None,
-              patterns: bool = True, dives: str = "stage", branch: bool = True, neighbourhood: bool = True,
-              restricted: bool = False) -> OracleResult:
-        """The phases of the module docstring. ``start``: a (schedule, sites) pair to start from (sites None: at
-        home); ``patterns``, ``dives``, ``branch``, ``neighbourhood`` and ``restricted`` (reduced-cost fixing and
-        the sites MILP over the nodes left; on sites3 its bound stayed under the column generation's: off) switch
-        phases."""
+              warm_start: bool = True, threads: int | None = None, start: Start | None = None) -> OracleResult:
+        """The phases of the module docstring; ``start``: a (schedule, sites) pair to start from (None sites: home)."""
         require(isinstance(time_limit_s, (int, float)) and time_limit_s > 0, "time_limit_s", "must be > 0")
         require(isinstance(mip_gap, (int, float)) and 0 <= mip_gap < 1, "mip_gap", "must be in [0, 1)")
-        require(dives in DIVES, "dives", f"must be one of {', '.join(DIVES)}, got {dives!r}")
         tick = time.perf_counter()
         run = Search(deadline=tick + time_limit_s, mip_gap=mip_gap, threads=threads,
                      details={"iterations": 0, "lp_s": 0.0, "pricing_s": 0.0, "mip_s": 0.0})
@@ -197,32 +165,29 @@ class Decomposition:
         master = MasterLP(self.data, threads)
         fitting = self._first_columns(master, run, self._starts(start, warm_start))
         start_usd = run.incumbent[1] if run.incumbent else None
-        converged = self._column_generation(master, run, tick + (PATH_SHARE if patterns else COLUMN_GENERATION_SHARE)
-                                            * time_limit_s)
+        converged = self._column_generation(master, run, tick + PATH_SHARE * time_limit_s)
         pattern = None
-        if patterns and run.prices is not None and run.open:
+        if run.prices is not None and run.open:
             pattern = self._patterns(master, run, fitting, tick + PATTERN_SHARE * time_limit_s)
         if pattern is not None and run.open:
-            self._pattern_primal(pattern, run, dives, branch)
+            self._pattern_primal(pattern, run)
         elif run.open:
             self._integer_master(master.columns, run, INTEGER_SHARE, max(mip_gap, INTEGER_MIN_GAP))
         if run.incumbent is not None and run.open:
             run.incumbent = self.best_responses(*run.incumbent, run.deadline)
         if run.incumbent is not None and run.open and run.closing is not None:
             self._close(run)
-        if branch and not run.from_patterns and run.incumbent is not None and run.open:
-            self._path_branch(master, run, neighbourhood)
-        if neighbourhood and run.incumbent is not None and run.open:
+        if not run.from_patterns and run.incumbent is not None and run.open:
+            self._path_branch(master, run)
+        if run.incumbent is not None and run.open:
             self.neighbourhood(master.columns, run)
-        if restricted and run.incumbent is not None and run.open and run.left() > 1.0:
-            self._restricted(run)
         if run.incumbent is None:
             return self._unsolved(master, run, tick, time_limit_s, converged)
         return self._result(run, tick, time_limit_s, start_objective_usd=start_usd)
 
     def _first_columns(self, master: MasterLP, run: Search, starts: list[Paths]) -> list[Paths]:
-        """The starts' paths as columns (the fitting ones as incumbents), and a first column for every job; returns
-        the fitting starts."""
+        """The starts' paths as columns (the fitting ones as incumbents), and a first column for every job; returns the
+        fitting starts."""
         fitting = []
         for paths in starts:
             for j, path in enumerate(paths):
@@ -249,7 +214,7 @@ class Decomposition:
             bound = lagrangian_bound(master, prices, cheapest)
             if bound > run.bound:
                 run.raise_bound(bound, "column-generation")
-                run.prices, run.path_dual = prices, (cheapest, bound)
+                run.prices = prices
                 run.closing = ([stage_costs(g, prices.gpu, prices.load) for g in self.data.graphs], cheapest, bound)
             run.offer(rounding(master.fractional(), len(self.data.graphs)), data=self.data)
             if added == 0:
@@ -260,13 +225,11 @@ class Decomposition:
         details.update(columns=len(master.columns), converged=False, lp_value_usd=float(master.value))
         return False
 
-    def _integer_master(self, columns: Sequence[Column], run: Search, share: float, mip_gap: float,
-                        warm: bool = True) -> None:
-        """The integer master over ``columns`` (exact costs) for ``share`` of the time left (``warm``: from the
-        incumbent)."""
+    def _integer_master(self, columns: Sequence[Column], run: Search, share: float, mip_gap: float) -> None:
+        """The integer master over ``columns`` (exact costs) from the incumbent, for ``share`` of the time left."""
         t0 = time.perf_counter()
         out = integer_master(self.data, columns, time_limit_s=share * run.left(), mip_gap=mip_gap,
-                             threads=run.threads, start=run.incumbent[0] if warm and run.incumbent else None)
+                             threads=run.threads, start=run.incumbent[0] if run.incumbent else None)
         run.details["mip_s"] += time.perf_counter() - t0
         if out.paths is not None:
             run.details["integer_master_usd"] = self.data.objective_usd(out.paths)
@@ -291,8 +254,8 @@ class Decomposition:
         return paths, value
 
     def _patterns(self, master: MasterLP, run: Search, fitting: list[Paths], until: float):
-        """The pattern master (:mod:`oracle.patterns`) from the path master's columns and best prices, its bound
-        kept when stronger; the master and its outcome, or None (no start fits, too many patterns, the clock)."""
+        """The pattern master (:mod:`oracle.patterns`) from the path master's columns and best prices, its bound kept
+        when stronger; the master and its outcome, or None (no start fits, too many patterns, the clock)."""
         from oracle.patterns import PatternMaster, column_generation, prices_from
 
         t0 = time.perf_counter()
@@ -321,10 +284,10 @@ class Decomposition:
             run.from_patterns = True
         return pm, out
 
-    def _pattern_primal(self, pattern, run: Search, dives: str, branch: bool) -> None:
-        """Schedules from the pattern master: its LP's rounding, the dives, its branch and price (which may raise
-        the bound), then the integer master over its near columns and the dives' paths."""
-        from oracle.pattern_search import BranchNode, branch_bound, pattern_dive, release, stage_dive
+    def _pattern_primal(self, pattern, run: Search) -> None:
+        """Schedules from the pattern master: its LP's rounding, the dives, its branch and price (which may raise the
+        bound), then the integer master over its near columns and the dives' paths."""
+        from oracle.pattern_search import BranchNode, branch_bound, release, stage_dive
 
         pm, out = pattern
         data, t0 = self.data, time.perf_counter()
@@ -335,25 +298,20 @@ class Decomposition:
         near = [c for c, i in zip(pm.columns, pm.path_index, strict=True) if reduced[i] <= PATTERN_KEEP_USD]
         n_before, dive_end = len(pm.columns), t0 + PATTERN_DIVE_SHARE * run.left()
         rng, runs = np.random.default_rng(DIVE_SEED), []
-        while dives != "off" and time.perf_counter() < dive_end and len(runs) < MAX_DIVES and run.open:
-            if dives == "job":
-                dived, info = pattern_dive(pm, self.searches, dive_end)
-            else:
-                if runs:
-                    release(pm)
-                dived, info = stage_dive(pm, self.searches, dive_end, rng if runs else None, DIVE_TOP,
-                                         DIVE_FIX_FLOW if runs else 1.0 - 1e-7)
+        while time.perf_counter() < dive_end and len(runs) < MAX_DIVES and run.open:
+            if runs:
+                release(pm)
+            dived, info = stage_dive(pm, self.searches, dive_end, rng if runs else None, DIVE_TOP,
+                                     DIVE_FIX_FLOW if runs else 1.0 - 1e-7)
             runs.append(dict(info))
             if dived is not None:
                 value = data.objective_usd(dived)
                 best = self.best_responses(dived, value, run.deadline)
                 runs[-1].update(usd=value, local_usd=best[1])
                 run.offer(*best)
-            if dives == "job":
-                break
         run.details.update(pattern_dives=runs, pattern_dive_s=time.perf_counter() - t0)
         share = PATTERN_BRANCH_SHARE * run.left()
-        if branch and run.open and share >= PATTERN_BRANCH_MIN_S:
+        if run.open and share >= PATTERN_BRANCH_MIN_S:
             release(pm)
             upper = run.incumbent[1] if run.incumbent is not None else np.inf
             tree: dict[str, Any] = {}
@@ -366,18 +324,17 @@ class Decomposition:
             run.raise_bound(bound, "pattern-branch-and-price")
             run.details.update(pattern_branch_nodes=tree["nodes"], pattern_branch_bound_usd=bound)
         near += pm.columns[n_before:]
-        if dives != "off" and run.incumbent is not None:
+        if run.incumbent is not None:
             near = unique_columns(near + [make_column(data.graphs[j], j, p) for j, p in enumerate(run.incumbent[0])])
         run.details["integer_columns"] = len(near)
         if run.open:
-            self._integer_master(near, run, PATTERN_INTEGER_SHARE, max(run.mip_gap, INTEGER_MIN_GAP),
-                                 warm=dives != "off")
+            self._integer_master(near, run, PATTERN_INTEGER_SHARE, max(run.mip_gap, INTEGER_MIN_GAP))
         run.details["pattern_primal_s"] = time.perf_counter() - t0
 
     def _enumerated(self, run: Search, costs: Sequence[np.ndarray], thresholds: Sequence[float],
                     start: Paths | None = None):
-        """The integer master (gap 0) over every path of each job that costs at most its threshold at ``costs``
-        (and the ``start``'s paths); None when the paths are too many (:data:`MAX_CLOSING_COLUMNS`,
+        """The integer master (gap 0) over every path of each job that costs at most its threshold at ``costs`` (and the
+        ``start``'s paths); None when the paths are too many (:data:`MAX_CLOSING_COLUMNS`,
         :data:`MAX_ENUMERATED_LABELS`) or the clock runs out."""
         columns: list[Column] = []
         for j, (graph, search) in enumerate(zip(self.data.graphs, self.searches, strict=True)):
@@ -397,8 +354,8 @@ class Decomposition:
         return out
 
     def _close(self, run: Search) -> None:
-        """Every path within the gap at the best Lagrangian prices, and the integer master over them: its optimum is
-        the optimum (a schedule costs at least the bound plus its paths' excesses). Gives up when too many."""
+        """Every path within the gap at the best Lagrangian prices, and the integer master over them: its optimum is the
+        optimum (a schedule costs at least the bound plus its paths' excesses). Gives up when too many."""
         costs, cheapest, lagrangian = run.closing
         out = self._enumerated(run, costs, [c + run.incumbent[1] - lagrangian for c in cheapest], run.incumbent[0])
         if out is None or out.status != "optimal" or out.paths is None:
@@ -406,23 +363,23 @@ class Decomposition:
         run.offer(out.paths, data=self.data)
         run.raise_bound(run.incumbent[1], "enumeration")
 
-    def _path_branch(self, master: MasterLP, run: Search, neighbourhood: bool) -> None:
+    def _path_branch(self, master: MasterLP, run: Search) -> None:
         """The path master's branch and price (:mod:`oracle.branching`) from the column generation's bound."""
         from oracle.branching import BranchAndPrice
 
         t0 = time.perf_counter()
         tree = BranchAndPrice(self.data, self.searches, master.columns, run.threads)
-        end = t0 + BRANCH_SHARE * run.left() if neighbourhood else run.deadline
-        run.incumbent, bound = tree.run(run.bound, run.incumbent, end, run.mip_gap, run.details)
+        run.incumbent, bound = tree.run(run.bound, run.incumbent, t0 + BRANCH_SHARE * run.left(), run.mip_gap,
+                                        run.details)
         run.raise_bound(bound, "branch-and-price")
         run.details.update(branch_s=time.perf_counter() - t0, branch_bound_usd=bound)
         for column in tree.pool[len(master.columns):]:
             master.add(column)
 
     def neighbourhood(self, columns: Sequence[Column], run: Search) -> None:
-        """Large-neighbourhood search for the time left: per job, every path within δ of its exact best response to
-        the incumbent's other jobs joins the columns, the integer master recombines them from the incumbent, best
-        responses polish; δ doubles after a round that improves nothing."""
+        """Large-neighbourhood search for the time left: per job, every path within δ of its exact best response to the
+        incumbent's other jobs joins the columns, the integer master recombines them from the incumbent, best responses
+        polish; δ doubles after a round that improves nothing."""
         data, pool, delta, rounds = self.data, list(columns), NEIGHBOURHOOD_START_USD, 0
         stop_usd = run.bound + run.mip_gap * abs(run.bound)
         while run.left() > 1.0 and run.incumbent[1] > stop_usd:
@@ -442,24 +399,6 @@ class Decomposition:
             if run.incumbent[1] >= before - REDUCED_COST_TOL_USD:
                 delta *= 2
         run.details.update(neighbourhood_rounds=rounds, neighbourhood_columns=len(pool))
-
-    def _restricted(self, run: Search) -> None:
-        """Reduced-cost fixing at the best path prices, then the sites MILP over the nodes left
-        (:func:`oracle.branching.restricted_milp`): its bound holds for every schedule better than the incumbent."""
-        from oracle.branching import fixings, restricted_milp
-
-        data, prices = self.data, run.prices
-        costs = [stage_costs(g, prices.gpu, prices.load) for g in data.graphs]
-        cheapest, lagrangian = run.path_dual  # the gap is measured from the dual at these prices, not a stronger one
-        keep = fixings(data.graphs, self.searches, costs, cheapest, run.incumbent[1] - lagrangian)
-        start = (data.schedule(run.incumbent[0]), data.site_rows(run.incumbent[0]))
-        result, counts = restricted_milp(self.inst, self.placement, data.graphs, keep, start,
-                                         TIME_MARGIN_SHARE * run.left(), run.mip_gap, run.threads)
-        run.details.update(counts)
-        if result.schedule is not None:
-            run.offer(data.paths_of(result.schedule, result.sites or None), data=data)
-        if result.best_bound_usd is not None:
-            run.raise_bound(min(run.incumbent[1], float(result.best_bound_usd)), "reduced-cost-fixing")
 
     # ------------------------------------------------------------------ infeasibility and the answer
 
@@ -516,12 +455,3 @@ class Decomposition:
         return answer(self.data.replay_instance(paths), self.data.schedule(paths), self.data.site_rows(paths),
                       run.bound, run.mip_gap, objective_usd=value, reason=reason, proof=run.proof, **common)
 
-
-def solve_decomposition(inst: Instance, *, time_limit_s: float = DEFAULT_TIME_LIMIT_S,
-                        mip_gap: float = DEFAULT_MIP_GAP, placement: str = "move", allow_pause: bool = True,
-                        warm_start: bool = True, threads: int | None = None,
-                        start: tuple[Sequence[Sequence[int]], Sequence[Sequence[int]] | None] | None = None,
-                        **options: Any) -> OracleResult:
-    """One call: the decomposition of an instance (``options``: the phase switches of :meth:`Decomposition.solve`)."""
-    return Decomposition(inst, placement=placement, allow_pause=allow_pause).solve(
-        time_limit_s=time_limit_s, mip_gap=mip_gap, warm_start=warm_start, threads=threads, start=start, **options)

@@ -2,22 +2,21 @@
 :data:`~oracle.constants.METHODS`.
 
 - ``exact``: the day oracle (:class:`oracle.model.OracleModel`, fast formulation): one site, no fleet workloads
-  (fine-tuning, inference, an idle-GPU value), at most two jobs; optimality proved by label setting or branch and
-  bound, the textbook MILP raced as the guard;
+  (fine-tuning, inference, an idle-GPU value), at most two jobs; optimality proved by label setting or branch and bound,
+  the textbook MILP raced as the guard;
 - ``decomposition``: column generation with a proven Lagrangian bound (:mod:`oracle.decomposition`), any instance;
-- ``textbook``: the direct MILP: the day's textbook formulation (:mod:`oracle.formulations`) for one site without
-  fleet workloads, else the sites MILP (:mod:`oracle.sites`, one site or several, any workload);
-- ``auto`` (the default): ``exact`` where it applies, else ``decomposition``. The exact oracle proves its days
-  (its joint-state network is exact, its answers are the regression pins), but its states multiply with every job
-  and site; the decomposition scales to fleets and sites and reports its proven bound and gap, while the textbook
-  MILP's LP bound is weak there (~2.5 % under the optimum on sites3).
+- ``textbook``: the direct MILP: the day's textbook formulation (:mod:`oracle.formulations`) for one site without fleet
+  workloads, else the sites MILP (:mod:`oracle.sites`, one site or several, any workload);
+- ``auto`` (the default): ``exact`` where it applies, else ``decomposition``. The exact oracle proves its days (its
+  joint-state network is exact, its answers are the regression pins), but its states multiply with every job and site;
+  the decomposition scales to fleets and sites and reports its proven bound and gap, while the textbook MILP's LP bound
+  is weak there (~2.5 % under the optimum on sites3).
 
 Every answer is an :class:`~oracle.result.OracleResult` whose metrics are the simulator's replay of its schedule.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -27,10 +26,7 @@ from aidc_env.instance import Instance
 from aidc_env.profiles import ProfileSet
 from oracle.constants import DEFAULT_MIP_GAP, DEFAULT_SOLVER, DEFAULT_TIME_LIMIT_S, METHODS
 from oracle.race import RACE_AFTER_S
-from oracle.result import OracleResult
-
-Start = tuple[Sequence[Sequence[int]], Sequence[Sequence[int]] | None]
-"""A (schedule, sites) pair to start from (sites None: every job at its home site)."""
+from oracle.result import OracleResult, Start
 
 
 def exact_applies(inst: Instance) -> bool:
@@ -39,8 +35,8 @@ def exact_applies(inst: Instance) -> bool:
 
 
 def route(inst: Instance, method: str = "auto", placement: str = "move", start: Start | None = None) -> str:
-    """The model a request solves: ``exact``, ``textbook`` (the day's), ``sites-textbook`` or ``decomposition``;
-    one InputError line for a method that cannot answer it."""
+    """The model a request solves: ``exact``, ``textbook`` (the day's), ``sites-textbook`` or ``decomposition``; one
+    InputError line for a method that cannot answer it."""
     require(method in METHODS, "method", f"must be one of {', '.join(METHODS)}, got {method!r}")
     day_model = exact_applies(inst) and placement == "move" and start is None
     if method == "auto":
@@ -79,13 +75,12 @@ def solve(
 
     ``case_or_instance``: an :class:`~aidc_env.instance.Instance` (used as is), or a case (name, TOML path or
     :class:`~aidc_env.case.Case`) resolved with ``day``, ``profiles`` and ``overrides`` (``gpus``, ``segments``,
-    ``renewable_ratio``, any case field) through :func:`~aidc_env.case.build_instance`. ``allow_pause=False``
-    forbids pausing (every job runs some mode in every segment of its window). The day oracle's options:
-    ``solver`` (any Pyomo solver; the others run HiGHS), ``reduce=False`` (the fast model in one piece, without the
-    Lagrangian reduction), ``labeling=False`` (branch and bound only), ``race_after_s`` (CPU seconds after which the
-    textbook MILP races a solve still running; None: never). The sites' options (decomposition and sites MILP):
-    ``placement`` (``move``, ``home``, ``stay``, ``free``: :mod:`oracle.graph`) and ``start``, a (schedule, sites)
-    pair to start from.
+    ``renewable_ratio``, any case field) through :func:`~aidc_env.case.build_instance`. ``allow_pause=False`` forbids
+    pausing (every job runs some mode in every segment of its window). The day oracle's options: ``solver`` (any Pyomo
+    solver; the others run HiGHS), ``reduce=False`` (the fast model in one piece, without the Lagrangian reduction),
+    ``labeling=False`` (branch and bound only), ``race_after_s`` (CPU seconds after which the textbook MILP races a
+    solve still running; None: never). The sites' options (decomposition and sites MILP): ``placement`` (``move``,
+    ``home``, ``stay``, ``free``: :mod:`oracle.graph`) and ``start``, a (schedule, sites) pair to start from.
     """
     if isinstance(case_or_instance, Instance):
         given = {k for k, v in overrides.items() if v is not None}
@@ -111,10 +106,10 @@ def solve(
 
         return solve_sites(inst, time_limit_s=time_limit_s, mip_gap=mip_gap, placement=placement,
                            allow_pause=allow_pause, threads=threads, tee=tee, warm_start=warm_start, start=start)
-    from oracle.decomposition import solve_decomposition
+    from oracle.decomposition import Decomposition
 
-    return solve_decomposition(inst, time_limit_s=time_limit_s, mip_gap=mip_gap, placement=placement,
-                               allow_pause=allow_pause, warm_start=warm_start, threads=threads, start=start)
+    return Decomposition(inst, placement=placement, allow_pause=allow_pause).solve(
+        time_limit_s=time_limit_s, mip_gap=mip_gap, warm_start=warm_start, threads=threads, start=start)
 
 
 __all__ = ["exact_applies", "route", "solve"]

@@ -2,17 +2,16 @@
 
 Three necessary conditions, from the cheapest; each failure is a proof of infeasibility:
 
-1. **Alone**: each job's tranche is at most what its fastest mode within the pool trains in a day
-   (with a restart unless it is the mode already running).
-2. **Average GPUs**: ignoring restarts and checkpoint boundaries, a job needs on average at least
-   ``n_min`` GPUs busy all day to train its tranche, where ``n_min`` is the lower convex hull of its
-   (throughput, GPUs) points (pause included) at the required average throughput; the pool must hold
-   the sum of the jobs' ``n_min``.
-3. **Time sharing**: a small LP over the capacity-feasible joint states: some mix of them (fractions
-   of the day) must train every tranche, still ignoring restarts and boundaries.
+1. **Alone**: each job's tranche is at most what its fastest mode within the pool trains in a day (with a restart unless
+   it is the mode already running).
+2. **Average GPUs**: ignoring restarts and checkpoint boundaries, a job needs on average at least ``n_min`` GPUs busy
+   all day to train its tranche, where ``n_min`` is the lower convex hull of its (throughput, GPUs) points (pause
+   included) at the required average throughput; the pool must hold the sum of the jobs' ``n_min``.
+3. **Time sharing**: a small LP over the capacity-feasible joint states: some mix of them (fractions of the day) must
+   train every tranche, still ignoring restarts and boundaries.
 
-If all three pass, the MILP decides; if it proves infeasibility, the reason names what is left:
-restarts and checkpoint boundaries.
+If all three pass, the MILP decides; if it proves infeasibility, the reason names what is left: restarts and checkpoint
+boundaries.
 """
 
 from __future__ import annotations
@@ -27,14 +26,15 @@ from pyomo.common.tee import capture_output
 
 from aidc_env.instance import PAUSE, SECONDS_PER_HOUR, Instance
 from aidc_env.simulator import TRANCHE_TOLERANCE
-from oracle.data import MAX_JOINT_STATES, count_joint_states, enumerate_joint_states, job_coefficients
+from aidc_env.joint_choices import joint_count
+from oracle.data import MAX_JOINT_STATES, capacity_feasible_states, job_coefficients
 from oracle.formulations import TRANCHE_SCALE_FLOOR
 
 LP_INFEASIBLE_STATUSES = frozenset({highspy.HighsModelStatus.kInfeasible,
                                     highspy.HighsModelStatus.kUnboundedOrInfeasible})
-"""HiGHS model statuses that prove the time-sharing LP infeasible. The LP's fractions lie in a simplex (bounded), so
-it cannot be unbounded: "unbounded or infeasible" is infeasible too. Any other status (optimal, or a solver
-failure) proves nothing, and the MILP decides."""
+"""HiGHS model statuses that prove the time-sharing LP infeasible. The LP's fractions lie in a simplex (bounded), so it
+cannot be unbounded: "unbounded or infeasible" is infeasible too. Any other status (optimal, or a solver failure) proves
+nothing, and the MILP decides."""
 
 
 @dataclass(frozen=True)
@@ -137,7 +137,7 @@ def precheck(inst: Instance, *, allow_pause: bool = True) -> FeasibilityCheck:
             f"the daily tranches need on average at least {total:.0f} GPUs busy all day ({parts}, each at its most "
             f"GPU-efficient mix of modes), but the pool has only {inst.n_gpus} GPUs")
     check = FeasibilityCheck(False, "", needs_t)
-    if count_joint_states(inst) <= MAX_JOINT_STATES and any(job.tranche_tokens > 0 for job in inst.jobs):
+    if joint_count(inst) <= MAX_JOINT_STATES and any(job.tranche_tokens > 0 for job in inst.jobs):
         if not _time_sharing_feasible(inst, allow_pause, day_hours):
             return infeasible(
                 f"no mix of joint modes within {inst.n_gpus} GPUs trains every tranche in a day, even ignoring "
@@ -147,7 +147,7 @@ def precheck(inst: Instance, *, allow_pause: bool = True) -> FeasibilityCheck:
 
 def _time_sharing_feasible(inst: Instance, allow_pause: bool, day_hours: float) -> bool:
     """LP: fractions f_S ≥ 0 of capacity-feasible joint states, Σ f = 1, every tranche trained."""
-    states = enumerate_joint_states(inst)
+    states = capacity_feasible_states(inst)[0]
     if not allow_pause:
         states = states[np.all(states != PAUSE, axis=1)]
     if states.shape[0] == 0:

@@ -1,29 +1,20 @@
-"""The two Pyomo formulations of the day (DESIGN §2-§3): ``fast`` (joint states) and ``textbook``.
+"""The two Pyomo formulations of the day: ``fast`` (joint states) and ``textbook``; the same schedules and objective
+(operating cost, the constant PPA term included).
 
-Both describe the same schedules with the same objective (operating cost, the constant PPA term
-included); a test checks that they reach the same optimum.
+**textbook**: per-job binaries x[j,s,m] (Σ_m x ≤ 1; no x means pause), restart indicators z ≥ x[j,s,m] − x[j,s−1,m],
+per-slot GPU capacity, per-slot facility load L_t (affine in x), grid import g_t ≥ L_t − R_t, g_t ≥ 0 and, only where
+importing more would pay (λ_t + c_cur < 0), a binary enforcing renewable first. Its LP relaxation is the "continuously
+adjustable" load.
 
-**textbook** -- per-job binaries x[j,s,m] (Σ_m x ≤ 1; no x means pause), restart indicators
-z ≥ x[j,s,m] − x[j,s−1,m], per-slot GPU capacity, per-slot facility load L_t (affine in x), grid
-import g_t ≥ L_t − R_t, g_t ≥ 0 (curtailment c_t = R_t − L_t + g_t ≥ 0 follows), and, only in slots
-where importing more would pay (λ_t + c_cur < 0), a binary that enforces renewable first
-(g_t = max(0, L_t − R_t)). Its LP relaxation is the "continuously adjustable" load: fractional modes
-whose grid cost is the cost of the average load.
+**fast**: per block b (the intervals between the union of the jobs' segment boundaries) a variable y[b,S] ∈ [0, 1] for
+every capacity-feasible joint state S, with the exact cost of S over the block precomputed by the simulator's functions:
+no grid, curtailment or negative-price variables remain. Per-job choice binaries x[j,s,c] are the marginals of y.
+Restarts: "keep" variables k[j,s,m] ≤ x[j,s−1,m], k[j,s,m] ≤ x[j,s,m] (the initial mode at s = 0), tokens Σ (yield after
+a restart)·x + (restart loss)·k ≥ tranche: the projection of the per-job transition-flow network, whose LP bound equals
+the full joint-transition network's. The oracle solves it through a Lagrangian reduction (:mod:`oracle.reduction`).
 
-**fast** -- per block b (the intervals between the union of the jobs' segment boundaries; with equal
-K the segments) a variable y[b,S] ∈ [0, 1] for every capacity-feasible joint state S (one choice per
-job, pause included), with the exact cost of S over the block precomputed by the simulator's
-functions: no grid, curtailment or negative-price variables remain. Per-job choice binaries
-x[j,s,c] (pause included) are the marginals of y (so y is integral when x is). Restarts: "keep"
-variables k[j,s,m] ≤ x[j,s−1,m], k[j,s,m] ≤ x[j,s,m] (from the initial mode at s = 0), tokens
-Σ (yield after a restart)·x + (restart loss)·k ≥ tranche. This is the projection of the per-job
-transition-flow network (each k is the flow that stays in m), and its LP bound equals that of the full
-joint-transition network (measured; see docs/performance.md) at a fraction of the size. The oracle
-solves it through a Lagrangian reduction (:mod:`oracle.reduction`).
-
-Each builder returns a :class:`Built`: the model, how to read a schedule from it, the values of a
-schedule as a MIP start, the model's own objective of a schedule (a cross-check), and, for
-``fast``, how to re-price it in place for another day.
+Each builder returns a :class:`Built`: the model, how to read a schedule from it, a schedule's values as a MIP start,
+the model's own objective of a schedule (a cross-check), and, for ``fast``, how to re-price it in place.
 """
 
 from __future__ import annotations
@@ -41,12 +32,11 @@ from oracle.constants import FORMULATIONS
 from oracle.data import OracleData, day_segments, daily_rows, joint_objective_usd, joint_path
 
 TRANCHE_ROW_RHS = 1e4
-"""Each tranche row is scaled so that the tranche built into the model reads this many units: HiGHS's
-absolute MIP feasibility tolerance (1e-6) is then 1e-10 of the tranche, below :data:`TRANCHE_MARGIN`."""
-
+"""Each tranche row is scaled so that the tranche built into the model reads this many units: HiGHS's absolute MIP
+feasibility tolerance (1e-6) is then 1e-10 of the tranche, below :data:`TRANCHE_MARGIN`."""
 TRANCHE_MARGIN = TRANCHE_TOLERANCE / 2
-"""The model asks for tokens ≥ W·(1 − margin): inside the simulator's 'met' test, and loose enough that
-a schedule meeting the tranche up to float rounding (e.g. fixed continuous training) stays feasible."""
+"""The model asks for tokens ≥ W·(1 − margin): inside the simulator's 'met' test, and loose enough that a schedule
+meeting the tranche up to float rounding (e.g. fixed continuous training) stays feasible."""
 
 
 @dataclass
@@ -79,8 +69,8 @@ def linear(coefs: Sequence[float], variables: Sequence[pyo.Var], constant: float
 
 
 TRANCHE_SCALE_FLOOR = 1e-3
-"""A tranche smaller than this fraction of what the job's fastest mode makes in a day is scaled as if it
-were that large, to keep the row's coefficients within a range the solver handles."""
+"""A tranche smaller than this fraction of what the job's fastest mode makes in a day is scaled as if it were that
+large, to keep the row's coefficients within a range the solver handles."""
 
 def max_day_tokens(data: OracleData, j: int) -> float:
     """What job j's fastest mode makes in a day without a restart (a scale, not a bound)."""
@@ -89,9 +79,9 @@ def max_day_tokens(data: OracleData, j: int) -> float:
 
 
 def effective_tranche(tranche_tokens: float, segment_yields: np.ndarray) -> float:
-    """The tranche the model asks for: a positive tranche below the smallest yield of a running segment
-    is raised to that yield. Exact, since a schedule makes either no token or at least that many; it keeps
-    minute tranches (e.g. what is left of a day in MPC) clear of the solver's tolerances."""
+    """The tranche the model asks for: a positive tranche below the smallest yield of a running segment is raised to
+    that yield. Exact, since a schedule makes either no token or at least that many; it keeps minute tranches (e.g. what
+    is left of a day in MPC) clear of the solver's tolerances."""
     if tranche_tokens <= 0 or segment_yields.size == 0:
         return max(tranche_tokens, 0.0)
     return max(tranche_tokens, float(segment_yields.min()))
@@ -100,9 +90,8 @@ def effective_tranche(tranche_tokens: float, segment_yields: np.ndarray) -> floa
 def tranche_scales(data: OracleData) -> list[float]:
     """Multiplier of each job's token row (tokens → row units).
 
-    The tranche at build time reads ``TRANCHE_ROW_RHS`` units, unless it is zero or below
-    ``TRANCHE_SCALE_FLOOR`` of the job's day; the scale stays fixed when :func:`Built.set_tranches`
-    changes the tranche later.
+    The tranche at build time reads ``TRANCHE_ROW_RHS`` units, unless it is zero or below ``TRANCHE_SCALE_FLOOR`` of the
+    job's day; the scale stays fixed when :func:`Built.set_tranches` changes the tranche later.
     """
     scales = []
     for j, job in enumerate(data.inst.jobs):
@@ -126,10 +115,10 @@ def usable_state_ids(data: OracleData, allow_pause: bool = True) -> np.ndarray:
 
 def _add_token_rows(m: pyo.ConcreteModel, data: OracleData, scales: Sequence[float],
                     segment_terms: Callable[[int, int], tuple[list[float], list[pyo.Var]]]) -> Callable[[Instance], None]:
-    """The token rows of a formulation: per job, its tranche over the horizon (``m.tranche``), and per job and
-    day, its daily minimum (``m.daily``, only with D > 1 and ``min_daily_share`` > 0). ``segment_terms(j, s)``
-    gives the tokens of job j's segment s as (coefficients, variables). Rows are scaled by the job's tranche
-    scale; right-hand sides are mutable Params, set by the returned ``set_tranches``."""
+    """The token rows of a formulation: per job, its tranche over the horizon (``m.tranche``), and per job and day, its
+    daily minimum (``m.daily``, only with D > 1 and ``min_daily_share`` > 0). ``segment_terms(j, s)`` gives the tokens
+    of job j's segment s as (coefficients, variables). Rows are scaled by the job's tranche scale; right-hand sides are
+    mutable Params, set by the returned ``set_tranches``."""
     inst = data.inst
     n_jobs = len(inst.jobs)
 
@@ -235,14 +224,7 @@ def build_fast(data: OracleData, *, allow_pause: bool = True) -> Built:
     state_index = {tuple(int(v) for v in row): i for i, row in enumerate(states)}
 
     def read_schedule() -> list[list[int]]:
-        out = []
-        for j, job in enumerate(inst.jobs):
-            row = []
-            for s in range(job.segments):
-                values = {c: pyo.value(m.x[j, s, c], exception=False) or 0.0 for c in choices[j]}
-                row.append(int(max(values, key=values.get)))
-            out.append(row)
-        return out
+        return _read_choices(m, inst, choices, pause_is_rest=False)
 
     def start_values(schedule: Sequence[Sequence[int]]) -> Iterator[tuple[pyo.Var, float]]:
         for (j, s, c) in jsc:
@@ -291,13 +273,11 @@ def build_textbook(data: OracleData, *, allow_pause: bool = True) -> Built:
                                 rule=one_mode)
 
     def restart_rule(m, j, s, c):
-        job = inst.jobs[j]
         if s == 0:
-            return m.z[j, s, c] >= m.x[j, s, c] - (1.0 if c == job.initial_mode else 0.0)
+            return m.z[j, s, c] >= m.x[j, s, c] - (1.0 if c == inst.jobs[j].initial_mode else 0.0)
         return m.z[j, s, c] >= m.x[j, s, c] - m.x[j, s - 1, c]
 
     m.restart = pyo.Constraint(jsm, rule=restart_rule)
-
     scales = tranche_scales(data)
 
     def segment_terms(j: int, s: int) -> tuple[list[float], list[pyo.Var]]:
@@ -310,60 +290,8 @@ def build_textbook(data: OracleData, *, allow_pause: bool = True) -> Built:
         return coefs, variables
 
     set_tranches = _add_token_rows(m, data, scales, segment_terms)
-
-    def segment_of(j: int, t: int) -> int:
-        return t // data.jobs[j].slots_per_segment
-
-    def slot_terms(t: int, per_mode: Sequence[np.ndarray]) -> tuple[list[float], list[pyo.Var]]:
-        coefs, variables = [], []
-        for j, job in enumerate(inst.jobs):
-            for c in range(job.n_modes):
-                coefs.append(float(per_mode[j][c]))
-                variables.append(m.x[j, segment_of(j, t), c])
-        return coefs, variables
-
-    def capacity_rule(m, t):
-        coefs, variables = slot_terms(t, [coef.gpus for coef in data.jobs])
-        return pyo.Constraint.Skip if not variables else linear(coefs, variables) <= inst.n_gpus
-
-    m.capacity = pyo.Constraint(range(T), rule=capacity_rule)
-
-    # The facility load is affine in the choices: L_t = L(0, 0) + Σ (L(n_m, P_m) − L(0, 0))·x.
-    idle_load = float(facility_load_mw(inst, 0, 0.0))
-    delta_load = [facility_load_mw(inst, coef.gpus, coef.it_power_kw) - idle_load for coef in data.jobs]
-    m.facility_load = pyo.Expression(range(T), rule=lambda m, t: linear(*slot_terms(t, delta_load), idle_load))
+    idle_load, delta_load, grid_coef, curt_coef, negative = _add_slot_rows(m, data)
     renewable = inst.renewable_mw
-    m.grid_floor = pyo.Constraint(range(T), rule=lambda m, t: m.g[t] >= m.facility_load[t] - float(renewable[t]))
-
-    # The simulator's cost of one MW of grid import and of curtailment in each slot.
-    grid_coef = slot_decision_cost_usd(inst, np.ones(T), np.zeros(T))
-    curt_coef = slot_decision_cost_usd(inst, np.zeros(T), np.ones(T))
-    low_load = idle_load + sum(min(0.0, float(d.min(initial=0.0))) for d in delta_load)
-    high_load = idle_load + sum(max(0.0, float(d.max(initial=0.0))) for d in delta_load)
-    negative = [t for t in range(T) if grid_coef[t] + curt_coef[t] < 0]
-    m.importing = pyo.Var(negative, domain=pyo.Binary)
-    m.import_only_deficit = pyo.Constraint(negative, rule=lambda m, t: m.g[t] <= m.facility_load[t] - float(
-        renewable[t]) + max(0.0, float(renewable[t]) - low_load) * (1 - m.importing[t]))
-    m.import_only_if_deficit = pyo.Constraint(negative, rule=lambda m, t: m.g[t] <= max(
-        0.0, high_load - float(renewable[t])) * m.importing[t])
-
-    # Cost = Σ grid_coef·g + curt_coef·c with c = R − L + g, plus the constant PPA term.
-    m.cost = pyo.Objective(
-        expr=sum(float(grid_coef[t]) * m.g[t] + float(curt_coef[t]) * (float(renewable[t]) - m.facility_load[t]
-                                                                        + m.g[t]) for t in range(T))
-        + data.renewable_cost_usd,
-        sense=pyo.minimize)
-
-    def read_schedule() -> list[list[int]]:
-        out = []
-        for j, job in enumerate(inst.jobs):
-            row = []
-            for s in range(job.segments):
-                values = {c: pyo.value(m.x[j, s, c], exception=False) or 0.0 for c in range(job.n_modes)}
-                values[PAUSE] = 1.0 - sum(values.values())
-                row.append(int(max(values, key=values.get)))
-            out.append(row)
-        return out
 
     def slot_loads(schedule: Sequence[Sequence[int]]) -> np.ndarray:
         load = np.full(T, idle_load)
@@ -389,8 +317,72 @@ def build_textbook(data: OracleData, *, allow_pause: bool = True) -> Built:
         grid = np.maximum(0.0, load - renewable)
         return data.renewable_cost_usd + float(np.sum(grid_coef * grid + curt_coef * (renewable - load + grid)))
 
-    return Built(model=m, formulation="textbook", read_schedule=read_schedule, start_values=start_values,
-                 objective_of=objective_of, set_tranches=set_tranches, update_costs=None, tranche_scales=scales)
+    modes = [list(range(job.n_modes)) for job in inst.jobs]
+    return Built(model=m, formulation="textbook", read_schedule=lambda: _read_choices(m, inst, modes, True),
+                 start_values=start_values, objective_of=objective_of, set_tranches=set_tranches, update_costs=None,
+                 tranche_scales=scales)
+
+
+def _add_slot_rows(m: pyo.ConcreteModel, data: OracleData) -> tuple[float, list[np.ndarray], np.ndarray, np.ndarray,
+                                                                      list[int]]:
+    """The textbook model's per-slot rows and objective: GPU capacity, facility load, grid import (renewable first where
+    importing more would pay) and the cost. Returns (idle load, each job's load per mode above it, $ per MW of import
+    and of curtailment per slot, the slots with a renewable-first binary)."""
+    inst, T = data.inst, data.inst.slots
+
+    def slot_terms(t: int, per_mode: Sequence[np.ndarray]) -> tuple[list[float], list[pyo.Var]]:
+        coefs, variables = [], []
+        for j, job in enumerate(inst.jobs):
+            for c in range(job.n_modes):
+                coefs.append(float(per_mode[j][c]))
+                variables.append(m.x[j, t // data.jobs[j].slots_per_segment, c])
+        return coefs, variables
+
+    def capacity_rule(m, t):
+        coefs, variables = slot_terms(t, [coef.gpus for coef in data.jobs])
+        return pyo.Constraint.Skip if not variables else linear(coefs, variables) <= inst.n_gpus
+
+    m.capacity = pyo.Constraint(range(T), rule=capacity_rule)
+    # The facility load is affine in the choices: L_t = L(0, 0) + Σ (L(n_m, P_m) − L(0, 0))·x.
+    idle_load = float(facility_load_mw(inst, 0, 0.0))
+    delta_load = [facility_load_mw(inst, coef.gpus, coef.it_power_kw) - idle_load for coef in data.jobs]
+    m.facility_load = pyo.Expression(range(T), rule=lambda m, t: linear(*slot_terms(t, delta_load), idle_load))
+    renewable = inst.renewable_mw
+    m.grid_floor = pyo.Constraint(range(T), rule=lambda m, t: m.g[t] >= m.facility_load[t] - float(renewable[t]))
+    # The simulator's cost of one MW of grid import and of curtailment in each slot.
+    grid_coef = slot_decision_cost_usd(inst, np.ones(T), np.zeros(T))
+    curt_coef = slot_decision_cost_usd(inst, np.zeros(T), np.ones(T))
+    low_load = idle_load + sum(min(0.0, float(d.min(initial=0.0))) for d in delta_load)
+    high_load = idle_load + sum(max(0.0, float(d.max(initial=0.0))) for d in delta_load)
+    negative = [t for t in range(T) if grid_coef[t] + curt_coef[t] < 0]
+    m.importing = pyo.Var(negative, domain=pyo.Binary)
+    m.import_only_deficit = pyo.Constraint(negative, rule=lambda m, t: m.g[t] <= m.facility_load[t] - float(
+        renewable[t]) + max(0.0, float(renewable[t]) - low_load) * (1 - m.importing[t]))
+    m.import_only_if_deficit = pyo.Constraint(negative, rule=lambda m, t: m.g[t] <= max(
+        0.0, high_load - float(renewable[t])) * m.importing[t])
+    # Cost = Σ grid_coef·g + curt_coef·c with c = R − L + g, plus the constant PPA term.
+    m.cost = pyo.Objective(
+        expr=sum(float(grid_coef[t]) * m.g[t] + float(curt_coef[t]) * (float(renewable[t]) - m.facility_load[t]
+                                                                        + m.g[t]) for t in range(T))
+        + data.renewable_cost_usd,
+        sense=pyo.minimize)
+    return idle_load, delta_load, grid_coef, curt_coef, negative
+
+
+def _read_choices(m: pyo.ConcreteModel, inst: Instance, choices: Sequence[Sequence[int]],
+                  pause_is_rest: bool) -> list[list[int]]:
+    """The schedule of the values loaded in ``m.x[j, s, c]`` over each job's ``choices``: per segment the choice of
+    largest value (``pause_is_rest``: PAUSE has no variable and takes 1 − Σ x)."""
+    out = []
+    for j, job in enumerate(inst.jobs):
+        row = []
+        for s in range(job.segments):
+            values = {c: pyo.value(m.x[j, s, c], exception=False) or 0.0 for c in choices[j]}
+            if pause_is_rest:
+                values[PAUSE] = 1.0 - sum(values.values())
+            row.append(int(max(values, key=values.get)))
+        out.append(row)
+    return out
 
 
 def build(data: OracleData, formulation: str, *, allow_pause: bool = True) -> Built:

@@ -1,28 +1,20 @@
 """The data of the decomposition (:mod:`oracle.decomposition`): one pool per site, one state graph per job.
 
-A site is a pool (a fleet is one site); a job's state is a (site, choice) pair, the choice a mode or PAUSE: the site
-holding its checkpoint during the segment, where it runs if it runs. A path is a job's (schedule row, site row): one
-site per stage, a move only between two stages, i.e. at a checkpoint.
+A job's state is a (site, choice) pair, the choice a mode or PAUSE: the site holding its checkpoint during a segment,
+where it runs if it runs. A path is a job's (schedule row, site row): one state per stage (checkpoint segment), a move
+only between stages.
 
-- :class:`Pool`: per slot, the GPUs left to the jobs (the site's pool less its inference), the load with no job
-  running (its inference, every other GPU idle), its renewable output and the simulator's cost of a MW of grid
-  import and of curtailment; :meth:`Pool.slot_cost_usd` is the exact slot cost of a load (renewable first);
-- :class:`JobGraph`: a stage per checkpoint segment, the states allowed in each (a fine-tuning window is a mask; a
-  state needing more GPUs than its site leaves in a stage is masked there), the tokens of each arc, the target, and
-  per state its GPUs and facility load at its site and its own cost per slot (the idle-GPU value it gives up).
+- :class:`Pool`: per slot, the GPUs left to the jobs (the pool less its inference), the load with no job running, the
+  renewable output and the simulator's cost of a MW of import and of curtailment;
+- :class:`JobGraph`: the states allowed in each stage (a fine-tuning window, or a state needing more GPUs than its site
+  leaves, is masked), the tokens of each arc (held: the whole segment; else the hours after a (re)start, less the
+  transfer time after a move; a pause makes nothing), the target, and per state its GPUs and load at its site and its
+  own cost per slot (the idle-GPU value it gives up).
 
-An arc p = (s', c') → c = (s, m) makes the simulator's tokens (:func:`aidc_env.simulator.job_segments`): held
-(p = c) the whole segment; else, running, rate_m × 3600 × (the hours after a (re)start, less the transfer time if
-s ≠ s'); a pause makes nothing (a move into a paused segment is free).
-
-Placements (docs/sites.md): ``"move"`` (the default: from the home site, moves at checkpoints), ``"home"``,
-``"stay"`` (one site per job for the horizon, its checkpoint already there) and ``"free"`` (chosen sites at t = 0,
-moves later); the last two add a virtual initial state (never allowed in a stage, "already at the destination"),
-and "stay" gives cross-site arcs :data:`NO_ARC_TOKENS`.
-
-Every number comes from :mod:`aidc_env.simulator` on each site's one-site view (``Instance.site_views``):
-:meth:`DecompositionData.objective_usd` of a schedule equals ``simulate(...).metrics.objective_usd`` (asserted for
-every answer).
+Placements (docs/sites.md): ``move`` (from the home site, moves at checkpoints), ``home``, ``stay`` (one site per job
+for the horizon) and ``free`` (chosen sites at t = 0, moves later); the last two add a virtual initial state, and
+``stay`` gives cross-site arcs :data:`NO_ARC_TOKENS`. Every number comes from :mod:`aidc_env.simulator` on each site's
+one-site view: :meth:`DecompositionData.objective_usd` of a schedule equals the simulator's objective.
 """
 
 from __future__ import annotations
@@ -49,22 +41,19 @@ TARGET_MARGIN = TRANCHE_TOLERANCE / 2
 
 @dataclass(frozen=True, eq=False)
 class Pool:
-    """One site's pool of GPUs with its facility load, renewable plant and prices (arrays over the T slots)."""
+    """One site's pool (arrays over the T slots): the GPUs the jobs may use (the pool less the inference GPUs), the
+    facility load with no job running (inference, every other GPU idle; MW), the renewable output, the simulator's
+    decision cost of 1 MW of grid import and of curtailment held over a slot ($), and the lowest and highest load any
+    schedule can reach (for the convex envelope of the slot cost where it is concave: negative prices)."""
 
     name: str
     capacity_gpus: np.ndarray
-    """GPUs the jobs may use in each slot (the pool less the inference GPUs)."""
     base_load_mw: np.ndarray
-    """Facility load with no job running: inference, and every other GPU idle (MW)."""
     renewable_mw: np.ndarray
     grid_usd_per_mw: np.ndarray
-    """The simulator's decision cost of 1 MW of grid import held over a slot ($)."""
     curtailment_usd_per_mw: np.ndarray
-    """The same for 1 MW of curtailment ($)."""
     load_low_mw: np.ndarray
     load_high_mw: np.ndarray
-    """The lowest and highest facility load any schedule can reach in each slot (for the convex envelope of the
-    slot cost where it is concave: negative prices)."""
     inst: Instance
     """The site's one-site view."""
 
@@ -81,28 +70,25 @@ class Pool:
 
 @dataclass(frozen=True, eq=False)
 class JobGraph:
-    """One job's schedules as paths through a layered graph: one layer (stage) per checkpoint segment."""
+    """One job's schedules as paths through a layered graph, one layer (stage) per checkpoint segment, over states
+    (a mode index or PAUSE at a site): ``stage_slots`` (stages + 1,) the slot boundaries; ``choices`` and ``site_of``
+    (states,) each state's schedule entry and site (−1: the virtual initial state of the "stay" and "free"
+    placements); ``allowed`` (stages, states); ``arc_tokens`` (states, states) the tokens made in a stage in state c
+    entered from p; ``target_tokens`` (the target less :data:`TARGET_MARGIN`; 0: none); ``gpus`` and ``load_mw``
+    (states, pools) what each state uses and adds to each pool (running GPUs less their idle draw); and
+    ``own_usd_per_slot`` (states,), the cost that does not go through a pool's load (the idle-GPU value given up)."""
 
     name: str
     stage_slots: np.ndarray
-    """(stages + 1,) slot boundaries: stage s spans slots ``stage_slots[s]:stage_slots[s + 1]``."""
     choices: np.ndarray
-    """(states,) the schedule entry of each state (a mode index or PAUSE)."""
     site_of: np.ndarray
-    """(states,) the state's site (−1: the virtual initial state of the "stay" and "free" placements)."""
     allowed: np.ndarray
-    """(stages, states) bool: the state may be used in the stage."""
     initial_state: int
     arc_tokens: np.ndarray
-    """(states, states): tokens made in a stage in state c entered from state p."""
     target_tokens: float
-    """Tokens a path must make (the target less :data:`TARGET_MARGIN`; 0: none)."""
     gpus: np.ndarray
-    """(states, pools) GPUs the state uses in each pool."""
     load_mw: np.ndarray
-    """(states, pools) facility load the state adds to each pool (MW; running GPUs less their idle draw)."""
     own_usd_per_slot: np.ndarray
-    """(states,) cost per slot that does not go through a pool's load: the idle-GPU value given up ($)."""
 
     @property
     def n_stages(self) -> int:
@@ -180,9 +166,9 @@ def job_graph(inst: Instance, j: int, placement: str = "move", allow_pause: bool
 
 
 def site_pool(view: Instance, loads: Sequence[np.ndarray], gpus: Sequence[np.ndarray]) -> Pool:
-    """One site's pool (its one-site view); ``loads``, ``gpus``: per job, the load and GPUs of each state here (for
-    the range of loads: each job's extremes, the highest also capped by the GPUs the pool leaves the jobs times the
-    most load a GPU adds)."""
+    """One site's pool (its one-site view); ``loads``, ``gpus``: per job, the load and GPUs of each state here (for the
+    range of loads: each job's extremes, the highest also capped by the GPUs the pool leaves the jobs times the most
+    load a GPU adds)."""
     T = view.slots
     base = np.asarray(pool_load_mw(view, np.zeros(T, dtype=np.int64), np.zeros(T)), dtype=float)
     capacity = np.maximum(view.n_gpus - view.inference_gpus.astype(np.int64), 0)
@@ -262,10 +248,9 @@ def with_home(inst: Instance, home: Sequence[int]) -> Instance:
     return dataclasses.replace(inst, network=dataclasses.replace(inst.network, home=tuple(int(h) for h in home)))
 
 
-def decomposition_data(inst: Instance, placement: str = "move", allow_pause: bool = True,
-                       slot_hull: bool | None = None) -> DecompositionData:
-    """The pools and graphs of an instance. ``slot_hull`` (default: with several sites) prices the master LP's slot
-    costs by their envelope over the reachable loads. Daily minimums over a multi-day horizon are refused."""
+def decomposition_data(inst: Instance, placement: str = "move", allow_pause: bool = True) -> DecompositionData:
+    """The pools and graphs of an instance (with several sites ``slot_hull`` on). Daily minimums over a multi-day
+    horizon are refused."""
     require(placement in PLACEMENTS, "placement", f"must be one of {', '.join(PLACEMENTS)}, got {placement!r}")
     require(inst.horizon_days == 1 or inst.min_daily_share == 0, "min_daily_share",
             "the decomposition does not model daily minimums over several days: set it to 0 or solve each day")
@@ -276,4 +261,4 @@ def decomposition_data(inst: Instance, placement: str = "move", allow_pause: boo
     constant = sum(renewable_cost_usd(view) - float(np.sum(slot_idle_value_usd(view, view.inference_gpus)))
                    for view in views)
     return DecompositionData(inst=inst, pools=pools, graphs=graphs, constant_usd=float(constant), placement=placement,
-                             slot_hull=len(views) > 1 if slot_hull is None else slot_hull)
+                             slot_hull=len(views) > 1)

@@ -1,13 +1,11 @@
 """Compiled inner loops (numba) of the label search (:mod:`oracle.labeling`) and its restricted completion tables
-(:mod:`oracle.completion`): the dominance filter of the labels, the rows of a block's tables, the labels'
-completion bound.
+(:mod:`oracle.completion`): the dominance filter of the labels, the rows of a block's tables, the labels' completion
+bound.
 
-They ran in numpy and Python, one label or one table row at a time: on MPC's 24 week re-solves after the first
-(docs/performance.md, "Compiled inner loops") the filter took 29 of 69 s and the tables' row shifts 16 s, most
-of it interpreter overhead. Compiled, each computes the same float expressions in the same order as the code it
-replaces (no fast-math: nothing is re-associated or fused), so the labels kept, the tables and the bounds are
-the same to the bit (tests/test_kernels.py and tests/test_horizon_tables.py check them against pure-Python
-references). ``cache=True`` keeps the machine code on disk after the first compilation (a few seconds).
+Each computes the same float expressions in the same order as a pure-Python reference (no fast-math: nothing is
+re-associated or fused), so the labels kept, the tables and the bounds are the same to the bit (tests/test_kernels.py
+and tests/test_horizon_tables.py check them). ``cache=True`` keeps the machine code on disk after the first compilation
+(a few seconds).
 """
 
 from __future__ import annotations
@@ -33,10 +31,10 @@ def staircase_keep(first_tokens: np.ndarray, second_tokens: np.ndarray, group_st
                    group_ends: np.ndarray) -> np.ndarray:
     """Which labels no earlier label of their group dominates (≥ tokens of both jobs).
 
-    The labels come sorted by state, then cost ascending (then first tokens and second tokens descending), so an
-    earlier label of the group is at most as dear. Each group keeps a staircase of its kept labels (first tokens
-    ascending, second descending): a label is dominated when the kept label with the least first tokens ≥ its
-    own has second tokens ≥ its own; else it enters the staircase and removes the kept labels it dominates."""
+    The labels come sorted by state, then cost ascending (then first tokens and second tokens descending), so an earlier
+    label of the group is at most as dear. Each group keeps a staircase of its kept labels (first tokens ascending,
+    second descending): a label is dominated when the kept label with the least first tokens ≥ its own has second tokens
+    ≥ its own; else it enters the staircase and removes the kept labels it dominates."""
     keep = np.ones(first_tokens.size, dtype=np.bool_)
     xs = np.empty(first_tokens.size)
     ys = np.empty(first_tokens.size)
@@ -84,9 +82,9 @@ def _least_into(target: np.ndarray, values: np.ndarray) -> None:
 @numba.njit(cache=True, inline="always")
 def _shift_row(after: np.ndarray, own: float, grid: np.ndarray, start: int, step: float, penalty: float,
                first: int, width: int, shifted: np.ndarray) -> None:
-    """One row of H_j after a block (``after``, on its window from grid point ``start``) read at the previous
-    block's grid points first..first + width − 1, shifted by ``own`` tokens, into ``shifted``
-    (see :meth:`oracle.completion.RestrictedCompletionBound._restricted_back`)."""
+    """One row of H_j after a block (``after``, on its window from grid point ``start``) read at the previous block's
+    grid points first..first + width − 1, shifted by ``own`` tokens, into ``shifted`` (see
+    :meth:`oracle.completion.RestrictedCompletionBound._restricted_back`)."""
     span = after.size
     whole = int(np.floor(own / step))
     part = penalty * _maximum(own - whole * step, 0.0)
@@ -113,12 +111,12 @@ def back_rows(after: np.ndarray, row_of_out: np.ndarray, into_j: np.ndarray, int
     """Rows of block b − 1's inside states from the rows of block b's (``after``), for one job j: the loop of
     :meth:`oracle.completion.RestrictedCompletionBound._restricted_back`, which documents the variants.
 
-    Per row r of ``after`` (an inside state S' of block b): ``row_of_out[r]`` the row of S' among block b − 1's
-    inside states (−1: none), ``into_j``/``into_k`` its choices of job j and the other job k (+1, so that a
-    pause is 0), ``kept_gain``/``restarted_gain`` job j's tokens of the move into S' when j keeps / changes its
-    choice, ``offsets_kept``/``offsets_changed`` block b's cost of S' less k's priced tokens when k keeps /
-    changes. Per row o of the result (a state of block b − 1): ``out_j``/``out_k`` its choices (+1).
-    ``n_choices``: choices + 1 of the job with the most."""
+    Per row r of ``after`` (an inside state S' of block b): ``row_of_out[r]`` the row of S' among block b − 1's inside
+    states (−1: none), ``into_j``/``into_k`` its choices of job j and the other job k (+1, so that a pause is 0),
+    ``kept_gain``/``restarted_gain`` job j's tokens of the move into S' when j keeps / changes its choice,
+    ``offsets_kept``/``offsets_changed`` block b's cost of S' less k's priced tokens when k keeps / changes. Per row o
+    of the result (a state of block b − 1): ``out_j``/``out_k`` its choices (+1). ``n_choices``: choices + 1 of the job
+    with the most."""
     n_out = out_j.size
     best = np.full((n_out, width), np.inf)
     j_group = np.full((n_choices, width), np.inf)  # minimum over S' by j's choice (k changes)
@@ -163,9 +161,9 @@ def back_rows(after: np.ndarray, row_of_out: np.ndarray, into_j: np.ndarray, int
 @numba.njit(cache=True)
 def table_bound(best: np.ndarray, table: np.ndarray, rows: np.ndarray, short: np.ndarray, priced: np.ndarray,
                 mu: float, grid: np.ndarray, step: float, penalty: float, start: int) -> None:
-    """Raise each label's bound ``best`` to job j's completion bound, in place: its table row ``rows``, read at
-    its need ``short`` of job j between two grid points (a need outside the window: the exact extension
-    of :meth:`oracle.completion.RestrictedCompletionBound.bound`), + ``priced`` − ``mu`` × its need."""
+    """Raise each label's bound ``best`` to job j's completion bound, in place: its table row ``rows``, read at its need
+    ``short`` of job j between two grid points (a need outside the window: the exact extension of
+    :meth:`oracle.completion.RestrictedCompletionBound.bound`), + ``priced`` − ``mu`` × its need."""
     top = grid[grid.size - 1]
     last = table.shape[1] - 2
     for i in range(rows.size):

@@ -1,28 +1,21 @@
-"""Exact label-setting search of the fast model's joint-state network: the oracle's quick optimality proof.
+"""Exact label-setting search of the fast model's joint-state network: the day oracle's quick optimality proof.
 
-The fast model (:mod:`oracle.formulations`) is a shortest path over (block, joint state) with one side
-constraint per job: its tokens must reach the tranche. That is a resource-constrained shortest path,
-and it has an exact combinatorial algorithm (label setting with dominance and bounds):
+The fast model (:mod:`oracle.formulations`) is a shortest path over (block, joint state) with one side constraint per
+job (its tokens must reach the tranche): a resource-constrained shortest path, solved exactly by label setting.
 
-- a *label* is a partial schedule up to block b: its joint state S, its cost so far and each job's tokens
-  so far (a segment's tokens -- kept, or restarted if the job changed -- are credited at the segment's
-  first block, so tokens never decrease, and are capped at the tranche, beyond which they are worth nothing);
-- label A *dominates* B at the same (b, S) when A costs no more and has at least B's tokens for every
-  job: every completion of B is a completion of A, at no lower cost. Dominated labels are dropped;
-- token prices μ ≥ 0 (the Lagrangian dual's, :mod:`oracle.dual`, or the LP relaxation's) give, by a backward shortest path, a lower bound on the cost of
-  completing any label: ``cost + backward[b, S] + Σ_j μ_j·max(W_j − tokens_j, 0)`` (the Lagrangian bound
-  of :mod:`oracle.reduction`). A label whose bound exceeds a threshold θ cannot lead to a schedule
-  costing ≤ θ and is dropped; so is one that cannot reach a tranche any more.
+- a *label* is a partial schedule up to block b: its joint state S, its cost so far and each job's tokens so far (a
+  segment's tokens are credited at its first block and capped at the tranche);
+- label A *dominates* B at the same (b, S) when A costs no more and has at least B's tokens for every job: every
+  completion of B is one of A, at no lower cost. Dominated labels are dropped;
+- token prices μ ≥ 0 give, by a backward shortest path, a lower bound on completing a label, ``cost + backward[b, S] +
+  Σ_j μ_j·max(W_j − tokens_j, 0)``, raised by the completion tables of :mod:`oracle.completion`. A label whose bound
+  exceeds a threshold θ, or that cannot reach a tranche any more, is dropped.
 
-Every schedule that costs ≤ θ and meets the tranches therefore survives to the last block, and the
-cheapest surviving label is the model's optimum -- or, if none survives, the optimum costs more than θ.
-Raising θ step by step from the root bound (:func:`prove`) proves ever higher bounds until a search returns
-the optimum, exactly (to float rounding), with no branch-and-bound gap. A search gives up
-(``status="budget"``) when its labels outgrow a budget or the deadline passes; the oracle then falls back
-to HiGHS's branch and bound on the reduced MILP, starting from the bound the searches proved.
-
-Supported: one or two jobs (the dominance test is over two token counts) and no daily minimums; other cases
-use the MILP.
+Every schedule that costs ≤ θ and meets the tranches survives to the last block, so the cheapest surviving label is the
+optimum, or, if none survives, the optimum costs more than θ. Raising θ from the root bound (:func:`prove`) proves ever
+higher bounds until a search returns the optimum, with no branch-and-bound gap. A search gives up (``status="budget"``)
+when its labels outgrow a budget or the deadline passes; the oracle then falls back to branch and bound on the reduced
+MILP. Supported: one or two jobs (the dominance test is over two token counts) and no daily minimums.
 """
 
 from __future__ import annotations
@@ -40,52 +33,37 @@ from oracle.reduction import joint_tokens
 
 MAX_JOBS = 2
 """Largest number of jobs the dominance test handles."""
-
 MAX_LABELS = 400_000
 """Budget: the most labels alive after a block before the search gives up."""
-
 PARETO_INPUT_FACTOR = 8
 """The search also gives up when more than this × MAX_LABELS extensions pass the bounds in one block."""
-
 CHUNK_EXTENSIONS = 1_000_000
 """Labels are extended in chunks of about this many (label, next state) pairs, to bound memory."""
-
 MAX_NETWORK_ENTRIES = 30_000_000
 """Largest blocks × states² × jobs the precomputed transition arrays may hold (8 bytes each)."""
-
 THRESHOLD_STEP0 = 5e-4
 """First step of the threshold above the LP bound, relative to the bound (the labels grow fast with it)."""
-
 MIN_THRESHOLD_STEP = 2e-5
 """The search gives up when even a step this small (relative to the bound) outgrows the budget."""
-
 BEAM_WIDTH = 2
 """Labels kept per state and block by the heuristic search that finds the first schedule (see :func:`prove`)."""
-
 BEAM_CANDIDATES = 4
 """The beam first keeps this × BEAM_WIDTH extensions per state (lowest bound), then drops dominated ones."""
-
 TARGET_LABELS = 3_000
-"""Size of the next search that the threshold's step aims at (the searches grow about exponentially in θ;
-with the completion bounds a search that returns the optimum keeps 10²-10⁴ labels, one far beyond it many more)."""
-
+"""Size of the next search that the threshold's step aims at (the searches grow about exponentially in θ)."""
 LABEL_GROWTH = 2.0
-"""Beyond TARGET_LABELS, each next search aims at this × the last one's labels (so the budget ends a run of
-searches that find nothing, instead of θ creeping)."""
-
+"""Beyond TARGET_LABELS, each next search aims at this × the last one's labels (so the budget ends a run of searches
+that find nothing, instead of θ creeping)."""
 GROWTH_FIT_MIN_LABELS = 10
 """The growth rate is fitted only once the last search kept at least this many labels."""
-
 BOUND_RTOL = 1e-9
 """A label is dropped only if its bound exceeds the threshold by more than this (relative)."""
-
 TOKEN_RTOL = 1e-12
 """A final label meets a tranche if its tokens reach W·(1 − this) (the tranche W already has the model's margin)."""
-
 SCREEN_RTOL = 1e-9
-"""Slack of the screen of :meth:`LabelSearch.run` (relative to the largest term of its sum): the screen's sum is
-rounded differently from the bound's, by about 1e-16 × a few terms, so with this slack it never drops an extension
-the bound keeps."""
+"""Slack of the screen of :meth:`LabelSearch.run` (relative to the largest term of its sum): the screen's sum is rounded
+differently from the bound's, by about 1e-16 × a few terms, so with this slack it never drops an extension the bound
+keeps."""
 
 
 @dataclass(frozen=True)
@@ -93,8 +71,8 @@ class LabelingOutcome:
     """What a search proved. Costs in $ (the constant PPA term included)."""
 
     status: str
-    """``optimal`` (``schedule`` is the model's optimum), ``above`` (no schedule costs ≤ ``threshold_usd``),
-    or ``budget`` (gave up: too many labels or out of time)."""
+    """``optimal`` (``schedule`` is the model's optimum), ``above`` (no schedule costs ≤ ``threshold_usd``), or
+    ``budget`` (gave up: too many labels or out of time)."""
     schedule: list[list[int]] | None
     objective_usd: float | None
     threshold_usd: float
@@ -104,8 +82,8 @@ class LabelingOutcome:
 
 
 def supported(data: OracleData) -> bool:
-    """Whether the search applies: one or two jobs, a network of bounded size, and no daily minimums (a label
-    holds each job's tokens over the horizon, not per day; those instances go to branch and bound)."""
+    """Whether the search applies: one or two jobs, a network of bounded size, and no daily minimums (a label holds each
+    job's tokens over the horizon, not per day; those instances go to branch and bound)."""
     if data.joint_states is None or not 1 <= len(data.inst.jobs) <= MAX_JOBS:
         return False
     if daily_rows(data.inst):
@@ -165,9 +143,9 @@ class LabelSearch:
             self.reachable[b] = np.max(gains + self.reachable[b + 1][None, :, :], axis=1)  # −inf + finite = −inf
         self._tokens = (kept, kept - lost)
         self.log: list[tuple[float, str, int, float]] = []
+        """(θ, status, labels, seconds) of every search :meth:`run` made."""
         self.table_log: list[tuple[float, float]] = []
         """(ceiling, seconds) of every build of the restricted completion tables."""
-        """(θ, status, labels, seconds) of every search :meth:`run` made."""
         self._use_completion = completion
         self._restricted = span_days(data.inst) > 1 if restricted is None else restricted
         """Completion tables restricted to the pairs near the bound, on a finer grid (horizons: several days)."""
@@ -181,8 +159,7 @@ class LabelSearch:
         self.through = self._forward(self.mu) + self.backward + float(self.mu @ self.tranche) + self.constant
         """Lower bound on the cost of every tranche-meeting schedule in S during block b."""
         self.moves = self._moves(self.mu)
-        """Per block b ≥ 1: −μ·gain of each move (old, new), +inf where not allowed (the screen of
-        :meth:`run`)."""
+        """Per block b ≥ 1: −μ·gain of each move (old, new), +inf where not allowed (the screen of :meth:`run`)."""
         self.completion = None
         if self._use_completion and self._restricted:
             lagrangian = float(self.through.min())
@@ -197,8 +174,8 @@ class LabelSearch:
         self.table_log.append((ceiling_usd, time.perf_counter() - tick))
 
     def lagrangian(self, mu_per_token: np.ndarray) -> tuple[float, float, np.ndarray]:
-        """The Lagrangian bound at μ (a lower bound on every tranche-meeting schedule for any μ ≥ 0), and the
-        cost and tokens per job of a schedule that attains it (its subgradient is W − tokens)."""
+        """The Lagrangian bound at μ (a lower bound on every tranche-meeting schedule for any μ ≥ 0), and the cost and
+        tokens per job of a schedule that attains it (its subgradient is W − tokens)."""
         mu = np.maximum(np.asarray(mu_per_token, dtype=float), 0.0)
         fwd = self.cost[0] - self.gain[0][0] @ mu
         parents = []
@@ -224,9 +201,9 @@ class LabelSearch:
         return float(self.cost[np.arange(self.n_blocks), path].sum() + self.constant)
 
     def _moves(self, mu: np.ndarray) -> list[np.ndarray | None]:
-        """Per block b ≥ 1: −gain·μ of each move (old, new), +inf where it is not allowed; computed once per
-        distinct block (blocks share their arrays) and per μ. ``x + moves[b]`` is bit for bit
-        ``np.where(allowed[b], x − gain[b]·μ, inf)`` (a − b is a + (−b) in floating point)."""
+        """Per block b ≥ 1: −gain·μ of each move (old, new), +inf where it is not allowed; computed once per distinct
+        block (blocks share their arrays) and per μ. ``x + moves[b]`` is bit for bit ``np.where(allowed[b], x −
+        gain[b]·μ, inf)`` (a − b is a + (−b) in floating point)."""
         done: dict[int, np.ndarray] = {}
         moves: list[np.ndarray | None] = [None]
         for b in range(1, self.n_blocks):
@@ -255,8 +232,8 @@ class LabelSearch:
 
     @property
     def lower_bound_usd(self) -> float:
-        """A lower bound on every tranche-meeting schedule: the Lagrangian one, raised by the completion bounds
-        of the first block's states."""
+        """A lower bound on every tranche-meeting schedule: the Lagrangian one, raised by the completion bounds of the
+        first block's states."""
         lagrangian = float(self.through.min())
         if self.completion is None:
             return lagrangian
@@ -276,11 +253,11 @@ class LabelSearch:
             beam: int | None = None, stop: Callable[[], bool] | None = None) -> LabelingOutcome:
         """The cheapest schedule costing ≤ threshold, or the proof that there is none (exact).
 
-        ``beam``: keep only the ``beam`` labels of each state with the lowest bound after every block (a
-        heuristic: the status is then ``found`` or ``above``, and neither proves anything). ``stop``: asked
-        with the deadline; when it answers True the search gives up (another path proved the day).
-        Restricted completion tables that do not cover the threshold are rebuilt first (twice as far above the
-        Lagrangian bound), except for a beam (a heuristic: they then only narrow it)."""
+        ``beam``: keep only the ``beam`` labels of each state with the lowest bound after every block (a heuristic: the
+        status is then ``found`` or ``above``, and neither proves anything). ``stop``: asked with the deadline; when it
+        answers True the search gives up (another path proved the day). Restricted completion tables that do not cover
+        the threshold are rebuilt first (twice as far above the Lagrangian bound), except for a beam (a heuristic: they
+        then only narrow it)."""
         completion = self.completion
         if isinstance(completion, RestrictedCompletionBound) and beam is None and not completion.covers(threshold_usd):
             lagrangian = float(self.through.min())
@@ -393,8 +370,8 @@ def _best_per_state(order: np.ndarray, state: np.ndarray, bound: np.ndarray, wid
 
 
 def _pareto(state: np.ndarray, cost: np.ndarray, tokens: np.ndarray) -> np.ndarray:
-    """Indices of the labels no other label of the same state dominates (cheaper or equal, tokens ≥): sorted by
-    state, cost ascending, then tokens descending, each state's labels go through a staircase of the kept ones
+    """Indices of the labels no other label of the same state dominates (cheaper or equal, tokens ≥): sorted by state,
+    cost ascending, then tokens descending, each state's labels go through a staircase of the kept ones
     (:func:`oracle.kernels.staircase_keep`, compiled)."""
     n_jobs = tokens.shape[1]
     second = tokens[:, 1] if n_jobs > 1 else np.zeros(state.size)
@@ -412,23 +389,17 @@ def prove(search: LabelSearch, lower_bound_usd: float, incumbent_usd: float | No
           target_usd: float | None = None, horizon_days: float = 1) -> tuple[LabelingOutcome, float]:
     """Raise a threshold θ from the lower bound until the exact search finds the optimum.
 
-    Each search that finds nothing proves that the optimum costs more than its θ; the first that finds a
-    schedule returns the optimum. The labels grow about exponentially with θ, so after two searches the
-    next step is the one whose predicted search keeps :data:`TARGET_LABELS` labels, or :data:`LABEL_GROWTH`
-    × the last search's once beyond it (0.25-4× the last step); before that the step starts at :data:`THRESHOLD_STEP0` of the bound and doubles. A search over
-    budget halves the step from the last proof. θ never exceeds the incumbent's cost, nor ``target_usd`` when
-    given: a search at the target that finds nothing proves that no schedule costs ≤ target, so a caller
-    whose incumbent is within its relative gap of the target stops there (the tolerance stop; the returned
-    bound is then the target and the outcome ``above``). Returns the last outcome and the best proven lower
-    bound. ``stop`` (see :meth:`LabelSearch.run`) ends the searches early.
+    Each search that finds nothing proves that the optimum costs more than its θ; the first that finds a schedule
+    returns the optimum. The step starts at :data:`THRESHOLD_STEP0` of the bound and doubles; after two searches it is
+    the one whose predicted search keeps :data:`TARGET_LABELS` labels, or :data:`LABEL_GROWTH` × the last search's once
+    beyond it (0.25-4× the last step). A search over budget halves the step from the last proof. θ never exceeds the
+    incumbent's cost, nor ``target_usd`` when given: a search at the target that finds nothing proves that no schedule
+    costs ≤ target (the tolerance stop: the returned bound is then the target and the outcome ``above``). Returns the
+    last outcome and the best proven lower bound; ``stop`` (see :meth:`LabelSearch.run`) ends the searches early.
 
-    On a horizon (``horizon_days`` > 1) the first step is THRESHOLD_STEP0 / D of the bound (the dollars of one
-    day's: the gap between the Lagrangian bound and the optimum does not grow with the days; week from
-    2023-06-03: $1.45, 3.5e-4 of the cost, and a first step of 5e-4 there, $2.06, went over the budget in 26 s),
-    and no search aims
-    at or beyond a threshold that already went over budget (the next one aims half-way between the proof and
-    it): on the week from 2023-06-03 the doubling step went from a search of 3,239 labels to one over the budget
-    beyond a threshold already known to be over it (63 s), then retried that one (25 s).
+    On a horizon (``horizon_days`` = D > 1) the first step is THRESHOLD_STEP0 / D of the bound (the gap between the
+    Lagrangian bound and the optimum does not grow with the days), and no search aims at or beyond a threshold that
+    already went over budget (the next one aims half-way between the proof and it).
     """
     cap = incumbent_usd if target_usd is None else (
         target_usd if incumbent_usd is None else min(target_usd, incumbent_usd))
@@ -472,8 +443,7 @@ def _next_step(seen: list[tuple[float, int]], step: float) -> float:
     rate = np.log(labels1 / labels0) / max(theta1 - theta0, 1e-12)  # e-folds of labels per $
     if rate <= 0:
         return 2.0 * step
-    # Aim at TARGET_LABELS, or at LABEL_GROWTH × the last search once beyond it: a step aimed at a target
-    # already passed used to shrink ×4 each time and crept towards a limit below the optimum (2023-01-14,
-    # K = 12); one that never shrank overshot the optimum by far (2023-08-15, K = 96: 247k labels).
+    # Aim at TARGET_LABELS, or at LABEL_GROWTH × the last search once beyond it (a step aimed at a target
+    # already passed would shrink each time and creep towards a limit below the optimum).
     target = max(TARGET_LABELS, LABEL_GROWTH * labels1)
     return float(np.clip(np.log(target / labels1) / rate, 0.25 * step, 4.0 * step))

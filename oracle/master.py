@@ -1,19 +1,15 @@
 """The master problems of the decomposition, on HiGHS (highspy): a restricted master LP and an integer master.
 
-Columns are job paths (:class:`Column`). Rows, per job its convexity Σ λ = 1 and, for every pool k and slot t:
+Columns are job paths (:class:`Column`). Rows: per job its convexity Σ λ = 1; per pool k and slot t the capacity Σ
+GPUs·λ − s ≤ N_kt (s ≥ 0 an artificial slack at :data:`SLACK_USD_PER_GPU`, so that the LP is feasible from the first
+columns; the integer master has none) and the cost pieces of the slot's cost f_t(L) = a·max(L − R, 0) + b·max(R − L, 0)
+of the pool's load L. Where f is convex (a + b ≥ 0) h ≥ each affine piece is exact; where it is concave (negative
+prices) the LP takes its convex envelope over the reachable loads (a lower bound) and the integer master the exact
+minimum of the two pieces with one binary.
 
-- capacity: Σ_columns GPUs·λ − s ≤ N_kt (s ≥ 0 an artificial slack at :data:`SLACK_USD_PER_GPU`, so that the
-  restricted LP is feasible from the first columns on; the integer master has none);
-- cost pieces: the slot's cost f_t(L) of the pool's load L = L0 + Σ ΔL·λ (renewable first: f = a·max(L − R, 0) +
-  b·max(R − L, 0), a, b the simulator's $ per MW of import and curtailment). Where it is convex (a + b ≥ 0) it is
-  the maximum of its two affine pieces: h ≥ piece rows are exact. Where it is concave (negative prices) the LP takes
-  its convex envelope over the loads any schedule can reach (a lower bound), the integer master the exact minimum
-  of the two pieces with one binary.
-
-The objective is Σ h + Σ own costs·λ + the constant. The pricing's prices are the capacity duals (≥ 0 per GPU) and,
-per slot, the piece duals ρ (≥ 0, Σ ρ = 1 by h's column) giving a price per MW Σ ρ·β. :func:`lagrangian_bound`
-evaluates the Lagrangian dual at any such prices from their definition (never the LP's value), so the bound holds
-whatever the solver's tolerances.
+The objective is Σ h + Σ own costs·λ + the constant. The pricing's prices are the capacity duals (≥ 0 per GPU) and per
+slot the piece duals ρ (≥ 0, Σ ρ = 1) giving a price per MW Σ ρ·β. :func:`lagrangian_bound` evaluates the Lagrangian
+dual at any such prices from its definition (never the LP's value), so the bound holds whatever the solver's tolerances.
 """
 
 from __future__ import annotations
@@ -30,8 +26,8 @@ from oracle.graph import DecompositionData, JobGraph
 from oracle.solvers import run_highs
 
 SLACK_USD_PER_GPU = 1e4
-"""Cost of an artificial GPU beyond the capacity in the restricted LP ($ per GPU per slot): far above any
-GPU's worth in a slot (an A100 slot costs well under $10), so the LP uses it only while no column fits."""
+"""Cost of an artificial GPU beyond the capacity in the restricted LP ($ per GPU per slot): far above any GPU's worth in
+a slot (an A100 slot costs well under $10), so the LP uses it only while no column fits."""
 CHORD_MIN_SPAN_MW = 1e-9
 """Below this load range a concave slot's cost is taken as constant (its value at the low end)."""
 INF = highspy.kHighsInf
@@ -77,8 +73,8 @@ HULL_SLACK_USD = 1e-9
 
 
 def reachable_loads(data: DecompositionData, k: int, t: int) -> np.ndarray | None:
-    """The facility loads pool k can carry in slot t: its base load plus one allowed state's load per job, the
-    GPUs within the pool's capacity (None: more than :data:`HULL_MAX_POINTS`). Every schedule's load is one."""
+    """The facility loads pool k can carry in slot t: its base load plus one allowed state's load per job, the GPUs
+    within the pool's capacity (None: more than :data:`HULL_MAX_POINTS`). Every schedule's load is one."""
     pool = data.pools[k]
     cap = int(pool.capacity_gpus[t])
     gpus, load = np.zeros(1, dtype=np.int64), np.zeros(1)
@@ -105,8 +101,8 @@ def reachable_loads(data: DecompositionData, k: int, t: int) -> np.ndarray | Non
 def hull_pieces(load: np.ndarray, a: float, b: float, renewable: float) -> list[tuple[float, float]]:
     """The lower convex hull of the slot cost f(L) = a·max(L − R, 0) + b·max(R − L, 0) over the loads ``load``, as
     affine pieces (α, β): max over pieces ≤ f at every one of those loads (equal at the hull's vertices). Where f is
-    convex this is f with a chord across the kink R between the reachable loads either side of it; where it is
-    concave (a negative price), the chord between the least and the most reachable load."""
+    convex this is f with a chord across the kink R between the reachable loads either side of it; where it is concave
+    (a negative price), the chord between the least and the most reachable load."""
     xs = np.unique(np.round(load, HULL_LOAD_DECIMALS))
     # f is affine on each side of R, so the hull's vertices are among the least and the most load and the loads
     # next to R on either side (any other load lies on f between two of them: on or above their segment)
@@ -135,9 +131,9 @@ _PIECES: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
 def cost_pieces(data: DecompositionData) -> tuple[Pieces, Pieces]:
-    """(the LP's pieces: exact where convex, the chord where concave, or with ``data.slot_hull`` the convex
-    envelope over the reachable loads (:func:`hull_pieces`); the integer master's exact pieces). Computed once per
-    data (the masters of a branch and price share them)."""
+    """(the LP's pieces: exact where convex, the chord where concave, or with ``data.slot_hull`` the convex envelope
+    over the reachable loads (:func:`hull_pieces`); the integer master's exact pieces). Computed once per data (the
+    masters of a branch and price share them)."""
     if data not in _PIECES:
         _PIECES[data] = _cost_pieces(data)
     return _PIECES[data]
@@ -222,9 +218,8 @@ def _quiet(threads: int | None) -> highspy.Highs:
         h = highspy.Highs()
     h.setOptionValue("output_flag", False)
     if threads:
-        # HiGHS keeps one global thread scheduler per process, sized by the first run: a later instance asking
-        # for another count ends "Not Set" without solving (seen as "restricted master LP ended Not Set" with
-        # threads=1 after a default solve). Resizing it here is safe: the oracle's solves run one at a time.
+        # HiGHS keeps one global thread scheduler per process, sized by its first run: a later instance asking for
+        # another count ends "Not Set" without solving unless it is resized (the oracle's solves run one at a time).
         h.resetGlobalScheduler(True)
         h.setOptionValue("threads", int(threads))
     return h
@@ -232,16 +227,14 @@ def _quiet(threads: int | None) -> highspy.Highs:
 
 @dataclass(frozen=True)
 class Prices:
-    """Lagrangian prices of the shared rows: per pool and slot, $ per GPU and $ per MW; the piece weights."""
+    """Lagrangian prices of the shared rows: ``gpu`` and ``load``, (pools, T) $ per GPU (in [0, SLACK_USD_PER_GPU]) and
+    per MW; ``weights``, per LP piece row ρ ≥ 0 with Σ ρ = 1 over each slot's pieces; ``convexity``, per job the LP's
+    convexity dual (a path enters when it costs less)."""
 
     gpu: np.ndarray
-    """(pools, T), in [0, SLACK_USD_PER_GPU]."""
     load: np.ndarray
-    """(pools, T)."""
     weights: np.ndarray
-    """Per LP piece row, ρ ≥ 0 with Σ ρ = 1 over each slot's pieces."""
     convexity: np.ndarray
-    """Per job, the LP's convexity dual (a path enters when it costs less)."""
 
 
 class MasterLP:
@@ -336,8 +329,8 @@ def lagrangian_constant(master: MasterLP, prices: Prices) -> float:
 
 
 def lagrangian_bound(master: MasterLP, prices: Prices, cheapest_usd: Sequence[float]) -> float:
-    """The Lagrangian dual at ``prices``: a lower bound on every schedule (``cheapest_usd``: per job, the exact
-    least cost of a path meeting its target at these prices)."""
+    """The Lagrangian dual at ``prices``: a lower bound on every schedule (``cheapest_usd``: per job, the exact least
+    cost of a path meeting its target at these prices)."""
     return lagrangian_constant(master, prices) + float(np.sum(cheapest_usd))
 
 

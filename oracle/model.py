@@ -1,14 +1,14 @@
-"""The oracle: build the MILP of a day once, solve it, re-solve it for other days, prices or tranches.
+"""The day oracle: build the MILP of a day once, solve it, re-solve it for other days, prices or tranches.
 
-:func:`solve` is the one-call entry point; :class:`OracleModel` keeps the built model for sweeps::
+:func:`oracle.solve` is the one-call entry point; :class:`OracleModel` keeps the built model for sweeps::
 
     oracle = OracleModel(build_instance("2048"))          # build once (joint states, costs, Pyomo model)
     first = oracle.solve(time_limit_s=60)                  # -> OracleResult
-    oracle.update(build_instance("2048", renewable_ratio=1.5))   # same structure: re-price in place
+    oracle.update(build_instance("2048", renewable_ratio=1.5))   # same structure: re-priced in place
     second = oracle.solve()                                 # HiGHS gets only the new objective
 
-Every result is checked against the simulator: the objective the solver reports must equal
-``simulate(schedule).metrics.operating_cost_usd`` to :data:`OBJECTIVE_RTOL` (else AssertionError: a bug).
+Every result is checked against the simulator: the model's objective of its schedule must equal
+``simulate(schedule).metrics.operating_cost_usd`` to :data:`~oracle.result.OBJECTIVE_RTOL` (else AssertionError).
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from __future__ import annotations
 import contextlib
 import math
 import time
-from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -29,36 +29,37 @@ from aidc_env.simulator import Metrics, simulate
 from oracle import labeling
 from oracle.constants import DEFAULT_MIP_GAP, DEFAULT_SOLVER, DEFAULT_TIME_LIMIT_S, FORMULATIONS, STATUSES
 from oracle.data import MAX_JOINT_STATES, OracleData, joint_objective_usd, oracle_data, span_days
-from oracle.dual import lagrangian_prices
-from oracle.feasibility import FeasibilityCheck, precheck
 from oracle.decomposition import Decomposition
+from oracle.feasibility import FeasibilityCheck, precheck
 from oracle.formulations import Built, build, tranche_tokens, usable_state_ids
 from oracle.race import PROOF as TEXTBOOK_PROOF
 from oracle.race import RACE_AFTER_S, TextbookRace, threshold_s
-from oracle.reduction import excluded, through_bounds
-from oracle.result import OBJECTIVE_ATOL_USD, OBJECTIVE_RTOL, OracleResult, closed, modes_used, relative_gap
+from oracle.reduction import excluded, lagrangian_prices, through_bounds
+from oracle.result import OracleResult, closed, modes_used, relative_gap, replay
 from oracle.solvers import HighsRunner, PyomoRunner, RunOutcome, make_runner
 
 PRICES = ("dual", "lp")
-"""Sources of the token prices μ: the Lagrangian dual by cutting planes (:mod:`oracle.dual`), or the tranche
-duals of the LP relaxation (through the Pyomo model and HiGHS)."""
-REDUCTION_DELTA0 = 1e-3
-"""First threshold of the Lagrangian reduction: LB·(1 + this) (see :meth:`OracleModel._solve_reduced`)."""
-TARGET_MARGIN = 1e-9
-"""The tolerance stop aims its last search this much (relative to the gap) above incumbent·(1 − mip_gap), so
-that float rounding cannot leave the proven gap a hair above mip_gap."""
-MIN_SOLVE_SECONDS = 0.01
-"""Time given to a last solve when the time limit is already spent (it returns the MIP start, if any)."""
-REDUCTION_DELTA0_HORIZON = 2.5e-4
-"""The same on a horizon of several days, whose gap between the Lagrangian bound and the optimum is smaller
-relative to the cost (0.04 % on the week from 2023-06-03): there the first restricted model at 1e-3 (θ at the
-optimum + 0.09 %) left branch and bound at a gap of 2.57e-4 after 300 s, and at 2.5e-4 at 1.15e-4 (a better
-schedule, $4,124.61 against $4,125.20; docs/performance.md, "Weeks")."""
+"""Sources of the token prices μ: the Lagrangian dual by cutting planes (:mod:`oracle.reduction`), or the tranche duals
+of the LP relaxation (through the Pyomo model and HiGHS)."""
+REDUCTION_DELTA0, REDUCTION_DELTA0_HORIZON = 1e-3, 2.5e-4
+"""First threshold of the Lagrangian reduction, LB·(1 + this), on a day and on a horizon of several days (whose gap
+between the Lagrangian bound and the optimum is smaller relative to the cost; ``benchmarks/oracle_days.py --horizon-days
+7`` measures it)."""
 REDUCTION_DELTA_GROWTH = 4.0
 """Growth of δ when the restricted model holds no schedule."""
+TARGET_MARGIN = 1e-9
+"""The tolerance stop aims its last search this much (relative to the gap) above incumbent·(1 − mip_gap), so that float
+rounding cannot leave the proven gap a hair above mip_gap."""
+MIN_SOLVE_SECONDS = 0.01
+"""Time given to a last solve when the time limit is already spent (it returns the MIP start, if any)."""
 LABELING_TIME_SHARE = 0.5
-"""Share of the time limit the label-setting proof may use before branch and bound takes over (measured on
-the 2048 case: 0.2-19 s for K = 4-96 on the reference day, 0.5-5 s at K = 12 on seven bundled days)."""
+"""Share of the time limit the label-setting proof may use before branch and bound takes over
+(``benchmarks/oracle_speed.py`` gives each phase's seconds)."""
+
+Incumbent = tuple[list[list[int]], float]
+"""A schedule and its objective ($)."""
+Answer = tuple[RunOutcome, list | None, str]
+"""A solve's outcome, its schedule (None: none) and its proof."""
 
 
 def _structure_key(inst: Instance) -> tuple:
@@ -68,8 +69,9 @@ def _structure_key(inst: Instance) -> tuple:
     return inst.n_gpus, inst.slots, inst.slot_hours, inst.horizon_days, inst.min_daily_share > 0, jobs
 
 
-def start_candidates(inst: Instance) -> list[list[list[int]]]:
-    """Schedules tried as a MIP start: fixed continuous, the greedy rule, holding the initial modes."""
+def best_start(inst: Instance, allow_pause: bool = True) -> Incumbent | None:
+    """The cheapest feasible MIP start among holding the initial modes, fixed continuous and the greedy rule (None if
+    none is feasible)."""
     candidates = [[[job.initial_mode] * job.segments for job in inst.jobs]]
     if all(job.baseline_mode != PAUSE for job in inst.jobs):
         candidates.append(fixed_schedule(inst))
@@ -77,13 +79,8 @@ def start_candidates(inst: Instance) -> list[list[list[int]]]:
             candidates.append(greedy_schedule(inst))
         except ValueError:  # the rule has no mode within a job's share of a small pool
             pass
-    return candidates
-
-
-def best_start(inst: Instance, allow_pause: bool = True) -> tuple[list[list[int]], float] | None:
-    """The cheapest feasible schedule among :func:`start_candidates` (None if none is feasible)."""
     best = None
-    for schedule in start_candidates(inst):
+    for schedule in candidates:
         if not allow_pause and any(c == PAUSE for row in schedule for c in row):
             continue
         metrics = simulate(inst, schedule).metrics
@@ -92,19 +89,53 @@ def best_start(inst: Instance, allow_pause: bool = True) -> tuple[list[list[int]
     return best
 
 
+@dataclass
+class _Run:
+    """One reduced solve's clock, its ``details`` and the raced textbook MILP (None: no race)."""
+
+    tick: float
+    deadline: float
+    details: dict[str, float]
+    race: TextbookRace | None
+
+    @property
+    def stop(self):
+        """What the searches ask to stop early: whether the raced textbook MILP proved the day."""
+        return self.race.proved if self.race is not None else None
+
+    def elapsed(self) -> float:
+        """Seconds of this solve so far, less the Pyomo build (counted as build seconds)."""
+        return time.perf_counter() - self.tick - self.details.get("pyomo", 0.0)
+
+    def race_won(self, proven: float) -> Answer | None:
+        """The raced textbook MILP's proven optimum, if it has one (its bound raised by ``proven``)."""
+        answer = self.race.poll() if self.race is not None else None
+        if answer is not None and answer["seconds"] is not None:
+            self.details["textbook"] = answer["seconds"]
+        if answer is None or answer["status"] != "optimal":
+            return None
+        objective = answer["objective_usd"]
+        bound = answer["best_bound_usd"] if answer["best_bound_usd"] is not None else -math.inf
+        bound = min(objective, max(bound, proven))
+        return RunOutcome("optimal", True, objective, bound, 0.0, self.elapsed()), answer["schedule"], TEXTBOOK_PROOF
+
+
 class OracleModel:
     """A day's MILP, built once and solvable many times.
 
-    An instance with fleet workloads (fine-tuning, inference, an idle-GPU value), or with more than two jobs
-    in the fast formulation, goes to the decomposition (:class:`oracle.decomposition.Decomposition`, column
-    generation with a proven bound; ``decomposition`` is then set and ``formulation`` reads ``"decomposition"``):
-    :meth:`solve` and :meth:`update` work the same, the Pyomo model (:attr:`model`, :meth:`write`) does not exist.
+    Options: ``formulation`` (:data:`~oracle.constants.FORMULATIONS`), ``solver`` (HiGHS, or any Pyomo solver),
+    ``allow_pause``; for the fast formulation on HiGHS, ``reduce`` (solve through the Lagrangian reduction),
+    ``labeling`` (try the exact label-setting proof first), ``prices`` (:data:`PRICES`), ``max_labels`` (the label
+    search's budget) and ``race_after_s`` (CPU seconds after which the textbook MILP races the solve,
+    :mod:`oracle.race`; None: never).
 
-    ``update(instance)`` takes an instance of the same structure (GPU pool, slots, jobs' modes, K,
-    restart times and initial modes) with any prices, renewable profile or ratio, PPA price,
-    curtailment penalty or tranches: the objective is re-priced and the tranche right-hand sides reset
-    in place, and the persistent HiGHS model receives only those changes. Any other instance is
-    rebuilt from scratch (transparently).
+    An instance with fleet workloads, or with more than two jobs in the fast formulation, goes to the decomposition
+    (:attr:`decomposition`; ``formulation`` then reads ``"decomposition"`` and there is no Pyomo model).
+
+    ``update(instance)`` takes an instance of the same structure (GPU pool, slots, jobs' modes, K, restart times and
+    initial modes) with any prices, renewables, PPA price, curtailment penalty or tranches: the objective and the
+    tranche right-hand sides are reset in place, and the persistent HiGHS model receives only those changes. Any other
+    instance is rebuilt.
     """
 
     def __init__(self, inst: Instance, *, formulation: str = "fast", solver: str = DEFAULT_SOLVER,
@@ -112,19 +143,12 @@ class OracleModel:
                  max_labels: int = labeling.MAX_LABELS, race_after_s: float | None = RACE_AFTER_S) -> None:
         require(formulation in FORMULATIONS, "formulation", f"must be one of {', '.join(FORMULATIONS)}")
         require(prices in PRICES, "prices", f"must be one of {', '.join(PRICES)}")
-        self.prices = prices  # token prices of the reduction: the Lagrangian dual, or the LP relaxation's duals
         require(isinstance(max_labels, int) and max_labels > 0, "max_labels", "must be a positive integer")
-        self.max_labels = max_labels  # the label search's budget (labels alive after a block) before it gives up
-        self.requested = formulation  # the formulation asked for (a fleet instance goes to the decomposition)
         require(race_after_s is None or (isinstance(race_after_s, (int, float)) and race_after_s >= 0),
                 "race_after_s", "must be None or ≥ 0")
-        # the guard (fast + HiGHS + reduce): race the textbook MILP after this many CPU seconds (scaled up for
-        # days of more than 12 blocks, oracle.race.threshold_s), or when the label search gives up (None: never)
-        self.race_after_s = race_after_s
-        self.formulation = formulation
-        self.reduce = reduce  # fast + HiGHS: solve through the Lagrangian reduction (see _solve_reduced)
-        self.labeling = labeling  # with reduce: try the exact label-setting proof first (oracle.labeling)
-        self.allow_pause = allow_pause
+        self.prices, self.max_labels, self.race_after_s = prices, max_labels, race_after_s
+        self.requested = self.formulation = formulation  # requested: the formulation asked for
+        self.reduce, self.labeling, self.allow_pause = reduce, labeling, allow_pause
         self._runner: HighsRunner | PyomoRunner = make_runner(solver)
         self.solver = solver
         self._build(inst)
@@ -132,8 +156,8 @@ class OracleModel:
     # ------------------------------------------------------------------ building
 
     def _build(self, inst: Instance) -> None:
-        """Precompute the data; the Pyomo model is built on first use (:attr:`built`): the label search and
-        the Lagrangian prices need only the data, and most days are proven without branch and bound."""
+        """Precompute the data; the Pyomo model is built on first use (:attr:`built`): the label search and the
+        Lagrangian prices need only the data, and most days are proven without branch and bound."""
         require_one_site(inst, "the day oracle (OracleModel; oracle.solve solves sites)")
         tick = time.perf_counter()
         self.inst = inst
@@ -201,8 +225,7 @@ class OracleModel:
     # ------------------------------------------------------------------ solving
 
     def solve(self, *, time_limit_s: float = DEFAULT_TIME_LIMIT_S, mip_gap: float = DEFAULT_MIP_GAP,
-              warm_start: bool = True, threads: int | None = None, tee: bool = False,
-              solver_options: Mapping[str, Any] | None = None) -> OracleResult:
+              warm_start: bool = True, threads: int | None = None, tee: bool = False) -> OracleResult:
         """Solve the current instance; see :class:`OracleResult`."""
         require(isinstance(time_limit_s, (int, float)) and time_limit_s > 0, "time_limit_s", "must be > 0")
         require(isinstance(mip_gap, (int, float)) and 0 <= mip_gap < 1, "mip_gap", "must be in [0, 1)")
@@ -226,7 +249,7 @@ class OracleModel:
         start = best_start(inst, self.allow_pause) if warm_start else None
         start_seconds = time.perf_counter() - tick
         settings = {"time_limit_s": float(time_limit_s), "mip_gap": float(mip_gap), "threads": threads, "tee": tee,
-                    "options": dict(solver_options or {})}
+                    "options": {}}
         proof = "branch-and-bound"
         details: dict[str, float] = {}
         if self.reduce and self.formulation == "fast" and isinstance(self._runner, HighsRunner):
@@ -243,106 +266,57 @@ class OracleModel:
             schedule = self.built.read_schedule() if run.has_solution else None
         build_seconds, self._pending_build_seconds = self._pending_build_seconds + run.load_seconds, 0.0
         metrics = self._verify(schedule, run.objective) if schedule is not None else None
-        status = run.status
-        if status == "infeasible":
-            reason = check.solver_reason(inst)
-        elif status == "time_limit":
-            gap = relative_gap(run.objective, run.bound)
+        status, gap = run.status, relative_gap(run.objective, run.bound)
+        reason = check.solver_reason(inst) if status == "infeasible" else run.message if status == "error" else ""
+        if status == "time_limit":
             found = "before any schedule was found" if not run.has_solution else (
                 "before any lower bound was proved" if gap is None else f"with a gap of {gap:.2e}")
             reason = f"time limit of {time_limit_s:g} s reached {found}"
-        elif status == "error":
-            reason = run.message
-        else:
-            reason = ""
         return OracleResult(status=status, schedule=schedule, objective_usd=run.objective if run.has_solution else None,
-                            best_bound_usd=run.bound, gap=relative_gap(run.objective, run.bound) if run.has_solution else None,
+                            best_bound_usd=run.bound, gap=gap if run.has_solution else None,
                             build_seconds=build_seconds, solve_seconds=start_seconds + run.solve_seconds,
-                            metrics=metrics,
-                            reason=reason, modes_used=modes_used(inst, schedule) if schedule else {},
+                            metrics=metrics, reason=reason, modes_used=modes_used(inst, schedule) if schedule else {},
                             start_objective_usd=start[1] if start else None,
                             proof=proof if status == "optimal" else "", details=details, **base)
 
-    def _solve_reduced(self, start: tuple[list[list[int]], float] | None, *, time_limit_s: float, mip_gap: float,
-                       threads: int | None, tee: bool, options: dict[str, Any], details: dict[str, float],
-                       race: TextbookRace | None = None) -> tuple[RunOutcome, list | None, str]:
-        """Solve the fast model through the Lagrangian reduction (see :mod:`oracle.reduction`).
+    def _solve_reduced(self, start: Incumbent | None, *, time_limit_s: float, mip_gap: float, threads: int | None,
+                       tee: bool, options: dict[str, Any], details: dict[str, float],
+                       race: TextbookRace | None = None) -> Answer:
+        """Solve the fast model through the Lagrangian reduction (:mod:`oracle.reduction`):
 
-        1. token prices μ and a lower bound LB: the Lagrangian dual by cutting planes (:mod:`oracle.dual`,
-           no Pyomo) when the label search applies, else (or when the dual's maximiser sits on its price box)
-           the LP relaxation's tranche duals;
-        2. with ``labeling``: the exact label-setting search (:mod:`oracle.labeling`), for at most
-           :data:`LABELING_TIME_SHARE` of the time limit. It returns the optimum (the Pyomo model is then
-           never built), or a better lower bound;
-        3. forward/backward shortest paths -> a bound ``through[b, S]`` for every (block, state);
-        4. solve with every (b, S) above θ = LB + δ bounded to zero; schedules left out cost more than θ,
-           so min(restricted bound, θ) bounds the whole model. Stop when the gap closes; otherwise δ grows
-           ×4, θ never beyond the incumbent's cost (at which every better schedule is inside: last step).
+        1. token prices μ and a lower bound LB: the Lagrangian dual by cutting planes (:mod:`oracle.reduction`) when the
+           label search applies, else (or when the dual's maximiser sits on its price box) the LP relaxation's tranche
+           duals (:meth:`_lp_prices`);
+        2. with ``labeling``: the exact label-setting search (:meth:`_label_setting`), which returns the optimum (the
+           Pyomo model is then never built) or a better lower bound;
+        3. a bound ``through[b, S]`` for every (block, joint state) by forward/backward shortest paths;
+        4. branch and bound with every (b, S) above θ = LB + δ bounded to zero, δ growing until the gap closes
+           (:meth:`_restricted_solves`).
 
-        The guard (``race``, :mod:`oracle.race`): the textbook MILP runs in a child process from
-        :data:`~oracle.race.RACE_AFTER_S` CPU seconds into the solve, or from the moment the label search gives
-        up; the label search and branch and bound stop as soon as it proves the day, and its answer is
-        returned (proof ``textbook``). If this path proves the day first, the caller's ``with`` stops the child.
+        The guard (``race``, :mod:`oracle.race`): the textbook MILP in a child process; the searches stop as soon as it
+        proves the day, and its answer is returned (proof ``textbook``).
         """
-        runner = self._runner
-        assert isinstance(runner, HighsRunner)
-        data = self.data
         tick = time.perf_counter()
-        deadline = tick + time_limit_s
-
-        def elapsed() -> float:
-            """Seconds of this solve so far, less the Pyomo build (counted as build seconds)."""
-            return time.perf_counter() - tick - details.get("pyomo", 0.0)
-
-        stop = race.proved if race is not None else None
-
-        def race_won(proven: float) -> tuple[RunOutcome, list | None, str] | None:
-            """The raced textbook MILP's proven optimum, if it has one (its bound raised by ours)."""
-            answer = race.poll() if race is not None else None
-            if answer is not None and answer["seconds"] is not None:
-                details["textbook"] = answer["seconds"]
-            if answer is None or answer["status"] != "optimal":
-                return None
-            objective = answer["objective_usd"]
-            bound = answer["best_bound_usd"] if answer["best_bound_usd"] is not None else -math.inf
-            bound = min(objective, max(bound, proven))
-            return RunOutcome("optimal", True, objective, bound, 0.0, elapsed()), answer["schedule"], TEXTBOOK_PROOF
-
+        run = _Run(tick, tick + time_limit_s, details, race)
+        data = self.data
         state_ids = usable_state_ids(data, self.allow_pause)
         states, cost = data.joint_states[state_ids], data.block_cost_usd[:, state_ids]
         tranche = tranche_tokens(data)
-        search = None
-        mu = None
+        search = mu = None
         if self.labeling and labeling.supported(data):
             search = labeling.LabelSearch(data, states, cost, None, tranche)
-            details["tables"] = time.perf_counter() - tick
+            details["tables"] = time.perf_counter() - run.tick
             if self.prices == "dual":
                 dual = lagrangian_prices(search)
-                details["dual"] = time.perf_counter() - tick - details["tables"]
+                details["dual"] = time.perf_counter() - run.tick - details["tables"]
                 details["dual_cuts"] = dual.cuts
                 if not dual.on_box:
                     mu = dual.mu_per_token
-        if mu is None:  # the LP relaxation's tranche duals (through the Pyomo model)
-            lp_tick = time.perf_counter()
-            built = self._pyomo(details)
-            m = built.model
-            rows = [m.tranche[j] if j in m.tranche else None for j in range(len(self.inst.jobs))]
-            status, _, duals = runner.relaxation(m, list(m.x.values()), rows, time_limit_s=time_limit_s,
-                                                 threads=threads, tee=tee)
-            details["lp"] = time.perf_counter() - lp_tick - details.get("pyomo", 0.0)
-            if status == "infeasible":
-                return RunOutcome(status=status, has_solution=False, objective=None, bound=None, load_seconds=0.0,
-                                  solve_seconds=elapsed()), None, ""
-            if status != "optimal":  # out of time (or trouble) in the LP: solve the whole model with what is left
-                run = runner.solve(m, time_limit_s=max(deadline - time.perf_counter(), MIN_SOLVE_SECONDS),
-                                   mip_gap=mip_gap, start=built.start_values(start[0]) if start else None,
-                                   threads=threads, tee=tee, options=options, interrupt=stop)
-                won = race_won(run.bound if run.bound is not None else -math.inf)
-                if won is not None:
-                    return won
-                run.solve_seconds = elapsed() - run.load_seconds
-                return run, built.read_schedule() if run.has_solution else None, "branch-and-bound"
-            mu = np.abs(np.asarray(duals, dtype=float)) * np.asarray(built.tranche_scales, dtype=float)
+        if mu is None:
+            mu, answer = self._lp_prices(start, run, time_limit_s=time_limit_s, mip_gap=mip_gap, threads=threads,
+                                         tee=tee, options=options)
+            if answer is not None:
+                return answer
         if search is not None:
             table_tick = time.perf_counter()
             search.price(mu)
@@ -353,51 +327,71 @@ class OracleModel:
             through = through_bounds(data, states, cost, mu, tranche)
             lower = float(through.min())
         reachable = float(through[np.isfinite(through)].max(initial=lower))
-        proven = lower  # a lower bound on the whole model, raised by every restricted solve
-        incumbent = start  # (schedule, objective)
+        proven, incumbent = lower, start  # a lower bound on the whole model, raised by every restricted solve
         if search is not None:
-            answer, incumbent, proven = self._label_setting(
-                search, lower, start, tick=tick, deadline=deadline, time_limit_s=time_limit_s, mip_gap=mip_gap,
-                race=race, race_won=race_won, elapsed=elapsed, details=details)
+            answer, incumbent, proven = self._label_setting(search, lower, start, run, time_limit_s, mip_gap)
             if answer is not None:
                 return answer
-        run, incumbent, proven, settled, load_seconds = self._restricted_solves(
-            through, lower, proven, reachable, incumbent, deadline=deadline, mip_gap=mip_gap, threads=threads, tee=tee,
-            options=options, details=details, race=race)
+        out, incumbent, proven, settled, load_seconds = self._restricted_solves(
+            through, lower, proven, reachable, incumbent, run, mip_gap=mip_gap, threads=threads, tee=tee,
+            options=options)
         settled = settled or (incumbent is not None and closed(incumbent[1], proven, mip_gap))
         if race is not None and not settled:
-            if race.started_s is not None and run.status == "time_limit":
+            if race.started_s is not None and out.status == "time_limit":
                 race.wait()  # out of time here: the raced textbook MILP may still prove the day by the deadline
                 # (not after an error: a Ctrl-C stops HiGHS with one, and must not wait for the race)
-            won = race_won(proven)
+            won = run.race_won(proven)
             if won is not None:
                 return won
-        seconds = elapsed() - load_seconds
+        seconds = run.elapsed() - load_seconds
         if incumbent is None:
-            status = "infeasible" if run.status == "infeasible" else run.status
-            return RunOutcome(status, False, None, proven, load_seconds, seconds, run.message), None, ""
+            status = "infeasible" if out.status == "infeasible" else out.status
+            return RunOutcome(status, False, None, proven, load_seconds, seconds, out.message), None, ""
         status = "optimal" if settled or closed(incumbent[1], proven, mip_gap) else (
-            "error" if run.status == "error" else "time_limit")
-        return RunOutcome(status, True, incumbent[1], proven, load_seconds, seconds, run.message), incumbent[0], \
+            "error" if out.status == "error" else "time_limit")
+        return RunOutcome(status, True, incumbent[1], proven, load_seconds, seconds, out.message), incumbent[0], \
             "branch-and-bound"
 
-    def _label_setting(self, search: labeling.LabelSearch, lower: float, start: tuple[list[list[int]], float] | None,
-                       *, tick: float, deadline: float, time_limit_s: float, mip_gap: float,
-                       race: TextbookRace | None, race_won: Any, elapsed: Any, details: dict[str, float]
-                       ) -> tuple[tuple[RunOutcome, list | None, str] | None, Any, float]:
-        """Step 2 of :meth:`_solve_reduced`: the exact label-setting search and, when it gives up, a beam search for
-        an incumbent. Returns (the answer when it proved the day or the raced textbook MILP won, else None; the
-        incumbent; the proven bound)."""
-        data = self.data
-        stop = race.proved if race is not None else None
-        incumbent, proven = start, lower
+    def _lp_prices(self, start: Incumbent | None, run: _Run, *, time_limit_s: float, mip_gap: float,
+                   threads: int | None, tee: bool, options: dict[str, Any]) -> tuple[np.ndarray | None, Answer | None]:
+        """Token prices from the LP relaxation's tranche duals (through the Pyomo model): (μ, None); or, when the LP is
+        infeasible or does not finish, (None, the answer: infeasible, or the whole model by branch and bound)."""
+        runner, details = self._runner, run.details
+        lp_tick = time.perf_counter()
+        built = self._pyomo(details)
+        m = built.model
+        rows = [m.tranche[j] if j in m.tranche else None for j in range(len(self.inst.jobs))]
+        status, _, duals = runner.relaxation(m, list(m.x.values()), rows, time_limit_s=time_limit_s,
+                                             threads=threads, tee=tee)
+        details["lp"] = time.perf_counter() - lp_tick - details.get("pyomo", 0.0)
+        if status == "infeasible":
+            return None, (RunOutcome(status=status, has_solution=False, objective=None, bound=None, load_seconds=0.0,
+                                     solve_seconds=run.elapsed()), None, "")
+        if status != "optimal":  # out of time (or trouble) in the LP: solve the whole model with what is left
+            out = runner.solve(m, time_limit_s=max(run.deadline - time.perf_counter(), MIN_SOLVE_SECONDS),
+                               mip_gap=mip_gap, start=built.start_values(start[0]) if start else None,
+                               threads=threads, tee=tee, options=options, interrupt=run.stop)
+            won = run.race_won(out.bound if out.bound is not None else -math.inf)
+            if won is not None:
+                return None, won
+            out.solve_seconds = run.elapsed() - out.load_seconds
+            return None, (out, built.read_schedule() if out.has_solution else None, "branch-and-bound")
+        return np.abs(np.asarray(duals, dtype=float)) * np.asarray(built.tranche_scales, dtype=float), None
+
+    def _label_setting(self, search: labeling.LabelSearch, lower: float, start: Incumbent | None, run: _Run,
+                       time_limit_s: float, mip_gap: float) -> tuple[Answer | None, Incumbent | None, float]:
+        """Step 2 of :meth:`_solve_reduced`: the exact label-setting search for at most :data:`LABELING_TIME_SHARE` of
+        the time limit and, when it gives up, a beam search for an incumbent. Returns (the answer when it proved the day
+        or the raced textbook MILP won, else None; the incumbent; the proven bound)."""
+        data, details, race = self.data, run.details, run.race
+        incumbent = start
         label_tick = time.perf_counter()
-        budget = min(deadline, tick + LABELING_TIME_SHARE * time_limit_s)
+        budget = min(run.deadline, run.tick + LABELING_TIME_SHARE * time_limit_s)
         target = None
         if start is not None and span_days(self.inst) > 1:  # the tolerance stop (labeling.prove)
             target = start[1] - mip_gap * abs(start[1]) * (1.0 - TARGET_MARGIN)
         found, proven = labeling.prove(search, lower, start[1] if start else None, deadline=budget,
-                                       max_labels=self.max_labels, stop=stop, target_usd=target,
+                                       max_labels=self.max_labels, stop=run.stop, target_usd=target,
                                        horizon_days=span_days(self.inst))
         details["searches"] = len(search.log)
         details["max_labels"] = max((entry[2] for entry in search.log), default=0)
@@ -405,85 +399,83 @@ class OracleModel:
         if found.status == "optimal" and found.objective_usd is not None:
             details["labels"] = time.perf_counter() - label_tick
             objective = joint_objective_usd(data, found.schedule)
-            return (RunOutcome("optimal", True, objective, objective, 0.0, elapsed()), found.schedule,
+            return (RunOutcome("optimal", True, objective, objective, 0.0, run.elapsed()), found.schedule,
                     "label-setting"), incumbent, proven
-        won = race_won(max(proven, lower))
+        won = run.race_won(max(proven, lower))
         if won is not None:
             details["labels"] = time.perf_counter() - label_tick
             return won, incumbent, proven
         if race is not None and found.status == "budget":
             race.start()  # the label search gave up: race the textbook MILP now (if not yet)
-        if found.status == "budget" and time.perf_counter() < deadline:
-            # Gave up: a beam search (a heuristic, seconds) gives a schedule close to the optimum. As the
-            # incumbent it caps the reduction's threshold, so branch and bound runs on a far smaller
-            # model, warm-started, from the bound the searches proved.
-            beam = search.run(search.most_cost_usd, deadline=deadline, beam=labeling.BEAM_WIDTH, stop=stop)
+        if found.status == "budget" and time.perf_counter() < run.deadline:
+            # A beam search (a heuristic, seconds) gives a schedule close to the optimum: as the incumbent it caps
+            # the reduction's threshold, so branch and bound runs on a far smaller model.
+            beam = search.run(search.most_cost_usd, deadline=run.deadline, beam=labeling.BEAM_WIDTH, stop=run.stop)
             if beam.schedule is not None and (incumbent is None or beam.objective_usd < incumbent[1]):
                 incumbent = (beam.schedule, joint_objective_usd(data, beam.schedule))
                 details["beam_usd"] = incumbent[1]
         details["labels"] = time.perf_counter() - label_tick
         if incumbent is not None and closed(incumbent[1], proven, mip_gap):
-            return (RunOutcome("optimal", True, incumbent[1], proven, 0.0, elapsed()), incumbent[0],
+            return (RunOutcome("optimal", True, incumbent[1], proven, 0.0, run.elapsed()), incumbent[0],
                     "label-setting"), incumbent, proven
         return None, incumbent, proven
 
     def _restricted_solves(self, through: np.ndarray, lower: float, proven: float, reachable: float,
-                           incumbent: tuple[list[list[int]], float] | None, *, deadline: float, mip_gap: float,
-                           threads: int | None, tee: bool, options: dict[str, Any], details: dict[str, float],
-                           race: TextbookRace | None) -> tuple[RunOutcome, Any, float, bool, float]:
+                           incumbent: Incumbent | None, run: _Run, *, mip_gap: float, threads: int | None, tee: bool,
+                           options: dict[str, Any]) -> tuple[RunOutcome, Incumbent | None, float, bool, float]:
         """Step 4 of :meth:`_solve_reduced`: branch and bound on the fast model with every (block, state) whose
-        ``through`` bound exceeds θ = LB + δ bounded to zero, δ growing until the gap closes. Returns (the last run,
+        ``through`` bound exceeds θ = LB + δ bounded to zero; δ grows ×:data:`REDUCTION_DELTA_GROWTH` until the gap
+        closes, θ never beyond the incumbent's cost (at which every better schedule is inside). Returns (the last run,
         the incumbent, the proven bound, whether the last solve settled the optimum, the load seconds)."""
-        runner = self._runner
-        stop = race.proved if race is not None else None
-        built = self._pyomo(details)
+        runner, race = self._runner, run.race
+        built = self._pyomo(run.details)
         m = built.model
         load_seconds = 0.0
         bnb_tick = time.perf_counter()
         first = REDUCTION_DELTA0_HORIZON if span_days(self.inst) > 1 else REDUCTION_DELTA0
         delta = first * max(1.0, abs(lower)) + (proven - lower)
         bounded: set = set()
-        run = RunOutcome("time_limit", False, None, None, 0.0, 0.0)
+        out = RunOutcome("time_limit", False, None, None, 0.0, 0.0)
         settled = False
         try:
             while True:
                 threshold = lower + delta
                 if incumbent is not None:
                     threshold = min(threshold, incumbent[1])
-                out = excluded(through, threshold)
-                bounded = self._restrict(out, bounded)
-                inside = incumbent is not None and self._inside(incumbent[0], out)
-                remaining = deadline - time.perf_counter()
+                excluded_now = excluded(through, threshold)
+                bounded = self._restrict(excluded_now, bounded)
+                inside = incumbent is not None and self._inside(incumbent[0], excluded_now)
+                remaining = run.deadline - time.perf_counter()
                 if remaining <= 0:
-                    run = RunOutcome("time_limit", False, None, None, 0.0, 0.0)
+                    out = RunOutcome("time_limit", False, None, None, 0.0, 0.0)
                     break
-                run = runner.solve(m, time_limit_s=remaining, mip_gap=mip_gap,
+                out = runner.solve(m, time_limit_s=remaining, mip_gap=mip_gap,
                                    start=built.start_values(incumbent[0]) if inside else None,
-                                   threads=threads, tee=tee, options=options, interrupt=stop)
-                load_seconds += run.load_seconds
+                                   threads=threads, tee=tee, options=options, interrupt=run.stop)
+                load_seconds += out.load_seconds
                 if race is not None and race.proved():
                     break
-                if run.has_solution and (incumbent is None or run.objective < incumbent[1]):
-                    incumbent = (built.read_schedule(), run.objective)
+                if out.has_solution and (incumbent is None or out.objective < incumbent[1]):
+                    incumbent = (built.read_schedule(), out.objective)
                 # Every schedule left out costs more than the threshold.
-                if run.status == "infeasible":
+                if out.status == "infeasible":
                     proven = max(proven, threshold)
-                elif run.bound is not None:
-                    proven = max(proven, min(run.bound, threshold))
+                elif out.bound is not None:
+                    proven = max(proven, min(out.bound, threshold))
                 if incumbent is not None and closed(incumbent[1], proven, mip_gap):
                     break
-                if run.status in ("time_limit", "error"):
+                if out.status in ("time_limit", "error"):
                     break
                 if incumbent is not None and threshold >= incumbent[1]:
-                    settled = run.status == "optimal"  # every better schedule was inside, and the solver closed it
+                    settled = out.status == "optimal"  # every better schedule was inside, and the solver closed it
                     break
-                if run.status == "infeasible" and threshold >= reachable:
+                if out.status == "infeasible" and threshold >= reachable:
                     break  # nothing was left out: the whole model is infeasible
-                delta *= REDUCTION_DELTA_GROWTH  # widen (never beyond the incumbent, see the threshold)
+                delta *= REDUCTION_DELTA_GROWTH
         finally:
             self._restrict(np.zeros_like(through, dtype=bool), bounded)
-            details["bnb"] = time.perf_counter() - bnb_tick
-        return run, incumbent, proven, settled, load_seconds
+            run.details["bnb"] = time.perf_counter() - bnb_tick
+        return out, incumbent, proven, settled, load_seconds
 
     def _pyomo(self, details: dict[str, float]) -> Built:
         """The Pyomo model, built now if not yet; the seconds spent go to ``details["pyomo"]``."""
@@ -519,20 +511,11 @@ class OracleModel:
         return True
 
     def _verify(self, schedule: list[list[int]], objective: float | None) -> Metrics:
-        """The simulator's metrics of the schedule; AssertionError if the model disagrees (a bug)."""
-        metrics = simulate(self.inst, schedule).metrics
-        replay = metrics.operating_cost_usd
-        tolerance = OBJECTIVE_RTOL * max(abs(replay), 1.0) + OBJECTIVE_ATOL_USD
+        """The simulator's metrics of the schedule; AssertionError if the model's own objective of it or the solver's
+        disagrees, or the schedule breaks the model (a bug)."""
         own = joint_objective_usd(self.data, schedule) if self.formulation == "fast" else \
             self.built.objective_of(schedule)
-        if abs(own - replay) > tolerance:
-            raise AssertionError(f"model coefficients give ${own!r} for the schedule, the simulator ${replay!r}")
-        if objective is not None and abs(objective - replay) > tolerance:
-            raise AssertionError(f"solver objective ${objective!r} != simulator replay ${replay!r}")
-        if not (metrics.capacity_ok and metrics.tranches_met):
-            raise AssertionError(f"the solver's schedule breaks the model (capacity ok: {metrics.capacity_ok}, "
-                                 f"tranches met: {metrics.tranches_met})")
-        return metrics
+        return replay(self.inst, schedule, None, (own, objective), self.formulation)
 
 
 __all__ = [

@@ -1,11 +1,11 @@
-"""Searches on the pattern master (:mod:`oracle.patterns`): price-and-fix dives for schedules, a branch and price
-for the bound.
+"""Searches on the pattern master (:mod:`oracle.patterns`): price-and-fix dives for schedules, a branch and price for
+the bound.
 
-- :func:`stage_dive` (the default) fixes (job, stage) states one round at a time and re-optimises with column
-  generation; :func:`pattern_dive` fixes whole job paths. Both return one path per job, or None;
+- :func:`stage_dive` fixes (job, stage) states one round at a time and re-optimises with column generation; it returns
+  one path per job, or None;
 - :func:`branch_bound`: best first over (job, stage, state) rules on the pattern master; every node's bound is a
-  Lagrangian dual evaluated from its definition (a proven lower bound of the schedules its rules allow), so the
-  least open bound is a proven lower bound of the whole problem.
+  Lagrangian dual evaluated from its definition (a proven lower bound of the schedules its rules allow), so the least
+  open bound is a proven lower bound of the whole problem.
 """
 
 from __future__ import annotations
@@ -21,15 +21,15 @@ from oracle.patterns import (BOX_TOL, BOX_USD, CONVERGED_RTOL, PATHS_PER_JOB, RE
                              PatternMaster)
 
 DIVE_PENALTY_USD = 1e4
-"""In the dive, the box's artificial columns cost this much per unit (they only keep the LP feasible when a fixed
-path has no fitting pattern yet; a dive whose last LP still uses them is dropped)."""
+"""In the dive, the box's artificial columns cost this much per unit (they only keep the LP feasible when a fixed path
+has no fitting pattern yet; a dive whose last LP still uses them is dropped)."""
 DIVE_ROUNDS = 6
 """Column generation rounds of a dive between two fixings."""
 INTEGRAL_FLOW = 1.0 - 1e-7
 """A (job, stage)'s LP flow on one state counts as all of it from this much (the LP's tolerance)."""
 DIVE_FORBID_USD = 1e6
-"""The pricing cost added to a state a rule or a dive's fixing excludes (a path using one is never added: its
-reduced cost stays above this less the duals' range)."""
+"""The pricing cost added to a state a rule or a dive's fixing excludes (a path using one is never added: its reduced
+cost stays above this less the duals' range)."""
 
 
 def _start_dive(master: PatternMaster) -> None:
@@ -69,8 +69,8 @@ def _bound_columns(master: PatternMaster, which: list[int]) -> None:
 
 
 def _dive_paths(master: PatternMaster, info: dict) -> list[np.ndarray] | None:
-    """The dive's last LP: its value and artificial use in ``info``; each job's path of value above 1/2 (None if
-    some job has none, or they do not fit)."""
+    """The dive's last LP: its value and artificial use in ``info``; each job's path of value above 1/2 (None if some
+    job has none, or they do not fit)."""
     x = np.asarray(master.h.getSolution().col_value, dtype=float)
     info["lp_usd"] = master.value + master.data.constant_usd
     info["artificial"] = master.box_used()
@@ -81,34 +81,6 @@ def _dive_paths(master: PatternMaster, info: dict) -> list[np.ndarray] | None:
     return None if any(p is None for p in paths) or not master.data.fits(paths) else paths
 
 
-def pattern_dive(master: PatternMaster, searches, deadline: float) -> tuple[list[np.ndarray] | None, dict]:
-    """A primal heuristic on the pattern master's LP (price and fix): the unfixed job whose path column carries
-    the most flow is fixed to it (its other columns bounded to 0, no new paths priced for it), the LP re-optimised
-    with column generation over the other jobs' paths and all patterns, until every job is fixed. Returns (one
-    path per job, or None; counters). With every path fixed the LP's patterns are the site loads of those paths,
-    so its value is the schedule's exact cost (the caller replays it anyway). The master's column bounds and box
-    are changed: run it after everything else reading the master's LP."""
-    info: dict = {"rounds": 0}
-    _start_dive(master)
-    fixed: dict[int, int] = {}  # job -> its column's index in master.columns
-
-    def paths_of(j: int, prices: LinkPrices):
-        return None if j in fixed else searches[j].cheapest(master.path_costs(j, prices))
-
-    while len(fixed) < len(master.data.graphs):
-        if not _reoptimise(master, info, deadline, paths_of):
-            return None, info
-        x = np.asarray(master.h.getSolution().col_value, dtype=float)
-        best_j, best_k, best_w = -1, -1, -1.0
-        for k, (column, i) in enumerate(zip(master.columns, master.path_index, strict=True)):
-            if column.job not in fixed and x[i] > best_w:
-                best_j, best_k, best_w = column.job, k, float(x[i])
-        fixed[best_j] = best_k
-        _bound_columns(master, [k for k, column in enumerate(master.columns) if column.job == best_j and k != best_k])
-    master.solve()
-    return _dive_paths(master, info), info
-
-
 def release(master: PatternMaster) -> None:
     """Undo a dive's fixings: every path column's bounds back to [0, ∞) (the box keeps the dive's penalty)."""
     idx = np.array(master.path_index, dtype=np.int32)
@@ -117,14 +89,13 @@ def release(master: PatternMaster) -> None:
 
 def stage_dive(master: PatternMaster, searches, deadline: float, rng: np.random.Generator | None = None,
                top: int = 1, fix_above: float = INTEGRAL_FLOW) -> tuple[list[np.ndarray] | None, dict]:
-    """Price and fix on the pattern master's LP by (job, stage): each round fixes every (job, stage) whose LP flow
-    is on one state already, and the fractional (job, stage) with the most flow on one state to that state (the
-    columns through other states bounded to 0, the pricing forbidding them), then re-optimises with column
-    generation, until each job's flow is on one path. Finer than :func:`pattern_dive` (a job keeps its freedom on
-    the stages not fixed yet). With ``rng``, the fixing is drawn among the ``top`` fractional (job, stage)s of most
+    """Price and fix on the pattern master's LP by (job, stage): each round fixes every (job, stage) whose LP flow is on
+    one state already, and the fractional (job, stage) with the most flow on one state to that state (the columns
+    through other states bounded to 0, the pricing forbidding them), then re-optimises with column generation, until
+    each job's flow is on one path. With ``rng``, the fixing is drawn among the ``top`` fractional (job, stage)s of most
     flow (a diversified dive). Returns (one path per job, or None; counters); changes the master's bounds and box
-    (:func:`release` undoes the bounds). ``fix_above``: a (job, stage) with at least this flow on one state is
-    fixed to it along with the drawn one (below 1: fewer LP rounds, a coarser dive)."""
+    (:func:`release` undoes the bounds). ``fix_above``: a (job, stage) with at least this flow on one state is fixed to
+    it along with the drawn one (below 1: fewer LP rounds, a coarser dive)."""
     data = master.data
     info: dict = {"rounds": 0, "fixings": 0}
     _start_dive(master)
@@ -171,14 +142,14 @@ def stage_dive(master: PatternMaster, searches, deadline: float, rng: np.random.
 
 
 BRANCH_ROUNDS = 12
-"""Column generation rounds of a branch node of :func:`branch_bound` (its bound is the best Lagrangian dual seen,
-valid after any number of rounds)."""
+"""Column generation rounds of a branch node of :func:`branch_bound` (its bound is the best Lagrangian dual seen, valid
+after any number of rounds)."""
 
 
 @dataclass
 class BranchNode:
-    """A node of :func:`branch_bound`: (job, stage, state, keep) rules (keep: the job's path is in that state at
-    that stage; else it is not), its proven bound and the prices it was found at."""
+    """A node of :func:`branch_bound`: (job, stage, state, keep) rules (keep: the job's path is in that state at that
+    stage; else it is not), its proven bound and the prices it was found at."""
 
     rules: tuple[tuple[int, int, int, bool], ...]
     bound: float
@@ -188,9 +159,9 @@ class BranchNode:
 
 
 def ruled_costs(master: PatternMaster, j: int, prices: LinkPrices, rules) -> np.ndarray:
-    """Job j's stage costs at the linking prices with the node's rules as a penalty of :data:`DIVE_FORBID_USD` on
-    the states they exclude. A penalised minimum is at most the minimum over the allowed paths, so a Lagrangian
-    dual computed with these costs is a lower bound of the node's schedules."""
+    """Job j's stage costs at the linking prices with the node's rules as a penalty of :data:`DIVE_FORBID_USD` on the
+    states they exclude. A penalised minimum is at most the minimum over the allowed paths, so a Lagrangian dual
+    computed with these costs is a lower bound of the node's schedules."""
     costs = master.path_costs(j, prices)
     for job, k, c, keep in rules:
         if job != j:
@@ -205,9 +176,9 @@ def ruled_costs(master: PatternMaster, j: int, prices: LinkPrices, rules) -> np.
 
 
 def ruled_lagrangian(master: PatternMaster, searches, prices: LinkPrices, rules) -> tuple[float, list]:
-    """(the Lagrangian dual of the node at the linking prices, each job's cheapest paths under the rules):
-    const + Σ_j min over the paths of the penalised costs + Σ_{s,b} min over the patterns. Every schedule the
-    rules allow costs at least this (+∞ when a job has no path meeting its target)."""
+    """(the Lagrangian dual of the node at the linking prices, each job's cheapest paths under the rules): const + Σ_j
+    min over the paths of the penalised costs + Σ_{s,b} min over the patterns. Every schedule the rules allow costs at
+    least this (+∞ when a job has no path meeting its target)."""
     bound = master.data.constant_usd
     found_all = []
     for j, search in enumerate(searches):
@@ -228,9 +199,9 @@ def allowed_by(column: Column, rules) -> bool:
 
 def evaluate_node(master: PatternMaster, searches, node: BranchNode, deadline: float,
                   rounds: int = BRANCH_ROUNDS) -> tuple[BranchNode, list[np.ndarray] | None]:
-    """Re-optimise the pattern master under the node's rules (other path columns bounded to 0, the pricing
-    penalised, box step around the node's prices): its bound is the best Lagrangian dual met (at least the
-    parent's); (the node with its bound and branching choice, one path per job if its last LP is integral)."""
+    """Re-optimise the pattern master under the node's rules (other path columns bounded to 0, the pricing penalised,
+    box step around the node's prices): its bound is the best Lagrangian dual met (at least the parent's); (the node
+    with its bound and branching choice, one path per job if its last LP is integral)."""
     data = master.data
     allowed = np.array([allowed_by(c, node.rules) for c in master.columns])
     idx = np.array(master.path_index, dtype=np.int32)
@@ -298,11 +269,11 @@ def evaluate_node(master: PatternMaster, searches, node: BranchNode, deadline: f
 
 def branch_bound(master: PatternMaster, searches, root: BranchNode, incumbent_usd: float, deadline: float,
                  info: dict, stop_usd: float = np.inf) -> tuple[float, list[list[np.ndarray]]]:
-    """A shallow branch and price on the pattern master for the bound: best first, the open node of least bound
-    is split on its most fractional (job, stage) state (that state / not that state); each child is re-optimised
-    (:func:`evaluate_node`); it stops when that least bound reaches ``stop_usd``. Returns (the least bound of the
-    open nodes, or the incumbent's value when every node is pruned; the schedules met at integral nodes). A child
-    the clock leaves unevaluated keeps its parent's bound. The master's column bounds and box are changed."""
+    """A shallow branch and price on the pattern master for the bound: best first, the open node of least bound is split
+    on its most fractional (job, stage) state (that state / not that state); each child is re-optimised
+    (:func:`evaluate_node`); it stops when that least bound reaches ``stop_usd``. Returns (the least bound of the open
+    nodes, or the incumbent's value when every node is pruned; the schedules met at integral nodes). A child the clock
+    leaves unevaluated keeps its parent's bound. The master's column bounds and box are changed."""
     root, _ = evaluate_node(master, searches, root, deadline, rounds=1)
     heap = [(root.bound, 0, root)]
     count, schedules = 1, []

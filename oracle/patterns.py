@@ -1,20 +1,16 @@
 """A stronger master for the decomposition: job paths linked to exact site patterns.
 
-The path master (:mod:`oracle.master`) prices a site's slot cost f_t(L) at the *mixed* load of its jobs' paths: a
-fractional master pays f of an average load, at most the average of f (Jensen), and that is where its bound loses
-most (docs/sites.md "Where the gap is"). This master also has, for each site s and block b (the common refinement
-of the jobs' checkpoint segments), *pattern* columns μ: one option per job (a running state at s, or "not running
-at s") whose GPUs fit the site in every slot of the block, at the exact cost Σ_{t∈b} f_t(base_t + Σ loads). Rows:
-per job Σ λ = 1; per (site, block) Σ μ = 1; per (job j, block b, running state c) the link Σ_{paths in c at b} λ −
-Σ_{patterns with j in c} μ = 0. Capacity is in the patterns; inference is in the pools' base load and capacity,
-windows in the allowed states, the idle value in the paths' own cost. The master pays a mixture of exact joint costs
-whose marginals are the jobs' path flows: a relaxation at least as strong as the path master's.
+The path master (:mod:`oracle.master`) prices a site's slot cost f_t(L) at the *mixed* load of its jobs' paths, at most
+the average of f (Jensen): its bound is weakest where jobs share a site. This master also has, for each site s and block
+b (the common refinement of the jobs' segments), *pattern* columns μ: one option per job (a running state at s, or not
+running at s) whose GPUs fit the site in every slot of the block, at the exact cost Σ_{t∈b} f_t(base_t + Σ loads). Rows:
+per job Σ λ = 1; per (site, block) Σ μ = 1; per (job, block, running state) the link Σ_{paths in the state} λ −
+Σ_{patterns with the job in it} μ = 0.
 
-Lagrangian dual: at any linking prices y, const + Σ_j min_path (own − Σ_b y[j, b, path_b]) + Σ_{s,b} min_μ
-(cost + Σ_j y[j, b, option_j]) bounds every schedule from below: the paths are priced exactly by the label search
-and the patterns by enumeration (all listed at construction; a master whose patterns would exceed
-:data:`MAX_PATTERNS` is refused). The bound is computed from its definition at every iteration, never read from the
-LP.
+Lagrangian dual: at any linking prices y, const + Σ_j min_path (own − Σ_b y[j, b, path_b]) + Σ_{s,b} min_μ (cost + Σ_j
+y[j, b, option_j]) bounds every schedule from below: the paths are priced exactly by the label search and the patterns
+by enumeration (all listed at construction; more than :data:`MAX_PATTERNS` refuses the master). The bound is computed
+from its definition at every iteration, never read from the LP.
 """
 
 from __future__ import annotations
@@ -31,9 +27,8 @@ from oracle.master import INF, Column, _quiet, make_column, run_lp
 from oracle.pricing import stage_costs
 
 MAX_PATTERNS = 2_000_000
-"""A master whose (site, block)s hold more GPU-feasible patterns than this in all is refused (ValueError): the
-caller keeps the path master. sites3 has ~21,000 at most per (site, block); a fleet of twelve jobs in one pool far
-more."""
+"""A master whose (site, block)s hold more GPU-feasible patterns than this in all is refused (ValueError): the caller
+keeps the path master. sites3 has ~21,000 at most per (site, block); a fleet of twelve jobs in one pool far more."""
 
 
 @dataclass(frozen=True)
@@ -236,8 +231,8 @@ class PatternMaster:
         return added
 
     def pattern_reduced(self, sb: int, prices: LinkPrices) -> np.ndarray:
-        """Per pattern of (site, block) sb: its cost plus the linking duals of its options (the convexity dual
-        not subtracted)."""
+        """Per pattern of (site, block) sb: its cost plus the linking duals of its options (the convexity dual not
+        subtracted)."""
         block = self.site_blocks[sb]
         out = block.cost.copy()
         for j in range(len(self.data.graphs)):
@@ -254,9 +249,9 @@ class PatternMaster:
         return out
 
     def set_box(self, center: LinkPrices, width_usd: float) -> None:
-        """Box the linking duals to center ± width (artificial columns on every linking row, costed at the box's
-        edges). The box only steers the duals the LP hands the pricing: the bound is evaluated from its
-        definition at those duals, whatever the box."""
+        """Box the linking duals to center ± width (artificial columns on every linking row, costed at the box's edges).
+        The box only steers the duals the LP hands the pricing: the bound is evaluated from its definition at those
+        duals, whatever the box."""
         n = self.n_rows - self.first_link
         y = self.link_values(center)
         if self.box_first < 0:
@@ -286,8 +281,8 @@ class PatternMaster:
 
 
 def prices_from(master: PatternMaster, gpu: np.ndarray, load: np.ndarray) -> LinkPrices:
-    """Linking prices from the other master's $ per GPU and per MW (pools, T): y[j, b, c] = −(the state's GPUs
-    and load over the block at those prices). The pattern Lagrangian there is at least the other master's."""
+    """Linking prices from the other master's $ per GPU and per MW (pools, T): y[j, b, c] = −(the state's GPUs and load
+    over the block at those prices). The pattern Lagrangian there is at least the other master's."""
     link = []
     for j, graph in enumerate(master.data.graphs):
         y = np.zeros((len(master.blocks), graph.n_states))
@@ -321,18 +316,15 @@ BOX_TOL = 1e-9
 """The box binds when the artificial columns carry more than this."""
 REDUCED_COST_TOL_USD = 1e-6
 CONVERGED_RTOL = 1e-6
-"""A branch node's column generation (:func:`evaluate_node`) stops when the box does not bind and the LP's value
-(then the restricted master's, at least the node's LP optimum, itself at least every Lagrangian dual of the node)
-is within this share of the node's best bound. A stopping rule only: the bound is the best dual evaluated. Not used
-by the root's column generation: there it changed the case day's LP (43 iterations, $0.0001 lower) and so every
-dive after it (the first three $766.73, 766.61, 767.26 instead of 766.65, 766.37, 766.67, load 4-6); and without
-the box condition it stopped 2023-07-22 at $1,687.03 when $1,687.68 was reachable (duals at the box's edge)."""
+"""A branch node's column generation (:func:`oracle.pattern_search.evaluate_node`) stops when the box does not bind and
+the LP's value is within this share of the node's best bound (a stopping rule only: the bound is the best dual
+evaluated). The root's column generation runs to convergence instead."""
 
 
 def lagrangian(master: PatternMaster, searches, prices: LinkPrices
                ) -> tuple[float, list, list[np.ndarray]]:
-    """(the Lagrangian dual at the linking prices, each job's cheapest paths, each (site, block)'s pattern
-    reduced costs): exact on both sides, so the value bounds every schedule."""
+    """(the Lagrangian dual at the linking prices, each job's cheapest paths, each (site, block)'s pattern reduced
+    costs): exact on both sides, so the value bounds every schedule."""
     bound = master.data.constant_usd
     found_all = []
     for j, search in enumerate(searches):
@@ -347,11 +339,11 @@ def lagrangian(master: PatternMaster, searches, prices: LinkPrices
 
 def column_generation(master: PatternMaster, searches, start: LinkPrices, deadline: float,
                       box_usd: float = BOX_USD) -> PatternOutcome:
-    """Column generation of the pattern master from linking prices ``start``, stabilised by a box step: the
-    LP's linking duals are kept within ``box_usd`` of the centre (the prices of the best Lagrangian dual so far);
-    the pricing runs at the LP's duals, a path or pattern enters when its reduced cost is negative there, and
-    the centre moves to any point of higher Lagrangian dual, or to the LP's duals when nothing enters while the
-    box binds. Stops when nothing enters and the box does not bind (converged), or at the deadline."""
+    """Column generation of the pattern master from linking prices ``start``, stabilised by a box step: the LP's linking
+    duals are kept within ``box_usd`` of the centre (the prices of the best Lagrangian dual so far); the pricing runs at
+    the LP's duals, a path or pattern enters when its reduced cost is negative there, and the centre moves to any point
+    of higher Lagrangian dual, or to the LP's duals when nothing enters while the box binds. Stops when nothing enters
+    and the box does not bind (converged), or at the deadline."""
     data = master.data
     best, found_all, reduced = lagrangian(master, searches, start)
     center, cheapest = start, [f[0].cost for f in found_all]

@@ -1,29 +1,25 @@
 """Pricing of the decomposition: one job's cheapest path that meets its token target (an exact label search).
 
-Given a cost per (stage, state) of a :class:`~oracle.graph.JobGraph` (the master's prices of the pools' GPUs and
-load, plus the job's own cost), :meth:`LabelSearch.cheapest` finds the cheapest path whose tokens reach the target:
-a resource-constrained shortest path, solved exactly by label setting. A label (cost, tokens capped at the target)
-at a (stage, state) dominates another that costs more and makes fewer tokens: each node keeps a Pareto front. Labels
-that cannot reach the target even with the most tokens left, or beat a known path even with the cheapest costs left
-(:meth:`LabelSearch.completion_bounds`), are pruned.
+Given a cost per (stage, state) of a :class:`~oracle.graph.JobGraph`, :meth:`LabelSearch.cheapest` solves the
+resource-constrained shortest path by label setting: a label (cost, tokens capped at the target) dominates one that
+costs more and makes fewer tokens, so each node keeps a Pareto front; labels that cannot reach the target, or beat a
+known path even with the cheapest costs left (:meth:`LabelSearch.completion_bounds`), are pruned.
 
-Candidates of a state c at the next stage come in *groups*: a group's merged Pareto front shifted by the least arc
-from its members into c. A candidate may make fewer tokens than its true arc, so it is dominated by the true label,
-which is always among the candidates: exact, at O(1) fronts per node. The groups of c: every state (shifted by the
-least arc into c); c's site's states (a restart without a move), when that makes more; c itself (held), when that
-makes more still. This needs every arc into c from c's site other than c's own to be the site's least, and every
-arc from elsewhere the overall least (true of every graph :func:`~oracle.graph.job_graph` builds); otherwise each
-state p whose arc into c makes more than the least is a group alone. With one site the groups are every state and
-c itself: the candidates, in order, of a search without sites.
+Candidates of a state c at the next stage come in *groups*: a group's merged Pareto front shifted by the least arc from
+its members into c. A candidate may make fewer tokens than its true arc, so the true label, always among the candidates,
+dominates it: exact, at O(1) fronts per node. The groups of c: every state; c's site's states (a restart without a move)
+when that makes more; c itself (held) when that makes more still. This needs every arc into c from c's site (other than
+c's own) to be the site's least and every arc from elsewhere the overall least (true of every graph
+:func:`~oracle.graph.job_graph` builds); otherwise each state whose arc makes more is a group alone.
 
-:meth:`LabelSearch.enumerate` lists every path costing at most a threshold (no dominance: the closing step);
-:func:`price` prices every job at the path master's duals and adds the paths that enter it.
+:meth:`LabelSearch.enumerate` lists every path costing at most a threshold (the closing step); :func:`price` prices
+every job at the path master's duals and adds the paths that enter it.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -32,13 +28,13 @@ from oracle.graph import DecompositionData, JobGraph
 from oracle.master import Column, MasterLP, Prices, make_column
 
 PRICE_SEARCH_MIN_SHARE = 1e-3
-"""The token price searched is at most (cost spread × stages) / max(target, this share of a stage's most tokens):
-any price gives a valid bound; this keeps it finite for minute targets."""
+"""The token price searched is at most (cost spread × stages) / max(target, this share of a stage's most tokens): any
+price gives a valid bound; this keeps it finite for minute targets."""
 PRICE_GRID_POINTS = 16
 """Token prices evaluated at once per round of the completion bound's price search (batched dynamic programmes)."""
 PRICE_GRID_ROUNDS = 4
-"""Rounds of the price search, each narrowing the interval to the best grid point's two neighbours (the interval
-shrinks by 7.5^4 ≈ 3,000: any token price gives a valid bound, the search only makes it tighter)."""
+"""Rounds of the price search, each narrowing the interval to the best grid point's two neighbours (the interval shrinks
+by 7.5^4 ≈ 3,000: any token price gives a valid bound, the search only makes it tighter)."""
 COST_SLACK_USD = 1e-7
 """Labels within this of a known path's cost are kept (a rounding guard of the cost bound)."""
 ALL = -1
@@ -92,9 +88,9 @@ def stage_costs(graph: JobGraph, gpu_price: np.ndarray, load_price: np.ndarray, 
 
 def exact_stage_costs(data: DecompositionData, j: int, paths: Sequence[np.ndarray]) -> np.ndarray:
     """(stages, states): job j's exact cost of each state in each stage with the other jobs' paths fixed (the pools'
-    slot costs at the resulting loads, plus its own cost); +inf where the state does not fit the GPUs the others
-    leave. A cheapest path at these costs is job j's best response (exact: the cost is separable by slot once the
-    others are fixed)."""
+    slot costs at the resulting loads, plus its own cost); +inf where the state does not fit the GPUs the others leave.
+    A cheapest path at these costs is job j's best response (exact: the cost is separable by slot once the others are
+    fixed)."""
     graph = data.graphs[j]
     others = [p if i != j else np.full(graph.n_stages, graph.initial_state) for i, p in enumerate(paths)]
     gpus, load = data.pool_loads(others)
@@ -158,8 +154,8 @@ class LabelSearch:
 
     def completion_bounds(self, cost: np.ndarray) -> list[tuple[float, np.ndarray]]:
         """Lower bounds on the cost still to pay from a label: for a token price μ ≥ 0, a path's remaining cost is at
-        least ``g_μ[s, c] + μ·(target − tokens)⁺`` (the tokens still needed must be made). μ = 0 (costs only) and
-        the μ that maximises the bound from the start (the concave Lagrangian searched on a narrowing grid)."""
+        least ``g_μ[s, c] + μ·(target − tokens)⁺`` (the tokens still needed must be made). μ = 0 (costs only) and the μ
+        that maximises the bound from the start (the concave Lagrangian searched on a narrowing grid)."""
         graph = self.graph
         W = graph.target_tokens
         if W <= 0:
@@ -244,8 +240,8 @@ class LabelSearch:
 
     def enumerate(self, cost: np.ndarray, threshold_usd: float, max_labels: int,
                   deadline: float = np.inf) -> list[PricedPath] | None:
-        """Every path that meets the target and costs at most ``threshold_usd`` (None: more than ``max_labels``
-        labels were alive at some stage, or the clock passed ``deadline``; the caller gives up)."""
+        """Every path that meets the target and costs at most ``threshold_usd`` (None: more than ``max_labels`` labels
+        were alive at some stage, or the clock passed ``deadline``; the caller gives up)."""
         graph = self.graph
         completion = self.completion_bounds(cost)
         fronts = self._first(cost, threshold_usd, completion)
@@ -310,16 +306,12 @@ REDUCED_COST_TOL_USD = 1e-6
 
 
 def price(master: MasterLP, searches: Sequence[LabelSearch], prices: Prices, per_job: int, *, own: bool = True,
-          skip: Collection[int] = (), on_add: Callable[[Column], None] | None = None) -> tuple[list[float], int]:
-    """Each job's least path cost at the path master's prices (exact; at most its cheapest column's there), and how
-    many paths entered the master: of each job's cheapest (up to ``per_job``, one per end state), those cheaper than
-    its convexity dual (``on_add`` gets each). ``own=False`` leaves out the jobs' own costs (phase one); the jobs in
-    ``skip`` are not priced (their least cost is reported as +inf)."""
+          on_add: Callable[[Column], None] | None = None) -> tuple[list[float], int]:
+    """Each job's least path cost at the path master's prices (exact; at most its cheapest column's there), and how many
+    paths entered the master: of each job's cheapest (up to ``per_job``, one per end state), those cheaper than its
+    convexity dual (``on_add`` gets each). ``own=False`` leaves out the jobs' own costs (phase one)."""
     cheapest, added = [], 0
     for j, search in enumerate(searches):
-        if j in skip:
-            cheapest.append(np.inf)
-            continue
         graph = search.graph
         costs = stage_costs(graph, prices.gpu, prices.load, own=own)
         known = min(float(costs[np.arange(graph.n_stages), c.path].sum()) for c in master.columns if c.job == j)

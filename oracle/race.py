@@ -1,21 +1,15 @@
-"""The oracle's guard against slow days: the textbook MILP raced in a child process (issue 11).
+"""The day oracle's guard against slow days: the textbook MILP raced in a child process.
 
-The label-setting search (:mod:`oracle.labeling`) proves most days far faster than the plain textbook MILP
-(``formulation="textbook"``), but when it stalls (its labels outgrow the budget, or it is still searching
-after :data:`RACE_AFTER_S` CPU seconds, more on larger days), the textbook build of the same instance --
-HiGHS, the same MIP start (the best of fixed / greedy / holding the initial modes: the label search holds no
-complete schedule before it has the optimum) and the same gap -- starts in a child process. The oracle
-takes whichever path proves optimality first and stops the other (:meth:`oracle.model.OracleModel.solve`
-reports which one in ``proof``): a stalled day then costs at most the textbook build's time plus the
-threshold plus the child's start (an interpreter and the Pyomo import, about 1 s).
+When the label-setting search (:mod:`oracle.labeling`) stalls (its labels outgrow the budget, or it is still searching
+after :func:`threshold_s` CPU seconds), the textbook build of the same instance (HiGHS, the same MIP start and gap)
+starts in a child process. :meth:`oracle.model.OracleModel.solve` takes whichever path proves optimality first and stops
+the other (``proof`` says which), so a stalled day costs at most the textbook's time plus the threshold plus the child's
+start (an interpreter and the Pyomo import, about 1 s). A process, not a thread: building the textbook model in Pyomo is
+Python and would compete with the label search for the GIL.
 
-A process, not a thread: HiGHS releases the GIL while it solves, but building the textbook model in Pyomo
-is Python and would compete with the label search for it.
-
-The child is ``python -m oracle.race_child``: it reads its task (pickled) from stdin and writes its answer
-(pickled) to stdout. It runs in its own session, so Ctrl-C in a terminal reaches only the parent, whose
-``with`` block stops it; and it exits by itself when its stdin closes (the parent finished, or died
-without cleaning up): no orphan outlives the solve.
+The child is ``python -m oracle.race_child``: it reads its task (pickled) from stdin and writes its answer (pickled) to
+stdout. It runs in its own process group, so Ctrl-C in a terminal reaches only the parent, whose ``with`` block stops
+it; and it exits by itself when its stdin closes: no orphan outlives the solve.
 """
 
 from __future__ import annotations
@@ -30,43 +24,25 @@ from pathlib import Path
 from typing import Any
 
 RACE_AFTER_S = 1.0
-"""CPU seconds of the solving process after which the textbook race starts if the solve is still running
-(days of up to 12 blocks; :func:`threshold_s` scales it for larger ones).
-The label search proves 90 % of the K = 12 days of 2023 within 0.66 s and all within 3.9 s (quiet machine,
-docs/performance.md), so the race starts on a few days only. A day that the raced textbook MILP proves
-takes about RACE_AFTER_S + its start (about 1 s quiet: an interpreter and the Pyomo import) + T, its
-textbook time T, which is ≤ 1.5 T when T ≥ 4 s. The textbook build took T < 4 s on 29 of 351 K = 12 days
-of the year run (1.2 s at least), and the label search proved each of those in 0.2-0.65 s, before the
-threshold: a stall on such a day would cost up to about T + 2 s (a bound, not a ratio). CPU seconds, not
-wall-clock ones: on a machine shared with other jobs every path slows down alike, and a wall-clock
-threshold would start a race (and spend a core on it) on most days there."""
-
-SIZE_BLOCKS = 12
-"""RACE_AFTER_S applies to days of up to this many blocks (K = 12); see :func:`threshold_s`."""
-
-SIZE_EXPONENT = 1.5
-"""Beyond SIZE_BLOCKS, the threshold grows as (blocks / SIZE_BLOCKS) ** this, as the textbook build's time does
-(reference day, quiet: 8.4, 23, 28-55 and > 121 s at K = 12, 24, 48 and 96; docs/performance.md): the race then
-starts at about the same share of it. At K = 96 (22.6 CPU s) the label search, 11-38 s there, is no longer
-raced from its first second: with 1 s, the child took a core from it and 2023-05-15 went from 33.6 to 68.6 s
-(load 2-3), while the textbook build proves no K = 96 day within 120 s."""
-
+"""CPU seconds of the solving process after which the textbook race starts on a day of up to :data:`SIZE_BLOCKS` blocks.
+CPU, not wall-clock, seconds: on a shared machine every path slows down alike. The label search proves most K = 12 days
+before it (``benchmarks/oracle_speed.py --variants oracle,textbook`` gives the paths and ratios)."""
+SIZE_BLOCKS, SIZE_EXPONENT = 12, 1.5
+"""Beyond SIZE_BLOCKS blocks the threshold grows as (blocks / SIZE_BLOCKS) ** SIZE_EXPONENT, as the textbook build's
+time does, so that the race starts at about the same share of it."""
 POLL_S = 0.05
 """How often the race's watcher reads the CPU clock (seconds)."""
-
 TERMINATE_WAIT_S = 5.0
 """Seconds a stopped child gets to exit after SIGTERM before it is killed."""
-
 CHILD_MODULE = "oracle.race_child"
 """The child's entry point (``python -m``)."""
-
 PROOF = "textbook"
 """``OracleResult.proof`` when the raced textbook MILP proved the day (HiGHS's branch and bound, gap ≤ mip_gap)."""
 
 
 def threshold_s(race_after_s: float, n_blocks: int) -> float:
-    """CPU seconds after which a day of ``n_blocks`` blocks is raced: ``race_after_s`` up to SIZE_BLOCKS blocks,
-    × (n_blocks / SIZE_BLOCKS) ** SIZE_EXPONENT beyond (24 blocks: 2.8×, 48: 8×, 96: 22.6×)."""
+    """CPU seconds after which a day of ``n_blocks`` blocks is raced: ``race_after_s`` up to SIZE_BLOCKS blocks, ×
+    (n_blocks / SIZE_BLOCKS) ** SIZE_EXPONENT beyond (24 blocks: 2.8×, 48: 8×, 96: 22.6×)."""
     return race_after_s * max(1.0, n_blocks / SIZE_BLOCKS) ** SIZE_EXPONENT
 
 
@@ -74,9 +50,9 @@ class TextbookRace:
     """The textbook MILP of ``inst`` in a child process, started after ``after_s`` CPU seconds of this process
     (:func:`time.process_time`) or by :meth:`start`.
 
-    Use it as a context manager: leaving the block stops the child (and the watcher). :meth:`poll` returns the
-    child's answer once it has ended: a dict with ``status``, ``schedule``, ``objective_usd``,
-    ``best_bound_usd``, ``seconds`` (the child's solve) and ``reason``.
+    Use it as a context manager: leaving the block stops the child (and the watcher). :meth:`poll` returns the child's
+    answer once it has ended: a dict with ``status``, ``schedule``, ``objective_usd``, ``best_bound_usd``, ``seconds``
+    (the child's solve) and ``reason``.
     """
 
     def __init__(self, inst: Any, *, time_limit_s: float, mip_gap: float, allow_pause: bool, threads: int | None,
@@ -125,7 +101,7 @@ class TextbookRace:
             paths = [root, *(p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p)]
             env = {**os.environ, "PYTHONPATH": os.pathsep.join(paths)}  # this checkout's oracle, as the parent's
             self._proc = subprocess.Popen([sys.executable, "-m", CHILD_MODULE], stdin=subprocess.PIPE,
-                                          stdout=subprocess.PIPE, env=env, start_new_session=True)
+                                          stdout=subprocess.PIPE, env=env, process_group=0)
             self.started_s = time.perf_counter() - self._tick
             try:
                 self._proc.stdin.write(pickle.dumps({**self._task, "time_limit_s": remaining}))
@@ -180,3 +156,4 @@ class TextbookRace:
                 stream.close()
             except OSError:  # a broken pipe to a child that is gone
                 pass
+

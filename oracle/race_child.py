@@ -1,9 +1,9 @@
 """The child process of the textbook race (:mod:`oracle.race`): ``python -m oracle.race_child``.
 
-It reads its task (pickled: the instance, gap, pause rule, threads and time limit) from stdin, solves the
-textbook MILP of the instance (``OracleModel(formulation="textbook")``, the same MIP start as the textbook
-build) and writes the answer (pickled) to stdout. It exits at once when its stdin closes: the parent is done
-with it, or died without cleaning up.
+It reads its task (pickled: the instance, gap, pause rule, threads and time limit) from stdin, solves the textbook MILP
+of the instance (``OracleModel(formulation="textbook")``, the same MIP start as the textbook build) and writes the
+answer (pickled) to stdout. It exits at once when its stdin closes: the parent is done with it, or died without cleaning
+up.
 """
 
 from __future__ import annotations

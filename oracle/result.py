@@ -1,7 +1,7 @@
 """The answer of an oracle solve (:class:`OracleResult`), shared by every method (the exact day oracle of
-:mod:`oracle.model`, the decomposition of :mod:`oracle.decomposition`, the sites MILP of :mod:`oracle.sites`), with
-the tolerances of its checks, how a gap is measured, and :func:`answer`, which replays a schedule in the simulator
-and builds the result around it."""
+:mod:`oracle.model`, the decomposition of :mod:`oracle.decomposition`, the sites MILP of :mod:`oracle.sites`), with the
+tolerances of its checks, how a gap is measured, and :func:`answer`, which replays a schedule in the simulator and
+builds the result around it."""
 
 from __future__ import annotations
 
@@ -21,63 +21,53 @@ OBJECTIVE_ATOL_USD = 1e-6
 """Absolute floor of that check ($), for days whose cost is near zero."""
 MIP_ABS_GAP_USD = 1e-6
 """Absolute gap ($) that also proves optimality (HiGHS's default ``mip_abs_gap``), for near-zero costs."""
+Start = tuple[Sequence[Sequence[int]], Sequence[Sequence[int]] | None]
+"""A (schedule, sites) pair to start a solve from (sites None: every job at its home site)."""
 
 @dataclass
 class OracleResult:
-    """The answer of one oracle solve. Costs in $, times in seconds."""
+    """The answer of one oracle solve. Costs in $, times in seconds.
+
+    ``status``: ``optimal`` (gap ≤ mip_gap), ``infeasible``, ``time_limit`` (the best schedule found, if any) or
+    ``error``, and ``reason`` when not optimal. ``schedule``: per job and checkpoint segment a mode index or -1
+    (PAUSE); ``sites``: per job and segment the site holding its checkpoint (an index into ``site_names``; None with
+    one site). ``objective_usd``: its operating cost (the constant PPA terms included) less the idle-GPU value, checked
+    equal to the simulator's replay (``metrics``); ``gap`` = (objective − bound) / |objective|. ``build_seconds``:
+    building or updating the model and handing it to the solver; ``solve_seconds``: the MIP start and the solve.
+    ``formulation``: ``fast``, ``textbook``, ``sites-textbook`` or ``decomposition``; ``method``: the
+    :func:`oracle.solve` method that answered. ``modes_used``: per job the labels of the modes its schedule runs.
+    ``start_objective_usd``: the MIP start's objective (None: no start).
+    """
 
     status: str
-    """``optimal`` (gap ≤ mip_gap), ``infeasible`` (see ``reason``), ``time_limit`` (best schedule found, if
-    any) or ``error``."""
     schedule: list[list[int]] | None
-    """Per job, per checkpoint segment: a mode index, or -1 (PAUSE)."""
     objective_usd: float | None
-    """The objective of ``schedule``: its operating cost (the constant PPA terms included) less the idle-GPU value,
-    as the solver reports it (the exact method) or as the simulator replays it (the others; the two are checked
-    equal)."""
     best_bound_usd: float | None
     gap: float | None
-    """(objective − bound) / |objective|."""
     build_seconds: float
-    """Building the model (or updating it) and handing it to the solver, for this solve."""
     solve_seconds: float
-    """Finding the MIP start and solving (for ``fast``: LP relaxation, bounds and restricted solves)."""
     metrics: Metrics | None
-    """The simulator's metrics of ``schedule``."""
     reason: str = ""
-    """Why there is no proven optimum (infeasible, time limit, error); empty when optimal."""
     formulation: str = "fast"
-    """The model solved: ``fast`` or ``textbook`` (the day's, :mod:`oracle.formulations`), ``sites-textbook`` (the
-    sites MILP, :mod:`oracle.sites`) or ``decomposition`` (:mod:`oracle.decomposition`)."""
     method: str = "exact"
-    """The method of :func:`oracle.solve` that answered: ``exact``, ``decomposition`` or ``textbook``."""
     sites: list[list[int]] | None = None
-    """Per job, per checkpoint segment: the site holding its checkpoint (an index into ``site_names``); None for an
-    instance of one site (every job at home)."""
     site_names: tuple[str, ...] = ()
-    """The sites' names (several sites only)."""
     solver: str = DEFAULT_SOLVER
     case: str = ""
     day: str = ""
     job_names: tuple[str, ...] = ()
     modes_used: dict[str, list[str]] = field(default_factory=dict)
-    """Per job, the labels of the modes the schedule runs (in order of first use)."""
     start_objective_usd: float | None = None
-    """Operating cost of the MIP start handed to the solver (None: no start)."""
     proof: str = ""
-    """How optimality was proved: ``label-setting`` (:mod:`oracle.labeling`), ``branch-and-bound`` (the
-    solver on the fast or a textbook model), ``textbook`` (the textbook MILP raced as the guard, :mod:`oracle.race`),
-    or the decomposition's (:mod:`oracle.decomposition`): ``column-generation``, ``pattern-column-generation``,
-    ``enumeration``, ``branch-and-price``, ``pattern-branch-and-price`` or ``reduced-cost-fixing``; empty when not
-    optimal."""
+    """How optimality was proved (empty when not optimal): ``label-setting`` (:mod:`oracle.labeling`),
+    ``branch-and-bound``, ``textbook`` (the raced textbook MILP, :mod:`oracle.race`), or the decomposition's
+    ``column-generation``, ``pattern-column-generation``, ``enumeration``, ``branch-and-price`` or
+    ``pattern-branch-and-price``."""
     details: dict[str, float] = field(default_factory=dict)
-    """Where the time went and how big the search grew (for benchmarks; not part of ``to_dict``): seconds of
-    ``dual`` (Lagrangian prices), ``lp`` (LP relaxation), ``tables`` (network and completion tables),
-    ``labels`` (label searches), ``pyomo`` (building the Pyomo model, when it was needed), ``bnb`` (branch
-    and bound, the model's hand-over included); ``dual_cuts``; ``searches`` and ``max_labels`` of the label
-    search; ``beam_usd``, the beam search's schedule when the label search gave up; ``race_start`` (seconds
-    into the solve at which the textbook race started) and ``textbook`` (its child's solve seconds, when it
-    ended, whichever path won)."""
+    """Where the time went and how big the search grew (for benchmarks; not in ``to_dict``): seconds of ``dual``,
+    ``lp``, ``tables``, ``labels``, ``pyomo``, ``bnb`` (branch and bound) and ``textbook`` (the raced child's);
+    ``dual_cuts``, ``searches``, ``max_labels``, ``beam_usd`` (the beam search's schedule), ``race_start``; the
+    decomposition's counters."""
 
     @property
     def optimal(self) -> bool:
@@ -96,26 +86,11 @@ class OracleResult:
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready; ``schedule`` is {job name: [choice per segment]}, ``sites`` {job name: [site name per segment]}
         or None (one site): the schedule file format of :mod:`aidc_env.schedule`."""
-        return {
-            "status": self.status,
-            "objective_usd": self.objective_usd,
-            "best_bound_usd": self.best_bound_usd,
-            "gap": self.gap,
-            "build_seconds": self.build_seconds,
-            "solve_seconds": self.solve_seconds,
-            "reason": self.reason,
-            "case": self.case,
-            "day": self.day,
-            "method": self.method,
-            "formulation": self.formulation,
-            "solver": self.solver,
-            "start_objective_usd": self.start_objective_usd,
-            "proof": self.proof,
-            "metrics": self.metrics.to_dict() if self.metrics is not None else None,
-            "schedule": self.schedule_by_job(),
-            "sites": self.sites_by_job(),
-            "modes_used": self.modes_used,
-        }
+        out = {name: getattr(self, name) for name in (
+            "status", "objective_usd", "best_bound_usd", "gap", "build_seconds", "solve_seconds", "reason", "case",
+            "day", "method", "formulation", "solver", "start_objective_usd", "proof")}
+        return {**out, "metrics": self.metrics.to_dict() if self.metrics is not None else None,
+                "schedule": self.schedule_by_job(), "sites": self.sites_by_job(), "modes_used": self.modes_used}
 
 
 def closed(objective: float | None, bound: float | None, mip_gap: float) -> bool:
@@ -143,8 +118,8 @@ def modes_used(inst: Instance, schedule: Sequence[Sequence[int]]) -> dict[str, l
 
 def replay(inst: Instance, schedule: Sequence[Sequence[int]], sites: Sequence[Sequence[int]] | None,
            objectives: Sequence[float | None], who: str) -> Metrics:
-    """The simulator's metrics of a schedule; AssertionError if one of ``objectives`` (the model's own, the
-    solver's) disagrees with its objective or the schedule breaks the model (a bug)."""
+    """The simulator's metrics of a schedule; AssertionError if one of ``objectives`` (the model's own, the solver's)
+    disagrees with its objective or the schedule breaks the model (a bug)."""
     metrics = simulate(inst, validate_schedule(inst, schedule, sites)).metrics
     tolerance = OBJECTIVE_RTOL * max(abs(metrics.objective_usd), 1.0) + OBJECTIVE_ATOL_USD
     for value in objectives:

@@ -1,16 +1,16 @@
 """Re-solving the oracle on rolling sub-instances: built models kept per structure and re-priced in place.
 
-A rolling controller (MPC, stochastic MPC) solves, at every re-planning point, the sub-instance of the
-remaining slots from the current state. Its structure (remaining slots and segments, each job's current
-choice as its initial mode) differs from one point to the next within a day, but recurs across days,
-scenarios and candidate first decisions. :class:`RollingOracle` keeps one :class:`~oracle.OracleModel`
-per structure (least recently used first out) and :meth:`~oracle.OracleModel.update` re-prices it in place
-(new objective, tranche right-hand sides) instead of rebuilding the Pyomo model: only the first solve of
-a structure pays the build. Every solve's wall time is recorded (:attr:`RollingOracle.seconds`).
+A rolling controller (MPC, stochastic MPC) solves, at every re-planning point, the sub-instance of the remaining slots
+from the current state. Its structure (remaining slots and segments, each job's current choice as its initial mode)
+differs from one point to the next within a day, but recurs across days, scenarios and candidate first decisions.
+:class:`RollingOracle` keeps one :class:`~oracle.OracleModel` per structure (least recently used first out) and
+:meth:`~oracle.OracleModel.update` re-prices it in place (new objective, tranche right-hand sides) instead of rebuilding
+the Pyomo model: only the first solve of a structure pays the build. Every solve's wall time is recorded
+(:attr:`RollingOracle.seconds`).
 
 A sub-instance the exact day oracle does not apply to (several sites, fleet workloads, more than two jobs:
-:func:`oracle.entry.exact_applies`) is solved by :func:`oracle.solve` (the decomposition, from the jobs' current
-sites) within the same time limit and gap; there is no built model to keep.
+:func:`oracle.entry.exact_applies`) is solved by :func:`oracle.solve` (the decomposition, from the jobs' current sites)
+within the same time limit and gap; there is no built model to keep.
 """
 
 from __future__ import annotations
@@ -46,8 +46,8 @@ class RollingOracle:
     seconds: list[float] = field(default_factory=list)
     """Wall time of every solve (update or build included), in call order."""
     log: list[dict] = field(default_factory=list)
-    """Per solve, in call order: its slots, the days it spans (:func:`oracle.data.span_days`), status, proof,
-    gap and seconds (for benchmarks: whether every re-solve was proven optimal)."""
+    """Per solve, in call order: its slots, the days it spans (:func:`oracle.data.span_days`), status, proof, gap and
+    seconds (for benchmarks: whether every re-solve was proven optimal)."""
     builds: int = 0
     """How many solves had to build a model (the others re-priced one in place)."""
     _models: OrderedDict = field(default_factory=OrderedDict, repr=False)

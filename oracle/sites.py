@@ -1,20 +1,12 @@
 """The direct MILP of any instance, one site or several (Pyomo + HiGHS): the ``textbook`` method's sites model.
 
-Per job j, segment k, site s and mode m (one a site's pool can hold, inside the job's window): x[j,k,s,m] ∈ {0, 1}
+Per job j, segment k, site s and mode m (one the site's pool can hold, inside the job's window): x[j,k,s,m] ∈ {0, 1}
 runs it; y[j,k,s] ∈ {0, 1} holds the checkpoint at s (Σ_s y = 1, Σ_m x ≤ y); z ≥ x[j,k,s,m] − x[j,k−1,s,m] is a
-(re)start (a change of mode *or site*; before segment 0 the initial mode at the home site), losing τ_j of tokens;
-w ≥ x[j,k,s,m] − y[j,k−1,s] a running segment moved into, losing the transfer time (:mod:`aidc_env.sites`). Per
-site and slot the textbook build of :mod:`oracle.formulations`: load L (affine in x, the site's inference
-included), import g ≥ L − R, g ≥ 0, and a binary enforcing renewable first only where importing more would pay.
-
-Rows: per job, tokens ≥ its target (scaled as in :mod:`oracle.formulations`); per site and block, the GPUs its pool
-leaves after its inference. Objective: Σ_s Σ_t the simulator's cost of a MW of import and of curtailment there,
-less the idle-GPU value (a constant less its value per GPU of every running mode), plus each site's PPA term. Every
-coefficient comes from the simulator's functions on the site's one-site view; every answer's objective (the
-solver's) is checked against :func:`aidc_env.simulator.simulate`'s replay. With one site and no migration the model
-is the textbook model of :mod:`oracle.formulations`.
-
-Placements as :mod:`oracle.graph` (``move``, ``home``, ``stay``, ``free``); ``assignment`` fixes each job's site.
+(re)start (a change of mode or site; before segment 0 the initial mode at the home site), losing τ_j of tokens; w ≥
+x[j,k,s,m] − y[j,k−1,s] a running segment moved into, losing the transfer time. Per site and slot the rows of the
+textbook model (:mod:`oracle.formulations`): load, import and renewable first where importing more would pay; per site
+and block the GPUs its pool leaves after inference; per job its target. The objective is the simulator's
+(:func:`aidc_env.simulator.simulate` replays every answer), less the idle-GPU value. Placements as :mod:`oracle.graph`.
 """
 
 from __future__ import annotations
@@ -36,24 +28,17 @@ from oracle.constants import DEFAULT_MIP_GAP, DEFAULT_SOLVER
 from oracle.data import blocks, job_coefficients, renewable_cost_usd
 from oracle.formulations import TRANCHE_MARGIN, TRANCHE_ROW_RHS, linear
 from oracle.graph import PLACEMENTS, with_home
-from oracle.result import OracleResult, answer
+from oracle.result import OracleResult, Start, answer
 from oracle.solvers import make_runner
-
-Pair = tuple[Sequence[Sequence[int]], Sequence[Sequence[int]]]
-"""A (schedule, sites) pair: per job, per segment, a mode index or PAUSE and a site index."""
-
 
 class SitesModel:
     """The sites MILP of one instance (see the module docstring)."""
 
-    def __init__(self, inst: Instance, *, placement: str = "move", assignment: Sequence[int] | None = None,
-                 allow_pause: bool = True) -> None:
+    def __init__(self, inst: Instance, *, placement: str = "move", allow_pause: bool = True) -> None:
         require(placement in PLACEMENTS, "placement", f"must be one of {', '.join(PLACEMENTS)}, got {placement!r}")
         tick = time.perf_counter()
         self.inst = inst
-        if placement == "home":
-            assignment = inst.home_sites
-        self.assignment = None if assignment is None else tuple(int(a) for a in assignment)
+        self.assignment = tuple(int(a) for a in inst.home_sites) if placement == "home" else None
         self.placement = placement
         self.free_start = placement in ("stay", "free")
         self.coefs = [job_coefficients(inst, job) for job in inst.jobs]
@@ -247,9 +232,9 @@ class SitesModel:
             return with_home(self.inst, [row[0] for row in sites])
         return self.inst
 
-    def _start(self) -> Pair | None:
-        """Every job in its baseline mode at its home site (or its assigned site), if that is feasible."""
-        where = self.assignment or self.inst.home_sites
+    def _start(self) -> Start | None:
+        """Every job in its baseline mode at its home site, if that is feasible."""
+        where = self.inst.home_sites
         schedule = fixed_schedule(self.inst)
         sites = [[where[j]] * job.segments for j, job in enumerate(self.inst.jobs)]
         return (schedule, sites) if self._replay(schedule, sites).feasible else None
@@ -261,7 +246,7 @@ class SitesModel:
     # ------------------------------------------------------------------ solving
 
     def solve(self, *, time_limit_s: float = 120.0, mip_gap: float = DEFAULT_MIP_GAP, threads: int | None = None,
-              tee: bool = False, warm_start: bool = True, start: Pair | None = None) -> OracleResult:
+              tee: bool = False, warm_start: bool = True, start: Start | None = None) -> OracleResult:
         """Solve; ``start``: a (schedule, sites) MIP start (default: every job's baseline at its home site)."""
         runner = make_runner(DEFAULT_SOLVER)
         if start is None and warm_start:
@@ -287,10 +272,9 @@ class SitesModel:
 
 
 def solve_sites(inst: Instance, *, time_limit_s: float = 120.0, mip_gap: float = DEFAULT_MIP_GAP,
-                placement: str = "move", assignment: Sequence[int] | None = None, allow_pause: bool = True,
-                threads: int | None = None, tee: bool = False, warm_start: bool = True,
-                start: Pair | None = None) -> OracleResult:
+                placement: str = "move", allow_pause: bool = True, threads: int | None = None, tee: bool = False,
+                warm_start: bool = True, start: Start | None = None) -> OracleResult:
     """Solve an instance with the sites MILP; see :class:`SitesModel`."""
-    model = SitesModel(inst, placement=placement, assignment=assignment, allow_pause=allow_pause)
+    model = SitesModel(inst, placement=placement, allow_pause=allow_pause)
     return model.solve(time_limit_s=time_limit_s, mip_gap=mip_gap, threads=threads, tee=tee, warm_start=warm_start,
                        start=start)

@@ -1,14 +1,13 @@
 """Running a built model with a solver: HiGHS (persistent, with a MIP start) or any Pyomo solver.
 
-The default, ``"highs"``, is Pyomo's persistent HiGHS interface of ``pyomo.contrib.solver`` (highspy,
-no external binary). The model is loaded into HiGHS once; later solves send only what changed (a new
-objective, new tranche right-hand sides). A MIP start is handed to HiGHS through highspy's
-``setSolution`` (the interface has no warm-start option of its own).
+The default, ``"highs"``, is Pyomo's persistent HiGHS interface of ``pyomo.contrib.solver`` (highspy, no external
+binary). The model is loaded into HiGHS once; later solves send only what changed (a new objective, new tranche
+right-hand sides). A MIP start is handed to HiGHS through highspy's ``setSolution`` (the interface has no warm-start
+option of its own).
 
-Any other name goes to Pyomo: first the ``pyomo.contrib.solver`` factory (e.g. ``gurobi_persistent``,
-``scip_direct``), then the classic ``SolverFactory`` (``cbc``, ``glpk``, ``gurobi``, ``cplex``,
-``appsi_highs``, ...), with the time limit and gap passed under each solver's own option names where
-known (:data:`TIME_LIMIT_OPTION`, :data:`GAP_OPTION`).
+Any other name goes to Pyomo's ``SolverFactory`` (``cbc``, ``glpk``, ``gurobi``, ``cplex``, ``appsi_highs``, ...), with
+the time limit and gap passed under each solver's own option names where known (:data:`TIME_LIMIT_OPTION`,
+:data:`GAP_OPTION`).
 """
 
 from __future__ import annotations
@@ -36,21 +35,16 @@ TIME_LIMIT_OPTION = {
     "appsi_highs": "time_limit", "xpress": "maxtime",
 }
 """Option name of the time limit (seconds) of classic Pyomo solvers."""
-
 GAP_OPTION = {
     "cbc": "ratioGap", "glpk": "mipgap", "gurobi": "MIPGap", "gurobi_direct": "MIPGap",
     "gurobi_persistent": "MIPGap", "cplex": "mipgap", "cplex_direct": "mipgap", "scip": "limits/gap",
     "appsi_highs": "mip_rel_gap", "xpress": "miprelstop",
 }
 """Option name of the relative MIP gap of classic Pyomo solvers."""
-
 RELAXATION_LP_METHOD = "ipm"
-"""HiGHS method of the LP relaxation: interior point (with crossover) is ~3× faster than simplex on the
-96-segment day; any dual solution gives valid token prices."""
-
+"""HiGHS method of the LP relaxation: interior point with crossover (any dual solution gives valid token prices)."""
 PYOMO_HIGHS_LOGGER = "pyomo.contrib.solver.solvers.highs"
 """Logger of Pyomo's HiGHS interface."""
-
 _AUTO_UPDATE_FLAGS = (
     "check_for_new_or_removed_constraints", "check_for_new_or_removed_vars", "check_for_new_or_removed_params",
     "check_for_new_objective", "update_constraints", "update_vars", "update_parameters",
@@ -87,10 +81,10 @@ def run_highs(highs: Any) -> Any:
     """``highs.run()`` that Ctrl-C stops within about a second, wherever HiGHS is.
 
     Python's signal handler runs only in the main thread and only between bytecodes: while HiGHS solves in C++ in the
-    main thread, a Ctrl-C waits for the solve to end (up to its time limit), or is raised inside one of HiGHS's
-    Python callbacks and lost there. Here HiGHS solves in a thread of its own (it releases the GIL) while this thread
-    waits; a KeyboardInterrupt raised here asks HiGHS to stop at its next simplex, IPM or MIP interrupt check
-    (highspy's ``cancelSolve``), waits up to :data:`INTERRUPT_GRACE_S` for it, and is raised again.
+    main thread, a Ctrl-C waits for the solve to end (up to its time limit), or is raised inside one of HiGHS's Python
+    callbacks and lost there. Here HiGHS solves in a thread of its own (it releases the GIL) while this thread waits; a
+    KeyboardInterrupt raised here asks HiGHS to stop at its next simplex, IPM or MIP interrupt check (highspy's
+    ``cancelSolve``), waits up to :data:`INTERRUPT_GRACE_S` for it, and is raised again.
     """
     highs.HandleUserInterrupt = True  # subscribes highspy's check of cancelSolve to the interrupt callbacks
     thread = highs.startSolve()
@@ -106,8 +100,8 @@ def run_highs(highs: Any) -> Any:
 
 
 def interruptible(highs: Any) -> Any:
-    """``highs`` (a ``highspy.Highs``) whose ``run()`` is :func:`run_highs` (for code that calls ``run()`` itself,
-    as Pyomo's interface does); returns it."""
+    """``highs`` (a ``highspy.Highs``) whose ``run()`` is :func:`run_highs` (for code that calls ``run()`` itself, as
+    Pyomo's interface does); returns it."""
     if threading.current_thread() is threading.main_thread():  # only the main thread sees Ctrl-C
         highs.run = lambda: run_highs(highs)
     return highs
@@ -177,8 +171,8 @@ class HighsRunner:
     def solve(self, model: pyo.ConcreteModel, *, time_limit_s: float, mip_gap: float, start: StartValues | None,
               threads: int | None, tee: bool, options: dict[str, Any],
               interrupt: Callable[[], bool] | None = None) -> RunOutcome:
-        """Solve the MILP; ``interrupt`` is asked at HiGHS's MIP interrupt checks and stops the solve when it
-        answers True (status ``interrupted``: another path proved the day)."""
+        """Solve the MILP; ``interrupt`` is asked at HiGHS's MIP interrupt checks and stops the solve when it answers
+        True (status ``interrupted``: another path proved the day)."""
         load_seconds = self.load(model)
         opt = self._opt
         highs = opt._solver_model  # the highspy.Highs object; the interface exposes no MIP start
@@ -198,7 +192,7 @@ class HighsRunner:
                 fired.append("ctrl-c")
                 event.interrupt()
 
-        # Pyomo 6.10 maps HiGHS's kInterrupt to "unknown" with a warning: quiet it, the status is set below.
+        # Pyomo maps HiGHS's kInterrupt to "unknown" with a warning: quiet it, the status is set below.
         log = logging.getLogger(PYOMO_HIGHS_LOGGER)
         level = log.level
         log.setLevel(logging.ERROR)
@@ -230,9 +224,8 @@ class HighsRunner:
         tick = time.perf_counter()
         results = self._run(model, time_limit_s, mip_gap, threads, tee, options)
         if start is not None and not _solution_matches_objective(model, results):
-            # HiGHS 1.16 can finish at the root with a MIP start that presolve rewrote ("feasible in the
-            # reduced space"): it then reports the reduced objective with the *original* start as the
-            # solution. Solve again without the start.
+            # HiGHS can finish at the root with a MIP start that presolve rewrote: it then reports the reduced
+            # objective with the original start as the solution. Solve again without the start.
             highs.clearSolver()
             results = self._run(model, time_limit_s, mip_gap, threads, tee, options)
             start_accepted = False
@@ -254,49 +247,21 @@ class HighsRunner:
 
 
 class PyomoRunner:
-    """Any other Pyomo solver (contrib interface first, then the classic factory)."""
+    """Any other solver of Pyomo's ``SolverFactory`` (cbc, glpk, gurobi, cplex, scip, appsi_highs, ...)."""
 
     def __init__(self, name: str) -> None:
         self.name = name
-        self._contrib = ContribSolverFactory(name) if name in _contrib_names() else None
-        if self._contrib is not None:
-            if not self._contrib.available():
-                raise InputError("solver", f"{name} is registered with Pyomo but not available here")
-            self._legacy = None
-            return
         if name not in pyo.SolverFactory:
             raise InputError("solver", f"unknown solver {name!r} (try highs, appsi_highs, cbc, glpk, gurobi, cplex, "
                                        "scip)")
         logging.getLogger("pyomo.solvers").setLevel(logging.ERROR)
-        self._legacy = pyo.SolverFactory(name)
-        if not self._legacy.available(exception_flag=False):
+        self._opt = pyo.SolverFactory(name)
+        if not self._opt.available(exception_flag=False):
             raise InputError("solver", f"{name} is not available (not installed or not on the PATH)")
 
     def solve(self, model: pyo.ConcreteModel, *, time_limit_s: float, mip_gap: float, start: StartValues | None,
               threads: int | None, tee: bool, options: dict[str, Any]) -> RunOutcome:
-        if self._contrib is not None:
-            return self._solve_contrib(model, time_limit_s, mip_gap, threads, tee, options)
-        return self._solve_legacy(model, time_limit_s, mip_gap, start, threads, tee, options)
-
-    def _solve_contrib(self, model, time_limit_s, mip_gap, threads, tee, options) -> RunOutcome:
-        tick = time.perf_counter()
-        results = self._contrib.solve(model, time_limit=time_limit_s, rel_gap=mip_gap, threads=threads, tee=tee,
-                                      load_solutions=False, raise_exception_on_nonoptimal_result=False,
-                                      solver_options=dict(options))
-        seconds = time.perf_counter() - tick
-        has_solution = results.incumbent_objective is not None
-        if has_solution:
-            results.solution_loader.load_vars()
-        condition = results.termination_condition
-        status = {ContribTermination.convergenceCriteriaSatisfied: "optimal",
-                  ContribTermination.provenInfeasible: "infeasible",
-                  ContribTermination.infeasibleOrUnbounded: "infeasible",
-                  ContribTermination.maxTimeLimit: "time_limit"}.get(condition, "error")
-        return RunOutcome(status, has_solution, results.incumbent_objective, results.objective_bound, 0.0, seconds,
-                          "" if status != "error" else f"{self.name} stopped with {condition.name}")
-
-    def _solve_legacy(self, model, time_limit_s, mip_gap, start, threads, tee, options) -> RunOutcome:
-        opt = self._legacy
+        opt = self._opt
         if self.name in TIME_LIMIT_OPTION:
             opt.options[TIME_LIMIT_OPTION[self.name]] = time_limit_s
         if self.name in GAP_OPTION:
@@ -337,10 +302,6 @@ def _solution_matches_objective(model: pyo.ConcreteModel, results: Any) -> bool:
         return True
     value = float(pyo.value(model.cost))
     return abs(value - results.incumbent_objective) <= SOLUTION_CHECK_RTOL * max(1.0, abs(value))
-
-
-def _contrib_names() -> set[str]:
-    return {name for name in ContribSolverFactory} - {DEFAULT_SOLVER}
 
 
 def make_runner(name: str) -> HighsRunner | PyomoRunner:

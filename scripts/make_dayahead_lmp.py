@@ -5,21 +5,15 @@
         [--out aidc_env/data/caiso_2023_dayahead_hourly.csv.gz]
 
 ``GITDIR`` is a git directory of the public repository nmadev/CAISO-EnergyStorage (e.g. a bare clone); its file
-``src/data/CAISO_DAP.csv`` (columns ``Date,price,zone``: the CAISO day-ahead LMP in $/MWh of the load zones PGAE,
-SCE, SDGE and VEA, hourly, stamped with the local start of the hour as ``6/1/2023 12:00:00 AM``, from
-2023-06-01) is read at commit ``C`` (default HEAD) with ``git show``; nothing else of that repository is used.
+``src/data/CAISO_DAP.csv`` (columns ``Date,price,zone``: the CAISO day-ahead LMP in $/MWh of the load zones PGAE, SCE,
+SDGE and VEA, hourly, stamped with the local start of the hour as ``6/1/2023 12:00:00 AM``, from 2023-06-01) is read at
+commit ``C`` (default HEAD) with ``git show``; nothing else of that repository is used.
 
-Each row of the forecast CSV keeps its text byte for byte and gains three columns, the day-ahead LMP of its local
-clock hour (:func:`experiments.supplied_price.clock_hour_prices` and
-:func:`~experiments.supplied_price.with_supplied_price`: price rows sharing a clock hour are averaged):
-
-- ``price_forecast_usd_per_mwh``: zone SCE, the node of the profiles' real-time price; the supplied price
-  forecast that :mod:`aidc_env.forecasts` reads (``--price-forecast supplied``);
-- ``price_forecast_pge_usd_per_mwh``: zone PGAE; ``price_forecast_sdge_usd_per_mwh``: zone SDGE.
-
-A cell is empty where the file has no price for that clock hour. The output is gzip (no name, time 0: the same
-input gives the same bytes). The script checks that the written table loads with exactly the forecast days (and
-skipped days) of its input, so that runs on the package's own price model see the same forecasts.
+Each row of the forecast CSV keeps its text byte for byte and gains the day-ahead LMP of its local clock hour
+(:func:`experiments.supplied_price.clock_hour_prices`; empty where there is none) of the zones in :data:`ZONE_COLUMNS`:
+SCE's is the supplied price forecast :mod:`aidc_env.forecasts` reads (``--price-forecast supplied``). The output is gzip
+(no name, time 0: the same input gives the same bytes); the script checks that it loads with exactly the forecast days
+(and skipped days) of its input.
 """
 
 from __future__ import annotations

@@ -1,26 +1,25 @@
 """Make the bundled weekly LLM-inference demand profile from Azure's public LLM inference traces.
 
-    python scripts/make_inference_profile.py --repo /work/.mirror/Azure+AzurePublicDataset/repo [--commit C]
-        [--out aidc_env/data/inference_profile.csv]
+    python scripts/make_inference_profile.py --repo GITDIR [--commit C] [--out aidc_env/data/inference_profile.csv]
 
-Two public sources, both in the repository Azure/AzurePublicDataset (CC-BY 4.0), read from a git directory
-(``fetch github:Azure/AzurePublicDataset`` gives one; nothing is downloaded from elsewhere):
+Two public sources, both in the repository Azure/AzurePublicDataset (CC-BY 4.0), read from its git directory ``GITDIR``
+(e.g. a bare clone; nothing is downloaded):
 
-1. **Daily and weekly shape**: the *Azure LLM inference trace 2024* (Stojkovic et al., "DynamoLLM", HPCA 2025;
-   one week of May 2024, a coding and a conversation service). Its CSVs are not in the repository (they sit on a
-   blob store), but its notebook ``analysis/AzureLLMInferenceDataset2024.ipynb`` carries, as stored outputs,
-   the plots of *invocations per minute over the week* of each service (pandas line plots, x from the first to
-   the last minute, y from 0, grid lines every 1,000 invocations per minute). This script decodes those two
-   PNGs and digitises them: in every pixel column the trace's line spans the minute values falling in that
-   column; the column's value is the middle of that span, converted to invocations per minute with the grid
-   lines; the columns are then averaged per UTC hour of the week (about 8 columns per hour).
+1. **Daily and weekly shape**: the *Azure LLM inference trace 2024* (Stojkovic et al., "DynamoLLM", HPCA 2025; one week
+   of May 2024, a coding and a conversation service). Its CSVs are not in the repository (they sit on a blob store), but
+   its notebook ``analysis/AzureLLMInferenceDataset2024.ipynb`` carries, as stored outputs, the plots of *invocations
+   per minute over the week* of each service (pandas line plots, x from the first to the last minute, y from 0, grid
+   lines every 1,000 invocations per minute). This script decodes those two PNGs and digitises them: in every pixel
+   column the trace's line spans the minute values falling in that column; the column's value is the middle of that
+   span, converted to invocations per minute with the grid lines; the columns are then averaged per UTC hour of the week
+   (about 8 columns per hour).
 2. **Request mix**: the *Azure LLM inference trace 2023* (Patel et al., "Splitwise", ISCA 2024;
-   ``data/AzureLLMInferenceTrace_code.csv`` and ``_conv.csv``, one hour of 16 Nov 2023): the mean context and
-   generated tokens per request of each service. The shape alone does not say how much work a request is.
+   ``data/AzureLLMInferenceTrace_code.csv`` and ``_conv.csv``, one hour of 16 Nov 2023): the mean context and generated
+   tokens per request of each service. The shape alone does not say how much work a request is.
 
-Reduction: tokens per minute in hour h = Σ_services invocations per minute(h) × mean (context + generated)
-tokens per request of that service; ``demand_share`` = that / its weekly maximum. Hours are UTC, hour of the
-week 0 = Monday 00:00. The raw traces are never copied into the repository: only the 168 rows written here.
+Reduction: tokens per minute in hour h = Σ_services invocations per minute(h) × mean (context + generated) tokens per
+request of that service; ``demand_share`` = that / its weekly maximum. Hours are UTC, hour of the week 0 = Monday 00:00.
+The raw traces are never copied into the repository: only the 168 rows written here.
 """
 
 from __future__ import annotations
@@ -84,8 +83,8 @@ def resolve_commit(repo: Path, commit: str) -> str:
 
 
 def notebook_plots(notebook: dict) -> dict[str, np.ndarray]:
-    """The invocations-per-minute figures by title: the cell that calls ``plt_invocations_time`` prints the
-    title, then shows the figure."""
+    """The invocations-per-minute figures by title: the cell that calls ``plt_invocations_time`` prints the title, then
+    shows the figure."""
     from PIL import Image  # matplotlib's dependency; only this script needs it
 
     for cell in notebook["cells"]:

@@ -1,30 +1,24 @@
-"""Make the bundled table of representative CAISO 2023 days from the full-year hourly file.
+"""Make the bundled tables of representative CAISO 2023 days (one site, and the sites case's three nodes) from the
+full-year hourly file.
 
     python scripts/make_representative_days.py [--source PATH] [--out aidc_env/data] [--include 2023-04-15,...]
 
-Reads the full year (default: the packaged ``aidc_env/data/caiso_2023_hourly.csv.gz``, the dataset ``caiso-2023``;
-its provenance in ``aidc_env/data/README.md``), picks at most 24 complete days deterministically and writes, in
-``--out``:
+Reads the full year (default: the packaged ``aidc_env/data/caiso_2023_hourly.csv.gz``, the dataset ``caiso-2023``; its
+provenance in ``aidc_env/data/README.md``), picks at most 24 complete days deterministically and writes, in ``--out``:
 
-- ``caiso_2023_days.csv``: the source rows of those days, in the canonical columns only (timestamp_utc,
-  local_start, price_usd_per_mwh, solar_mw, wind_mw), cell text copied verbatim;
+- ``caiso_2023_days.csv``: the source rows of those days, in the canonical columns only (timestamp_utc, local_start,
+  price_usd_per_mwh, solar_mw, wind_mw), cell text copied verbatim;
 - ``caiso_2023_days.json``: the full year's renewable peak (``renewable_capacity_mw``, used by
-  ``aidc_env.profiles.load_profiles()`` so that bundled and full-year runs normalise alike), the picked
-  days with why each was picked, the selection rule and the generator's name;
-- ``README.md``: its section (from the heading ``# Bundled profile data: ...`` to the next ``# `` heading):
-  provenance, the selection rule and the table of days; the rest of the file is left as it is.
+  ``aidc_env.profiles.load_profiles()`` so that bundled and full-year runs normalise alike), the picked days with why
+  each was picked, the selection rule and the generator's name;
+- ``README.md``: its section (from the heading ``# Bundled profile data: ...`` to the next ``# `` heading): provenance,
+  the selection rule and the table of days; the rest of the file is left as it is;
+- ``caiso_2023_site_days.csv``: the same days with the columns the sites case reads (:mod:`aidc_env.site_profiles`:
+  the SCE, PG&E and SDG&E prices, solar and wind apart), and ``caiso_2023_site_days.json``, the full year's solar and
+  wind peaks, which normalise each plant's shape so that bundled and full-year runs agree.
 
-Selection rule (every tie broken by the earlier date), each month has DAYS_PER_MONTH places:
-
-1. the ``--include`` days (default 2023-04-15, 2023-05-14 and 2023-06-17, the reference day), each taking a place in its month;
-2. negative prices: the day with the most negative-price hours, then the day with the lowest hourly
-   price, each among the complete days of months that have no day picked yet;
-3. per month, while it has a place: its *typical* day, closest to the month's medians of daily mean
-   renewable output and daily price spread (distance in units of the year's standard deviation of each);
-4. per month, while it has a place: its *high-flexibility* day, the largest daily price spread.
-
-The script checks its own output: the written table loads with no skipped day and gives exactly the
-full year's profiles for the picked days.
+The selection rule (:func:`select_days`) is stated in the README section it writes. The script checks its own output:
+the written table loads with no skipped day and gives exactly the full year's profiles of the picked days.
 """
 
 from __future__ import annotations
@@ -46,10 +40,12 @@ REPO_ROOT = Path(__file__).resolve().parents[1]
 try:
     from aidc_env import profiles as P
     from aidc_env.errors import InputError, require, run_cli
+    from aidc_env.site_profiles import BUNDLED_SITE_CSV, BUNDLED_SITE_META, SITE_COLUMNS, load_site_profiles
 except ModuleNotFoundError:  # run from a checkout without installing the package
     sys.path.insert(0, str(REPO_ROOT))
     from aidc_env import profiles as P
     from aidc_env.errors import InputError, require, run_cli
+    from aidc_env.site_profiles import BUNDLED_SITE_CSV, BUNDLED_SITE_META, SITE_COLUMNS, load_site_profiles
 
 GENERATOR = "scripts/make_representative_days.py"
 README_HEADING = "# Bundled profile data: representative CAISO 2023 days"
@@ -57,22 +53,18 @@ DEFAULT_SOURCE = REPO_ROOT / "aidc_env" / "data" / "caiso_2023_hourly.csv.gz"
 DEFAULT_OUT = REPO_ROOT / "aidc_env" / "data"
 DEFAULT_INCLUDE = ("2023-04-15", "2023-05-14", "2023-06-17")
 YEAR = "2023"
-
 MAX_DAYS = 24
 DAYS_PER_MONTH = 2
 MIDDAY_HOURS = range(10, 15)
 """Local clock hours 10:00-14:59, for the midday renewable figure reported per day."""
-
 FORBIDDEN_DATA_STRINGS = ("DLAP_SCE", "caiso_2023_hourly")
 """Strings that must not appear in the bundled data files (a repository hook flags them)."""
-
 ROLE_INCLUDED = "included"
 ROLE_NEGATIVE_HOURS = "negative-price hours"
 ROLE_LOWEST_PRICE = "lowest price"
 ROLE_TYPICAL = "typical"
 ROLE_HIGH_FLEX = "high-flexibility"
 FORCED_ROLES = (ROLE_INCLUDED, ROLE_NEGATIVE_HOURS, ROLE_LOWEST_PRICE)
-
 PRICE_DECIMALS = 3
 POWER_DECIMALS = 1
 DISTANCE_DECIMALS = 3
@@ -131,7 +123,11 @@ def _year_std(values: Sequence[float]) -> float:
 
 
 def select_days(stats: Mapping[str, DayStats], include: Sequence[str]) -> list[Pick]:
-    """The picks, in the order of the selection rule (see the module docstring)."""
+    """The picks, in the order of the selection rule (every tie broken by the earlier date; each month has
+    :data:`DAYS_PER_MONTH` places): the ``include`` days; the day with the most negative-price hours, then the day with
+    the lowest hourly price, among months without a pick; per month with a place left, its typical day (closest to the
+    month's medians of daily mean renewable output and daily price spread, in units of the year's standard deviations),
+    then its day of largest price spread."""
     require(len(include) <= MAX_DAYS, "include", f"{len(include)} days, at most {MAX_DAYS}")
     picks: list[Pick] = []
     places = {month: DAYS_PER_MONTH for month in sorted({s.month for s in stats.values()})}
@@ -372,11 +368,40 @@ def main(argv: Sequence[str] | None = None) -> int:
         for forbidden in FORBIDDEN_DATA_STRINGS:
             if forbidden in text:
                 raise InputError("out", f"{path.name} contains {forbidden!r}")
+    write_site_days(args.source, args.out, dates)
     print(
-        f"wrote {len(dates)} days ({len(table)} rows) to {csv_path}; "
+        f"wrote {len(dates)} days ({len(table)} rows) to {csv_path} and {args.out / BUNDLED_SITE_CSV}; "
         f"renewable capacity {full.renewable_capacity_mw} MW; metadata {meta_path}"
     )
     return 0
+
+
+def write_site_days(source: Path, out: Path, days: Sequence[str]) -> None:
+    """The sites case's table of ``days`` (cell text copied verbatim) and its sidecar of the full year's peaks; checks
+    that the bundled loader reads every day as the full year gives it."""
+    frame = pd.read_csv(source, dtype=str, keep_default_na=False)
+    rows = frame[frame.local_start.str[:10].isin(days)].loc[:, list(SITE_COLUMNS)]
+    require(len(rows) >= len(days) * 23, "source", f"{source} lacks some of the {len(days)} bundled days")
+    csv_text = rows.to_csv(index=False, lineterminator="\n")
+    full = load_site_profiles(source)
+    atomic_write_text(out / BUNDLED_SITE_CSV, csv_text)
+    meta = {
+        "description": "The bundled representative CAISO 2023 days with the three load-zone prices and solar and "
+                       "wind apart, for the sites case (aidc_env/site_profiles.py)",
+        "generator": GENERATOR,
+        "csv": BUNDLED_SITE_CSV,
+        "csv_sha256": hashlib.sha256(csv_text.encode()).hexdigest(),
+        "solar_peak_mw": full.solar_peak_mw,
+        "wind_peak_mw": full.wind_peak_mw,
+        "peak_basis": "max of each column (clipped at 0) over every complete day of the full 2023 year",
+        "days": list(days),
+    }
+    atomic_write_text(out / BUNDLED_SITE_META, dumps_json(meta, indent=1))
+    check = load_site_profiles()
+    require(check.dates() == list(days) and not check.skipped, "out", "the site table does not load all its days")
+    for day in days:
+        require(all(np.array_equal(getattr(check.day(day), c), getattr(full.day(day), c))
+                    for c in SITE_COLUMNS[2:]), "out", f"{day} differs from the source")
 
 
 if __name__ == "__main__":

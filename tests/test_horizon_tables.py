@@ -27,7 +27,7 @@ from oracle.completion import (
     CompletionBound,
     RestrictedCompletionBound,
 )
-from oracle.dual import lagrangian_prices
+from oracle.reduction import lagrangian_prices
 from oracle.formulations import tranche_tokens, usable_state_ids
 from oracle.labeling import TOKEN_RTOL, LabelSearch
 from oracle.model import OracleModel

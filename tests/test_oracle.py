@@ -403,7 +403,7 @@ def test_previously_slow_days_are_proven_and_equal_the_textbook_build(day, segme
 def test_lagrangian_prices_bound_the_lp_and_the_optimum():
     """The cutting-plane dual is at least the LP relaxation's bound (its paths are tighter than the LP's restart
     rows) and at most the optimum; the Pyomo model is built only when asked for (here: the MPS export)."""
-    from oracle.dual import lagrangian_prices
+    from oracle.reduction import lagrangian_prices
 
     oracle = OracleModel(build_instance("2048", segments=4))
     optimum = oracle.solve(mip_gap=1e-9)
@@ -435,7 +435,7 @@ def test_any_token_price_gives_a_lower_bound(inst, mu_scale):
     """Weak duality: the Lagrangian bound at any μ ≥ 0 is below the brute-force optimum (so the search's
     bounds stay valid whatever prices the dual returns)."""
     from oracle.data import oracle_data
-    from oracle.dual import lagrangian_prices
+    from oracle.reduction import lagrangian_prices
     from oracle.formulations import tranche_tokens
     from oracle.labeling import LabelSearch
 

@@ -14,7 +14,6 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from aidc_env.case import build_instance
-from aidc_env.errors import InputError
 from aidc_env.instance import PAUSE, SECONDS_PER_HOUR, Instance
 from aidc_env.sites import SiteNetwork
 from oracle import Decomposition, solve
@@ -152,31 +151,6 @@ def test_two_jobs_share_a_site_and_match_brute_force(tmp_path):
     check_moves(inst, result.schedule, result.sites, simulate_at(inst, result.schedule, result.sites))
 
 
-def test_node_bounds_are_below_every_path_through_the_node(tmp_path):
-    """Reduced-cost fixing (oracle/branching.py): a node's bound never exceeds a target-meeting path through it."""
-    from oracle.branching import node_bounds
-
-    inst = two_sites(tmp_path, day="2023-06-17", link=2.0, ratio=0.5, segments=3, hours=12.0, home="a")
-    graph = decomposition_data(inst).graphs[0]
-    search = LabelSearch(graph)
-    cost = np.random.default_rng(3).normal(0.0, 10.0, size=(graph.n_stages, graph.n_states))
-    bounds = node_bounds(graph, search, cost)
-    states = [c for c in range(graph.n_states) if graph.allowed[:, c].all()]
-    for path in itertools.product(states, repeat=graph.n_stages):
-        if graph.path_tokens(path) >= graph.target_tokens:
-            value = float(cost[np.arange(graph.n_stages), list(path)].sum())
-            assert all(bounds[k, c] <= value + 1e-9 for k, c in enumerate(path))
-
-
-def test_restricted_milp_keeps_the_optimum(tmp_path):
-    inst = two_sites(tmp_path, second=True, day="2023-06-17", link=2.0, ratio=0.5, segments=2, hours=12.0,
-                     hours2=10.0, home="a")
-    plain = solve_sites_cg(inst, time_limit_s=60, mip_gap=1e-9)
-    other = Decomposition(inst).solve(time_limit_s=60, mip_gap=1e-9, restricted=True)
-    assert other.objective_usd == pytest.approx(plain.objective_usd, rel=1e-9)
-    assert other.best_bound_usd <= plain.objective_usd + 1e-9
-
-
 def per_state_groups(graph) -> list[list[tuple[int, float]]]:
     """The candidate groups of a search without sites: every state, and each state whose arc makes more alone."""
     arc = graph.arc_tokens
@@ -201,7 +175,8 @@ def test_grouped_label_search_equals_the_per_state_search(tmp_path):
 
 
 def test_one_site_gives_the_day_oracle_optimum():
-    """One site, K = 6 (the K = 12 reference day, $529.8088802758, is in benchmarks/sites_oracle_days.py)."""
+    """One site, K = 6 (the K = 12 reference day, $529.8088802758, is the reference solve of
+    ``benchmarks/oracle_days.py --method decomposition``)."""
     from oracle.model import OracleModel
 
     inst = build_instance("2048", segments=6)
@@ -381,18 +356,13 @@ def test_pattern_master_bound_below_brute_force_above_the_path_master(tmp_path, 
     assert value >= best - 1e-6
 
 
-def test_dives_option_checked_and_each_setting_keeps_the_optimum(tmp_path):
+def test_the_dives_keep_the_optimum(tmp_path):
     inst = two_sites(tmp_path, second=True, day="2023-06-17", link=2.0, ratio=0.5, segments=2, hours=12.0,
                      hours2=10.0, home="a")
-    best = brute_force(inst)
-    dec = Decomposition(inst)
-    for dives in ("stage", "job", "off"):
-        result = dec.solve(time_limit_s=60, mip_gap=1e-9, dives=dives)
-        assert result.objective_usd == pytest.approx(best, rel=1e-9)
-        replay = simulate_at(inst, result.schedule, result.sites)
-        assert replay.metrics.operating_cost_usd == pytest.approx(result.objective_usd, rel=1e-9, abs=1e-9)
-    with pytest.raises(InputError):
-        dec.solve(time_limit_s=60, dives="both")
+    result = Decomposition(inst).solve(time_limit_s=60, mip_gap=1e-9)
+    assert result.objective_usd == pytest.approx(brute_force(inst), rel=1e-9)
+    replay = simulate_at(inst, result.schedule, result.sites)
+    assert replay.metrics.operating_cost_usd == pytest.approx(result.objective_usd, rel=1e-9, abs=1e-9)
 
 
 def test_threads_one_after_a_default_solve_in_the_same_process(tmp_path):
@@ -405,9 +375,8 @@ def test_threads_one_after_a_default_solve_in_the_same_process(tmp_path):
 
 
 @pytest.mark.parametrize("day", ["2023-06-17", "2023-01-18"])
-@pytest.mark.parametrize("which", ["pattern_dive", "stage_dive"])
-def test_pattern_dive_schedule_is_feasible_exact_and_not_below_brute_force(tmp_path, day, which):
-    """oracle/pattern_search.py pattern_dive and stage_dive: from the converged pattern master, its schedule fits,
+def test_stage_dive_schedule_is_feasible_exact_and_not_below_brute_force(tmp_path, day):
+    """oracle/pattern_search.py stage_dive: from the converged pattern master, its schedule fits,
     meets the targets, its cost equals the simulator's replay and its final (all-fixed) LP value, and is ≥ the
     brute-force optimum; the bound computed before it is unchanged."""
     import time
@@ -421,11 +390,10 @@ def test_pattern_dive_schedule_is_feasible_exact_and_not_below_brute_force(tmp_p
     data = dec.data
     pm, out = converged_pattern_master(dec)
     assert out.converged and out.bound <= best + 1e-6
-    runs = [getattr(pattern_search, which)(pm, dec.searches, time.perf_counter() + 60)]
-    if which == "stage_dive":  # released, then a diversified dive
-        pattern_search.release(pm)
-        runs.append(pattern_search.stage_dive(pm, dec.searches, time.perf_counter() + 60,
-                                              np.random.default_rng(1), top=3))
+    runs = [pattern_search.stage_dive(pm, dec.searches, time.perf_counter() + 60)]
+    pattern_search.release(pm)  # released, then a diversified dive
+    runs.append(pattern_search.stage_dive(pm, dec.searches, time.perf_counter() + 60, np.random.default_rng(1),
+                                          top=3))
     for paths, info in runs:
         assert paths is not None and data.fits(paths) and data.tokens_ok(paths)
         value = data.objective_usd(paths)

@@ -9,7 +9,7 @@ from aidc_env.baselines import fixed_schedule
 from aidc_env.case import build_instance, load_case
 from aidc_env.simulator import simulate
 from experiments import studies
-from experiments.flexibility import continuous_power_optimum, restrict_to_baseline_mode
+from experiments.studies import continuous_power_optimum, restrict_to_baseline_mode
 from experiments.runs import update_docs_section
 
 

@@ -14,8 +14,8 @@ from aidc_env.modes.common import FLOPS_PER_MAC, is_int
 class ModelSpec:
     """Architecture of a decoder-only LLaMA model (pre-norm, RMSNorm, SwiGLU, RoPE, untied head).
 
-    ``nominal_params_b`` is the size the paper quotes (billions); :attr:`params` is counted from the
-    architecture and agrees with it to within about 1%.
+    ``nominal_params_b`` is the size the paper quotes (billions); :attr:`params` is counted from the architecture and
+    agrees with it to within about 1%.
     """
 
     name: str
@@ -69,8 +69,8 @@ class ModelSpec:
         return self.n_layers * self.params_per_layer + 2 * self.embedding_params + self.hidden_size
 
     def forward_flops_per_token(self, seq_len_tokens: int) -> float:
-        """Forward FLOPs per token: 2 x matmul weights + attention scores and values (Megatron count,
-        full s x s, no causal saving: 2 x 2 x s x h per layer) + the output head."""
+        """Forward FLOPs per token: 2 x matmul weights + attention scores and values (Megatron count, full s x s, no
+        causal saving: 2 x 2 x s x h per layer) + the output head."""
         matmul_weights = self.n_layers * (self.params_per_layer - 2 * self.hidden_size)
         attention = self.n_layers * 2 * FLOPS_PER_MAC * seq_len_tokens * self.hidden_size
         head = FLOPS_PER_MAC * self.embedding_params

@@ -22,12 +22,11 @@ def min_hours_two_jobs(modes_a: Sequence[Mode], modes_b: Sequence[Mode], tokens_
                        n_gpus: int) -> float:
     """Least wall-clock hours in which two jobs finish ``tokens_a`` and ``tokens_b`` on ``n_gpus``.
 
-    Time-sharing relaxation: the day may be cut into any durations of joint states (a mode or a
-    pause per job, GPUs summing to at most ``n_gpus``), ignoring checkpoint boundaries and restart
-    losses, so this is a lower bound on the makespan of any real schedule. It is the linear program
-    min sum(theta) s.t. sum_s theta_s r_s >= (tokens_a, tokens_b), theta >= 0, whose basic optimum
-    uses one joint state or two with both tranches met exactly; all of them are tried.
-    Returns ``math.inf`` when no capacity-feasible state makes progress on a needed job.
+    Time-sharing relaxation: the day may be cut into any durations of joint states (a mode or a pause per job, GPUs
+    summing to at most ``n_gpus``), ignoring checkpoint boundaries and restart losses, so this is a lower bound on the
+    makespan of any real schedule. It is the linear program min sum(theta) s.t. sum_s theta_s r_s >= (tokens_a,
+    tokens_b), theta >= 0, whose basic optimum uses one joint state or two with both tranches met exactly; all of them
+    are tried. Returns ``math.inf`` when no capacity-feasible state makes progress on a needed job.
     """
     require(is_int(n_gpus) and n_gpus > 0, "n_gpus", f"must be a positive integer, got {n_gpus!r}")
     for name, tokens in (("tokens_a", tokens_a), ("tokens_b", tokens_b)):

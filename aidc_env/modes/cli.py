@@ -1,7 +1,7 @@
 """Command line: ``python -m aidc_env.modes --model M [--gpus N] | --case C [--json]``.
 
-It sits above :mod:`aidc_env.case` (``--case`` reads a case's jobs and mode parameters), which itself builds on
-this package; nothing in the package imports this module, so there is no import circle.
+It sits above :mod:`aidc_env.case` (``--case`` reads a case's jobs and mode parameters), which itself builds on this
+package; nothing in the package imports this module, so there is no import circle.
 """
 
 from __future__ import annotations

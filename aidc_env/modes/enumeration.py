@@ -25,15 +25,15 @@ def _objectives(modes: Sequence[Mode]) -> np.ndarray:
 
 
 def dominates(a: Mode, b: Mode) -> bool:
-    """True if ``a`` is no worse than ``b`` on (fewer GPUs, more tokens/s, less energy per token)
-    and strictly better on at least one."""
+    """True if ``a`` is no worse than ``b`` on (fewer GPUs, more tokens/s, less energy per token) and strictly better on
+    at least one."""
     oa, ob = _objectives([a])[0], _objectives([b])[0]
     return bool(np.all(oa <= ob) and np.any(oa < ob))
 
 
 def pareto_front(modes: Sequence[Mode]) -> tuple[Mode, ...]:
-    """Non-dominated modes on (fewer GPUs, higher tokens/s, lower kWh per token); of modes equal on
-    all three, the first one (in input order) is kept. Sorted by gpus, then tokens_per_s."""
+    """Non-dominated modes on (fewer GPUs, higher tokens/s, lower kWh per token); of modes equal on all three, the first
+    one (in input order) is kept. Sorted by gpus, then tokens_per_s."""
     if not modes:
         return ()
     obj = _objectives(modes)
@@ -49,10 +49,10 @@ def pareto_front(modes: Sequence[Mode]) -> tuple[Mode, ...]:
 def generate_modes(model: str | ModelSpec, max_gpus: int, params: ModeParams = ModeParams()) -> ModeSet:
     """Enumerate, screen and Pareto-prune the modes of one job on a pool of ``max_gpus`` GPUs.
 
-    Screens: ``tp`` in ``params.tp_degrees`` dividing the heads (and KV heads); ``pp`` dividing the
-    layers; ``dp * micro_batch`` dividing the global batch (so dp is a power of two for the
-    default 2048); ``m >= min_microbatches_per_stage * pp``; memory within the usable GPU memory;
-    ``min_gpus <= tp*pp*dp <= max_gpus`` and a multiple of ``gpu_granularity``.
+    Screens: ``tp`` in ``params.tp_degrees`` dividing the heads (and KV heads); ``pp`` dividing the layers; ``dp *
+    micro_batch`` dividing the global batch (so dp is a power of two for the default 2048); ``m >=
+    min_microbatches_per_stage * pp``; memory within the usable GPU memory; ``min_gpus <= tp*pp*dp <= max_gpus`` and a
+    multiple of ``gpu_granularity``.
     """
     spec = get_model(model)
     require(is_int(max_gpus) and max_gpus > 0, "max_gpus", f"must be a positive integer, got {max_gpus!r}")

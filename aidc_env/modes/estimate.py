@@ -1,5 +1,5 @@
-"""Memory, throughput and power of one layout (the analytic models of the package docstring), and the
-calibration of the compute efficiency on the LLaMA paper's reported throughput."""
+"""Memory, throughput and power of one layout (the analytic models of the package docstring), and the calibration of the
+compute efficiency on the LLaMA paper's reported throughput."""
 
 from __future__ import annotations
 
@@ -45,13 +45,12 @@ def _ring_allreduce_s(n_ranks: int, n_bytes: float, bw_bytes_per_s: float) -> fl
 def memory_gib(spec: ModelSpec, tp: int, pp: int, dp: int, micro_batch: int, params: ModeParams) -> float:
     """Peak memory per GPU (GiB) of the worst pipeline stage.
 
-    Model states: ``bytes_per_param`` per parameter of the stage (ZeRO-1: the sharded part / dp).
-    The first stage holds the input embedding, the last the output head (both split over tp).
-    Activations (Korthikanti et al. 2022): stored per layer and micro-batch, ``/tp`` under
-    sequence parallelism (otherwise only the parallel part, ``10 + 24/tp``, shrinks); the first
-    stage keeps ``min(pp, m)`` micro-batches in flight over its ``L/pp`` layers. Full recomputation
-    stores the layer inputs (``2sbh``) and needs one layer's full activations as working memory.
-    The last stage also holds the fp32 logits of one micro-batch (vocab-parallel over tp).
+    Model states: ``bytes_per_param`` per parameter of the stage (ZeRO-1: the sharded part / dp). The first stage holds
+    the input embedding, the last the output head (both split over tp). Activations (Korthikanti et al. 2022): stored
+    per layer and micro-batch, ``/tp`` under sequence parallelism (otherwise only the parallel part, ``10 + 24/tp``,
+    shrinks); the first stage keeps ``min(pp, m)`` micro-batches in flight over its ``L/pp`` layers. Full recomputation
+    stores the layer inputs (``2sbh``) and needs one layer's full activations as working memory. The last stage also
+    holds the fp32 logits of one micro-batch (vocab-parallel over tp).
     """
     s, b, h = params.seq_len_tokens, micro_batch, spec.hidden_size
     layers_per_stage = spec.n_layers // pp
@@ -182,16 +181,16 @@ def estimate_mode(model: str | ModelSpec, tp: int, pp: int, dp: int, micro_batch
 
 
 def calibration_tokens_per_s_per_gpu(params: ModeParams = ModeParams()) -> float:
-    """Tokens/s/GPU of LLaMA-65B at (tp=8, pp=8, dp=32), micro-batch 1, under ``params``.
-    The LLaMA paper reports about 380 on 2048 A100-80GB."""
+    """Tokens/s/GPU of LLaMA-65B at (tp=8, pp=8, dp=32), micro-batch 1, under ``params``. The LLaMA paper reports about
+    380 on 2048 A100-80GB."""
     tp, pp, dp = CALIBRATION_LAYOUT
     return estimate_mode(CALIBRATION_MODEL, tp, pp, dp, CALIBRATION_MICRO_BATCH, params).tokens_per_s_per_gpu
 
 
 def calibrate_compute_efficiency(params: ModeParams = ModeParams(),
                                  target_tokens_per_s_per_gpu: float = CALIBRATION_TOKENS_PER_S_PER_GPU) -> float:
-    """The ``compute_efficiency`` for which :func:`calibration_tokens_per_s_per_gpu` hits the target
-    (bisection; throughput increases with the efficiency). Raises InputError if out of (0, 1]."""
+    """The ``compute_efficiency`` for which :func:`calibration_tokens_per_s_per_gpu` hits the target (bisection;
+    throughput increases with the efficiency). Raises InputError if out of (0, 1]."""
     low, high = _CALIBRATION_EFFICIENCY_BOUNDS
 
     def rate(eff: float) -> float:

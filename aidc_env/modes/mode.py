@@ -60,8 +60,8 @@ class Mode:
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any], *, field_prefix: str = "mode") -> Mode:
-        """Build a mode from :meth:`to_dict` output (derived keys are ignored). Missing, unknown or
-        bad fields raise :class:`InputError` naming ``<field_prefix>.<key>``."""
+        """Build a mode from :meth:`to_dict` output (derived keys are ignored). Missing, unknown or bad fields raise
+        :class:`InputError` naming ``<field_prefix>.<key>``."""
         require(isinstance(data, Mapping), field_prefix, f"must be a table, got {type(data).__name__}")
         allowed = set(_MODE_INT_FIELDS + _MODE_FLOAT_FIELDS + _MODE_DERIVED_KEYS)
         for key in data:

@@ -16,24 +16,24 @@ RECOMPUTE_CHOICES = ("none", "selective", "full")
 
 @dataclass(frozen=True)
 class ModeParams:
-    """Every assumption of the mode generator, with its source. Override from a TOML table with
-    :meth:`from_dict`. The defaults land within 15% of the seed's mode counts (docs/modes.md)."""
+    """Every assumption of the mode generator, with its source. Override from a TOML table with :meth:`from_dict`. The
+    defaults land within 15% of the seed's mode counts (docs/modes.md)."""
 
     # --- training job (LLaMA paper §2.3 and Table 2: context 2048, batch 4M tokens) ---------------
     seq_len_tokens: int = 2048
     global_batch_seqs: int = 2048  # 2048 sequences x 2048 tokens = 4M tokens per step
-    micro_batch_sizes: tuple[int, ...] = (1,)  # DESIGN §5 recipe: micro-batch 1
+    micro_batch_sizes: tuple[int, ...] = (1,)  # the seed's recipe: micro-batch 1
 
     # --- layouts ---------------------------------------------------------------------------------
     tp_degrees: tuple[int, ...] = (1, 2, 4, 8)  # tensor parallelism stays inside an 8-GPU node
-    min_gpus: int = 128  # DESIGN §5 recipe: at least 128 GPUs (16 nodes) per mode
+    min_gpus: int = 128  # the seed's recipe: at least 128 GPUs (16 nodes) per mode
     gpu_granularity: int = 8  # whole nodes only (a DGX A100 has 8 GPUs)
     min_microbatches_per_stage: int = 1  # m >= this x pp (1F1B needs m >= pp to fill the pipe)
 
     # --- hardware: NVIDIA DGX A100 / A100 SXM4 80GB datasheets ------------------------------------
     gpus_per_node: int = 8
     gpu_memory_gib: float = 80.0  # 80 GB HBM2e = 81920 MiB
-    usable_memory_fraction: float = 1.0  # DESIGN §5 recipe: the full 80 GB
+    usable_memory_fraction: float = 1.0  # the seed's recipe: the full 80 GB
     peak_tflops_per_gpu: float = 312.0  # dense BF16 tensor-core peak
     nvlink_bus_bw_gb_per_s: float = 230.0  # NCCL all-reduce bus bandwidth inside a DGX A100
     # (NVLink3 600 GB/s bidirectional per GPU; nccl-tests reach ~230 GB/s bus bandwidth)
@@ -43,9 +43,9 @@ class ModeParams:
     # --- memory (Megatron-LM distributed-optimizer docs; Korthikanti et al. 2022) ----------------
     bytes_per_param: float = 18.0  # bf16 weights 2 + fp32 grads 4 + fp32 master 4 + Adam m, v 8
     sharded_bytes_per_param: float = 12.0  # the part ZeRO-1 shards over dp (fp32 master + Adam)
-    zero1_sharding: bool = False  # DESIGN §5 recipe: unsharded
+    zero1_sharding: bool = False  # the seed's recipe: unsharded
     recompute: str = "selective"  # LLaMA §2.4: saves the expensive activations (outputs of linear
-    # layers) and recomputes the rest = Korthikanti's selective recomputation. The DESIGN §5 recipe
+    # layers) and recomputes the rest = Korthikanti's selective recomputation. The seed's recipe
     # uses "full"; see docs/modes.md for why the default differs (calibration stays physical).
     sequence_parallel: bool = True  # LLaMA §2.4 uses model and sequence parallelism (Korthikanti)
     memory_efficient_attention: bool = True  # LLaMA §2.4: xformers causal attention, no s x s scores
@@ -131,8 +131,8 @@ class ModeParams:
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any], *, field_prefix: str = "mode_params") -> ModeParams:
-        """Defaults overridden by ``data`` (e.g. a TOML table). Unknown keys or bad values raise
-        :class:`InputError` naming ``<field_prefix>.<key>``."""
+        """Defaults overridden by ``data`` (e.g. a TOML table). Unknown keys or bad values raise :class:`InputError`
+        naming ``<field_prefix>.<key>``."""
         require(isinstance(data, Mapping), field_prefix, f"must be a table, got {type(data).__name__}")
         known = {f.name: f for f in dataclasses.fields(cls)}
         kwargs: dict[str, Any] = {}
