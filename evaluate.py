@@ -30,53 +30,19 @@ import numpy as np
 import pandas as pd
 from tqdm import tqdm
 
-from agents.days import (
-    DEFAULT_SPLIT,
-    SPLITS,
-    held_out_starts,
-    split_days,
-    training_days_among,
-)
+from agents.days import DEFAULT_SPLIT, SPLITS, held_out_starts, split_days, training_days_among
 from agents.days import spread as spread_days
 from agents.mpc import ForecastNoise
-from agents.policies import (
-    HEAVY_POLICIES,
-    POLICY_NAMES,
-    RELAXATIONS,
-    PolicySettings,
-    run_policy,
-)
+from agents.policies import HEAVY_POLICIES, POLICY_NAMES, RELAXATIONS, PolicySettings, run_policy
 from agents.smpc import DEFAULT_THRESHOLD_USD
 from aidc_env import limits
-from aidc_env.case import (
-    add_case_arguments,
-    build_instances,
-    case_overrides,
-    load_case,
-    profiles_for,
-)
-from aidc_env.dayahead import (
-    DEFAULT_SCENARIOS,
-    add_price_issue_hour_argument,
-    require_price_issue_hour,
-)
-from aidc_env.errors import (
-    EXIT_INTERRUPTED,
-    CliParser,
-    InputError,
-    require,
-    require_number,
-    run_cli,
-)
+from aidc_env.case import add_case_arguments, build_instances, case_overrides, load_case, profiles_for
+from aidc_env.dayahead import DEFAULT_SCENARIOS, add_price_issue_hour_argument, require_price_issue_hour
+from aidc_env.errors import EXIT_INTERRUPTED, CliParser, InputError, require, require_number, run_cli
 from aidc_env.information import INFORMATION, ISSUE_HOUR
 from aidc_env.instance import Instance
 from aidc_env.io import atomic_path, check_output_file, path_component, write_json
-from aidc_env.parallel import (
-    Backend,
-    add_backend_arguments,
-    backend_from_args,
-    open_pool,
-)
+from aidc_env.parallel import Backend, add_backend_arguments, backend_from_args, open_pool
 from aidc_env.price_forecast import DEFAULT_PRICE_SOURCE, PRICE_SOURCES
 from aidc_env.simulator import Metrics, SimulationResult, simulate
 from experiments.runs import RowsOnDisk, result_folder

@@ -28,74 +28,22 @@ import warnings
 from collections.abc import Sequence
 from pathlib import Path
 
-from agents.checkpoints import (
-    CHECKPOINT_PATTERN,
-    checkpoint_callback,
-    checkpoints_newest_first,
-    load_newest_good,
-    newest_checkpoint,
-    save_checkpoint,
-    save_model_atomically,
-    stop_callback,
-)
+from agents.checkpoints import (CHECKPOINT_PATTERN, checkpoint_callback, checkpoints_newest_first, load_newest_good,
+                                newest_checkpoint, save_checkpoint, save_model_atomically, stop_callback)
 from agents.days import SPLITS, split_days, spread
 from agents.imitation import plan_demonstrations, pretrain
 from agents.plan_features import PLANS, ForecastPlans
-from agents.ppo import (
-    CONFIG_FILE,
-    PPOConfig,
-    action_type,
-    heldout_check,
-    load_model,
-    make_model,
-    make_vec_env,
-    observes_plan,
-    save_run,
-    warm_starts,
-)
-from agents.ppo_config import (
-    ENVS,
-    HORIZON_DEFAULTS,
-    IMITATIONS,
-    PER_JOB_DEFAULTS,
-    defaults_for_case,
-)
-from agents.selection import (
-    WARM_START_FILE,
-    Candidate,
-    select_best,
-    split_horizon_starts,
-    split_validation,
-    validation_cost,
-    write_selection,
-)
-from agents.teacher import (
-    TEACHER_TIME_LIMIT_S,
-    teacher_demonstrations,
-    teacher_schedules,
-)
+from agents.ppo import (CONFIG_FILE, PPOConfig, action_type, heldout_check, load_model, make_model, make_vec_env,
+                        observes_plan, save_run, warm_starts)
+from agents.ppo_config import ENVS, HORIZON_DEFAULTS, IMITATIONS, PER_JOB_DEFAULTS, defaults_for_case
+from agents.selection import (WARM_START_FILE, Candidate, select_best, split_horizon_starts, split_validation,
+                              validation_cost, write_selection)
+from agents.teacher import TEACHER_TIME_LIMIT_S, teacher_demonstrations, teacher_schedules
 from aidc_env import limits
-from aidc_env.case import (
-    add_case_arguments,
-    build_instances,
-    case_overrides,
-    load_case,
-    profiles_for,
-)
-from aidc_env.dayahead import (
-    add_price_issue_hour_argument,
-    dayahead_instances,
-    require_price_issue_hour,
-)
+from aidc_env.case import add_case_arguments, build_instances, case_overrides, load_case, profiles_for
+from aidc_env.dayahead import add_price_issue_hour_argument, dayahead_instances, require_price_issue_hour
 from aidc_env.env.core import REWARD_CREDITS
-from aidc_env.errors import (
-    EXIT_INTERRUPTED,
-    CliParser,
-    InputError,
-    require,
-    require_number,
-    run_cli,
-)
+from aidc_env.errors import EXIT_INTERRUPTED, CliParser, InputError, require, require_number, run_cli
 from aidc_env.forecasts import load_forecasts
 from aidc_env.information import INFORMATION
 from aidc_env.io import check_output_folder, path_component, read_json_file, write_json

@@ -27,12 +27,7 @@ from typing import Any
 import numpy as np
 
 from agents.mpc import ForecastNoise, mpc_schedule
-from agents.open_loop import (
-    dayahead_plan_schedule,
-    forecast_plan_schedule,
-    greedy_view_schedule,
-    oracle_schedule,
-)
+from agents.open_loop import dayahead_plan_schedule, forecast_plan_schedule, greedy_view_schedule, oracle_schedule
 from agents.smpc import DEFAULT_THRESHOLD_USD, smpc_schedule
 from aidc_env.baselines import fixed_schedule
 from aidc_env.dayahead import revealed

@@ -30,20 +30,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from agents.mpc import (
-    Rows,
-    Views,
-    active_jobs,
-    commit,
-    current_choices,
-    plan_tail,
-    replanning_slots,
-    rest_of_horizon,
-    site_views,
-    solved_plan,
-    sub_instance,
-    tokens_made,
-)
+from agents.mpc import (Rows, Views, active_jobs, commit, current_choices, plan_tail, replanning_slots, rest_of_horizon,
+                        site_views, solved_plan, sub_instance, tokens_made)
 from aidc_env.errors import require
 from aidc_env.information import issue_slots
 from aidc_env.instance import PAUSE, Instance

@@ -47,13 +47,7 @@ import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
 
-from agents.plan_features import (
-    PLANS,
-    PROGRESS_GAP_CLIP,
-    ForecastPlans,
-    plan_bounds,
-    realised_error_table,
-)
+from agents.plan_features import PLANS, PROGRESS_GAP_CLIP, ForecastPlans, plan_bounds, realised_error_table
 from agents.ppo_config import PPOConfig
 from aidc_env.env import DispatchEnv
 from aidc_env.env.observation import outlook_blocks, renewable_share_high

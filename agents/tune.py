@@ -40,12 +40,7 @@ from aidc_env.case import add_case_arguments, build_instances, case_overrides, l
 from aidc_env.errors import CliParser, InputError, require, require_number, run_cli
 from aidc_env.instance import Instance
 from aidc_env.io import atomic_path, check_output_folder, path_component, write_json
-from aidc_env.parallel import (
-    Backend,
-    add_backend_arguments,
-    backend_from_args,
-    open_pool,
-)
+from aidc_env.parallel import Backend, add_backend_arguments, backend_from_args, open_pool
 from aidc_env.profiles import load_profiles
 
 DEFAULT_STEPS_PER_TRIAL = 50_000

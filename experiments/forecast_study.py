@@ -32,14 +32,8 @@ from aidc_env.instance import Instance
 from aidc_env.io import atomic_path
 from experiments.runs import result_folder
 from aidc_env.parallel import Backend, add_backend_arguments, backend_from_args, open_pool
-from aidc_env.price_forecast import (
-    DEFAULT_SEED,
-    PriceForecaster,
-    fit_price_forecaster,
-    known_renewable_mw,
-    persistence_forecast,
-    seasonal_naive_forecast,
-)
+from aidc_env.price_forecast import (DEFAULT_SEED, PriceForecaster, fit_price_forecaster, known_renewable_mw,
+                                     persistence_forecast, seasonal_naive_forecast)
 from aidc_env.profiles import ProfileSet, hourly_to_slots, load_profiles
 from aidc_env.simulator import simulate
 

@@ -17,21 +17,10 @@ from aidc_env import limits
 from aidc_env.case import build_instance, case_from_dict, load_case, main
 from aidc_env.errors import InputError, run_cli
 from aidc_env.information import Forecast
-from aidc_env.instance import (
-    INSTANCE_FORMAT,
-    PAUSE,
-    SECONDS_PER_HOUR,
-    Instance,
-    load_instance,
-)
+from aidc_env.instance import INSTANCE_FORMAT, PAUSE, SECONDS_PER_HOUR, Instance, load_instance
 from aidc_env.profiles import HOURS_PER_DAY, load_profiles
 from tests.conftest import SHARED_YEAR_CSV, mode, tiny_instance, tiny_job
-from tests.test_profiles import (
-    fall_back_rows,
-    normal_day,
-    spring_forward_rows,
-    write_csv,
-)
+from tests.test_profiles import fall_back_rows, normal_day, spring_forward_rows, write_csv
 
 SLOTS = 96
 SLOTS_PER_HOUR = SLOTS // int(HOURS_PER_DAY)

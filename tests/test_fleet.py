@@ -25,14 +25,8 @@ from aidc_env.instance import PAUSE, SECONDS_PER_HOUR, Instance, Job
 from aidc_env.modes.cli import main as modes_main
 from aidc_env.simulator import main as simulate_main
 from aidc_env.simulator import simulate
-from aidc_env.workloads import (
-    FINETUNING,
-    HOURS_PER_WEEK,
-    Inference,
-    gpus_for_share,
-    inference_demand_share,
-    load_inference_profile,
-)
+from aidc_env.workloads import (FINETUNING, HOURS_PER_WEEK, Inference, gpus_for_share, inference_demand_share,
+                                load_inference_profile)
 from tests.conftest import mode, tiny_instance, tiny_job
 
 FLEET_TOML = Path(__file__).resolve().parents[1] / "aidc_env" / "cases" / "fleet.toml"

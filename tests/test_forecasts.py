@@ -12,21 +12,9 @@ import pytest
 
 from aidc_env import price_forecast
 from aidc_env.errors import EXIT_BAD_INPUT, InputError, run_cli
-from aidc_env.forecasts import (
-    ISSUE_HOUR,
-    DayForecast,
-    ForecastSet,
-    fit_renewable_scale,
-    load_forecasts,
-    main,
-)
-from aidc_env.price_forecast import (
-    PriceForecaster,
-    fit_price_forecaster,
-    known_prices,
-    persistence_forecast,
-    seasonal_naive_forecast,
-)
+from aidc_env.forecasts import ISSUE_HOUR, DayForecast, ForecastSet, fit_renewable_scale, load_forecasts, main
+from aidc_env.price_forecast import (PriceForecaster, fit_price_forecaster, known_prices, persistence_forecast,
+                                     seasonal_naive_forecast)
 from aidc_env.profiles import DayProfile, ProfileSet
 from tests.conftest import tiny_instance, tiny_job
 

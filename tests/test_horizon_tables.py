@@ -22,11 +22,7 @@ from hypothesis import strategies as st
 from agents.mpc import rest_of_horizon
 from aidc_env.case import build_instance
 from aidc_env.instance import PAUSE
-from oracle.completion import (
-    RESTRICT_MARGIN,
-    CompletionBound,
-    RestrictedCompletionBound,
-)
+from oracle.completion import RESTRICT_MARGIN, CompletionBound, RestrictedCompletionBound
 from oracle.reduction import lagrangian_prices
 from oracle.formulations import tranche_tokens, usable_state_ids
 from oracle.labeling import TOKEN_RTOL, LabelSearch

@@ -11,14 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from aidc_env.errors import InputError
-from aidc_env.information import (
-    ISSUE_HOUR,
-    Forecast,
-    issue_slot,
-    issued_days,
-    outlook,
-    realised,
-)
+from aidc_env.information import ISSUE_HOUR, Forecast, issue_slot, issued_days, outlook, realised
 from aidc_env.instance import Instance
 from tests.conftest import tiny_instance, tiny_job
 

@@ -13,13 +13,7 @@ import numpy as np
 import pytest
 
 from agents.mpc import mpc_schedule
-from agents.plan_features import (
-    ForecastPlans,
-    issue_plan_tables,
-    issue_plans,
-    plan_local,
-    plan_table,
-)
+from agents.plan_features import ForecastPlans, issue_plan_tables, issue_plans, plan_local, plan_table
 from agents.ppo import PPOConfig, make_model, make_vec_env, ppo_schedule, wrap_env
 from aidc_env.env import DispatchEnv
 from aidc_env.information import issue_slot

@@ -19,11 +19,7 @@ from hypothesis import strategies as st
 
 from oracle.completion import RESTRICT_MARGIN, RestrictedCompletionBound
 from oracle.labeling import _pareto
-from tests.test_horizon_tables import (
-    priced_search,
-    tiny_two_days,
-    two_days_of_the_2048_case,
-)
+from tests.test_horizon_tables import priced_search, tiny_two_days, two_days_of_the_2048_case
 
 
 def reference_pareto(state: np.ndarray, cost: np.ndarray, tokens: np.ndarray) -> np.ndarray:

@@ -18,14 +18,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from agents.ppo import (
-    PPOConfig,
-    make_model,
-    make_vec_env,
-    ppo_schedule,
-    rollout_schedule,
-    wrap_env,
-)
+from agents.ppo import PPOConfig, make_model, make_vec_env, ppo_schedule, rollout_schedule, wrap_env
 from aidc_env.env import DispatchEnv
 from aidc_env.instance import Instance
 from aidc_env.schedule import Schedule

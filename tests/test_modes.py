@@ -14,23 +14,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from aidc_env.errors import InputError, run_cli
-from aidc_env.modes import (
-    CALIBRATION_TOKENS_PER_S_PER_GPU,
-    HOURS_PER_DAY,
-    LLAMA_MODELS,
-    SECONDS_PER_HOUR,
-    Mode,
-    ModelSpec,
-    ModeParams,
-    ModeSet,
-    best_mode_within,
-    calibrate_compute_efficiency,
-    calibration_tokens_per_s_per_gpu,
-    dominates,
-    estimate_mode,
-    generate_modes,
-    min_hours_two_jobs,
-)
+from aidc_env.modes import (CALIBRATION_TOKENS_PER_S_PER_GPU, HOURS_PER_DAY, LLAMA_MODELS, SECONDS_PER_HOUR, Mode,
+                            ModelSpec, ModeParams, ModeSet, best_mode_within, calibrate_compute_efficiency,
+                            calibration_tokens_per_s_per_gpu, dominates, estimate_mode, generate_modes,
+                            min_hours_two_jobs)
 from aidc_env.modes.cli import main
 
 REPO = Path(__file__).resolve().parents[1]

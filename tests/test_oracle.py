@@ -19,14 +19,8 @@ from aidc_env.case import build_instance
 from aidc_env.errors import InputError, run_cli
 from aidc_env.instance import PAUSE, SECONDS_PER_HOUR
 from aidc_env.schedule import restarts
-from aidc_env.simulator import (
-    TRANCHE_TOLERANCE,
-    facility_load_mw,
-    renewable_first,
-    segment_productive_hours,
-    simulate,
-    slot_decision_cost_usd,
-)
+from aidc_env.simulator import (TRANCHE_TOLERANCE, facility_load_mw, renewable_first, segment_productive_hours,
+                                simulate, slot_decision_cost_usd)
 from oracle import OracleModel, precheck, solve
 from oracle.__main__ import main as oracle_main
 from tests.conftest import mode, tiny_instance, tiny_job

@@ -13,15 +13,8 @@ import numpy as np
 import pytest
 
 from agents.open_loop import forecast_plan_schedule
-from agents.plan_features import (
-    ERROR_CLIP,
-    PLAN_JOB_FEATURES,
-    REALISED_ERROR_FEATURES,
-    ForecastPlans,
-    plan_table,
-    planned_tokens_before,
-    realised_error_table,
-)
+from agents.plan_features import (ERROR_CLIP, PLAN_JOB_FEATURES, REALISED_ERROR_FEATURES, ForecastPlans, plan_table,
+                                  planned_tokens_before, realised_error_table)
 from agents.ppo import PPOConfig, observes_plan, wrap_env
 from aidc_env.env import DispatchEnv
 from aidc_env.instance import PAUSE

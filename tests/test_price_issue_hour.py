@@ -17,22 +17,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from aidc_env.errors import InputError
-from aidc_env.information import (
-    ISSUE_HOUR,
-    Forecast,
-    issue_slot,
-    issue_slots,
-    issued_days,
-    outlook,
-)
+from aidc_env.information import ISSUE_HOUR, Forecast, issue_slot, issue_slots, issued_days, outlook
 from aidc_env.instance import Instance
 from tests.test_information import SLOTS_PER_DAY, horizon_instance, with_issue_outlook
-from tests.test_leakage import (
-    CAUSAL_POLICIES,
-    dayahead_instance,
-    dayahead_settings,
-    started_before,
-)
+from tests.test_leakage import CAUSAL_POLICIES, dayahead_instance, dayahead_settings, started_before
 
 LATE_HOUR = 13
 """The CAISO day-ahead market's publication hour (aidc_env.dayahead.add_price_issue_hour_argument)."""

@@ -14,13 +14,7 @@ from hypothesis import strategies as st
 
 from aidc_env import profiles as P
 from aidc_env.errors import EXIT_BAD_INPUT, InputError, run_cli
-from aidc_env.profiles import (
-    HOURS_PER_DAY,
-    DayProfile,
-    ProfileSet,
-    hourly_to_slots,
-    load_profiles,
-)
+from aidc_env.profiles import HOURS_PER_DAY, DayProfile, ProfileSet, hourly_to_slots, load_profiles
 
 REPO = Path(__file__).resolve().parents[1]
 FULL_YEAR = Path(__file__).resolve().parents[2] / "shared/data/caiso/caiso_2023_hourly.csv"

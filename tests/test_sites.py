@@ -18,12 +18,7 @@ from aidc_env.case import build_instance
 from aidc_env.errors import EXIT_BAD_INPUT, InputError, run_cli
 from aidc_env.instance import PAUSE, SECONDS_PER_HOUR, Instance
 from aidc_env.simulator import simulate
-from aidc_env.sites import (
-    CHECKPOINT_BYTES_PER_PARAMETER,
-    SiteNetwork,
-    checkpoint_bytes,
-    transfer_hours,
-)
+from aidc_env.sites import CHECKPOINT_BYTES_PER_PARAMETER, SiteNetwork, checkpoint_bytes, transfer_hours
 from oracle import __main__ as oracle_cli
 from oracle.sites import solve_sites
 from tests.conftest import simulate_at, site_array

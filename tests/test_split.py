@@ -8,14 +8,8 @@ import datetime as dt
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from agents.days import (
-    DAYS_PER_WEEK,
-    HOLDOUT_WEEK_EVERY,
-    HOLDOUT_WEEK_OFFSET,
-    horizon_days_of,
-    split_days,
-    split_starts,
-)
+from agents.days import (DAYS_PER_WEEK, HOLDOUT_WEEK_EVERY, HOLDOUT_WEEK_OFFSET, horizon_days_of, split_days,
+                         split_starts)
 
 YEAR = [(dt.date(2023, 1, 1) + dt.timedelta(days=i)).isoformat() for i in range(365)]
 

@@ -25,12 +25,7 @@ import train
 from agents import teacher
 from agents.ppo import agent_env
 from agents.ppo_config import PER_JOB_DEFAULTS, PPOConfig, defaults_for_case
-from agents.teacher import (
-    follow,
-    teacher_action,
-    teacher_demonstrations,
-    teacher_schedules,
-)
+from agents.teacher import follow, teacher_action, teacher_demonstrations, teacher_schedules
 from aidc_env.baselines import fixed_schedule, greedy_schedule
 from aidc_env.case import build_instance, build_instances, load_case
 from aidc_env.env import DispatchEnv

@@ -10,15 +10,7 @@ import pytest
 import evaluate
 import train
 from agents.days import split_days
-from agents.ppo import (
-    CONFIG_ATTRIBUTE,
-    PPOConfig,
-    load_model,
-    model_config,
-    ppo_schedule,
-    rollout_schedule,
-    wrap_env,
-)
+from agents.ppo import CONFIG_ATTRIBUTE, PPOConfig, load_model, model_config, ppo_schedule, rollout_schedule, wrap_env
 from aidc_env.baselines import fixed_schedule
 from aidc_env.case import build_instance
 from aidc_env.env import DispatchEnv

@@ -7,18 +7,9 @@ import dataclasses
 
 from aidc_env.errors import require
 from aidc_env.modes.architectures import ModelSpec, get_model
-from aidc_env.modes.common import (
-    BACKWARD_FLOPS_PER_FORWARD,
-    BYTES_PER_BF16,
-    BYTES_PER_FP32,
-    BYTES_PER_GB,
-    BYTES_PER_GIB,
-    FLOPS_PER_MAC,
-    FLOPS_PER_TFLOP,
-    PP_TRANSFERS_PER_MICROBATCH,
-    TP_COLLECTIVES_PER_LAYER_PER_PASS,
-    is_int,
-)
+from aidc_env.modes.common import (BACKWARD_FLOPS_PER_FORWARD, BYTES_PER_BF16, BYTES_PER_FP32, BYTES_PER_GB,
+                                   BYTES_PER_GIB, FLOPS_PER_MAC, FLOPS_PER_TFLOP, PP_TRANSFERS_PER_MICROBATCH,
+                                   TP_COLLECTIVES_PER_LAYER_PER_PASS, is_int)
 from aidc_env.modes.mode import ModeEstimate
 from aidc_env.modes.params import ModeParams
 
