@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 from gymnasium import spaces
 
-from aidc_env.env.rules import masked_action, penalty_usd_per_token
+from aidc_env.env.rules import MaskedSteps, masked_action, penalty_usd_per_token
 from aidc_env.env.observation import (JOB_FEATURES, PROGRESS_OBS_HIGH, RATE_RATIO_OBS_HIGH, global_table,
                                       observation_names, observation_space, renewable_share_high)
 from aidc_env.env.safety import SafetyTest
@@ -50,7 +50,7 @@ if TYPE_CHECKING:
     from aidc_env.env.core import DispatchEnv
 
 
-class JointDynamics:
+class JointDynamics(MaskedSteps):
     """The joint action type of a :class:`~aidc_env.env.core.DispatchEnv` (see the module docstring). Its tables do not
     depend on the day: built once from the env's first instance; ``reset`` builds the day's observation table."""
 
@@ -266,21 +266,6 @@ class JointDynamics:
     @property
     def deciding_job(self) -> None:
         return None
-
-    @property
-    def safety_fallback(self) -> bool:
-        if self._inst is not None and self._mask is None and self._t < self.n_slots:
-            self._compute_mask()
-        return self._fallback
-
-    @property
-    def starts_safe(self) -> bool:
-        return self._start_safe
-
-    def mask(self) -> np.ndarray:
-        if self._t >= self.n_slots:
-            return np.ones(self.n_actions, dtype=bool)
-        return self._mask if self._mask is not None else self._compute_mask()
 
     def render(self) -> str:
         info = self._last_info

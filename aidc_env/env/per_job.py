@@ -43,7 +43,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 from gymnasium import spaces
 
-from aidc_env.env.rules import masked_action, penalty_usd_per_token
+from aidc_env.env.rules import MaskedSteps, masked_action, penalty_usd_per_token
 from aidc_env.env.observation import (PRICE_OBS_HIGH, PRICE_OBS_LOW, PROGRESS_OBS_HIGH, RATE_RATIO_OBS_HIGH,
                                       renewable_share_high, sites_global_table, time_columns)
 from aidc_env.env.kernels import commit, observe, slot_objectives
@@ -65,7 +65,7 @@ CHOICE_FEATURES = ("gpu_share", "coverage", "efficiency")
 """Per-action features of the job deciding now, in order (then ``move`` with several sites)."""
 
 
-class PerJobDynamics(ReservationMasks):
+class PerJobDynamics(MaskedSteps, ReservationMasks):
     """The per-job action type of a :class:`~aidc_env.env.core.DispatchEnv` (see the module docstring)."""
 
     def __init__(self, env: DispatchEnv, inst: Instance):
@@ -352,21 +352,6 @@ class PerJobDynamics(ReservationMasks):
     @property
     def deciding_job(self) -> int | None:
         return self._queue[self._k] if self._t < self.n_slots and self._k < len(self._queue) else None
-
-    @property
-    def safety_fallback(self) -> bool:
-        if self._inst is not None and self._t < self.n_slots and self._mask is None:
-            self._compute_mask()
-        return self._fallback
-
-    @property
-    def starts_safe(self) -> bool:
-        return self._start_safe
-
-    def mask(self) -> np.ndarray:
-        if self._t >= self.n_slots:
-            return np.ones(self.n_actions, dtype=bool)
-        return self._mask if self._mask is not None else self._compute_mask()
 
     def schedule(self) -> Schedule:
         return Schedule(modes=tuple(np.array(row, dtype=np.int64) for row in self._schedule),

@@ -1,4 +1,5 @@
-"""What every action type of the env applies the same way: an action outside the mask, and the terminal penalty."""
+"""What every action type of the env applies the same way: an action outside the mask, the terminal penalty, and the
+cached mask with its fallback flag."""
 
 from __future__ import annotations
 
@@ -48,4 +49,26 @@ def penalty_usd_per_token(inst: Instance, factor: float) -> np.ndarray:
     return out
 
 
-__all__ = ["PENALTY_PRICE_FLOOR_USD_PER_MWH", "masked_action", "penalty_usd_per_token"]
+
+
+class MaskedSteps:
+    """The mask of an action type's dynamics, computed once per step (``_compute_mask``, cached in ``_mask``) and
+    whether the completion rule found no safe choice (``_fallback``: the mask is then the capacity mask)."""
+
+    @property
+    def safety_fallback(self) -> bool:
+        if self._inst is not None and self._mask is None and self._t < self.n_slots:
+            self._compute_mask()
+        return self._fallback
+
+    @property
+    def starts_safe(self) -> bool:
+        return self._start_safe
+
+    def mask(self) -> np.ndarray:
+        if self._t >= self.n_slots:
+            return np.ones(self.n_actions, dtype=bool)
+        return self._mask if self._mask is not None else self._compute_mask()
+
+
+__all__ = ["PENALTY_PRICE_FLOOR_USD_PER_MWH", "MaskedSteps", "masked_action", "penalty_usd_per_token"]
