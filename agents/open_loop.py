@@ -50,14 +50,15 @@ def forecast_plan_schedule(inst: Instance, oracle, information: str = "dayahead"
 
 
 def with_persistence_price(inst: Instance) -> Instance:
-    """``inst`` whose point price forecast is its forecast's persistence price (renewable forecast kept); later
-    days repeat the first day's (no issue outlook: the naive operator has no forecaster)."""
-    forecast = inst.forecast
-    require(forecast is not None and forecast.persistence_price_usd_per_mwh is not None, "forecasts",
+    """``inst`` whose point price forecast is, at every site, its forecast's persistence price (renewable forecast
+    kept); later days repeat the first day's (no issue outlook: the naive operator has no forecaster)."""
+    forecasts = [view.forecast for view in inst.site_views]
+    require(all(f is not None and f.persistence_price_usd_per_mwh is not None for f in forecasts), "forecasts",
             "the day-ahead plan needs the persistence price in the instance's forecast (build the instances "
             "with aidc_env.dayahead)")
-    return dataclasses.replace(inst, forecast=dataclasses.replace(
-        forecast, price_usd_per_mwh=forecast.persistence_price_usd_per_mwh, issue_outlook_price_usd_per_mwh=None))
+    return inst.with_forecasts(tuple(dataclasses.replace(
+        f, price_usd_per_mwh=f.persistence_price_usd_per_mwh, issue_outlook_price_usd_per_mwh=None)
+        for f in forecasts))
 
 
 def dayahead_plan_schedule(inst: Instance, oracle, information: str = "dayahead") -> Schedule:
