@@ -178,6 +178,23 @@ def resolve(source: str | os.PathLike[str], kind: str) -> Dataset | Path:
     return path
 
 
+@contextlib.contextmanager
+def source_file(source: str | os.PathLike[str], kind: str, *, site: bool = False
+                ) -> Iterator[tuple[Path, str, Dataset | None]]:
+    """For the ``with`` block: (the file on disk, its source name, the dataset or None) of a dataset name (its
+    ``site_file`` with ``site``) or a path (FileNotFoundError if missing; InputError naming ``kind`` if not a file)."""
+    found = resolve(source, kind)
+    if isinstance(found, Dataset):
+        require(not site or found.site_file is not None, kind, f"dataset {found.name} has no table for the sites case")
+        with found.local_path(found.site_file if site else None) as file:
+            yield file, found.name, found
+        return
+    if not found.exists():
+        raise FileNotFoundError(2, "No such file", str(found))
+    require(found.is_file(), kind, f"{found} is not a file")
+    yield found, str(found), None
+
+
 # --------------------------------------------------------------------------------------------------
 # Command line
 # --------------------------------------------------------------------------------------------------

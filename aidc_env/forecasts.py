@@ -245,17 +245,9 @@ def parse_forecasts_frame(frame: pd.DataFrame, source: str) -> ForecastSet:
 def load_forecasts(path: str | os.PathLike[str]) -> ForecastSet:
     """Load a packaged dataset by name (:mod:`aidc_env.datasets`) or a day-ahead forecast CSV by path (schema in
     the module docstring)."""
-    found = datasets.resolve(path, datasets.FORECASTS)
-    if isinstance(found, datasets.Dataset):
-        with found.local_path() as file:
-            frame = hourly.read_hourly_csv(file, found.name, REQUIRED_COLUMNS, "forecasts", PRICE_FC_COLUMNS)
-        return parse_forecasts_frame(frame, found.name)
-    source = str(found)
-    if not found.exists():
-        raise FileNotFoundError(2, "No such file", source)
-    require(found.is_file(), "forecasts", f"{source} is not a file")
-    return parse_forecasts_frame(hourly.read_hourly_csv(found, source, REQUIRED_COLUMNS, "forecasts", PRICE_FC_COLUMNS),
-                                 source)
+    with datasets.source_file(path, datasets.FORECASTS) as (file, source, _):
+        frame = hourly.read_hourly_csv(file, source, REQUIRED_COLUMNS, "forecasts", PRICE_FC_COLUMNS)
+    return parse_forecasts_frame(frame, source)
 
 
 # --------------------------------------------------------------------------------------------------

@@ -198,20 +198,12 @@ def load_profiles(path: str | os.PathLike[str] | None = None, *,
     """
     if renewable_capacity_mw is not None:
         renewable_capacity_mw = require_positive(renewable_capacity_mw, "renewable_capacity_mw")
-    found = datasets.resolve(datasets.DEFAULT_PROFILES if path is None else path, datasets.PROFILES)
-    if isinstance(found, datasets.Dataset):
-        source = BUNDLED_SOURCE if path is None else found.name
-        capacity = renewable_capacity_mw
-        if capacity is None and found.meta is not None:
-            capacity = _meta_capacity_mw(found, found.meta)
-        with found.local_path() as file:
-            frame = read_hourly_csv(file, source, REQUIRED_COLUMNS, "profiles")
-        return parse_profiles_frame(frame, source, capacity)
-    source = str(found)
-    if not found.exists():
-        raise FileNotFoundError(2, "No such file", source)
-    require(found.is_file(), "profiles", f"{source} is not a file")
-    frame = read_hourly_csv(found, source, REQUIRED_COLUMNS, "profiles")
+    with datasets.source_file(datasets.DEFAULT_PROFILES if path is None else path, datasets.PROFILES) as (
+            file, source, found):
+        source = BUNDLED_SOURCE if path is None else source
+        if renewable_capacity_mw is None and found is not None and found.meta is not None:
+            renewable_capacity_mw = _meta_capacity_mw(found, found.meta)
+        frame = read_hourly_csv(file, source, REQUIRED_COLUMNS, "profiles")
     return parse_profiles_frame(frame, source, renewable_capacity_mw)
 
 

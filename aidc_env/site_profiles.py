@@ -123,23 +123,16 @@ def _node_profiles(profiles: SiteProfileSet, node: str) -> ProfileSet:
 def load_site_profiles(path: str | os.PathLike[str] | None = None) -> SiteProfileSet:
     """A packaged dataset by name (:mod:`aidc_env.datasets`), a site profile CSV by path (see the module
     docstring), or the bundled days if ``path`` is None (source ``bundled-sites``)."""
-    found = datasets.resolve(datasets.DEFAULT_PROFILES if path is None else path, datasets.PROFILES)
-    if isinstance(found, datasets.Dataset):
-        require(found.site_file is not None, "profiles", f"dataset {found.name} has no table for the sites case")
-        source = BUNDLED_SITE_SOURCE if path is None else found.name
-        with found.local_path(found.site_file) as file:
-            frame = read_hourly_csv(file, source, SITE_COLUMNS, "profiles")
-        days, skipped, _ = parse_hourly_days(frame, source, "profiles", SiteDay, _BOUNDS)
-        if found.site_meta is not None:
-            meta = found.read_meta(found.site_meta)
-            return SiteProfileSet(days=days, skipped=skipped, solar_peak_mw=float(meta["solar_peak_mw"]),
-                                  wind_peak_mw=float(meta["wind_peak_mw"]), source=source)
-        return _with_peaks(days, skipped, source)
-    file = found
-    require(file.is_file(), "profiles", f"no profile file {file}")
-    frame = read_hourly_csv(file, str(file), SITE_COLUMNS, "profiles")
-    days, skipped, _ = parse_hourly_days(frame, str(file), "profiles", SiteDay, _BOUNDS)
-    return _with_peaks(days, skipped, str(file))
+    with datasets.source_file(datasets.DEFAULT_PROFILES if path is None else path, datasets.PROFILES, site=True) as (
+            file, source, found):
+        source = BUNDLED_SITE_SOURCE if path is None else source
+        frame = read_hourly_csv(file, source, SITE_COLUMNS, "profiles")
+    days, skipped, _ = parse_hourly_days(frame, source, "profiles", SiteDay, _BOUNDS)
+    if found is not None and found.site_meta is not None:
+        meta = found.read_meta(found.site_meta)
+        return SiteProfileSet(days=days, skipped=skipped, solar_peak_mw=float(meta["solar_peak_mw"]),
+                              wind_peak_mw=float(meta["wind_peak_mw"]), source=source)
+    return _with_peaks(days, skipped, source)
 
 
 def _with_peaks(days: Mapping[str, SiteDay], skipped: Mapping[str, str], source: str) -> SiteProfileSet:

@@ -42,13 +42,12 @@ SPREAD_STRIDE = 16
 VARIANTS = {
     "oracle": {},
     "oracle-noguard": {"race_after_s": None},
-    "oracle-lp": {"prices": "lp"},
     "oracle-fallback": {"max_labels": STALL_LABELS},
     "oracle-fallback-noguard": {"max_labels": STALL_LABELS, "race_after_s": None},
     "textbook": {"formulation": "textbook", "reduce": False},
 }
-"""``noguard``: never race the textbook MILP; ``lp``: token prices from the LP relaxation; ``fallback``: the label
-search gives up at once (beam incumbent + branch and bound, raced by the textbook MILP)."""
+"""``noguard``: never race the textbook MILP; ``fallback``: the label search gives up at once (beam incumbent + branch
+and bound, raced by the textbook MILP)."""
 REFERENCE = "textbook"
 PHASES = ("dual", "lp", "tables", "labels", "pyomo", "bnb")
 SLOWEST_SHOWN = 5

@@ -93,17 +93,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         column, equals, value = condition.partition("=")
         require(bool(equals) and bool(column.strip()), "where", f"{condition!r} is not COLUMN=VALUE")
         where[column.strip()] = value.strip()
-    found, target = datasets.resolve(args.forecasts, datasets.FORECASTS), Path(args.out)
-    with contextlib.ExitStack() as stack:
-        source = stack.enter_context(found.local_path()) if isinstance(found, datasets.Dataset) else found
-        label = found.name if isinstance(found, datasets.Dataset) else str(found)
-        require(not target.exists() or not source.exists() or not target.samefile(source), "out",
-                "must not be the --forecasts file itself")
+    target = Path(args.out)
+    with datasets.source_file(args.forecasts, datasets.FORECASTS) as (source, label, _):
+        require(not target.exists() or not target.samefile(source), "out", "must not be the --forecasts file itself")
         check_output_file(target, "out")
-        for path, field in ((source, "forecasts"), (Path(args.prices), "prices")):
-            if not path.exists():
-                raise FileNotFoundError(2, "No such file", str(path))
-            require(path.is_file(), field, f"{path} is not a file")
         frame = hourly.read_hourly_csv(source, label, REQUIRED_COLUMNS, "forecasts")
     table = hourly.read_hourly_csv(args.prices, args.prices, [args.time_column, args.price_column, *where], "prices")
     prices = clock_hour_prices(table, args.time_column, args.price_column, where, args.time_format)

@@ -38,9 +38,6 @@ from oracle.reduction import excluded, lagrangian_prices, through_bounds
 from oracle.result import OracleResult, closed, modes_used, relative_gap, replay
 from oracle.solvers import HighsRunner, PyomoRunner, RunOutcome, make_runner
 
-PRICES = ("dual", "lp")
-"""Sources of the token prices μ: the Lagrangian dual by cutting planes (:mod:`oracle.reduction`), or the tranche duals
-of the LP relaxation (through the Pyomo model and HiGHS)."""
 REDUCTION_DELTA0, REDUCTION_DELTA0_HORIZON = 1e-3, 2.5e-4
 """First threshold of the Lagrangian reduction, LB·(1 + this), on a day and on a horizon of several days (whose gap
 between the Lagrangian bound and the optimum is smaller relative to the cost; ``benchmarks/oracle_days.py --horizon-days
@@ -62,7 +59,7 @@ Answer = tuple[RunOutcome, list | None, str]
 """A solve's outcome, its schedule (None: none) and its proof."""
 
 
-def _structure_key(inst: Instance) -> tuple:
+def structure_key(inst: Instance) -> tuple:
     """What the built model depends on beyond its objective and tranche right-hand sides."""
     jobs = tuple((job.segments, job.restart_hours, job.initial_mode,
                   tuple((m.gpus, m.tokens_per_s) for m in job.modes)) for job in inst.jobs)
@@ -125,9 +122,8 @@ class OracleModel:
 
     Options: ``formulation`` (:data:`~oracle.constants.FORMULATIONS`), ``solver`` (HiGHS, or any Pyomo solver),
     ``allow_pause``; for the fast formulation on HiGHS, ``reduce`` (solve through the Lagrangian reduction),
-    ``labeling`` (try the exact label-setting proof first), ``prices`` (:data:`PRICES`), ``max_labels`` (the label
-    search's budget) and ``race_after_s`` (CPU seconds after which the textbook MILP races the solve,
-    :mod:`oracle.race`; None: never).
+    ``labeling`` (try the exact label-setting proof first), ``max_labels`` (the label search's budget) and
+    ``race_after_s`` (CPU seconds after which the textbook MILP races the solve, :mod:`oracle.race`; None: never).
 
     An instance with fleet workloads, or with more than two jobs in the fast formulation, goes to the decomposition
     (:attr:`decomposition`; ``formulation`` then reads ``"decomposition"`` and there is no Pyomo model).
@@ -139,14 +135,13 @@ class OracleModel:
     """
 
     def __init__(self, inst: Instance, *, formulation: str = "fast", solver: str = DEFAULT_SOLVER,
-                 allow_pause: bool = True, reduce: bool = True, labeling: bool = True, prices: str = "dual",
+                 allow_pause: bool = True, reduce: bool = True, labeling: bool = True,
                  max_labels: int = labeling.MAX_LABELS, race_after_s: float | None = RACE_AFTER_S) -> None:
         require(formulation in FORMULATIONS, "formulation", f"must be one of {', '.join(FORMULATIONS)}")
-        require(prices in PRICES, "prices", f"must be one of {', '.join(PRICES)}")
         require(isinstance(max_labels, int) and max_labels > 0, "max_labels", "must be a positive integer")
         require(race_after_s is None or (isinstance(race_after_s, (int, float)) and race_after_s >= 0),
                 "race_after_s", "must be None or ≥ 0")
-        self.prices, self.max_labels, self.race_after_s = prices, max_labels, race_after_s
+        self.max_labels, self.race_after_s = max_labels, race_after_s
         self.requested = self.formulation = formulation  # requested: the formulation asked for
         self.reduce, self.labeling, self.allow_pause = reduce, labeling, allow_pause
         self._runner: HighsRunner | PyomoRunner = make_runner(solver)
@@ -190,7 +185,7 @@ class OracleModel:
 
     def update(self, inst: Instance) -> None:
         """Point the model at another instance (in place if the structure is the same, else rebuilt)."""
-        same = _structure_key(inst) == _structure_key(self.inst) and self.formulation == "fast" and \
+        same = structure_key(inst) == structure_key(self.inst) and self.formulation == "fast" and \
             self.decomposition is None and not inst.has_fleet_workloads
         if not same:
             spent = self._pending_build_seconds
@@ -306,12 +301,11 @@ class OracleModel:
         if self.labeling and labeling.supported(data):
             search = labeling.LabelSearch(data, states, cost, None, tranche)
             details["tables"] = time.perf_counter() - run.tick
-            if self.prices == "dual":
-                dual = lagrangian_prices(search)
-                details["dual"] = time.perf_counter() - run.tick - details["tables"]
-                details["dual_cuts"] = dual.cuts
-                if not dual.on_box:
-                    mu = dual.mu_per_token
+            dual = lagrangian_prices(search)
+            details["dual"] = time.perf_counter() - run.tick - details["tables"]
+            details["dual_cuts"] = dual.cuts
+            if not dual.on_box:
+                mu = dual.mu_per_token
         if mu is None:
             mu, answer = self._lp_prices(start, run, time_limit_s=time_limit_s, mip_gap=mip_gap, threads=threads,
                                          tee=tee, options=options)

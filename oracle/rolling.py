@@ -23,17 +23,10 @@ from aidc_env.instance import Instance
 from oracle.constants import DEFAULT_MIP_GAP, DEFAULT_TIME_LIMIT_S
 from oracle.data import span_days
 from oracle.entry import exact_applies, solve
-from oracle.model import OracleModel, OracleResult
+from oracle.model import OracleModel, OracleResult, structure_key
 
 MAX_CACHED_MODELS = 256
 """Most built models kept (each holds a Pyomo model and a persistent HiGHS copy, a few MB)."""
-
-
-def structure_key(inst: Instance) -> tuple:
-    """What a built model depends on beyond prices, renewables and tranches (see OracleModel.update)."""
-    jobs = tuple((job.segments, job.restart_hours, job.initial_mode,
-                  tuple((m.gpus, m.tokens_per_s, m.it_power_kw) for m in job.modes)) for job in inst.jobs)
-    return inst.n_gpus, inst.slots, inst.slot_hours, jobs
 
 
 @dataclass
@@ -57,7 +50,7 @@ class RollingOracle:
         if not exact_applies(inst):
             result = solve(inst, time_limit_s=self.time_limit_s, mip_gap=self.mip_gap)
             return self._record(inst, result, tick)
-        key = structure_key(inst)
+        key = (structure_key(inst), tuple(m.it_power_kw for job in inst.jobs for m in job.modes))
         model = self._models.pop(key, None)
         if model is None:
             model = OracleModel(inst)
@@ -76,4 +69,4 @@ class RollingOracle:
         return result
 
 
-__all__ = ["MAX_CACHED_MODELS", "RollingOracle", "structure_key"]
+__all__ = ["MAX_CACHED_MODELS", "RollingOracle"]
