@@ -2,12 +2,12 @@
 
     python -m experiments.sites_study [--profiles CSV] [--days N] [--segments K] [--time-limit S] [--out DIR]
 
-On held-out days the sites3 case is solved three ways by the decomposition (``--oracle textbook``: the sites MILP): (a)
-every job at its home site; (b) each job's one site for the day chosen jointly; (c) the sites at t = 0 chosen as in (b),
-then moves at checkpoints paying the transfer time; as the price spread between the nodes is scaled (each node's price =
-the nodes' mean + α × its deviation, α = 1 the real prices) and the link varies. (a)'s schedule starts (b) and (b)'s
-starts (c), so (a) ≥ (b) ≥ (c) whatever the time limit. The table, the rows (JSON) and a figure go to ``--out``; every
-cost is the simulator's replay, with each solve's status and gap.
+On held-out days the sites3 case is solved three ways by the decomposition: (a) every job at its home site; (b) each
+job's one site for the day chosen jointly; (c) the sites at t = 0 chosen as in (b), then moves at checkpoints paying the
+transfer time; as the price spread between the nodes is scaled (each node's price = the nodes' mean + α × its
+deviation, α = 1 the real prices) and the link varies. (a)'s schedule starts (b) and (b)'s starts (c), so (a) ≥ (b) ≥
+(c) whatever the time limit. The table, the rows (JSON) and a figure go to ``--out``; every cost is the simulator's
+replay, with each solve's status and gap.
 """
 
 from __future__ import annotations
@@ -57,14 +57,7 @@ def with_link(inst: Instance, link_gbps: float) -> Instance:
     return dataclasses.replace(inst, network=dataclasses.replace(net, transfer_hours=hours, link_gbps=link_gbps))
 
 
-def solve(name: str, inst: Instance, oracle: str, time_limit_s: float, mip_gap: float, start):
-    """One study case (own, fixed, migrate) by the chosen oracle."""
-    return solve_oracle(inst, method=oracle, time_limit_s=time_limit_s, mip_gap=mip_gap,
-                        placement=PLACEMENTS[name.split("_")[0]], start=start)
-
-
-def run(days: Sequence[str], profiles: str, segments: int | None, time_limit_s: float, mip_gap: float,
-        oracle: str = "decomposition") -> list[dict]:
+def run(days: Sequence[str], profiles: str, segments: int | None, time_limit_s: float, mip_gap: float) -> list[dict]:
     site_profiles = load_site_profiles(profiles)
     rows = []
     for day in days:
@@ -77,7 +70,8 @@ def run(days: Sequence[str], profiles: str, segments: int | None, time_limit_s: 
             for name, variant in (("own", inst), ("fixed", inst),
                                   *((f"migrate_{link:g}", with_link(inst, link)) for link in LINKS_GBPS)):
                 tick = time.perf_counter()
-                result = solve(name, variant, oracle, time_limit_s, mip_gap, start)
+                result = solve_oracle(variant, method="decomposition", time_limit_s=time_limit_s, mip_gap=mip_gap,
+                                      placement=PLACEMENTS[name.split("_")[0]], start=start)
                 if name in ("own", "fixed") and result.schedule is not None:  # (a) starts (b), (b) starts (c)
                     start = (result.schedule, result.sites)
                 row[name] = result.objective_usd
@@ -150,8 +144,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--profiles", default=DEFAULT_PROFILES,
                         help="dataset name or site profile CSV (default: %(default)s, the full year)")
     parser.add_argument("--days", type=int, default=0, help="N held-out days spread over the year (0: all)")
-    parser.add_argument("--oracle", choices=("decomposition", "textbook"), default="decomposition",
-                        help="the sites decomposition (default) or the direct MILP")
     parser.add_argument("--segments", type=int, default=None, help="override K of every job (default: the case's)")
     parser.add_argument("--time-limit", type=float, default=60.0, help="seconds per solve")
     parser.add_argument("--mip-gap", type=float, default=1e-3)
@@ -165,7 +157,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                         replace=args.update_docs)
     held_out = held_out_starts(load_site_profiles(args.profiles).dates())
     days = held_out if args.days <= 0 else held_out[::max(1, len(held_out) // args.days)][: args.days]
-    rows = run(days, args.profiles, args.segments, args.time_limit, args.mip_gap, args.oracle)
+    rows = run(days, args.profiles, args.segments, args.time_limit, args.mip_gap)
     atomic_write_text(out / "sites_table.md", table(rows) + "\n")
     atomic_write_text(out / "sites_study.json", dumps_json(rows, indent=1))
     plot(rows, out / "figures" / "sites_study.png")

@@ -34,7 +34,8 @@ def build_parser() -> CliParser:
     parser.add_argument("--method", choices=METHODS, default="auto",
                         help="exact: the day oracle (one site, at most two jobs, no fine-tuning, inference or idle-GPU "
                         "value); decomposition: column generation with a proven bound (any instance); textbook: the "
-                        "direct MILP; auto (default): exact where it applies, else decomposition")
+                        "day's direct MILP (one site, no fine-tuning, inference or idle-GPU value); auto (default): "
+                        "exact where it applies, else decomposition")
     parser.add_argument("--time-limit", type=float, default=DEFAULT_TIME_LIMIT_S,
                         help=f"solver time limit in seconds (default {DEFAULT_TIME_LIMIT_S:g})")
     parser.add_argument("--mip-gap", type=float, default=DEFAULT_MIP_GAP,
@@ -43,7 +44,7 @@ def build_parser() -> CliParser:
                         help="highs (default: HiGHS via highspy, persistent) or, for the day models, any Pyomo solver "
                              "name (appsi_highs, cbc, glpk, gurobi, cplex, scip, ...)")
     parser.add_argument("--placement", choices=PLACEMENTS, default="move",
-                        help="decomposition and sites MILP: move (default: jobs start at home and may move), home "
+                        help="decomposition: move (default: jobs start at home and may move), home "
                              "(no migration), stay (one chosen site per job), free (chosen sites at t = 0, then moves)")
     parser.add_argument("--no-pause", action="store_true", help="forbid pausing: every job runs in every segment")
     parser.add_argument("--no-reduce", action="store_true",

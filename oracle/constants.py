@@ -12,7 +12,7 @@ default); ``textbook``, per-slot load and grid variables."""
 METHODS = ("auto", "exact", "decomposition", "textbook")
 """The methods of :func:`oracle.solve` (:mod:`oracle.entry` describes each)."""
 PLACEMENTS = ("move", "home", "stay", "free")
-"""Where the decomposition and the sites MILP let jobs run (:mod:`oracle.graph` describes each)."""
+"""Where the decomposition lets jobs run (:mod:`oracle.graph` describes each)."""
 STATUSES = ("optimal", "infeasible", "time_limit", "error")
 DECOMPOSITION_REVISION = 4
 """Revision of the decomposition (:mod:`oracle.decomposition` and the modules it drives), recorded in every cached

@@ -5,12 +5,11 @@
   (fine-tuning, inference, an idle-GPU value), at most two jobs; optimality proved by label setting or branch and bound,
   the textbook MILP raced as the guard;
 - ``decomposition``: column generation with a proven Lagrangian bound (:mod:`oracle.decomposition`), any instance;
-- ``textbook``: the direct MILP: the day's textbook formulation (:mod:`oracle.formulations`) for one site without fleet
-  workloads, else the sites MILP (:mod:`oracle.sites`, one site or several, any workload);
+- ``textbook``: the day's direct MILP (the textbook formulation of :mod:`oracle.formulations`): one site, no fleet
+  workloads, no placement or start (any number of jobs);
 - ``auto`` (the default): ``exact`` where it applies, else ``decomposition``. The exact oracle proves its days (its
   joint-state network is exact, its answers are the regression pins), but its states multiply with every job and site;
-  the decomposition scales to fleets and sites and reports its proven bound and gap, while the textbook MILP's LP bound
-  is weak there (~2.5 % under the optimum on sites3).
+  the decomposition scales to fleets and sites and reports its proven bound and gap.
 
 Every answer is an :class:`~oracle.result.OracleResult` whose metrics are the simulator's replay of its schedule.
 """
@@ -35,8 +34,8 @@ def exact_applies(inst: Instance) -> bool:
 
 
 def route(inst: Instance, method: str = "auto", placement: str = "move", start: Start | None = None) -> str:
-    """The model a request solves: ``exact``, ``textbook`` (the day's), ``sites-textbook`` or ``decomposition``; one
-    InputError line for a method that cannot answer it."""
+    """The model a request solves: ``exact``, ``textbook`` or ``decomposition``; one InputError line for a method that
+    cannot answer it."""
     require(method in METHODS, "method", f"must be one of {', '.join(METHODS)}, got {method!r}")
     day_model = exact_applies(inst) and placement == "move" and start is None
     if method == "auto":
@@ -44,11 +43,11 @@ def route(inst: Instance, method: str = "auto", placement: str = "move", start: 
     if method == "exact":
         require(day_model, "method", "exact solves one site with at most two jobs and no fine-tuning, inference or "
                 "idle-GPU value (no placement or start either): use 'decomposition', 'textbook' or 'auto'")
-        return "exact"
     if method == "textbook":
-        plain = not inst.has_sites and not inst.has_fleet_workloads and placement == "move" and start is None
-        return "textbook" if plain else "sites-textbook"
-    return "decomposition"
+        require(not inst.has_sites and not inst.has_fleet_workloads and placement == "move" and start is None,
+                "method", "textbook solves the day MILP of one site without fine-tuning, inference or idle-GPU value "
+                "(no placement or start either): use 'decomposition' or 'auto'")
+    return method
 
 
 def solve(
@@ -79,7 +78,7 @@ def solve(
     pausing (every job runs some mode in every segment of its window). The day oracle's options: ``solver`` (any Pyomo
     solver; the others run HiGHS), ``reduce=False`` (the fast model in one piece, without the Lagrangian reduction),
     ``labeling=False`` (branch and bound only), ``race_after_s`` (CPU seconds after which the textbook MILP races a
-    solve still running; None: never). The sites' options (decomposition and sites MILP): ``placement`` (``move``,
+    solve still running; None: never). The decomposition's options: ``placement`` (``move``,
     ``home``, ``stay``, ``free``: :mod:`oracle.graph`) and ``start``, a (schedule, sites) pair to start from.
     """
     if isinstance(case_or_instance, Instance):
@@ -101,11 +100,6 @@ def solve(
             time_limit_s=time_limit_s, mip_gap=mip_gap, warm_start=warm_start, threads=threads, tee=tee)
         result.method = model
         return result
-    if model == "sites-textbook":
-        from oracle.sites import solve_sites
-
-        return solve_sites(inst, time_limit_s=time_limit_s, mip_gap=mip_gap, placement=placement,
-                           allow_pause=allow_pause, threads=threads, tee=tee, warm_start=warm_start, start=start)
     from oracle.decomposition import Decomposition
 
     return Decomposition(inst, placement=placement, allow_pause=allow_pause).solve(

@@ -1,7 +1,6 @@
 """The answer of an oracle solve (:class:`OracleResult`), shared by every method (the exact day oracle of
-:mod:`oracle.model`, the decomposition of :mod:`oracle.decomposition`, the sites MILP of :mod:`oracle.sites`), with the
-tolerances of its checks, how a gap is measured, and :func:`answer`, which replays a schedule in the simulator and
-builds the result around it."""
+:mod:`oracle.model`, the decomposition of :mod:`oracle.decomposition`), with the tolerances of its checks, how a gap is
+measured, and :func:`answer`, which replays a schedule in the simulator and builds the result around it."""
 
 from __future__ import annotations
 
@@ -34,7 +33,7 @@ class OracleResult:
     one site). ``objective_usd``: its operating cost (the constant PPA terms included) less the idle-GPU value, checked
     equal to the simulator's replay (``metrics``); ``gap`` = (objective − bound) / |objective|. ``build_seconds``:
     building or updating the model and handing it to the solver; ``solve_seconds``: the MIP start and the solve.
-    ``formulation``: ``fast``, ``textbook``, ``sites-textbook`` or ``decomposition``; ``method``: the
+    ``formulation``: ``fast``, ``textbook`` or ``decomposition``; ``method``: the
     :func:`oracle.solve` method that answered. ``modes_used``: per job the labels of the modes its schedule runs.
     ``start_objective_usd``: the MIP start's objective (None: no start).
     """

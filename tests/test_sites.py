@@ -20,7 +20,7 @@ from aidc_env.instance import PAUSE, SECONDS_PER_HOUR, Instance
 from aidc_env.simulator import simulate
 from aidc_env.sites import CHECKPOINT_BYTES_PER_PARAMETER, SiteNetwork, checkpoint_bytes, transfer_hours
 from oracle import __main__ as oracle_cli
-from oracle.sites import solve_sites
+from oracle import solve
 from tests.conftest import simulate_at, site_array
 
 REFERENCE_ORACLE_USD = 529.8088802758355  # tests/test_regression.py
@@ -85,7 +85,7 @@ def test_one_site_reproduces_the_day_simulator_bit_for_bit(make):
 
 
 def test_sites_oracle_with_one_site_finds_the_reference_optimum():
-    result = solve_sites(one_site_network(build_instance("2048")), time_limit_s=300, mip_gap=1e-7)
+    result = solve(one_site_network(build_instance("2048")), method="decomposition", time_limit_s=300, mip_gap=1e-7)
     assert result.status == "optimal"
     assert abs(result.objective_usd - REFERENCE_ORACLE_USD) <= 1e-9 * REFERENCE_ORACLE_USD
     assert result.schedule == REFERENCE_ORACLE_SCHEDULE
@@ -187,11 +187,11 @@ def test_sites_oracle_matches_brute_force_on_a_tiny_two_site_instance(tmp_path):
         if result.metrics.feasible:
             best = min(best, result.metrics.operating_cost_usd)
     assert np.isfinite(best)
-    solved = solve_sites(inst, time_limit_s=60, mip_gap=1e-9)
+    solved = solve(inst, method="decomposition", time_limit_s=60, mip_gap=1e-9)
     assert solved.status == "optimal"
     assert solved.objective_usd == pytest.approx(best, rel=1e-7)
     assert solved.metrics.operating_cost_usd == solved.objective_usd
-    fixed = solve_sites(inst, time_limit_s=60, mip_gap=1e-9, placement="home")
+    fixed = solve(inst, method="decomposition", time_limit_s=60, mip_gap=1e-9, placement="home")
     assert fixed.objective_usd >= solved.objective_usd - 1e-9 and all(s == 0 for s in fixed.sites[0])
 
 

@@ -361,7 +361,7 @@ def test_no_truth_beyond_the_lookahead_leaks_and_masks_read_no_truth(two_sites, 
 
 
 def test_the_teacher_sequence_of_an_oracle_schedule_replays_to_its_cost(two_sites):
-    solved = solve(two_sites, method="textbook", time_limit_s=30, mip_gap=1e-9)
+    solved = solve(two_sites, method="decomposition", time_limit_s=30, mip_gap=1e-9)
     assert solved.status == "optimal"
     env = agent_env(PPOConfig(env="per_job", env_kwargs={"lookahead": 0, "pause_when_done": False}), [two_sites])
     raw = env.unwrapped
