@@ -133,7 +133,7 @@ DATASETS: Mapping[str, Dataset] = MappingProxyType({d.name: d for d in (
         site_meta=SITE_DAYS_META,
         description="24 representative days of caiso-2023 (the default without --profiles); the sites case reads "
                     "the same days with the three zone prices",
-        provenance="rows of caiso-2023 picked by scripts/make_representative_days.py (and make_site_days.py); "
+        provenance="rows of caiso-2023 picked by scripts/make_representative_days.py; "
                    "solar + wind normalised by the full year's peak",
         coverage=Coverage(first_day="2023-01-18", last_day="2023-12-14", days=24, skipped=0)),
     Dataset(

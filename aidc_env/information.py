@@ -271,7 +271,7 @@ def _dayahead_view(inst, t: int, scenario: int | None) -> tuple[np.ndarray, np.n
         price = forecast.price_scenarios_usd_per_mwh[scenario]
         shape = forecast.renewable_shape_scenarios[scenario]
         # A scenario's later days repeat its last issued day (smpc re-centres them on the point outlook): of three
-        # rules measured, the cheapest for smpc on training weeks (docs/uncertainty.md, "Scenarios of the later days").
+        # rules measured, the cheapest for smpc on training weeks (docs/uncertainty.md, "Stochastic MPC").
         later = None
     issued = issued_days(inst, t)  # >= 1: the first day's forecast is issued before the instance starts
     priced = issued_days(inst, t, forecast.price_issue_hour)  # <= issued, >= 1 (issued before 24:00 of d − 1)

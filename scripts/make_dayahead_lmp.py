@@ -1,7 +1,7 @@
 """Make the packaged day-ahead table: the CAISO day-ahead forecasts with the day-ahead market's LMP of three zones.
 
     python scripts/make_dayahead_lmp.py --repo GITDIR [--commit C]
-        [--forecasts ../shared/data/caiso/caiso_2023_dayahead_forecast_hourly.csv]
+        [--forecasts CAISO/caiso_2023_dayahead_forecast_hourly.csv]
         [--out aidc_env/data/caiso_2023_dayahead_hourly.csv.gz]
 
 ``GITDIR`` is a git directory of the public repository nmadev/CAISO-EnergyStorage (e.g. a bare clone); its file

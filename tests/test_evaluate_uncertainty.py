@@ -1,4 +1,4 @@
-"""evaluate.py under day-ahead information (issue 12 §6): the comparisons, the flags, the model's information,
+"""evaluate.py under day-ahead information: the comparisons, the flags, the model's information,
 and the persistence price the instances carry for the ``dayahead-plan`` rule."""
 
 from __future__ import annotations

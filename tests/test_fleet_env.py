@@ -1,4 +1,4 @@
-"""The fleet env (issue 13 §3): one job's choice per agent step, an exact mask, totals equal to the simulator's.
+"""The fleet env: one job's choice per agent step, an exact mask, totals equal to the simulator's.
 
 Property tests over random masked episodes of small random fleets (pre-training, fine-tuning with windows,
 inference, an idle value): capacity (inference included) never exceeded, no fine-tuning job outside its window,

@@ -1,4 +1,4 @@
-"""Horizon instances (DESIGN §9, issue 12 §1): D consecutive days on one time axis.
+"""Horizon instances: D consecutive days on one time axis.
 
 D = 1 is the day instance unchanged; a D-day instance is its days end to end with job state carried across
 midnight; the simulator reports per-day metrics that add up to the horizon's, and the target check asks the

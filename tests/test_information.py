@@ -105,7 +105,7 @@ def test_later_days_take_the_outlook_of_the_last_issue():
     price, _ = outlook(inst, 50, "dayahead")
     np.testing.assert_array_equal(price, fc.price_usd_per_mwh[50:])
     # A scenario's issued days are its own; its later days repeat its last issued day (smpc re-centres them on the
-    # point outlook; docs/uncertainty.md, "Scenarios of the later days").
+    # point outlook; docs/uncertainty.md, "Stochastic MPC").
     for s in range(fc.n_scenarios):
         price, shape = outlook(inst, 5, "dayahead", scenario=s)
         np.testing.assert_array_equal(price[: 24 - 5], fc.price_scenarios_usd_per_mwh[s, 5:24])

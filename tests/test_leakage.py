@@ -1,4 +1,4 @@
-"""Leakage (issue 12 §5): nothing a policy sees or decides at slot t depends on the truth of slots ≥ t.
+"""Leakage: nothing a policy sees or decides at slot t depends on the truth of slots ≥ t.
 
 For random t, the truth (price and renewable shape) of slots t..T−1 of a day-ahead instance is replaced by
 other values; the observations, masks and decisions of slots 0..t must not move. Checked for the env (a fixed

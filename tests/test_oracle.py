@@ -362,7 +362,7 @@ def test_cli_in_process(capsys, tmp_path):
         assert err.startswith("error: ") and len(err.strip().splitlines()) == 1, (bad, err)
 
 
-# ------------------------------------------------------------------ previously slow days (issue 11)
+# ------------------------------------------------------------------ previously slow days
 
 YEAR_CSV = next((p / "shared" / "data" / "caiso" / "caiso_2023_hourly.csv" for p in ROOT.parents
                  if (p / "shared" / "data" / "caiso" / "caiso_2023_hourly.csv").is_file()), None)

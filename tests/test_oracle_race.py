@@ -1,4 +1,4 @@
-"""The oracle's guard (issue 11): the textbook MILP raced in a child process when the label search stalls.
+"""The oracle's guard: the textbook MILP raced in a child process when the label search stalls.
 
 Which path wins a real race depends on the machine's load, so the tests force it: a label search that
 never finishes (it stops only when the race has proved the day), a race started at once, a HiGHS solve

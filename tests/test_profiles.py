@@ -26,7 +26,7 @@ PDT_H = -7  # UTC offset in hours, summer
 PST_H = -8  # UTC offset in hours, winter
 HOURS = np.arange(HOURS_PER_DAY)
 
-# the full year's known gaps (../shared/data/caiso/README.md)
+# the full year's known gaps (aidc_env/data/README.md)
 FULL_YEAR_SKIPPED = {
     *(f"2023-01-0{d}" for d in range(1, 8)),
     "2023-11-09",

@@ -1,4 +1,4 @@
-"""Regression pins of the day model: refactors must leave these numbers bit-identical (issue 10).
+"""Regression pins of the day model: refactors must leave these numbers bit-identical.
 
 Pinned on commit da92147 (before the single-data-path refactor): the reference day's oracle objective and
 schedule, the fixed and greedy schedules' costs, and a seeded masked-random env episode (its day, return,

@@ -1,4 +1,4 @@
-"""Several sites (issue 14): one site is today's model bit for bit; jobs move only at checkpoints and pay their
+"""Several sites: one site is today's model bit for bit; jobs move only at checkpoints and pay their
 transfer; the sites oracle against brute force; bad sites input exits 2 with one line."""
 
 from __future__ import annotations

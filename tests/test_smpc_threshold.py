@@ -1,4 +1,4 @@
-"""smpc's centred scenarios and significance threshold (docs/uncertainty.md, issue 12's VSS goal)."""
+"""smpc's centred scenarios and significance threshold (docs/uncertainty.md)."""
 
 from __future__ import annotations
 
