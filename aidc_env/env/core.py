@@ -30,7 +30,6 @@ from aidc_env.errors import InputError, is_finite, is_integer, require
 from aidc_env.information import Outlook, Perfect, outlook_of
 from aidc_env.instance import Instance
 from aidc_env.profiles import ProfileSet
-from aidc_env.schedule import Schedule
 
 ACTIONS = ("joint", "per_job")
 REWARD_BASELINES = (None, "fixed")
@@ -185,12 +184,11 @@ class DispatchEnv(gym.Env):
         for inst in self._instances.values():
             self.outlook.check(inst)
         self.days = episode_days(self._instances, c["days"])
-        template = next(iter(self._instances.values()))
         if self.action_type == "joint":
             from aidc_env.env.joint import JointDynamics as Dynamics
         else:
             from aidc_env.env.per_job import PerJobDynamics as Dynamics
-        self.dynamics = Dynamics(self, template)
+        self.dynamics = Dynamics(self, self.template)
         self.observation_space = self.dynamics.observation_space
         self.action_space = self.dynamics.action_space
         self.n_actions = int(self.action_space.n)
@@ -258,31 +256,6 @@ class DispatchEnv(gym.Env):
     def slots_per_day(self) -> int:
         return self.template.slots_per_day
 
-    @property
-    def slot(self) -> int:
-        """The slot of the next decision (``n_slots`` once the episode is over)."""
-        return self.dynamics.slot
-
-    @property
-    def deciding_job(self) -> int | None:
-        """The job deciding now (per job; None once the episode is over or with the joint action)."""
-        return self.dynamics.deciding_job
-
-    @property
-    def safety_fallback(self) -> bool:
-        """True if no choice passes the completion rule now (the capacity mask is used)."""
-        return self.dynamics.safety_fallback
-
-    @property
-    def starts_safe(self) -> bool:
-        """The episode's initial state passes the completion rule (then the mask never falls back)."""
-        return self.dynamics.starts_safe
-
-    def schedule(self) -> Schedule:
-        """The schedule taken so far (segments not reached yet: paused at the job's site). After a full episode the
-        simulator scores it to the episode's total."""
-        return self.dynamics.schedule()
-
     def tokens(self) -> np.ndarray:
         """Tokens made so far per job (per job: by the end of its committed segment)."""
         return np.array(self.dynamics.tokens())
@@ -299,13 +272,14 @@ class DispatchEnv(gym.Env):
         """Terminal penalty per missing token of each job ($/token): :func:`penalty_usd_per_token`."""
         return penalty_usd_per_token(inst or self.instance(), self.terminal_penalty_factor)
 
-    def observation_names(self) -> list[str]:
-        """The name of every observation entry, in order."""
-        return self.dynamics.observation_names()
-
     def __getattr__(self, name: str) -> Any:
-        """The action type's own methods (``encode``/``decode``/``actions_for_schedule`` of ``joint``;
-        ``reserved_gpus``/``committed_gpus``/``action_of``/``objective_usd`` of ``per_job``)."""
+        """The action type's state and methods: ``slot`` (of the next decision; ``n_slots`` once the episode is
+        over), ``deciding_job`` (per job; None once the episode is over or with the joint action),
+        ``safety_fallback`` (no choice passes the completion rule now: the capacity mask is used), ``starts_safe``
+        (the episode's initial state passes it: the mask never falls back), ``schedule()`` (taken so far, segments
+        not reached yet paused at the job's site: the simulator scores it to the episode's total),
+        ``observation_names()`` (of every observation entry, in order); ``encode``/``decode``/``actions_for_schedule``
+        of ``joint``; ``reserved_gpus``/``committed_gpus``/``action_of``/``objective_usd`` of ``per_job``."""
         if name.startswith("_") or name in ("dynamics", "config"):
             raise AttributeError(name)
         return getattr(self.dynamics, name)

@@ -66,23 +66,13 @@ class JointDynamics(MaskedSteps):
         self._setup_tables(inst)
         self._inst: Instance | None = None
         self._t = 0
-        # Per job (plain Python lists: the step is scalar work): current local choice, whether the current
-        # segment restarted, tokens so far; and the joint action that keeps every choice.
-        self._cur: list[int] = [0] * self.n_jobs
-        self._restarted: list[bool] = [False] * self.n_jobs
         self._tokens: list[float] = [0.0] * self.n_jobs
-        self._today: list[float] = [0.0] * self.n_jobs  # tokens since the start of the current day
-        self._daily_shortfall = np.zeros(self.n_jobs)  # tokens missing from the days' minimums so far
-        self._keep = 0
+        self._daily_shortfall = np.zeros(self.n_jobs)
         self._schedule: list[np.ndarray] = []
-        self._mask: np.ndarray | None = None
-        self._global_obs = np.zeros((0, 0), dtype=np.float32)
-        self._renewable = np.zeros(0)
-        self._penalty_per_token = np.zeros(self.n_jobs)
         self._day_tables: dict[str, tuple[np.ndarray, np.ndarray]] = {}  # per day: global observation, penalty
         self._last_info: dict[str, Any] = {}
         self._fallback = False
-        self._start_safe = True
+        self.starts_safe = True
 
     def _setup_tables(self, inst: Instance) -> None:
         """Joint-action tables and per-job arrays (the same for every day)."""
@@ -186,6 +176,9 @@ class JointDynamics(MaskedSteps):
         env = self.env
         self._inst = inst
         self._t = 0
+        # Per job (plain Python lists: the step is scalar work): current local choice, whether the current segment
+        # restarted, tokens so far and since the start of the current day, tokens missing from the days' minimums
+        # so far; and the joint action that keeps every choice.
         self._cur = [job.initial_mode + 1 for job in inst.jobs]
         self._restarted = [False] * self.n_jobs
         self._tokens = [0.0] * self.n_jobs
@@ -201,15 +194,11 @@ class JointDynamics(MaskedSteps):
                       penalty_usd_per_token(inst, env.terminal_penalty_factor))
             self._day_tables[inst.day] = tables
         self._global_obs, self._penalty_per_token = tables
-        self._start_safe = not self._safety_fallback_at_start()
+        self._compute_mask()  # the first slot's: whether it falls back (no joint choice passes the safety test)
+        self.starts_safe = not self._fallback
         info = {"day": inst.day, "slot": 0, "job_modes": [c - 1 for c in self._cur],
                 "job_progress": self._progress()}
         return self._observation(), info
-
-    def _safety_fallback_at_start(self) -> bool:
-        """Whether the first slot's mask falls back (no joint choice passes the safety test)."""
-        self._compute_mask()
-        return self._fallback
 
     def step(self, action):
         inst = self._inst
@@ -245,11 +234,8 @@ class JointDynamics(MaskedSteps):
         if t % self.slots_per_day == 0:
             self._close_day()
         terminated = t == self.n_slots
-        penalty = 0.0
-        if terminated:
-            shortfall = self.env.shortfall_tokens() + self._daily_shortfall
-            penalty = float(np.sum(shortfall * self._penalty_per_token))
-            reward -= penalty / self.env.reward_scale
+        penalty = self._terminal_penalty(self._daily_shortfall)
+        reward -= penalty / self.env.reward_scale
         info = {
             "day": inst.day, "slot": t - 1, "slot_cost_usd": cost, "load_mw": float(load), "grid_mw": float(grid),
             "renewable_used_mw": float(used), "curtailment_mw": float(curtailment), "gpus_used": self._gpus_list[a],
@@ -259,13 +245,7 @@ class JointDynamics(MaskedSteps):
         self._last_info = info
         return self._observation(), reward, terminated, False, info
 
-    @property
-    def slot(self) -> int:
-        return self._t
-
-    @property
-    def deciding_job(self) -> None:
-        return None
+    deciding_job = None
 
     def render(self) -> str:
         info = self._last_info
@@ -286,9 +266,6 @@ class JointDynamics(MaskedSteps):
     def daily_shortfall_tokens(self) -> np.ndarray:
         """Tokens missing from the minimums of the days already over, per job (summed over the days)."""
         return self._daily_shortfall.copy()
-
-    def tokens(self) -> list[float]:
-        return list(self._tokens)
 
     def _progress(self) -> list[float]:
         return [x / w if w > 0 else 1.0 for x, w in zip(self._tokens, self._tranche_list, strict=True)]

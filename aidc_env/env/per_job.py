@@ -257,7 +257,7 @@ class PerJobDynamics(MaskedSteps, ReservationMasks):
         self._reserved += holds
         self._state[:] = state
         self._end_arr[:] = 0
-        self._start_safe = self._plan_fits()
+        self.starts_safe = self._plan_fits()
         self._baseline = self._baseline_objective(inst) if env.reward_baseline == "fixed" else None
         self.objective_usd = 0.0
         self._fallback = False
@@ -328,10 +328,8 @@ class PerJobDynamics(MaskedSteps, ReservationMasks):
         reward = (self._reward(paid) if closed or self.env.reward_credit == "job" else 0.0) + self._pending_reward
         self._pending_reward = 0.0
         terminated = self._t >= self.n_slots
-        penalty = 0.0
-        if terminated:
-            penalty = float(np.sum(self.env.shortfall_tokens() * self._penalty_per_token))
-            reward -= penalty / self.env.reward_scale
+        penalty = self._terminal_penalty()
+        reward -= penalty / self.env.reward_scale
         info = {"day": inst.day, "slot": slot, "job": j, "site": s, "choice": c - 1, "moved": s != here,
                 "objective_usd": paid, "invalid_action": invalid, "safety_fallback": fallback,
                 "terminal_penalty_usd": penalty}
@@ -346,19 +344,12 @@ class PerJobDynamics(MaskedSteps, ReservationMasks):
     # ------------------------------------------------------------------ public state
 
     @property
-    def slot(self) -> int:
-        return self._t
-
-    @property
     def deciding_job(self) -> int | None:
         return self._queue[self._k] if self._t < self.n_slots and self._k < len(self._queue) else None
 
     def schedule(self) -> Schedule:
         return Schedule(modes=tuple(np.array(row, dtype=np.int64) for row in self._schedule),
                         sites=tuple(np.array(row, dtype=np.int64) for row in self._sites))
-
-    def tokens(self) -> list[float]:
-        return list(self._tokens)
 
     def reserved_gpus(self) -> np.ndarray:
         """(sites, slots): GPUs of the committed choices, the held modes of every job's plan and inference."""

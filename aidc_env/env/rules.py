@@ -49,21 +49,30 @@ def penalty_usd_per_token(inst: Instance, factor: float) -> np.ndarray:
     return out
 
 
-
-
 class MaskedSteps:
-    """The mask of an action type's dynamics, computed once per step (``_compute_mask``, cached in ``_mask``) and
-    whether the completion rule found no safe choice (``_fallback``: the mask is then the capacity mask)."""
+    """What the dynamics of every action type share: the slot, the tokens, the terminal penalty and the mask,
+    computed once per step (``_compute_mask``, cached in ``_mask``) with whether the completion rule found no safe
+    choice (``_fallback``: the mask is then the capacity mask); ``starts_safe`` is set by ``reset``."""
+
+    @property
+    def slot(self) -> int:
+        return self._t
+
+    def tokens(self) -> list[float]:
+        return list(self._tokens)
+
+    def _terminal_penalty(self, extra: Any = 0.0) -> float:
+        """The terminal penalty ($) once the episode is over (0 before): every job's missing tokens (+ ``extra``) at
+        its penalty per token."""
+        if self._t < self.n_slots:
+            return 0.0
+        return float(np.sum((self.env.shortfall_tokens() + extra) * self._penalty_per_token))
 
     @property
     def safety_fallback(self) -> bool:
         if self._inst is not None and self._mask is None and self._t < self.n_slots:
             self._compute_mask()
         return self._fallback
-
-    @property
-    def starts_safe(self) -> bool:
-        return self._start_safe
 
     def mask(self) -> np.ndarray:
         if self._t >= self.n_slots:
