@@ -133,7 +133,7 @@ class PerJobDynamics(MaskedSteps, ReservationMasks):
         self._sps_arr = np.array(self._sps, dtype=float)
         self._jobs = np.array([[*w, W, float(r.max()), max(n - 1, 1)] for w, W, r, n  # the job features' constants
                                in zip(windows, self._target, rate3600, self._sizes, strict=True)], dtype=float)
-        self._setup_masks(rate3600)
+        self._setup_masks()
         self._setup_observation(inst, rate3600)
         # Per site and slot: the committed GPUs (inference included), then the reservation profile of every job's plan.
         self._profiles = np.zeros((S, 2 * T), dtype=np.int64)

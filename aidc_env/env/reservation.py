@@ -45,7 +45,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from aidc_env.env.kernels import assignment_rule
-from aidc_env.env.safety import SAFETY_TOLERANCE
+from aidc_env.env.safety import SAFETY_TOLERANCE, fewest_gpus_by_rate
 
 MAX_HOLD_ASSIGNMENTS = 4096
 """The most assignments of the other jobs' holds to sites the rule enumerates (S^(J−1); 27 on sites3): beyond it each
@@ -98,17 +98,9 @@ class FleetPlan:
         self.deadline = list(deadline)
         self.tau = list(restart_hours)
         self.target_safe = [float(w) * (1 - SAFETY_TOLERANCE) for w in tranche_tokens]
-        # Modes sorted by tokens per hour: the fewest GPUs of a mode at least as fast as the k-th slowest is a
-        # suffix minimum (index M + 1: no mode is fast enough -> more GPUs than the pool).
-        self.rate_sorted = []
-        self.rate_order = []
-        self.fewest_gpus = []
-        for g, r in zip(self.gpus_loc, self.rate3600_loc, strict=True):
-            order = np.argsort(r, kind="stable")
-            self.rate_order.append(order)
-            self.rate_sorted.append(r[order])
-            suffix_min = np.minimum.accumulate(g[order][::-1])[::-1]
-            self.fewest_gpus.append(np.append(suffix_min, self.n_gpus + 1).astype(np.int64))
+        self.rate_order, self.fewest_gpus = zip(*(fewest_gpus_by_rate(g, r, self.n_gpus)
+                                                  for g, r in zip(self.gpus_loc, self.rate3600_loc, strict=True)))
+        self.rate_sorted = [r[o] for r, o in zip(self.rate3600_loc, self.rate_order, strict=True)]
         self._cache: dict[tuple[int, int], tuple[np.ndarray, list[float], np.ndarray | None, list[float] | None]] = {}
         self._by_gpus_cache: dict[tuple[int, int], tuple[list[int], list[float]]] = {}
         self._fewest_list = [f.tolist() for f in self.fewest_gpus]  # Python scalars for the one-candidate path
@@ -177,10 +169,10 @@ class ReservationMasks:
     """The mask of :class:`~aidc_env.env.per_job.PerJobDynamics` (mixed into it: it reads the dynamics' state: the
     profiles of committed and reserved GPUs per site, which :func:`~aidc_env.env.kernels.commit` keeps)."""
 
-    def _setup_masks(self, rate3600: Sequence[np.ndarray]) -> None:
+    def _setup_masks(self) -> None:
         """Per job, bit masks (bit c: local choice c): k -> its choices of rate rank >= k; and its choices of at most
         ``_fit_values[j][k - 1]`` GPUs (k = 0: none), for a bisection on the room; its segment's tokens by rate."""
-        self._rate_order = [np.argsort(r, kind="stable") for r in rate3600]
+        self._rate_order = self._plan.rate_order
         self._seg_restart_by_rate = [r[o].tolist() for r, o in zip(self._seg_restart, self._rate_order, strict=True)]
         self._faster: list[list[int]] = []
         self._fit_values: list[list[int]] = []

@@ -22,6 +22,14 @@ SAFETY_TOLERANCE = 0.5 * TRANCHE_TOLERANCE
 """The safety test asks for X ≥ W·(1 − 5e-10): stricter than the simulator's tranche check (1e-9)."""
 
 
+def fewest_gpus_by_rate(gpus: np.ndarray, rate: np.ndarray, n_gpus: int) -> tuple[np.ndarray, np.ndarray]:
+    """A job's modes sorted by ``rate`` (the stable order) and, per k, the fewest GPUs of a mode at least as fast as
+    the k-th slowest: a suffix minimum (index M + 1: no mode is fast enough -> more GPUs than the pool)."""
+    order = np.argsort(rate, kind="stable")
+    suffix_min = np.minimum.accumulate(gpus[order][::-1])[::-1]
+    return order, np.append(suffix_min, n_gpus + 1).astype(np.int64)
+
+
 class SafetyTest:
     """Per-job tables of the safety test, built once per env from its per-local-choice arrays.
 
@@ -32,11 +40,11 @@ class SafetyTest:
 
     def __init__(self, *, n_gpus: int, n_slots: int, slot_hours: float, slots_per_segment: Sequence[int],
                  restart_hours: Sequence[float], tranche_tokens: np.ndarray, gpus_loc: Sequence[np.ndarray],
-                 rate3600_loc: Sequence[np.ndarray], suffix_restart: Sequence[np.ndarray],
-                 slots_per_day: int | None = None, daily_min_tokens: Sequence[float] | None = None):
+                 rate3600_loc: Sequence[np.ndarray], suffix_restart: Sequence[np.ndarray], slots_per_day: int,
+                 daily_min_tokens: Sequence[float]):
         self.n_gpus = n_gpus
-        self.slots_per_day = n_slots if slots_per_day is None else int(slots_per_day)
-        daily = np.zeros(len(slots_per_segment)) if daily_min_tokens is None else np.asarray(daily_min_tokens, float)
+        self.slots_per_day = int(slots_per_day)
+        daily = np.asarray(daily_min_tokens, float)
         self.daily_safe = (daily * (1 - SAFETY_TOLERANCE)).tolist()
         # The daily minimums bind only over several days with a positive minimum (D = 1: the tranche covers it).
         self.daily = self.slots_per_day < n_slots and bool(np.any(daily > 0))
@@ -50,20 +58,11 @@ class SafetyTest:
         self.sizes = [g.size for g in self.gpus_loc]
         self.n_actions = int(np.prod(self.sizes))
         self.tranche_safe = (np.asarray(tranche_tokens, dtype=float) * (1 - SAFETY_TOLERANCE)).tolist()
-        # Held modes sorted by tokens/s: the fewest GPUs of a mode at least as fast as the k-th slowest is a
-        # suffix minimum (index M + 1: no mode is fast enough -> more GPUs than the pool).
-        self.tables = []
-        for j in range(len(self.sps)):
-            order = np.argsort(self.rate3600_loc[j], kind="stable")
-            gpus_by_rate = self.gpus_loc[j][order]
-            suffix_min = np.minimum.accumulate(gpus_by_rate[::-1])[::-1]
-            seg_hours = self.sps[j] * slot_hours
-            self.tables.append({
-                "rate3600_sorted": self.rate3600_loc[j][order],
-                "fewest_gpus": np.append(suffix_min, n_gpus + 1).astype(np.int64),
-                "seg_tokens_restart": self.rate3600_loc[j] * self.suffix_restart[j][0],
-                "seg_tokens_keep": self.rate3600_loc[j] * seg_hours,
-            })
+        self.tables = []  # per job: held modes by tokens per hour (:func:`fewest_gpus_by_rate`), its segment's tokens
+        for g, r, suffix, sps in zip(self.gpus_loc, self.rate3600_loc, self.suffix_restart, self.sps, strict=True):
+            order, fewest = fewest_gpus_by_rate(g, r, n_gpus)
+            self.tables.append({"rate3600_sorted": r[order], "fewest_gpus": fewest, "seg_tokens_restart": r * suffix[0],
+                                "seg_tokens_keep": r * (sps * slot_hours)})
 
     def safe(self, t: int, at_boundary: Sequence[bool], tokens: Sequence[float], current: Sequence[int],
              restarted: Sequence[bool], tokens_today: Sequence[float] | None = None) -> np.ndarray:
@@ -168,4 +167,4 @@ class SafetyTest:
         return g
 
 
-__all__ = ["SAFETY_TOLERANCE", "SafetyTest"]
+__all__ = ["SAFETY_TOLERANCE", "SafetyTest", "fewest_gpus_by_rate"]
