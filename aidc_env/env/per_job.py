@@ -58,6 +58,16 @@ if TYPE_CHECKING:
 
 _sum = np.add.reduce  # what ndarray.sum calls (the same sum), without its Python wrapper (a hot path)
 
+
+def _move_load(load: Any, here: int, s: int, old: Any, new: Any) -> None:
+    """A job's load moves from ``old`` at site ``here`` to ``new`` at site s in ``load`` (per site): one update when
+    it stays (the same floats as ever with one site)."""
+    if s == here:
+        load[s] += new - old
+    else:
+        load[here] -= old
+        load[s] += new
+
 JOB_FEATURES = ("progress", "required_rate_ratio", "gpu_share", "mode_index", "segment_left", "window_left",
                 "to_release", "deciding")
 """Per-job observation features, in order (then the site one-hot with several sites)."""
@@ -184,12 +194,11 @@ class PerJobDynamics(MaskedSteps, ReservationMasks):
         self._ren_high = max(renewable_share_high(view) for view in inst.site_views)
         n_global = sites_global_table(inst, self.env.lookahead, self.env.outlook, self._ren_high,
                                       np.random.default_rng(0)).shape[1]
-        job_high = [PROGRESS_OBS_HIGH, RATE_RATIO_OBS_HIGH, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0] + [1.0] * (
-            self._n_job_feats - len(JOB_FEATURES))
+        job_high = [PROGRESS_OBS_HIGH, RATE_RATIO_OBS_HIGH] + [1.0] * (self._n_job_feats - 2)
         glob_low = np.full(n_global, PRICE_OBS_LOW)
         glob_high = np.full(n_global, max(PRICE_OBS_HIGH, self._ren_high))
         glob_low[:time_columns(inst)] = 0.0
-        choice_high = [1.0, RATE_RATIO_OBS_HIGH, 1.0] + [1.0] * (self._n_choice_feats - len(CHOICE_FEATURES))
+        choice_high = [1.0, RATE_RATIO_OBS_HIGH] + [1.0] * (self._n_choice_feats - 2)
         low = np.concatenate([np.zeros(self._n_job_feats * J), glob_low, np.zeros(2 * S),
                               np.zeros(self._n_choice_feats * A)]).astype(np.float32)
         high = np.concatenate([job_high * J, glob_high, np.ones(2 * S), np.tile(choice_high, A)]).astype(np.float32)
@@ -369,23 +378,13 @@ class PerJobDynamics(MaskedSteps, ReservationMasks):
         """Commit site s and local choice c of job j for its segment from the current slot, and its new hold."""
         t = self._t
         prev, here = self._cur[j], self._site[j]
-        if s != here:
-            made = self._seg_move_list[j][c]
-        else:
-            made = (self._seg_restart_list if c != 0 and c != prev else self._seg_keep_list)[j][c]
-        self._tokens[j] += made
+        self._tokens[j] += self._segment_tokens(j, s, c)
         sps = self._sps[j]
         self._schedule[j][t // sps] = c - 1
         self._sites[j][t // sps] = s
         g = self._gpus_list[j][c]
-        if s == here:  # one update per site (the same floats as ever with one site)
-            self._job_gpus[s] += g - self._gpus_list[j][prev]
-            self._job_kw[s] += self._kw_list[j][c] - self._kw_list[j][prev]
-        else:
-            self._job_gpus[here] -= self._gpus_list[j][prev]
-            self._job_gpus[s] += g
-            self._job_kw[here] -= self._kw_list[j][prev]
-            self._job_kw[s] += self._kw_list[j][c]
+        _move_load(self._job_gpus, here, s, self._gpus_list[j][prev], g)
+        _move_load(self._job_kw, here, s, self._kw_list[j][prev], self._kw_list[j][c])
         self._cur[j] = c
         self._site[j] = s
         end = t + sps
@@ -397,30 +396,26 @@ class PerJobDynamics(MaskedSteps, ReservationMasks):
         if self.env.reward_credit == "job":
             self._credit_choice(j, s, c, slice(t, end))
 
+    def _segment_tokens(self, j: int, s: int, c: int) -> float:
+        """Tokens of job j's segment from the current slot with local choice c at site s: moved, kept or restarted."""
+        if s != self._site[j]:
+            return self._seg_move_list[j][c]
+        return (self._seg_keep_list if c == self._cur[j] else self._seg_restart_list)[j][c]
+
     def _credit_choice(self, j: int, s: int, c: int, sl: slice) -> None:
         """Credit job j's choice: the objective change of replacing its fixed choice by c at s on the segment."""
         fixed_site = self._fixed_site[j]
         sites = [fixed_site] if s == fixed_site else [fixed_site, s]
-        before, objectives = 0.0, self._profile_objectives(sl)
-        for k in sites:
-            before += float(objectives[k].sum())
-        if s == fixed_site:
-            self._prof_gpus[s, sl] += self._gpus_list[j][c] - self._fixed_gpus[j, sl]
-            self._prof_kw[s, sl] += self._kw_list[j][c] - self._fixed_kw[j, sl]
-        else:
-            self._prof_gpus[fixed_site, sl] -= self._fixed_gpus[j, sl]
-            self._prof_kw[fixed_site, sl] -= self._fixed_kw[j, sl]
-            self._prof_gpus[s, sl] += self._gpus_list[j][c]
-            self._prof_kw[s, sl] += self._kw_list[j][c]
-        after, objectives = 0.0, self._profile_objectives(sl)
-        for k in sites:
-            after += float(objectives[k].sum())
-        self._credit += after - before
+        before = self._profile_objective(sl, sites)
+        _move_load(self._prof_gpus[:, sl], fixed_site, s, self._fixed_gpus[j, sl], self._gpus_list[j][c])
+        _move_load(self._prof_kw[:, sl], fixed_site, s, self._fixed_kw[j, sl], self._kw_list[j][c])
+        self._credit += self._profile_objective(sl, sites) - before
 
-    def _profile_objectives(self, sl: slice) -> np.ndarray:
-        """Per site and slot of ``sl``, the objective of the credit profile (:meth:`_credit_choice`)."""
-        return slot_objectives(sl.start, sl.stop, self._prof_gpus[:, sl].ravel(), self._prof_kw[:, sl].ravel(),
-                               self._pools, *self._day_arrays)
+    def _profile_objective(self, sl: slice, sites: list[int]) -> float:
+        """The objective of the credit profile (:meth:`_credit_choice`) at ``sites`` in the slots of ``sl``."""
+        objectives = slot_objectives(sl.start, sl.stop, self._prof_gpus[:, sl].ravel(), self._prof_kw[:, sl].ravel(),
+                                     self._pools, *self._day_arrays)
+        return sum(float(objectives[k].sum()) for k in sites)
 
     def _forced(self, j: int) -> bool:
         """Job j has one choice at the current slot (a boundary): outside its window, or done."""

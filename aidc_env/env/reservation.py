@@ -351,12 +351,8 @@ class ReservationMasks:
     def _held_after_choice(self, j: int, s: int, c: int) -> int:
         """GPUs job j holds after its segment from the current slot with local choice c at site s (the rule's held
         mode; :meth:`FleetPlan.held_gpus` of this one candidate)."""
-        base = self._plan.target_safe[j] - self._tokens[j]
-        if s != self._site[j]:
-            made = self._seg_move_list[j][c]
-        else:
-            made = (self._seg_keep_list if c == self._cur[j] else self._seg_restart_list)[j][c]
-        return self._plan.held_gpus(j, self._t + self._sps[j], base - made, c)
+        need = self._plan.target_safe[j] - self._tokens[j] - self._segment_tokens(j, s, c)
+        return self._plan.held_gpus(j, self._t + self._sps[j], need, c)
 
     # ------------------------------------------------------------------ the search
 
