@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 from gymnasium import spaces
 
-from aidc_env.env.rules import MaskedSteps, masked_action, penalty_usd_per_token
+from aidc_env.env.rules import MaskedSteps, local_choice_tables, masked_action, penalty_usd_per_token
 from aidc_env.env.observation import (JOB_FEATURES, PROGRESS_OBS_HIGH, RATE_RATIO_OBS_HIGH, global_table,
                                       observation_names, observation_space, renewable_share_high)
 from aidc_env.env.safety import SafetyTest
@@ -103,17 +103,11 @@ class JointDynamics(MaskedSteps):
         self._tranche = np.array([job.tranche_tokens for job in jobs], dtype=float)
         self._tranche_list = self._tranche.tolist()
         self._daily_min_list = [inst.daily_min_tokens(job) if inst.horizon_days > 1 else 0.0 for job in jobs]
-        gpus_loc = [np.asarray(job.gpus_by_choice[np.arange(n) - 1], dtype=np.int64) for job, n in
-                    zip(jobs, sizes, strict=True)]
-        power_loc = [np.asarray(job.it_power_kw_by_choice[np.arange(n) - 1], dtype=float) for job, n in
-                     zip(jobs, sizes, strict=True)]
-        rate_loc = [np.asarray(job.tokens_per_s_by_choice[np.arange(n) - 1], dtype=float) for job, n in
-                    zip(jobs, sizes, strict=True)]
-        rate3600_loc = [r * SECONDS_PER_HOUR for r in rate_loc]
+        gpus_loc, power_loc, rate3600_loc = local_choice_tables(jobs)
         self._rate3600_list = [r.tolist() for r in rate3600_loc]
         self._gpus_loc_list = [g.tolist() for g in gpus_loc]
         self._power_share_list = [(p / self._power_ref_kw).tolist() for p in power_loc]
-        self._max_rate = [float(r.max()) if r.size else 0.0 for r in rate_loc]
+        self._max_rate = [float(job.tokens_per_s_by_choice.max()) for job in jobs]
         # Productive hours of each slot of a restarted segment (the simulator's function), and suffix sums.
         self._prod_restart: list[list[float]] = []
         suffix_restart: list[np.ndarray] = []

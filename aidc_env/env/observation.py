@@ -33,15 +33,8 @@ RATE_RATIO_OBS_HIGH = 10.0
 DEFAULT_LOOKAHEAD = 16
 """Look-ahead window, in slots (4 hours at 15-minute slots)."""
 
-JOB_FEATURES = (
-    "progress",
-    "required_rate_ratio",
-    "gpu_share",
-    "power_share",
-    "mode_index",
-    "at_checkpoint",
-    "slots_to_boundary",
-)
+JOB_FEATURES = ("progress", "required_rate_ratio", "gpu_share", "power_share", "mode_index", "at_checkpoint",
+                "slots_to_boundary")
 """The joint action's per-job observation features, in order (see :class:`~aidc_env.env.DispatchEnv`)."""
 
 

@@ -43,13 +43,13 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 from gymnasium import spaces
 
-from aidc_env.env.rules import MaskedSteps, masked_action, penalty_usd_per_token
+from aidc_env.env.rules import MaskedSteps, local_choice_tables, masked_action, penalty_usd_per_token
 from aidc_env.env.observation import (PRICE_OBS_HIGH, PRICE_OBS_LOW, PROGRESS_OBS_HIGH, RATE_RATIO_OBS_HIGH,
                                       renewable_share_high, sites_global_table, time_columns)
 from aidc_env.env.kernels import commit, observe, slot_objectives
 from aidc_env.env.reservation import FleetPlan, ReservationMasks
 from aidc_env.errors import require
-from aidc_env.instance import PAUSE, SECONDS_PER_HOUR, Instance
+from aidc_env.instance import PAUSE, Instance
 from aidc_env.schedule import Schedule
 from aidc_env.simulator import TRANCHE_TOLERANCE, simulate
 
@@ -108,10 +108,7 @@ class PerJobDynamics(MaskedSteps, ReservationMasks):
         self.n_choices = C = max(job.n_modes for job in jobs) + 1
         self.n_actions = S * C
         self._sizes = [job.n_modes + 1 for job in jobs]
-        local = [np.arange(n) - 1 for n in self._sizes]
-        self._gpus_loc = [job.gpus_by_choice[c].astype(np.int64) for job, c in zip(jobs, local, strict=True)]
-        self._kw_loc = [job.it_power_kw_by_choice[c].astype(float) for job, c in zip(jobs, local, strict=True)]
-        rate3600 = [job.tokens_per_s_by_choice[c] * SECONDS_PER_HOUR for job, c in zip(jobs, local, strict=True)]
+        self._gpus_loc, self._kw_loc, rate3600 = local_choice_tables(jobs)
         self._sps = [inst.slots_per_segment(job) for job in jobs]
         windows = [inst.job_window(job) for job in jobs]
         self._release = [w[0] for w in windows]

@@ -4,11 +4,12 @@ cached mask with its fallback flag."""
 from __future__ import annotations
 
 import operator
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 
-from aidc_env.instance import SECONDS_PER_HOUR, Instance
+from aidc_env.instance import SECONDS_PER_HOUR, Instance, Job
 
 PENALTY_PRICE_FLOOR_USD_PER_MWH = 100.0
 """The terminal penalty prices energy at max(day's highest price, $100/MWh), so it never vanishes."""
@@ -26,6 +27,14 @@ def masked_action(action: Any, mask: np.ndarray, keep: int) -> tuple[int, bool]:
     if invalid:
         a = keep if mask[keep] else int(np.argmax(mask))
     return a, invalid
+
+
+def local_choice_tables(jobs: Sequence[Job]) -> tuple[list[np.ndarray], list[np.ndarray], list[np.ndarray]]:
+    """Per job, by local choice (0 = pause, i = mode i − 1): its GPUs, IT kW and tokens per hour."""
+    local = [np.arange(job.n_modes + 1) - 1 for job in jobs]
+    return ([job.gpus_by_choice[c].astype(np.int64) for job, c in zip(jobs, local, strict=True)],
+            [job.it_power_kw_by_choice[c].astype(float) for job, c in zip(jobs, local, strict=True)],
+            [job.tokens_per_s_by_choice[c] * SECONDS_PER_HOUR for job, c in zip(jobs, local, strict=True)])
 
 
 def penalty_usd_per_token(inst: Instance, factor: float) -> np.ndarray:
@@ -80,4 +89,5 @@ class MaskedSteps:
         return self._mask if self._mask is not None else self._compute_mask()
 
 
-__all__ = ["PENALTY_PRICE_FLOOR_USD_PER_MWH", "MaskedSteps", "masked_action", "penalty_usd_per_token"]
+__all__ = ["PENALTY_PRICE_FLOOR_USD_PER_MWH", "MaskedSteps", "local_choice_tables", "masked_action",
+           "penalty_usd_per_token"]
