@@ -62,19 +62,14 @@ def check_config(config: Mapping[str, Any]) -> dict[str, Any]:
     unknown = sorted(set(config) - set(defaults))
     require(not unknown, unknown[0] if unknown else "config", f"unknown env option (known: {', '.join(defaults)})")
     c = {**defaults, **config}
-    require(c["action"] in ACTIONS, "action", f"must be one of {', '.join(ACTIONS)}, got {c['action']!r}")
-    require(is_integer(c["lookahead"]) and c["lookahead"] >= 0, "lookahead",
-            f"must be an integer >= 0, got {c['lookahead']!r}")
-    require(is_finite(c["forecast_noise"]) and c["forecast_noise"] >= 0, "forecast_noise", "must be a number >= 0")
-    require(is_finite(c["reward_scale"]) and c["reward_scale"] > 0, "reward_scale", "must be a number > 0")
-    require(is_finite(c["terminal_penalty_factor"]) and c["terminal_penalty_factor"] >= 0,
-            "terminal_penalty_factor", "must be a number >= 0")
-    require(c["reward_baseline"] in REWARD_BASELINES, "reward_baseline",
-            f"must be None or 'fixed', got {c['reward_baseline']!r}")
-    require(c["reward_credit"] in REWARD_CREDITS, "reward_credit",
-            f"must be one of {', '.join(REWARD_CREDITS)}, got {c['reward_credit']!r}")
-    require(is_integer(c["mask_search_nodes"]) and c["mask_search_nodes"] >= 0, "mask_search_nodes",
-            f"must be an integer >= 0, got {c['mask_search_nodes']!r}")
+    for key, known in (("action", ACTIONS), ("reward_baseline", REWARD_BASELINES), ("reward_credit", REWARD_CREDITS)):
+        require(c[key] in known, key, f"must be one of {', '.join(map(repr, known))}, got {c[key]!r}")
+    for key, integer, positive in (("lookahead", True, False), ("forecast_noise", False, False),
+                                   ("reward_scale", False, True), ("terminal_penalty_factor", False, False),
+                                   ("mask_search_nodes", True, False)):
+        v = c[key]
+        require((is_integer(v) if integer else is_finite(v)) and (v > 0 if positive else v >= 0), key,
+                f"must be {'an integer' if integer else 'a number'} {'>' if positive else '>='} 0, got {v!r}")
     for key in ("safety_mask", "pause_when_done"):
         require(isinstance(c[key], (bool, np.bool_)), key, f"must be true or false, got {c[key]!r}")
     outlook = outlook_of(c["information"])

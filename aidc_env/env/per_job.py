@@ -86,8 +86,7 @@ class PerJobDynamics(MaskedSteps, ReservationMasks):
         self.env = env
         self._template = inst
         self._setup_tables(inst)
-        self._baseline_cache: dict[str, np.ndarray] = {}
-        self._fixed_profiles: dict[str, tuple[np.ndarray, np.ndarray, np.ndarray, float]] = {}
+        self._fixed_cache: dict[str, tuple[np.ndarray, np.ndarray, np.ndarray, float]] = {}
         self._day_tables: dict[str, tuple[np.ndarray, np.ndarray]] = {}  # per day: global observation, penalty
         self._inst: Instance | None = None
         self._t = self.n_slots
@@ -264,7 +263,7 @@ class PerJobDynamics(MaskedSteps, ReservationMasks):
         self._state[:] = state
         self._end_arr[:] = 0
         self.starts_safe = self._plan_fits()
-        self._baseline = self._baseline_objective(inst) if env.reward_baseline == "fixed" else None
+        self._baseline = self._fixed(inst)[0] if env.reward_baseline == "fixed" else None
         self.objective_usd = 0.0
         self._fallback = False
         self._mask: np.ndarray | None = None
@@ -276,12 +275,12 @@ class PerJobDynamics(MaskedSteps, ReservationMasks):
         self._pending_reward = 0.0
         self._credit = 0.0
         if env.reward_credit == "job":
-            self._fixed_gpus, self._fixed_kw, self._fixed_site, fixed_objective = self._fixed_profile(inst)
+            _, self._fixed_gpus, self._fixed_kw, fixed_objective = self._fixed(inst)
             self._prof_gpus = np.zeros((S, self.n_slots), dtype=np.int64)
             self._prof_kw = np.zeros((S, self.n_slots))
-            for j in range(J):
-                self._prof_gpus[self._fixed_site[j]] += self._fixed_gpus[j]
-                self._prof_kw[self._fixed_site[j]] += self._fixed_kw[j]
+            for j, home in enumerate(self._home):  # the fixed schedule runs every job at its home site
+                self._prof_gpus[home] += self._fixed_gpus[j]
+                self._prof_kw[home] += self._fixed_kw[j]
             if env.reward_baseline is None:
                 self._credit = fixed_objective
         paid = self._advance(decided=False)  # slots before the first choice (none when a job decides at 0)
@@ -401,7 +400,7 @@ class PerJobDynamics(MaskedSteps, ReservationMasks):
 
     def _credit_choice(self, j: int, s: int, c: int, sl: slice) -> None:
         """Credit job j's choice: the objective change of replacing its fixed choice by c at s on the segment."""
-        fixed_site = self._fixed_site[j]
+        fixed_site = self._home[j]
         sites = [fixed_site] if s == fixed_site else [fixed_site, s]
         before = self._profile_objective(sl, sites)
         _move_load(self._prof_gpus[:, sl], fixed_site, s, self._fixed_gpus[j, sl], self._gpus_list[j][c])
@@ -459,33 +458,23 @@ class PerJobDynamics(MaskedSteps, ReservationMasks):
         return slot_objectives(t0, t1, np.array(self._job_gpus), np.array(self._job_kw), self._pools,
                                 *self._day_arrays)[-1]
 
-    def _baseline_objective(self, inst: Instance) -> np.ndarray:
-        """Per-slot objective of the fixed schedule on ``inst`` (the simulator's replay), cached per day."""
-        cached = self._baseline_cache.get(inst.day)
-        if cached is None:
-            from aidc_env.baselines import fixed_schedule
-
-            result = simulate(inst, fixed_schedule(inst))
-            cached = sum(f.decision_cost_usd + view.renewable_mw * view.slot_hours * view.ppa_usd_per_mwh
-                         - f.idle_value_usd for f, view in zip(result.site_flows, inst.site_views, strict=True))
-            self._baseline_cache[inst.day] = cached
-        return cached
-
-    def _fixed_profile(self, inst: Instance) -> tuple[np.ndarray, np.ndarray, list[int], float]:
-        """Per job and slot, the GPUs and IT kW of the fixed schedule on ``inst``, its sites and its objective."""
-        cached = self._fixed_profiles.get(inst.day)
+    def _fixed(self, inst: Instance) -> tuple[np.ndarray, np.ndarray, np.ndarray, float]:
+        """The fixed schedule on ``inst`` (at the home sites), cached per day: its objective per slot (the simulator's
+        replay), per job and slot its GPUs and IT kW, and its objective."""
+        cached = self._fixed_cache.get(inst.day)
         if cached is None:
             from aidc_env.baselines import fixed_schedule
 
             schedule = fixed_schedule(inst)
+            result = simulate(inst, schedule)
+            per_slot = sum(f.decision_cost_usd + view.renewable_mw * view.slot_hours * view.ppa_usd_per_mwh
+                           - f.idle_value_usd for f, view in zip(result.site_flows, inst.site_views, strict=True))
             gpus = np.zeros((self.n_jobs, self.n_slots), dtype=np.int64)
             kw = np.zeros((self.n_jobs, self.n_slots))
             for j, row in enumerate(schedule):
                 local = np.repeat(np.asarray(row, dtype=np.int64) + 1, self._sps[j])[:self.n_slots]
-                gpus[j] = self._gpus_loc[j][local]
-                kw[j] = self._kw_loc[j][local]
-            cached = (gpus, kw, list(self._home), simulate(inst, schedule).metrics.objective_usd)
-            self._fixed_profiles[inst.day] = cached
+                gpus[j], kw[j] = self._gpus_loc[j][local], self._kw_loc[j][local]
+            cached = self._fixed_cache[inst.day] = (per_slot, gpus, kw, result.metrics.objective_usd)
         return cached
 
     # ------------------------------------------------------------------ observation
@@ -509,11 +498,9 @@ class PerJobDynamics(MaskedSteps, ReservationMasks):
         obs = self._obs_buffer
         ng = self._n_job_obs + self._n_global  # the global values and the inference shares: _time_columns
         choice = self._choice_view
-        j = self._queue[self._k] if t < self.n_slots and self._k < len(self._queue) else None
+        j = self.deciding_job
         if j is None:
-            for s in range(self.n_sites):
-                obs[ng + 2 * s] = 0.0
-                obs[ng + 2 * s + 1] = 1.0
+            obs[ng:ng + 2 * self.n_sites] = (0.0, 1.0) * self.n_sites  # per site: inference share, free GPU share
             choice[:] = 0.0
             return obs.copy()
         W = self._target[j]
