@@ -278,50 +278,36 @@ class JointDynamics(MaskedSteps):
 
     def _compute_mask(self) -> np.ndarray:
         t = self._t
-        J = self.n_jobs
         at_boundary = [t % sps == 0 for sps in self._sps]
-        if not any(at_boundary):
-            # Nobody may change: only "keep", which is valid (the previous slot was).
-            mask = np.zeros(self.n_actions, dtype=bool)
-            mask[self._keep] = True
-            self._mask = mask
-            self._fallback = False
-            return mask
         self._fallback = False
+        if not any(at_boundary):  # nobody may change: only "keep", which is valid (the previous slot was)
+            mask = self._mask = np.zeros(self.n_actions, dtype=bool)
+            mask[self._keep] = True
+            return mask
         done = self._done()
-        plain = self._cap_ok.copy()
-        for j in range(J):
-            if at_boundary[j]:
-                if self.env.pause_when_done and done[j]:
-                    plain &= self._loc_cols[j] == 0
-            else:
-                plain &= self._loc_cols[j] == self._cur[j]
-        mask = plain
+        mask = self._cap_ok.copy()
+        for j in range(self.n_jobs):
+            if not at_boundary[j]:
+                mask &= self._loc_cols[j] == self._cur[j]
+            elif self.env.pause_when_done and done[j]:
+                mask &= self._loc_cols[j] == 0
         if self.env.safety_mask:
-            safe = plain & self._safety.safe(t, at_boundary, self._tokens, self._cur, self._restarted, self._today)
-            if safe.any():
-                mask = safe
-            else:
-                self._fallback = True
+            safe = mask & self._safety.safe(t, at_boundary, self._tokens, self._cur, self._restarted, self._today)
+            self._fallback = not safe.any()
+            mask = mask if self._fallback else safe
         self._mask = mask
         return mask
 
     # ------------------------------------------------------------------ observation
 
     def _observation(self) -> np.ndarray:
-        t = self._t
-        T = self.n_slots
+        t, n_gpus = self._t, self._n_gpus
         feats: list[float] = []
         gpus_used = 0
-        seconds_left = (T - t) * self._slot_hours * SECONDS_PER_HOUR
-        n_gpus = self._n_gpus
+        seconds_left = (self.n_slots - t) * self._slot_hours * SECONDS_PER_HOUR
         for j in range(self.n_jobs):
-            c = self._cur[j]
-            sps = self._sps[j]
-            offset = t % sps
-            W = self._tranche_list[j]
-            X = self._tokens[j]
-            missing = W - X
+            c, sps, W, X = self._cur[j], self._sps[j], self._tranche_list[j], self._tokens[j]
+            offset, missing = t % sps, W - X
             if missing <= W * TRANCHE_TOLERANCE:
                 ratio = 0.0
             elif seconds_left <= 0 or self._max_rate[j] <= 0:
@@ -331,15 +317,9 @@ class JointDynamics(MaskedSteps):
             gpus = self._gpus_loc_list[j][c]
             gpus_used += gpus
             n_modes = self._sizes[j] - 1
-            feats += (
-                min(X / W, PROGRESS_OBS_HIGH) if W > 0 else 1.0,
-                ratio,
-                min(gpus / n_gpus, 1.0),
-                self._power_share_list[j][c],
-                c / n_modes if n_modes else 0.0,
-                1.0 if offset == 0 else 0.0,
-                (sps - offset) / sps,
-            )
+            feats += (min(X / W, PROGRESS_OBS_HIGH) if W > 0 else 1.0, ratio, min(gpus / n_gpus, 1.0),
+                      self._power_share_list[j][c], c / n_modes if n_modes else 0.0, 1.0 if offset == 0 else 0.0,
+                      (sps - offset) / sps)  # JOB_FEATURES
         obs = np.empty(self._obs_size, dtype=np.float32)
         obs[: self._n_job_obs] = feats
         obs[self._n_job_obs: -1] = self._global_obs[t]

@@ -52,18 +52,14 @@ def observation_space(n_jobs: int, lookahead: int, power_share_high: float, rene
     look-ahead (``information="dayahead"``).
     """
     L = lookahead
-    job_low = [0.0] * len(JOB_FEATURES)
     job_high = [PROGRESS_OBS_HIGH, RATE_RATIO_OBS_HIGH, 1.0, power_share_high, 1.0, 1.0, 1.0]
-    glob_low = [0.0] + [0.0] * horizon + [PRICE_OBS_LOW, 0.0] + [PRICE_OBS_LOW] * L + [0.0] * L
-    glob_high = [1.0] + [1.0] * horizon + [PRICE_OBS_HIGH, renewable_high] + [PRICE_OBS_HIGH] * L + [
-        renewable_high] * L
+    glob_low = [0.0] * (1 + horizon) + [PRICE_OBS_LOW, 0.0] + [PRICE_OBS_LOW] * L + [0.0] * L
+    glob_high = [1.0] * (1 + horizon) + [PRICE_OBS_HIGH, renewable_high] + [PRICE_OBS_HIGH] * L + [renewable_high] * L
     if last_realised:
         glob_low += [PRICE_OBS_LOW, 0.0, 0.0]
         glob_high += [PRICE_OBS_HIGH, renewable_high, 1.0]
-    glob_low.append(0.0)
-    glob_high.append(1.0)
-    low = np.array(job_low * n_jobs + glob_low, dtype=np.float32)
-    high = np.array(job_high * n_jobs + glob_high, dtype=np.float32)
+    low = np.array([0.0] * len(JOB_FEATURES) * n_jobs + glob_low + [0.0], dtype=np.float32)
+    high = np.array(job_high * n_jobs + glob_high + [1.0], dtype=np.float32)  # the last: the free GPU share
     return spaces.Box(low=low, high=high, dtype=np.float32)
 
 
@@ -136,10 +132,9 @@ def global_table(inst: Instance, lookahead: int, outlook: Outlook | str, renewab
     slots = np.arange(T + 1)
     day = np.minimum(slots // spd, D - 1)
     table[:, 0] = (slots - day * spd) / spd
-    col = 1
     if D > 1:
         table[:, 1] = slots / T
-        col = 2
+    col = time_columns(inst)
     for t0, t1, price_usd, renewable_mw in outlook_blocks(inst, outlook):
         price = np.clip(price_usd / PRICE_SCALE_USD_PER_MWH, PRICE_OBS_LOW, PRICE_OBS_HIGH)
         ren = np.clip(renewable_mw / rated if rated > 0 else np.zeros(T), 0.0, renewable_high)
@@ -155,10 +150,9 @@ def global_table(inst: Instance, lookahead: int, outlook: Outlook | str, renewab
             if forecast_noise > 0:
                 inside = idx < T
                 sd = forecast_noise * np.sqrt(np.arange(1, L + 1))[None, :]
-                ahead_p = np.where(inside, ahead_p + rng.normal(size=idx.shape) * sd, 0.0)
-                ahead_r = np.where(inside, ahead_r + rng.normal(size=idx.shape) * sd, 0.0)
-                ahead_p = np.clip(ahead_p, PRICE_OBS_LOW, PRICE_OBS_HIGH)
-                ahead_r = np.clip(ahead_r, 0.0, renewable_high)
+                ahead_p = np.clip(np.where(inside, ahead_p + rng.normal(size=idx.shape) * sd, 0.0), PRICE_OBS_LOW,
+                                  PRICE_OBS_HIGH)
+                ahead_r = np.clip(np.where(inside, ahead_r + rng.normal(size=idx.shape) * sd, 0.0), 0.0, renewable_high)
             table[t0:t1, col + 2: col + 2 + L] = ahead_p
             table[t0:t1, col + 2 + L: col + 2 + 2 * L] = ahead_r
     if dayahead:

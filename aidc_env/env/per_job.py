@@ -110,28 +110,22 @@ class PerJobDynamics(MaskedSteps, ReservationMasks):
         self._gpus_loc, self._kw_loc, rate3600 = local_choice_tables(jobs)
         self._sps = [inst.slots_per_segment(job) for job in jobs]
         windows = [inst.job_window(job) for job in jobs]
-        self._release = [w[0] for w in windows]
-        self._deadline = [w[1] for w in windows]
+        self._release, self._deadline = (list(w) for w in zip(*windows))
         self._allowed = [inst.allowed_segments(job).tolist() for job in jobs]
         self._target = [job.tranche_tokens for job in jobs]
-        seg_h = [inst.segment_hours(job) for job in jobs]
-        self._seg_keep = [r * h for r, h in zip(rate3600, seg_h, strict=True)]
-        self._seg_restart = [r * (h - job.restart_hours) for r, h, job in zip(rate3600, seg_h, jobs, strict=True)]
-        self._seg_move = [r * (h - job.restart_hours - tr) for r, h, job, tr
-                          in zip(rate3600, seg_h, jobs, inst.transfer_hours, strict=True)]
-        self._made = [np.stack([k, r, m]) for k, r, m in zip(self._seg_keep, self._seg_restart, self._seg_move,
-                                                               strict=True)]  # kept, restarted, moved
+        tau = [job.restart_hours for job in jobs]
+        # Per job, its segment's tokens by local choice: kept, restarted, moved (the transfer time lost too).
+        self._made = [np.stack([r * h, r * (h - t), r * (h - t - tr)]) for r, h, t, tr
+                      in zip(rate3600, map(inst.segment_hours, jobs), tau, inst.transfer_hours, strict=True)]
+        self._seg_keep_list, self._seg_restart_list, self._seg_move_list = (
+            [m[i].tolist() for m in self._made] for i in range(3))
         self._deadline_arr = np.array(self._deadline, dtype=np.int64)
-        self._seg_keep_list = [a.tolist() for a in self._seg_keep]
-        self._seg_restart_list = [a.tolist() for a in self._seg_restart]
-        self._seg_move_list = [a.tolist() for a in self._seg_move]
         self._gpus_list = [g.tolist() for g in self._gpus_loc]
         self._kw_list = [p.tolist() for p in self._kw_loc]
         self._plan, self._move_plan = (
             FleetPlan(n_gpus=max(self._site_gpus), slot_hours=self._dt, gpus_loc=self._gpus_loc, rate3600_loc=rate3600,
                       release=self._release, deadline=self._deadline, tranche_tokens=self._target,
-                      restart_hours=[job.restart_hours + moving * tr for job, tr in zip(jobs, inst.transfer_hours,
-                                                                                         strict=True)])
+                      restart_hours=[t + moving * tr for t, tr in zip(tau, inst.transfer_hours, strict=True)])
             for moving in (False, True))  # the hold of a job that stays, and of one that moves (transfer lost too)
         boundaries = sorted({s for sps in self._sps for s in range(0, T, sps)}) + [T]
         self._next_boundary = dict(zip(boundaries[:-1], boundaries[1:], strict=True))

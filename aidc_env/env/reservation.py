@@ -173,7 +173,7 @@ class ReservationMasks:
         """Per job, bit masks (bit c: local choice c): k -> its choices of rate rank >= k; and its choices of at most
         ``_fit_values[j][k - 1]`` GPUs (k = 0: none), for a bisection on the room; its segment's tokens by rate."""
         self._rate_order = self._plan.rate_order
-        self._seg_restart_by_rate = [r[o].tolist() for r, o in zip(self._seg_restart, self._rate_order, strict=True)]
+        self._seg_restart_by_rate = [m[1][o].tolist() for m, o in zip(self._made, self._rate_order, strict=True)]
         self._faster: list[list[int]] = []
         self._fit_values: list[list[int]] = []
         self._fit_bits: list[list[int]] = []
