@@ -179,6 +179,10 @@ class DispatchEnv(gym.Env):
         for inst in self._instances.values():
             self.outlook.check(inst)
         self.days = episode_days(self._instances, c["days"])
+        # The first instance: every instance of the env has its structure (jobs, sites, slots).
+        self.template = t = next(iter(self._instances.values()))
+        self.n_jobs, self.n_sites, self.n_slots = len(t.jobs), len(t.sites), t.slots
+        self.horizon_days, self.slots_per_day = t.horizon_days, t.slots_per_day
         if self.action_type == "joint":
             from aidc_env.env.joint import JointDynamics as Dynamics
         else:
@@ -225,31 +229,6 @@ class DispatchEnv(gym.Env):
             require(self._inst is not None, "day", "no episode yet: call reset() or give a day")
             return self._inst  # type: ignore[return-value]
         return self._instances[check_day(self._instances, day)]
-
-    @property
-    def template(self) -> Instance:
-        """The first instance: every instance of the env has its structure (jobs, sites, slots)."""
-        return next(iter(self._instances.values()))
-
-    @property
-    def n_jobs(self) -> int:
-        return len(self.template.jobs)
-
-    @property
-    def n_sites(self) -> int:
-        return len(self.template.sites)
-
-    @property
-    def n_slots(self) -> int:
-        return self.template.slots
-
-    @property
-    def horizon_days(self) -> int:
-        return self.template.horizon_days
-
-    @property
-    def slots_per_day(self) -> int:
-        return self.template.slots_per_day
 
     def tokens(self) -> np.ndarray:
         """Tokens made so far per job (per job: by the end of its committed segment)."""

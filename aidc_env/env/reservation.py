@@ -158,11 +158,7 @@ class FleetPlan:
 
     def held_gpus_paused(self, j: int, end: int, need: float) -> int:
         """:meth:`held_gpus` of one job paused in the segment ending at ``end`` (nothing to keep)."""
-        if need <= 0:
-            return 0
-        _, restart, _, _ = self.tables(j, end)
-        k = bisect.bisect_left(restart, need)
-        return int(self.fewest_gpus[j][k])
+        return self._fewest_list[j][bisect.bisect_left(self.tables(j, end)[1], need)] if need > 0 else 0
 
 
 class ReservationMasks:
@@ -319,12 +315,10 @@ class ReservationMasks:
         key = (j, end)
         if key not in self._keep_cache:
             keep = self._plan.tables(j, end)[2]
-            if keep is None:
-                self._keep_cache[key] = None
-            else:
+            if keep is not None:
                 by_rate = keep[self._rate_order[j]].tolist()
-                made = self._seg_restart_by_rate[j]
-                self._keep_cache[key] = (by_rate, [k + r for k, r in zip(by_rate, made, strict=True)])
+                keep = (by_rate, [k + r for k, r in zip(by_rate, self._seg_restart_by_rate[j], strict=True)])
+            self._keep_cache[key] = keep
         return self._keep_cache[key]
 
     def _profile_maxima(self, s: int, t: int, end: int, stop: int) -> tuple[int, int, int | None, int | None]:
@@ -359,14 +353,8 @@ class ReservationMasks:
     def _rescued(self, j: int, refused: int) -> int:
         """Bit mask of the refused choices (``refused``: bits over all actions) after which a depth-first search of at
         most ``mask_search_nodes`` states finds a continuation the rule completes."""
-        rescued = 0
-        C = self.n_choices
-        for a in range(self.n_actions):
-            if refused >> a & 1:
-                s, c = divmod(a, C)
-                if self._completable_after(j, s, c, [self.env.mask_search_nodes]):
-                    rescued |= 1 << a
-        return rescued
+        return sum(1 << a for a in range(self.n_actions) if refused >> a & 1
+                   and self._completable_after(j, *divmod(a, self.n_choices), [self.env.mask_search_nodes]))
 
     def _completable_after(self, j: int, s: int, c: int, budget: list[int]) -> bool:
         state = self._snapshot()

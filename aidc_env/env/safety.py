@@ -13,6 +13,7 @@ stays exact in the same sense: the plan that made a choice safe stays available 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from functools import reduce
 
 import numpy as np
 
@@ -80,18 +81,12 @@ class SafetyTest:
         segment ends the day: the current choice must then make it), and at least the minimum on every later
         day (the first of them pays the restart when e_j is midnight).
         """
-        T = self.n_slots
-        N = self.n_gpus
-        dt = self.slot_hours
-        n_jobs = len(self.sps)
-        ends = []
-        g_list = []
-        for j in range(n_jobs):
-            sps = self.sps[j]
+        T, N, dt = self.n_slots, self.n_gpus, self.slot_hours
+        ends, g_list = [], []
+        for j, (sps, sf) in enumerate(zip(self.sps, self.tables, strict=True)):
             offset = t % sps
             end = t - offset + sps
             ends.append(end)
-            sf = self.tables[j]
             missing = self.tranche_safe[j] - tokens[j]
             if at_boundary[j]:
                 need = missing - sf["seg_tokens_restart"]
@@ -115,24 +110,15 @@ class SafetyTest:
             else:
                 g = np.where(need <= 0, 0, N + 1)
             g_list.append(g)
-        safe = None
-        for e in sorted(set(ends)):
-            if e >= T:
-                continue
-            total = None
-            for j in range(n_jobs):
-                vec = g_list[j] if ends[j] <= e else self.gpus_loc[j]
-                total = vec if total is None else np.add.outer(total, vec)
-            ok = total.ravel() <= N  # type: ignore[union-attr]
-            safe = ok if safe is None else safe & ok
-        if any(e >= T for e in ends):
-            ok = None
-            for j in range(n_jobs):
-                vec = g_list[j] <= N if ends[j] >= T else np.ones(self.sizes[j], dtype=bool)
-                ok = vec if ok is None else np.logical_and.outer(ok, vec)
-            ok = ok.ravel()  # type: ignore[union-attr]
-            safe = ok if safe is None else safe & ok
-        return safe if safe is not None else np.ones(self.n_actions, dtype=bool)
+        safe = np.ones(self.n_actions, dtype=bool)
+        for e in sorted(set(ends)):  # the held GPUs of the jobs past their boundary, the others' current GPUs
+            if e < T:
+                safe &= reduce(np.add.outer, [g if end <= e else gpus for g, gpus, end
+                                              in zip(g_list, self.gpus_loc, ends, strict=True)]).ravel() <= N
+        if any(e >= T for e in ends):  # the jobs whose segment ends the day finish with their current choice
+            safe &= reduce(np.logical_and.outer, [g <= N if end >= T else np.ones(n, dtype=bool) for g, end, n
+                                                  in zip(g_list, ends, self.sizes, strict=True)]).ravel()
+        return safe
 
     def _held_gpus_daily(self, j: int, t: int, end: int, need: np.ndarray, need_today: np.ndarray) -> np.ndarray:
         """g_j(c) under daily minimums: the fewest GPUs of a mode m that, held from ``end`` to the horizon's
