@@ -83,8 +83,7 @@ class JointDynamics(MaskedSteps):
         self._slot_hours = inst.slot_hours
         self._n_gpus = inst.n_gpus
         joint = joint_choices(inst)
-        sizes = joint.sizes
-        self._sizes = sizes
+        self._sizes = sizes = joint.sizes
         self.n_actions = A = joint.n_choices
         loc = joint.local  # (A, J) local choices, job 0 most significant
         self._loc_cols = [np.ascontiguousarray(loc[:, j]) for j in range(J)]
@@ -100,8 +99,7 @@ class JointDynamics(MaskedSteps):
             self._power_ref_kw = max(float(joint.it_power_kw.max()), 1.0)
         # Per job, arrays indexed by local choice (0 = pause, i = mode i - 1).
         self._sps = [inst.slots_per_segment(job) for job in jobs]
-        self._tranche = np.array([job.tranche_tokens for job in jobs], dtype=float)
-        self._tranche_list = self._tranche.tolist()
+        self._tranche_list = [float(job.tranche_tokens) for job in jobs]
         self._daily_min_list = [inst.daily_min_tokens(job) if inst.horizon_days > 1 else 0.0 for job in jobs]
         gpus_loc, power_loc, rate3600_loc = local_choice_tables(jobs)
         self._rate3600_list = [r.tolist() for r in rate3600_loc]
@@ -109,15 +107,12 @@ class JointDynamics(MaskedSteps):
         self._power_share_list = [(p / self._power_ref_kw).tolist() for p in power_loc]
         self._max_rate = [float(job.tokens_per_s_by_choice.max()) for job in jobs]
         # Productive hours of each slot of a restarted segment (the simulator's function), and suffix sums.
-        self._prod_restart: list[list[float]] = []
-        suffix_restart: list[np.ndarray] = []
-        for job, sps in zip(jobs, self._sps, strict=True):
-            per_slot = [slot_productive_hours(inst, job, o, True) for o in range(sps)]
-            self._prod_restart.append(per_slot)
-            suffix_restart.append(np.cumsum(per_slot[::-1])[::-1].copy())
+        self._prod_restart = [[slot_productive_hours(inst, job, o, True) for o in range(sps)]
+                              for job, sps in zip(jobs, self._sps, strict=True)]
+        suffix_restart = [np.cumsum(per_slot[::-1])[::-1].copy() for per_slot in self._prod_restart]
         self._safety = SafetyTest(
             n_gpus=inst.n_gpus, n_slots=inst.slots, slot_hours=inst.slot_hours, slots_per_segment=self._sps,
-            restart_hours=[job.restart_hours for job in jobs], tranche_tokens=self._tranche, gpus_loc=gpus_loc,
+            restart_hours=[job.restart_hours for job in jobs], tranche_tokens=self._tranche_list, gpus_loc=gpus_loc,
             rate3600_loc=rate3600_loc, suffix_restart=suffix_restart, slots_per_day=inst.slots_per_day,
             daily_min_tokens=self._daily_min_list)
         self._daily = self._safety.daily
@@ -190,9 +185,8 @@ class JointDynamics(MaskedSteps):
         self._global_obs, self._penalty_per_token = tables
         self._compute_mask()  # the first slot's: whether it falls back (no joint choice passes the safety test)
         self.starts_safe = not self._fallback
-        info = {"day": inst.day, "slot": 0, "job_modes": [c - 1 for c in self._cur],
-                "job_progress": self._progress()}
-        return self._observation(), info
+        return self._observation(), {"day": inst.day, "slot": 0, "job_modes": [c - 1 for c in self._cur],
+                                     "job_progress": self._progress()}
 
     def step(self, action):
         inst = self._inst
@@ -230,13 +224,12 @@ class JointDynamics(MaskedSteps):
         terminated = t == self.n_slots
         penalty = self._terminal_penalty(self._daily_shortfall)
         reward -= penalty / self.env.reward_scale
-        info = {
+        info = self._last_info = {
             "day": inst.day, "slot": t - 1, "slot_cost_usd": cost, "load_mw": float(load), "grid_mw": float(grid),
             "renewable_used_mw": float(used), "curtailment_mw": float(curtailment), "gpus_used": self._gpus_list[a],
             "job_modes": [c - 1 for c in loc], "job_progress": self._progress(), "invalid_action": invalid,
             "terminal_penalty_usd": penalty, "safety_fallback": fallback,
         }
-        self._last_info = info
         return self._observation(), reward, terminated, False, info
 
     deciding_job = None

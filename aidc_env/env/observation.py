@@ -120,9 +120,7 @@ def global_table(inst: Instance, lookahead: int, outlook: Outlook | str, renewab
     standard deviation σ·√k at lead k (scaled units), drawn from ``rng`` (prices first, then renewables) and clipped
     to the bounds.
     """
-    T, L = inst.slots, lookahead
-    D = inst.horizon_days
-    spd = inst.slots_per_day
+    T, L, D, spd = inst.slots, lookahead, inst.horizon_days, inst.slots_per_day
     outlook = outlook_of(outlook)
     dayahead = isinstance(outlook, DayAhead)
     forecast_noise = getattr(outlook, "noise", 0.0)

@@ -178,9 +178,8 @@ class PerJobDynamics(MaskedSteps, ReservationMasks):
                 self._choice_static[j, :, cols, 0] = np.minimum(g / self._site_gpus[s], 1.0)
                 self._choice_static[j, :, cols, 2] = per_gpu / best if best > 0 else 0.0
                 self._rate_pad[j, cols] = rate3600[j]
-                if S > 1:
-                    for here in range(S):
-                        self._choice_static[j, here, cols, 3] = float(s != here)
+                if S > 1:  # moves the job: from every other site
+                    self._choice_static[j, :, cols, 3] = (np.arange(S) != s)[:, None]
         self._ren_high = max(renewable_share_high(view) for view in inst.site_views)
         n_global = sites_global_table(inst, self.env.lookahead, self.env.outlook, self._ren_high,
                                       np.random.default_rng(0)).shape[1]
@@ -329,10 +328,9 @@ class PerJobDynamics(MaskedSteps, ReservationMasks):
         terminated = self._t >= self.n_slots
         penalty = self._terminal_penalty()
         reward -= penalty / self.env.reward_scale
-        info = {"day": inst.day, "slot": slot, "job": j, "site": s, "choice": c - 1, "moved": s != here,
-                "objective_usd": paid, "invalid_action": invalid, "safety_fallback": fallback,
-                "terminal_penalty_usd": penalty}
-        self._last_info = info
+        info = self._last_info = {"day": inst.day, "slot": slot, "job": j, "site": s, "choice": c - 1,
+                                  "moved": s != here, "objective_usd": paid, "invalid_action": invalid,
+                                  "safety_fallback": fallback, "terminal_penalty_usd": penalty}
         return self._observation(), reward, terminated, False, info
 
     def render(self) -> str:
