@@ -235,10 +235,9 @@ class JointDynamics(MaskedSteps):
     deciding_job = None
 
     def render(self) -> str:
-        info = self._last_info
         modes = " ".join(f"{job.name}={c - 1:>2d}" for job, c in zip(self._inst.jobs, self._cur, strict=True))
         progress = " ".join(f"{p:.3f}" for p in self._progress())
-        cost = info.get("slot_cost_usd", 0.0)
+        cost = self._last_info.get("slot_cost_usd", 0.0)
         return f"{self._inst.day} slot {self._t:3d}/{self.n_slots}: {modes} progress {progress} cost ${cost:.2f}"
 
     # ------------------------------------------------------------------ tranche bookkeeping

@@ -89,9 +89,7 @@ class PerJobDynamics(MaskedSteps, ReservationMasks):
         self._fixed_cache: dict[str, tuple[np.ndarray, np.ndarray, np.ndarray, float]] = {}
         self._day_tables: dict[str, tuple[np.ndarray, np.ndarray]] = {}  # per day: global observation, penalty
         self._inst: Instance | None = None
-        self._t = self.n_slots
-        self._queue: list[int] = []
-        self._k = 0
+        self._t = self.n_slots  # no episode: no deciding job
 
     # ------------------------------------------------------------------ tables (the same for every day)
 
@@ -259,13 +257,9 @@ class PerJobDynamics(MaskedSteps, ReservationMasks):
         self._baseline = self._fixed(inst)[0] if env.reward_baseline == "fixed" else None
         self.objective_usd = 0.0
         self._fallback = False
-        self._mask: np.ndarray | None = None
-        self._queue = []
-        self._k = 0
         self._last_info: dict[str, Any] = {}
         self._feats[:] = feats
         self._time_columns()
-        self._pending_reward = 0.0
         self._credit = 0.0
         if env.reward_credit == "job":
             _, self._fixed_gpus, self._fixed_kw, fixed_objective = self._fixed(inst)
@@ -276,7 +270,7 @@ class PerJobDynamics(MaskedSteps, ReservationMasks):
                 self._prof_kw[home] += self._fixed_kw[j]
             if env.reward_baseline is None:
                 self._credit = fixed_objective
-        paid = self._advance(decided=False)  # slots before the first choice (none when a job decides at 0)
+        paid = self._advance(decided=False)  # the first decision point's queue; the slots before it (none at 0)
         self._pending_reward = self._reward(paid)
         return self._observation(), {"day": inst.day, "slot": self._t, "job": self.deciding_job,
                                      "objective_usd": paid}
@@ -407,9 +401,8 @@ class PerJobDynamics(MaskedSteps, ReservationMasks):
 
     def _forced(self, j: int) -> bool:
         """Job j has one choice at the current slot (a boundary): outside its window, or done."""
-        if not self._allowed[j][self._t // self._sps[j]]:
-            return True
-        return self.env.pause_when_done and self._tokens[j] >= self._target[j] * (1 - TRANCHE_TOLERANCE)
+        return not self._allowed[j][self._t // self._sps[j]] or (
+            self.env.pause_when_done and self._tokens[j] >= self._target[j] * (1 - TRANCHE_TOLERANCE))
 
     def _advance(self, decided: bool) -> float:
         """From slot t (``decided``: every job of slot t has chosen), simulate slot blocks until a decision point
