@@ -125,11 +125,9 @@ def global_table(inst: Instance, lookahead: int, outlook: Outlook | str, renewab
     dayahead = isinstance(outlook, DayAhead)
     forecast_noise = getattr(outlook, "noise", 0.0)
     rated = inst.rated_facility_mw
-    n_cols = 3 + 2 * L + (D > 1) + 3 * dayahead
-    table = np.zeros((T + 1, n_cols))
+    table = np.zeros((T + 1, 3 + 2 * L + (D > 1) + 3 * dayahead))
     slots = np.arange(T + 1)
-    day = np.minimum(slots // spd, D - 1)
-    table[:, 0] = (slots - day * spd) / spd
+    table[:, 0] = (slots - np.minimum(slots // spd, D - 1) * spd) / spd  # the last day runs to T
     if D > 1:
         table[:, 1] = slots / T
     col = time_columns(inst)

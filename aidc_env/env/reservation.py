@@ -170,22 +170,16 @@ class ReservationMasks:
         ``_fit_values[j][k - 1]`` GPUs (k = 0: none), for a bisection on the room; its segment's tokens by rate."""
         self._rate_order = self._plan.rate_order
         self._seg_restart_by_rate = [m[1][o].tolist() for m, o in zip(self._made, self._rate_order, strict=True)]
-        self._faster: list[list[int]] = []
-        self._fit_values: list[list[int]] = []
-        self._fit_bits: list[list[int]] = []
         self._mask_arrays: dict[int, np.ndarray] = {}
         self._bounds_cache: dict[tuple[int, int, int], np.ndarray] = {}  # _profile_maxima's, per (t, end, stop)
         self._keep_cache: dict[tuple[int, int], tuple[list[float], list[float]] | None] = {}
         self._kernel_cache: dict[tuple[int, int], tuple[np.ndarray, np.ndarray, bool]] = {}
         self._every_sites = [self.n_sites ** (self.n_jobs - known) <= MAX_HOLD_ASSIGNMENTS for known in (0, 1)]
-        for j in range(self.n_jobs):
-            n = self._sizes[j]
-            g = self._gpus_loc[j]
-            rank = np.empty(n, dtype=np.int64)
-            rank[self._rate_order[j]] = np.arange(n)
-            self._faster.append([bits_of(rank >= k) for k in range(n + 1)])
-            self._fit_values.append(sorted(set(g.tolist())))
-            self._fit_bits.append([0] + [bits_of(g <= v) for v in self._fit_values[j]])
+        ranks = [np.argsort(order) for order in self._rate_order]  # of each choice by rate (the inverse permutation)
+        self._faster = [[bits_of(rank >= k) for k in range(rank.size + 1)] for rank in ranks]
+        self._fit_values = [sorted(set(g.tolist())) for g in self._gpus_loc]
+        self._fit_bits = [[0] + [bits_of(g <= v) for v in values]
+                          for g, values in zip(self._gpus_loc, self._fit_values, strict=True)]
 
     # ------------------------------------------------------------------ the mask
 
@@ -384,8 +378,8 @@ class ReservationMasks:
             return True
         j, C = self._queue[self._k], self.n_choices
         here, rate = self._site[j], self._rate_pad[j]
-        order = sorted(np.flatnonzero(mask).tolist(), key=lambda a: (a // C != here, -rate[a]))
-        for a in order:  # capacity-feasible choices: at the job's site first, the fastest first
+        # The capacity-feasible choices: at the job's site first, the fastest first.
+        for a in sorted(np.flatnonzero(mask).tolist(), key=lambda a: (a // C != here, -rate[a])):
             if self._completable_after(j, *divmod(a, C), budget):
                 return True
             if budget[0] < 0:

@@ -98,15 +98,14 @@ class SafetyTest:
             rest_hours = (T - end) * dt
             if self.daily and self.daily_safe[j] > 0:
                 made_now = missing - need  # tokens of the current segment, per choice
-                missing_today = self.daily_safe[j] - tokens_today[j]  # type: ignore[index]
-                g = self._held_gpus_daily(j, t, end, need, missing_today - made_now)
+                today = self.daily_safe[j] - tokens_today[j] - made_now  # type: ignore[index]
+                g = self._held_gpus_daily(j, t, end, need, today)
             elif rest_hours > 0:
                 # Switch (or resume) to m at e_j: r_m (rest − τ); the smallest m with enough tokens.
                 base = sf["rate3600_sorted"] * (rest_hours - self.tau[j])
                 g = sf["fewest_gpus"][np.searchsorted(base, need)]
                 # Keep c itself: no restart.
-                keep_ok = self.rate3600_loc[j] * rest_hours >= need
-                np.minimum(g, self.gpus_loc[j], out=g, where=keep_ok)
+                np.minimum(g, self.gpus_loc[j], out=g, where=self.rate3600_loc[j] * rest_hours >= need)
             else:
                 g = np.where(need <= 0, 0, N + 1)
             g_list.append(g)
