@@ -217,9 +217,7 @@ class DispatchEnv(gym.Env):
         return self.dynamics.mask().copy()
 
     def render(self):
-        if self.render_mode != "ansi" or self._inst is None:
-            return None
-        return self.dynamics.render()
+        return self.dynamics.render() if self.render_mode == "ansi" and self._inst is not None else None
 
     # ------------------------------------------------------------------ public state
 

@@ -94,8 +94,7 @@ def outlook_blocks(inst: Instance, outlook: Outlook | str) -> list[tuple[int, in
     rated_renewable = inst.renewable_ratio * inst.rated_facility_mw
     blocks = []
     for t0, t1 in zip(starts, ends, strict=True):
-        price = np.zeros(T)
-        shape = np.zeros(T)
+        price, shape = np.zeros(T), np.zeros(T)
         price[t0:], shape[t0:] = outlook.view(inst, t0)
         blocks.append((t0, t1, price, rated_renewable * shape))
     return blocks
@@ -167,8 +166,7 @@ def sites_global_table(inst: Instance, lookahead: int, outlook: Outlook, renewab
     tables = [global_table(view, lookahead, outlook, renewable_high, rng) for view in inst.site_views]
     if len(tables) == 1:
         return tables[0]
-    k = time_columns(inst)
-    return np.concatenate([tables[0]] + [t[:, k:] for t in tables[1:]], axis=1)
+    return np.concatenate([tables[0]] + [t[:, time_columns(inst):] for t in tables[1:]], axis=1)
 
 
 __all__ = ["DEFAULT_LOOKAHEAD", "JOB_FEATURES", "PRICE_OBS_HIGH", "PRICE_OBS_LOW", "PRICE_SCALE_USD_PER_MWH",

@@ -321,7 +321,6 @@ class ReservationMasks:
         deadline ``stop``, the others after it. One ufunc call over both profiles, laid end to end (a hot path: the
         range [end, T + t) spans both and is not used)."""
         T = self.n_slots
-        profiles = self._profiles[s]
         key = (t, end, stop)  # end <= stop: a job decides inside its window, whose deadline is on its boundaries
         bounds = self._bounds_cache.get(key)
         if bounds is None:
@@ -331,7 +330,7 @@ class ReservationMasks:
                 if end < stop < T:
                     bounds.append(T + stop)
             bounds = self._bounds_cache[key] = np.array(bounds, dtype=np.intp)
-        maxima = np.maximum.reduceat(profiles, bounds).tolist()
+        maxima = np.maximum.reduceat(self._profiles[s], bounds).tolist()
         if end < stop:
             return maxima[0], maxima[2], maxima[3], maxima[4] if stop < T else None
         return maxima[0], maxima[2], None, maxima[3] if stop < T else None
