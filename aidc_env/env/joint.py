@@ -37,7 +37,7 @@ from gymnasium import spaces
 
 from aidc_env.env.rules import MaskedSteps, local_choice_tables, masked_action, penalty_usd_per_token
 from aidc_env.env.observation import (JOB_FEATURES, PROGRESS_OBS_HIGH, RATE_RATIO_OBS_HIGH, global_table,
-                                      observation_names, observation_space, renewable_share_high)
+                                      observation_layout, renewable_share_high)
 from aidc_env.env.safety import SafetyTest
 from aidc_env.errors import require
 from aidc_env.information import DayAhead
@@ -120,14 +120,15 @@ class JointDynamics(MaskedSteps):
         # Observation layout and bounds.
         power_high = max(1.0, max(float(p.max()) / self._power_ref_kw for p in power_loc))
         self._ren_high = renewable_share_high(inst)
-        self._layout = {"horizon": inst.horizon_days > 1, "last_realised": isinstance(self.env.outlook, DayAhead)}
-        self.observation_space = observation_space(J, self.env.lookahead, power_high, self._ren_high, **self._layout)
+        self._observation_names, self.observation_space = observation_layout(
+            [job.name for job in jobs], self.env.lookahead, power_high, self._ren_high, horizon=inst.horizon_days > 1,
+            last_realised=isinstance(self.env.outlook, DayAhead))
         self.action_space = spaces.Discrete(A)
         self._n_job_obs = len(JOB_FEATURES) * J
         self._obs_size = self.observation_space.shape[0]
 
     def observation_names(self) -> list[str]:
-        return observation_names([job.name for job in self._template.jobs], self.env.lookahead, **self._layout)
+        return list(self._observation_names)
 
     # ------------------------------------------------------------------ action encoding
 

@@ -43,37 +43,27 @@ def renewable_share_high(inst: Instance) -> float:
     return max(float(inst.renewable_ratio), 1e-6)
 
 
-def observation_space(n_jobs: int, lookahead: int, power_share_high: float, renewable_high: float, *,
-                      horizon: bool = False, last_realised: bool = False) -> spaces.Box:
-    """The observation Box: 7 values per job, then the global values (see the env's docstring).
+def observation_layout(job_names: Sequence[str], lookahead: int, power_share_high: float, renewable_high: float, *,
+                       horizon: bool = False, last_realised: bool = False) -> tuple[list[str], spaces.Box]:
+    """The name of every observation entry and the observation Box: 7 values per job, then the global values (see
+    the env's docstring).
 
-    ``horizon``: a horizon-progress entry after the time of day (instances of D > 1 days);
-    ``last_realised``: the last realised price and renewable share and their validity flag after the
-    look-ahead (``information="dayahead"``).
+    ``horizon``: a horizon-progress entry after the time of day (instances of D > 1 days); ``last_realised``: the last
+    realised price and renewable share and their validity flag after the look-ahead (``information="dayahead"``).
     """
-    L = lookahead
-    job_high = [PROGRESS_OBS_HIGH, RATE_RATIO_OBS_HIGH, 1.0, power_share_high, 1.0, 1.0, 1.0]
-    glob_low = [0.0] * (1 + horizon) + [PRICE_OBS_LOW, 0.0] + [PRICE_OBS_LOW] * L + [0.0] * L
-    glob_high = [1.0] * (1 + horizon) + [PRICE_OBS_HIGH, renewable_high] + [PRICE_OBS_HIGH] * L + [renewable_high] * L
+    price, renewable, share = (PRICE_OBS_LOW, PRICE_OBS_HIGH), (0.0, renewable_high), (0.0, 1.0)
+    job = list(zip(JOB_FEATURES, [(0.0, PROGRESS_OBS_HIGH), (0.0, RATE_RATIO_OBS_HIGH), share,
+                                  (0.0, power_share_high), share, share, share], strict=True))
+    entries = [(f"{name}.{f}", *bounds) for name in job_names for f, bounds in job]
+    entries += [("time_of_day", *share)] + [("horizon_progress", *share)] * horizon
+    entries += [("price_now", *price), ("renewable_now", *renewable)]
+    entries += [(f"price_ahead_{k}", *price) for k in range(1, lookahead + 1)]
+    entries += [(f"renewable_ahead_{k}", *renewable) for k in range(1, lookahead + 1)]
     if last_realised:
-        glob_low += [PRICE_OBS_LOW, 0.0, 0.0]
-        glob_high += [PRICE_OBS_HIGH, renewable_high, 1.0]
-    low = np.array([0.0] * len(JOB_FEATURES) * n_jobs + glob_low + [0.0], dtype=np.float32)
-    high = np.array(job_high * n_jobs + glob_high + [1.0], dtype=np.float32)  # the last: the free GPU share
-    return spaces.Box(low=low, high=high, dtype=np.float32)
-
-
-def observation_names(job_names: Sequence[str], lookahead: int, *, horizon: bool = False,
-                      last_realised: bool = False) -> list[str]:
-    """The name of every observation entry, in order (flags as in :func:`observation_space`)."""
-    names = [f"{name}.{f}" for name in job_names for f in JOB_FEATURES]
-    names += ["time_of_day"] + ["horizon_progress"] * horizon + ["price_now", "renewable_now"]
-    names += [f"price_ahead_{k}" for k in range(1, lookahead + 1)]
-    names += [f"renewable_ahead_{k}" for k in range(1, lookahead + 1)]
-    if last_realised:
-        names += ["price_last", "renewable_last", "last_known"]
-    names.append("free_gpu_share")
-    return names
+        entries += [("price_last", *price), ("renewable_last", *renewable), ("last_known", *share)]
+    names, low, high = zip(*entries, ("free_gpu_share", *share), strict=True)
+    return list(names), spaces.Box(low=np.array(low, dtype=np.float32), high=np.array(high, dtype=np.float32),
+                                   dtype=np.float32)
 
 
 def outlook_blocks(inst: Instance, outlook: Outlook | str) -> list[tuple[int, int, np.ndarray, np.ndarray]]:
@@ -170,5 +160,5 @@ def sites_global_table(inst: Instance, lookahead: int, outlook: Outlook, renewab
 
 
 __all__ = ["DEFAULT_LOOKAHEAD", "JOB_FEATURES", "PRICE_OBS_HIGH", "PRICE_OBS_LOW", "PRICE_SCALE_USD_PER_MWH",
-           "PROGRESS_OBS_HIGH", "RATE_RATIO_OBS_HIGH", "global_table", "observation_names", "observation_space",
-           "outlook_blocks", "renewable_share_high", "sites_global_table", "time_columns"]
+           "PROGRESS_OBS_HIGH", "RATE_RATIO_OBS_HIGH", "global_table", "observation_layout", "outlook_blocks",
+           "renewable_share_high", "sites_global_table", "time_columns"]

@@ -166,25 +166,22 @@ class PerJobDynamics(MaskedSteps, ReservationMasks):
         # coverage column is filled per observation.
         self._choice_static = np.zeros((J, S, A, self._n_choice_feats))
         self._rate_pad = np.zeros((J, A))
-        for j in range(J):
-            n = self._sizes[j]
-            g = self._gpus_loc[j]
-            per_gpu = np.divide(rate3600[j], g, out=np.zeros(n), where=g > 0)
+        for j, (n, g, rate) in enumerate(zip(self._sizes, self._gpus_loc, rate3600, strict=True)):
+            per_gpu = np.divide(rate, g, out=np.zeros(n), where=g > 0)
             best = float(per_gpu.max())
             for s in range(S):
                 cols = slice(s * C, s * C + n)
                 self._choice_static[j, :, cols, 0] = np.minimum(g / self._site_gpus[s], 1.0)
                 self._choice_static[j, :, cols, 2] = per_gpu / best if best > 0 else 0.0
-                self._rate_pad[j, cols] = rate3600[j]
+                self._rate_pad[j, cols] = rate
                 if S > 1:  # moves the job: from every other site
                     self._choice_static[j, :, cols, 3] = (np.arange(S) != s)[:, None]
         self._ren_high = max(renewable_share_high(view) for view in inst.site_views)
         n_global = sites_global_table(inst, self.env.lookahead, self.env.outlook, self._ren_high,
                                       np.random.default_rng(0)).shape[1]
         job_high = [PROGRESS_OBS_HIGH, RATE_RATIO_OBS_HIGH] + [1.0] * (self._n_job_feats - 2)
-        glob_low = np.full(n_global, PRICE_OBS_LOW)
+        glob_low = np.where(np.arange(n_global) < time_columns(inst), 0.0, PRICE_OBS_LOW)
         glob_high = np.full(n_global, max(PRICE_OBS_HIGH, self._ren_high))
-        glob_low[:time_columns(inst)] = 0.0
         choice_high = [1.0, RATE_RATIO_OBS_HIGH] + [1.0] * (self._n_choice_feats - 2)
         low = np.concatenate([np.zeros(self._n_job_feats * J), glob_low, np.zeros(2 * S),
                               np.zeros(self._n_choice_feats * A)]).astype(np.float32)
