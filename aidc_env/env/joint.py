@@ -78,10 +78,8 @@ class JointDynamics(MaskedSteps):
         """Joint-action tables and per-job arrays (the same for every day)."""
         jobs = inst.jobs
         self.n_jobs = J = len(jobs)
-        self.n_slots = inst.slots
-        self.slots_per_day = inst.slots_per_day
-        self._slot_hours = inst.slot_hours
-        self._n_gpus = inst.n_gpus
+        self.n_slots, self.slots_per_day = inst.slots, inst.slots_per_day
+        self._slot_hours, self._n_gpus = inst.slot_hours, inst.n_gpus
         joint = joint_choices(inst)
         self._sizes = sizes = joint.sizes
         self.n_actions = A = joint.n_choices
@@ -199,16 +197,14 @@ class JointDynamics(MaskedSteps):
         cur = self._cur
         loc = self._loc_rows[a]
         restarted = self._restarted
-        for j in range(self.n_jobs):
-            c = loc[j]
+        for j, c in enumerate(loc):
             sps = self._sps[j]
             offset = t % sps
             if offset == 0:
                 restarted[j] = c != 0 and c != cur[j]
                 self._schedule[j][t // sps] = c - 1
             if c:
-                hours = self._prod_restart[j][offset] if restarted[j] else self._slot_hours
-                made = self._rate3600_list[j][c] * hours
+                made = self._rate3600_list[j][c] * (self._prod_restart[j][offset] if restarted[j] else self._slot_hours)
                 self._tokens[j] += made
                 self._today[j] += made
             cur[j] = c
@@ -217,21 +213,19 @@ class JointDynamics(MaskedSteps):
         load = self._load_table[a]
         used, grid, curtailment = renewable_first(load, self._renewable[t])
         cost = float(slot_decision_cost_usd(inst, grid, curtailment, t))
-        reward = -cost / self.env.reward_scale
         self._t = t = t + 1
         self._mask = None
         if t % self.slots_per_day == 0:
             self._close_day()
-        terminated = t == self.n_slots
         penalty = self._terminal_penalty(self._daily_shortfall)
-        reward -= penalty / self.env.reward_scale
+        reward = -cost / self.env.reward_scale - penalty / self.env.reward_scale
         info = self._last_info = {
             "day": inst.day, "slot": t - 1, "slot_cost_usd": cost, "load_mw": float(load), "grid_mw": float(grid),
             "renewable_used_mw": float(used), "curtailment_mw": float(curtailment), "gpus_used": self._gpus_list[a],
             "job_modes": [c - 1 for c in loc], "job_progress": self._progress(), "invalid_action": invalid,
             "terminal_penalty_usd": penalty, "safety_fallback": fallback,
         }
-        return self._observation(), reward, terminated, False, info
+        return self._observation(), reward, t == self.n_slots, False, info
 
     deciding_job = None
 

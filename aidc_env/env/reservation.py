@@ -90,13 +90,10 @@ class FleetPlan:
     def __init__(self, *, n_gpus: int, slot_hours: float, gpus_loc: Sequence[np.ndarray],
                  rate3600_loc: Sequence[np.ndarray], release: Sequence[int], deadline: Sequence[int],
                  restart_hours: Sequence[float], tranche_tokens: Sequence[float]):
-        self.n_gpus = int(n_gpus)
-        self.slot_hours = float(slot_hours)
+        self.n_gpus, self.slot_hours = int(n_gpus), float(slot_hours)
         self.gpus_loc = [np.asarray(g, dtype=np.int64) for g in gpus_loc]
         self.rate3600_loc = [np.asarray(r, dtype=float) for r in rate3600_loc]
-        self.release = list(release)
-        self.deadline = list(deadline)
-        self.tau = list(restart_hours)
+        self.release, self.deadline, self.tau = list(release), list(deadline), list(restart_hours)
         self.target_safe = [float(w) * (1 - SAFETY_TOLERANCE) for w in tranche_tokens]
         self.rate_order, self.fewest_gpus = zip(*(fewest_gpus_by_rate(g, r, self.n_gpus)
                                                   for g, r in zip(self.gpus_loc, self.rate3600_loc, strict=True)))

@@ -43,19 +43,13 @@ class SafetyTest:
                  restart_hours: Sequence[float], tranche_tokens: np.ndarray, gpus_loc: Sequence[np.ndarray],
                  rate3600_loc: Sequence[np.ndarray], suffix_restart: Sequence[np.ndarray], slots_per_day: int,
                  daily_min_tokens: Sequence[float]):
-        self.n_gpus = n_gpus
-        self.slots_per_day = int(slots_per_day)
+        self.n_gpus, self.n_slots, self.slot_hours, self.slots_per_day = n_gpus, n_slots, slot_hours, int(slots_per_day)
         daily = np.asarray(daily_min_tokens, float)
         self.daily_safe = (daily * (1 - SAFETY_TOLERANCE)).tolist()
         # The daily minimums bind only over several days with a positive minimum (D = 1: the tranche covers it).
         self.daily = self.slots_per_day < n_slots and bool(np.any(daily > 0))
-        self.n_slots = n_slots
-        self.slot_hours = slot_hours
-        self.sps = list(slots_per_segment)
-        self.tau = list(restart_hours)
-        self.gpus_loc = list(gpus_loc)
-        self.rate3600_loc = list(rate3600_loc)
-        self.suffix_restart = list(suffix_restart)
+        self.sps, self.tau, self.gpus_loc, self.rate3600_loc, self.suffix_restart = (
+            list(slots_per_segment), list(restart_hours), list(gpus_loc), list(rate3600_loc), list(suffix_restart))
         self.sizes = [g.size for g in self.gpus_loc]
         self.n_actions = int(np.prod(self.sizes))
         self.tranche_safe = (np.asarray(tranche_tokens, dtype=float) * (1 - SAFETY_TOLERANCE)).tolist()
