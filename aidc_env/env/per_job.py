@@ -301,7 +301,6 @@ class PerJobDynamics(MaskedSteps, ReservationMasks):
         return reward
 
     def step(self, action):
-        inst = self._inst
         mask = self._mask if self._mask is not None else self._compute_mask()
         j = self._queue[self._k]
         here = self._site[j]
@@ -316,13 +315,12 @@ class PerJobDynamics(MaskedSteps, ReservationMasks):
         paid = self._advance(decided=True) if closed else 0.0
         reward = (self._reward(paid) if closed or self.env.reward_credit == "job" else 0.0) + self._pending_reward
         self._pending_reward = 0.0
-        terminated = self._t >= self.n_slots
         penalty = self._terminal_penalty()
         reward -= penalty / self.env.reward_scale
-        info = self._last_info = {"day": inst.day, "slot": slot, "job": j, "site": s, "choice": c - 1,
+        info = self._last_info = {"day": self._inst.day, "slot": slot, "job": j, "site": s, "choice": c - 1,
                                   "moved": s != here, "objective_usd": paid, "invalid_action": invalid,
                                   "safety_fallback": fallback, "terminal_penalty_usd": penalty}
-        return self._observation(), reward, terminated, False, info
+        return self._observation(), reward, self._t >= self.n_slots, False, info
 
     def render(self) -> str:
         jobs = " ".join(f"{job.name}={c - 1}" + (f"@{s}" if self.n_sites > 1 else "")
@@ -410,7 +408,9 @@ class PerJobDynamics(MaskedSteps, ReservationMasks):
             t = self._t
             if decided:
                 nxt = self._next_boundary[t]
-                paid += float(_sum(self._simulate_slots(t, nxt)))
+                # The slots' objective with every job's committed site and choice: the simulator's functions.
+                paid += float(_sum(slot_objectives(t, nxt, np.array(self._job_gpus), np.array(self._job_kw),
+                                                   self._pools, *self._day_arrays)[-1]))
                 if self._baseline is not None:
                     base += float(_sum(self._baseline[t:nxt]))
                 self._t = t = nxt
@@ -434,11 +434,6 @@ class PerJobDynamics(MaskedSteps, ReservationMasks):
         self.objective_usd += paid
         self._baseline_paid = base
         return paid
-
-    def _simulate_slots(self, t0: int, t1: int) -> np.ndarray:
-        """The objective of slots [t0, t1) with every job's committed site and choice: the simulator's functions."""
-        return slot_objectives(t0, t1, np.array(self._job_gpus), np.array(self._job_kw), self._pools,
-                                *self._day_arrays)[-1]
 
     def _fixed(self, inst: Instance) -> tuple[np.ndarray, np.ndarray, np.ndarray, float]:
         """The fixed schedule on ``inst`` (at the home sites), cached per day: its objective per slot (the simulator's
@@ -465,9 +460,8 @@ class PerJobDynamics(MaskedSteps, ReservationMasks):
         """The observation's parts that change with the slot only: features 4-6 of every job (5-6 from a per-slot
         table), the global values and the inference shares."""
         t = self._t
-        feats = self._feats
-        feats[:, 4] = np.minimum(np.maximum((self._end_arr - t) / self._sps_arr, 0.0), 1.0)
-        feats[:, 5:7] = self._window_columns[t]
+        self._feats[:, 4] = np.minimum(np.maximum((self._end_arr - t) / self._sps_arr, 0.0), 1.0)
+        self._feats[:, 5:7] = self._window_columns[t]
         obs = self._obs_buffer
         ng = self._n_job_obs + self._n_global
         obs[self._n_job_obs:ng] = self._global_obs[t]
@@ -487,10 +481,9 @@ class PerJobDynamics(MaskedSteps, ReservationMasks):
             return obs.copy()
         W = self._target[j]
         missing = W - self._tokens[j]
-        here = self._site[j]
         done = missing <= W * TRANCHE_TOLERANCE
         return observe(obs, self._committed, self._pools, t, ng, choice,
-                       (self._choice_done if done else self._choice_static)[j, here], done, self._rate_pad[j],
+                       (self._choice_done if done else self._choice_static)[j, self._site[j]], done, self._rate_pad[j],
                        0.0 if done else (self._deadline[j] - t) * self._dt / missing, self._deciding_index[j])
 
 
