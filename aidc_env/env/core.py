@@ -30,6 +30,7 @@ from aidc_env.errors import InputError, is_finite, is_integer, require
 from aidc_env.information import Outlook, Perfect, outlook_of
 from aidc_env.instance import Instance
 from aidc_env.profiles import ProfileSet
+from aidc_env.simulator import TRANCHE_TOLERANCE
 
 ACTIONS = ("joint", "per_job")
 REWARD_BASELINES = (None, "fixed")
@@ -234,8 +235,6 @@ class DispatchEnv(gym.Env):
 
     def shortfall_tokens(self) -> np.ndarray:
         """Missing tokens per job (0 where the target is met within the simulator's tolerance)."""
-        from aidc_env.simulator import TRANCHE_TOLERANCE
-
         tokens = self.tokens()
         target = np.array([job.tranche_tokens for job in self.template.jobs])
         return np.where(tokens >= target * (1 - TRANCHE_TOLERANCE), 0.0, np.maximum(target - tokens, 0.0))
@@ -281,9 +280,7 @@ def episode_days(instances: Mapping[str, Instance], days: Sequence[str] | None) 
     if days is None:
         return sorted(instances)
     require(not isinstance(days, str) and len(days) > 0, "days", "must be a non-empty list of dates")
-    for d in days:
-        check_day(instances, d)
-    return [str(d) for d in days]
+    return [str(check_day(instances, d)) for d in days]
 
 
 def _structure(inst: Instance) -> tuple:

@@ -273,8 +273,7 @@ class PerJobDynamics(MaskedSteps, ReservationMasks):
                                      "objective_usd": paid}
 
     def _global_table(self, inst: Instance) -> np.ndarray:
-        env = self.env
-        return sites_global_table(inst, env.lookahead, env.outlook, self._ren_high, env.np_random)
+        return sites_global_table(inst, self.env.lookahead, self.env.outlook, self._ren_high, self.env.np_random)
 
     def _day_of(self, inst: Instance) -> tuple:
         """The day's terminal penalty per token, inference share per site and slot, and the tables of

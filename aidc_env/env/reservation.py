@@ -149,8 +149,7 @@ class FleetPlan:
             restart, _, _, _ = self.tables(j, end)
             gpus = self.gpus_loc[j][self.rate_order[j]]  # in the order of ``restart`` (by tokens per hour)
             order = np.argsort(gpus, kind="stable")
-            cached = self._by_gpus_cache[key] = (gpus[order].tolist(),
-                                                 np.maximum.accumulate(restart[order]).tolist())
+            cached = self._by_gpus_cache[key] = (gpus[order].tolist(), np.maximum.accumulate(restart[order]).tolist())
         return cached
 
     def held_gpus_paused(self, j: int, end: int, need: float) -> int:
