@@ -188,8 +188,7 @@ class JointDynamics(MaskedSteps):
                                      "job_progress": self._progress()}
 
     def step(self, action):
-        inst = self._inst
-        t = self._t
+        inst, t = self._inst, self._t
         mask = self._mask if self._mask is not None else self._compute_mask()
         fallback = self._fallback
         a, invalid = masked_action(action, mask, self._keep)
@@ -223,8 +222,7 @@ class JointDynamics(MaskedSteps):
             "day": inst.day, "slot": t - 1, "slot_cost_usd": cost, "load_mw": float(load), "grid_mw": float(grid),
             "renewable_used_mw": float(used), "curtailment_mw": float(curtailment), "gpus_used": self._gpus_list[a],
             "job_modes": [c - 1 for c in loc], "job_progress": self._progress(), "invalid_action": invalid,
-            "terminal_penalty_usd": penalty, "safety_fallback": fallback,
-        }
+            "terminal_penalty_usd": penalty, "safety_fallback": fallback}
         return self._observation(), reward, t == self.n_slots, False, info
 
     deciding_job = None

@@ -130,8 +130,7 @@ def global_table(inst: Instance, lookahead: int, outlook: Outlook | str, renewab
         table[t0:t1, col + 1] = ren_pad[rows]
         if L:
             idx = rows[:, None] + np.arange(1, L + 1)[None, :]
-            ahead_p = price_pad[idx]
-            ahead_r = ren_pad[idx]
+            ahead_p, ahead_r = price_pad[idx], ren_pad[idx]
             if forecast_noise > 0:
                 inside = idx < T
                 sd = forecast_noise * np.sqrt(np.arange(1, L + 1))[None, :]

@@ -304,8 +304,7 @@ class PerJobDynamics(MaskedSteps, ReservationMasks):
         j = self._queue[self._k]
         here = self._site[j]
         a, invalid = masked_action(action, mask, here * self.n_choices + self._cur[j])
-        fallback = self._fallback
-        slot = self._t
+        fallback, slot = self._fallback, self._t  # before the step
         s, c = divmod(a, self.n_choices)
         self._decide(j, s, c, self._held_after_choice(j, s, c))
         self._k += 1
@@ -361,10 +360,8 @@ class PerJobDynamics(MaskedSteps, ReservationMasks):
         g = self._gpus_list[j][c]
         _move_load(self._job_gpus, here, s, self._gpus_list[j][prev], g)
         _move_load(self._job_kw, here, s, self._kw_list[j][prev], self._kw_list[j][c])
-        self._cur[j] = c
-        self._site[j] = s
-        end = t + sps
-        self._end[j] = end
+        self._cur[j], self._site[j] = c, s
+        self._end[j] = end = t + sps
         commit(self._profiles, self._state, self._feats, self._end_arr, self._jobs, self._pools, j, t, end, c, g, held,
                here, s, self._tokens[j], self._dt)
         if self.n_sites > 1:

@@ -123,9 +123,7 @@ class SafetyTest:
         day_end = (t // spd + 1) * spd
         later = day_end < T
         dmin = self.daily_safe[j]
-        rest_h = (T - end) * dt
-        today_h = (day_end - end) * dt
-        day_h = spd * dt
+        rest_h, today_h, day_h = (T - end) * dt, (day_end - end) * dt, spd * dt
 
         def hours(restart: float) -> list[tuple[float, np.ndarray | float]]:
             """(productive hours of the held mode, tokens they must make) per constraint."""
