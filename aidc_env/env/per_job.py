@@ -58,6 +58,12 @@ if TYPE_CHECKING:
 
 _sum = np.add.reduce  # what ndarray.sum calls (the same sum), without its Python wrapper (a hot path)
 
+JOB_FEATURES = ("progress", "required_rate_ratio", "gpu_share", "mode_index", "segment_left", "window_left",
+                "to_release", "deciding")
+"""Per-job observation features, in order (then the site one-hot with several sites)."""
+CHOICE_FEATURES = ("gpu_share", "coverage", "efficiency")
+"""Per-action features of the job deciding now, in order (then ``move`` with several sites)."""
+
 
 def _move_load(load: Any, here: int, s: int, old: Any, new: Any) -> None:
     """A job's load moves from ``old`` at site ``here`` to ``new`` at site s in ``load`` (per site): one update when
@@ -67,12 +73,6 @@ def _move_load(load: Any, here: int, s: int, old: Any, new: Any) -> None:
     else:
         load[here] -= old
         load[s] += new
-
-JOB_FEATURES = ("progress", "required_rate_ratio", "gpu_share", "mode_index", "segment_left", "window_left",
-                "to_release", "deciding")
-"""Per-job observation features, in order (then the site one-hot with several sites)."""
-CHOICE_FEATURES = ("gpu_share", "coverage", "efficiency")
-"""Per-action features of the job deciding now, in order (then ``move`` with several sites)."""
 
 
 class PerJobDynamics(MaskedSteps, ReservationMasks):

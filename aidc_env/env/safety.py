@@ -92,8 +92,8 @@ class SafetyTest:
             rest_hours = (T - end) * dt
             if self.daily and self.daily_safe[j] > 0:
                 made_now = missing - need  # tokens of the current segment, per choice
-                today = self.daily_safe[j] - tokens_today[j] - made_now  # type: ignore[index]
-                g = self._held_gpus_daily(j, t, end, need, today)
+                need_today = self.daily_safe[j] - tokens_today[j] - made_now  # type: ignore[index]
+                g = self._held_gpus_daily(j, t, end, need, need_today)
             elif rest_hours > 0:
                 # Switch (or resume) to m at e_j: r_m (rest − τ); the smallest m with enough tokens.
                 base = sf["rate3600_sorted"] * (rest_hours - self.tau[j])
