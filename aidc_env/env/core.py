@@ -30,7 +30,7 @@ from aidc_env.errors import InputError, is_finite, is_integer, require
 from aidc_env.information import Outlook, Perfect, outlook_of
 from aidc_env.instance import Instance
 from aidc_env.profiles import ProfileSet
-from aidc_env.schedule import Schedule
+from aidc_env.simulator import TRANCHE_TOLERANCE
 
 ACTIONS = ("joint", "per_job")
 REWARD_BASELINES = (None, "fixed")
@@ -63,19 +63,14 @@ def check_config(config: Mapping[str, Any]) -> dict[str, Any]:
     unknown = sorted(set(config) - set(defaults))
     require(not unknown, unknown[0] if unknown else "config", f"unknown env option (known: {', '.join(defaults)})")
     c = {**defaults, **config}
-    require(c["action"] in ACTIONS, "action", f"must be one of {', '.join(ACTIONS)}, got {c['action']!r}")
-    require(is_integer(c["lookahead"]) and c["lookahead"] >= 0, "lookahead",
-            f"must be an integer >= 0, got {c['lookahead']!r}")
-    require(is_finite(c["forecast_noise"]) and c["forecast_noise"] >= 0, "forecast_noise", "must be a number >= 0")
-    require(is_finite(c["reward_scale"]) and c["reward_scale"] > 0, "reward_scale", "must be a number > 0")
-    require(is_finite(c["terminal_penalty_factor"]) and c["terminal_penalty_factor"] >= 0,
-            "terminal_penalty_factor", "must be a number >= 0")
-    require(c["reward_baseline"] in REWARD_BASELINES, "reward_baseline",
-            f"must be None or 'fixed', got {c['reward_baseline']!r}")
-    require(c["reward_credit"] in REWARD_CREDITS, "reward_credit",
-            f"must be one of {', '.join(REWARD_CREDITS)}, got {c['reward_credit']!r}")
-    require(is_integer(c["mask_search_nodes"]) and c["mask_search_nodes"] >= 0, "mask_search_nodes",
-            f"must be an integer >= 0, got {c['mask_search_nodes']!r}")
+    for key, known in (("action", ACTIONS), ("reward_baseline", REWARD_BASELINES), ("reward_credit", REWARD_CREDITS)):
+        require(c[key] in known, key, f"must be one of {', '.join(map(repr, known))}, got {c[key]!r}")
+    for key, integer, positive in (("lookahead", True, False), ("forecast_noise", False, False),
+                                   ("reward_scale", False, True), ("terminal_penalty_factor", False, False),
+                                   ("mask_search_nodes", True, False)):
+        v = c[key]
+        require((is_integer(v) if integer else is_finite(v)) and (v > 0 if positive else v >= 0), key,
+                f"must be {'an integer' if integer else 'a number'} {'>' if positive else '>='} 0, got {v!r}")
     for key in ("safety_mask", "pause_when_done"):
         require(isinstance(c[key], (bool, np.bool_)), key, f"must be true or false, got {c[key]!r}")
     outlook = outlook_of(c["information"])
@@ -185,12 +180,15 @@ class DispatchEnv(gym.Env):
         for inst in self._instances.values():
             self.outlook.check(inst)
         self.days = episode_days(self._instances, c["days"])
-        template = next(iter(self._instances.values()))
+        # The first instance: every instance of the env has its structure (jobs, sites, slots).
+        self.template = t = next(iter(self._instances.values()))
+        self.n_jobs, self.n_sites, self.n_slots = len(t.jobs), len(t.sites), t.slots
+        self.horizon_days, self.slots_per_day = t.horizon_days, t.slots_per_day
         if self.action_type == "joint":
             from aidc_env.env.joint import JointDynamics as Dynamics
         else:
             from aidc_env.env.per_job import PerJobDynamics as Dynamics
-        self.dynamics = Dynamics(self, template)
+        self.dynamics = Dynamics(self, self.template)
         self.observation_space = self.dynamics.observation_space
         self.action_space = self.dynamics.action_space
         self.n_actions = int(self.action_space.n)
@@ -220,9 +218,7 @@ class DispatchEnv(gym.Env):
         return self.dynamics.mask().copy()
 
     def render(self):
-        if self.render_mode != "ansi" or self._inst is None:
-            return None
-        return self.dynamics.render()
+        return self.dynamics.render() if self.render_mode == "ansi" and self._inst is not None else None
 
     # ------------------------------------------------------------------ public state
 
@@ -233,64 +229,12 @@ class DispatchEnv(gym.Env):
             return self._inst  # type: ignore[return-value]
         return self._instances[check_day(self._instances, day)]
 
-    @property
-    def template(self) -> Instance:
-        """The first instance: every instance of the env has its structure (jobs, sites, slots)."""
-        return next(iter(self._instances.values()))
-
-    @property
-    def n_jobs(self) -> int:
-        return len(self.template.jobs)
-
-    @property
-    def n_sites(self) -> int:
-        return len(self.template.sites)
-
-    @property
-    def n_slots(self) -> int:
-        return self.template.slots
-
-    @property
-    def horizon_days(self) -> int:
-        return self.template.horizon_days
-
-    @property
-    def slots_per_day(self) -> int:
-        return self.template.slots_per_day
-
-    @property
-    def slot(self) -> int:
-        """The slot of the next decision (``n_slots`` once the episode is over)."""
-        return self.dynamics.slot
-
-    @property
-    def deciding_job(self) -> int | None:
-        """The job deciding now (per job; None once the episode is over or with the joint action)."""
-        return self.dynamics.deciding_job
-
-    @property
-    def safety_fallback(self) -> bool:
-        """True if no choice passes the completion rule now (the capacity mask is used)."""
-        return self.dynamics.safety_fallback
-
-    @property
-    def starts_safe(self) -> bool:
-        """The episode's initial state passes the completion rule (then the mask never falls back)."""
-        return self.dynamics.starts_safe
-
-    def schedule(self) -> Schedule:
-        """The schedule taken so far (segments not reached yet: paused at the job's site). After a full episode the
-        simulator scores it to the episode's total."""
-        return self.dynamics.schedule()
-
     def tokens(self) -> np.ndarray:
         """Tokens made so far per job (per job: by the end of its committed segment)."""
         return np.array(self.dynamics.tokens())
 
     def shortfall_tokens(self) -> np.ndarray:
         """Missing tokens per job (0 where the target is met within the simulator's tolerance)."""
-        from aidc_env.simulator import TRANCHE_TOLERANCE
-
         tokens = self.tokens()
         target = np.array([job.tranche_tokens for job in self.template.jobs])
         return np.where(tokens >= target * (1 - TRANCHE_TOLERANCE), 0.0, np.maximum(target - tokens, 0.0))
@@ -299,13 +243,14 @@ class DispatchEnv(gym.Env):
         """Terminal penalty per missing token of each job ($/token): :func:`penalty_usd_per_token`."""
         return penalty_usd_per_token(inst or self.instance(), self.terminal_penalty_factor)
 
-    def observation_names(self) -> list[str]:
-        """The name of every observation entry, in order."""
-        return self.dynamics.observation_names()
-
     def __getattr__(self, name: str) -> Any:
-        """The action type's own methods (``encode``/``decode``/``actions_for_schedule`` of ``joint``;
-        ``reserved_gpus``/``committed_gpus``/``action_of``/``objective_usd`` of ``per_job``)."""
+        """The action type's state and methods: ``slot`` (of the next decision; ``n_slots`` once the episode is
+        over), ``deciding_job`` (per job; None once the episode is over or with the joint action),
+        ``safety_fallback`` (no choice passes the completion rule now: the capacity mask is used), ``starts_safe``
+        (the episode's initial state passes it: the mask never falls back), ``schedule()`` (taken so far, segments
+        not reached yet paused at the job's site: the simulator scores it to the episode's total),
+        ``observation_names()`` (of every observation entry, in order); ``encode``/``decode``/``actions_for_schedule``
+        of ``joint``; ``reserved_gpus``/``committed_gpus``/``action_of``/``objective_usd`` of ``per_job``."""
         if name.startswith("_") or name in ("dynamics", "config"):
             raise AttributeError(name)
         return getattr(self.dynamics, name)
@@ -335,9 +280,7 @@ def episode_days(instances: Mapping[str, Instance], days: Sequence[str] | None) 
     if days is None:
         return sorted(instances)
     require(not isinstance(days, str) and len(days) > 0, "days", "must be a non-empty list of dates")
-    for d in days:
-        check_day(instances, d)
-    return [str(d) for d in days]
+    return [str(check_day(instances, d)) for d in days]
 
 
 def _structure(inst: Instance) -> tuple:

@@ -35,9 +35,9 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 from gymnasium import spaces
 
-from aidc_env.env.rules import MaskedSteps, masked_action, penalty_usd_per_token
+from aidc_env.env.rules import MaskedSteps, local_choice_tables, masked_action, penalty_usd_per_token
 from aidc_env.env.observation import (JOB_FEATURES, PROGRESS_OBS_HIGH, RATE_RATIO_OBS_HIGH, global_table,
-                                      observation_names, observation_space, renewable_share_high)
+                                      observation_layout, renewable_share_high)
 from aidc_env.env.safety import SafetyTest
 from aidc_env.errors import require
 from aidc_env.information import DayAhead
@@ -66,35 +66,22 @@ class JointDynamics(MaskedSteps):
         self._setup_tables(inst)
         self._inst: Instance | None = None
         self._t = 0
-        # Per job (plain Python lists: the step is scalar work): current local choice, whether the current
-        # segment restarted, tokens so far; and the joint action that keeps every choice.
-        self._cur: list[int] = [0] * self.n_jobs
-        self._restarted: list[bool] = [False] * self.n_jobs
         self._tokens: list[float] = [0.0] * self.n_jobs
-        self._today: list[float] = [0.0] * self.n_jobs  # tokens since the start of the current day
-        self._daily_shortfall = np.zeros(self.n_jobs)  # tokens missing from the days' minimums so far
-        self._keep = 0
+        self._daily_shortfall = np.zeros(self.n_jobs)
         self._schedule: list[np.ndarray] = []
-        self._mask: np.ndarray | None = None
-        self._global_obs = np.zeros((0, 0), dtype=np.float32)
-        self._renewable = np.zeros(0)
-        self._penalty_per_token = np.zeros(self.n_jobs)
         self._day_tables: dict[str, tuple[np.ndarray, np.ndarray]] = {}  # per day: global observation, penalty
         self._last_info: dict[str, Any] = {}
         self._fallback = False
-        self._start_safe = True
+        self.starts_safe = True
 
     def _setup_tables(self, inst: Instance) -> None:
         """Joint-action tables and per-job arrays (the same for every day)."""
         jobs = inst.jobs
         self.n_jobs = J = len(jobs)
-        self.n_slots = inst.slots
-        self.slots_per_day = inst.slots_per_day
-        self._slot_hours = inst.slot_hours
-        self._n_gpus = inst.n_gpus
+        self.n_slots, self.slots_per_day = inst.slots, inst.slots_per_day
+        self._slot_hours, self._n_gpus = inst.slot_hours, inst.n_gpus
         joint = joint_choices(inst)
-        sizes = joint.sizes
-        self._sizes = sizes
+        self._sizes = sizes = joint.sizes
         self.n_actions = A = joint.n_choices
         loc = joint.local  # (A, J) local choices, job 0 most significant
         self._loc_cols = [np.ascontiguousarray(loc[:, j]) for j in range(J)]
@@ -110,30 +97,20 @@ class JointDynamics(MaskedSteps):
             self._power_ref_kw = max(float(joint.it_power_kw.max()), 1.0)
         # Per job, arrays indexed by local choice (0 = pause, i = mode i - 1).
         self._sps = [inst.slots_per_segment(job) for job in jobs]
-        self._tranche = np.array([job.tranche_tokens for job in jobs], dtype=float)
-        self._tranche_list = self._tranche.tolist()
+        self._tranche_list = [float(job.tranche_tokens) for job in jobs]
         self._daily_min_list = [inst.daily_min_tokens(job) if inst.horizon_days > 1 else 0.0 for job in jobs]
-        gpus_loc = [np.asarray(job.gpus_by_choice[np.arange(n) - 1], dtype=np.int64) for job, n in
-                    zip(jobs, sizes, strict=True)]
-        power_loc = [np.asarray(job.it_power_kw_by_choice[np.arange(n) - 1], dtype=float) for job, n in
-                     zip(jobs, sizes, strict=True)]
-        rate_loc = [np.asarray(job.tokens_per_s_by_choice[np.arange(n) - 1], dtype=float) for job, n in
-                    zip(jobs, sizes, strict=True)]
-        rate3600_loc = [r * SECONDS_PER_HOUR for r in rate_loc]
+        gpus_loc, power_loc, rate3600_loc = local_choice_tables(jobs)
         self._rate3600_list = [r.tolist() for r in rate3600_loc]
         self._gpus_loc_list = [g.tolist() for g in gpus_loc]
         self._power_share_list = [(p / self._power_ref_kw).tolist() for p in power_loc]
-        self._max_rate = [float(r.max()) if r.size else 0.0 for r in rate_loc]
+        self._max_rate = [float(job.tokens_per_s_by_choice.max()) for job in jobs]
         # Productive hours of each slot of a restarted segment (the simulator's function), and suffix sums.
-        self._prod_restart: list[list[float]] = []
-        suffix_restart: list[np.ndarray] = []
-        for job, sps in zip(jobs, self._sps, strict=True):
-            per_slot = [slot_productive_hours(inst, job, o, True) for o in range(sps)]
-            self._prod_restart.append(per_slot)
-            suffix_restart.append(np.cumsum(per_slot[::-1])[::-1].copy())
+        self._prod_restart = [[slot_productive_hours(inst, job, o, True) for o in range(sps)]
+                              for job, sps in zip(jobs, self._sps, strict=True)]
+        suffix_restart = [np.cumsum(per_slot[::-1])[::-1].copy() for per_slot in self._prod_restart]
         self._safety = SafetyTest(
             n_gpus=inst.n_gpus, n_slots=inst.slots, slot_hours=inst.slot_hours, slots_per_segment=self._sps,
-            restart_hours=[job.restart_hours for job in jobs], tranche_tokens=self._tranche, gpus_loc=gpus_loc,
+            restart_hours=[job.restart_hours for job in jobs], tranche_tokens=self._tranche_list, gpus_loc=gpus_loc,
             rate3600_loc=rate3600_loc, suffix_restart=suffix_restart, slots_per_day=inst.slots_per_day,
             daily_min_tokens=self._daily_min_list)
         self._daily = self._safety.daily
@@ -141,14 +118,15 @@ class JointDynamics(MaskedSteps):
         # Observation layout and bounds.
         power_high = max(1.0, max(float(p.max()) / self._power_ref_kw for p in power_loc))
         self._ren_high = renewable_share_high(inst)
-        self._layout = {"horizon": inst.horizon_days > 1, "last_realised": isinstance(self.env.outlook, DayAhead)}
-        self.observation_space = observation_space(J, self.env.lookahead, power_high, self._ren_high, **self._layout)
+        self._observation_names, self.observation_space = observation_layout(
+            [job.name for job in jobs], self.env.lookahead, power_high, self._ren_high, horizon=inst.horizon_days > 1,
+            last_realised=isinstance(self.env.outlook, DayAhead))
         self.action_space = spaces.Discrete(A)
         self._n_job_obs = len(JOB_FEATURES) * J
         self._obs_size = self.observation_space.shape[0]
 
     def observation_names(self) -> list[str]:
-        return observation_names([job.name for job in self._template.jobs], self.env.lookahead, **self._layout)
+        return list(self._observation_names)
 
     # ------------------------------------------------------------------ action encoding
 
@@ -186,6 +164,9 @@ class JointDynamics(MaskedSteps):
         env = self.env
         self._inst = inst
         self._t = 0
+        # Per job (plain Python lists: the step is scalar work): current local choice, whether the current segment
+        # restarted, tokens so far and since the start of the current day, tokens missing from the days' minimums
+        # so far; and the joint action that keeps every choice.
         self._cur = [job.initial_mode + 1 for job in inst.jobs]
         self._restarted = [False] * self.n_jobs
         self._tokens = [0.0] * self.n_jobs
@@ -201,19 +182,13 @@ class JointDynamics(MaskedSteps):
                       penalty_usd_per_token(inst, env.terminal_penalty_factor))
             self._day_tables[inst.day] = tables
         self._global_obs, self._penalty_per_token = tables
-        self._start_safe = not self._safety_fallback_at_start()
-        info = {"day": inst.day, "slot": 0, "job_modes": [c - 1 for c in self._cur],
-                "job_progress": self._progress()}
-        return self._observation(), info
-
-    def _safety_fallback_at_start(self) -> bool:
-        """Whether the first slot's mask falls back (no joint choice passes the safety test)."""
-        self._compute_mask()
-        return self._fallback
+        self._compute_mask()  # the first slot's: whether it falls back (no joint choice passes the safety test)
+        self.starts_safe = not self._fallback
+        return self._observation(), {"day": inst.day, "slot": 0, "job_modes": [c - 1 for c in self._cur],
+                                     "job_progress": self._progress()}
 
     def step(self, action):
-        inst = self._inst
-        t = self._t
+        inst, t = self._inst, self._t
         mask = self._mask if self._mask is not None else self._compute_mask()
         fallback = self._fallback
         a, invalid = masked_action(action, mask, self._keep)
@@ -221,16 +196,14 @@ class JointDynamics(MaskedSteps):
         cur = self._cur
         loc = self._loc_rows[a]
         restarted = self._restarted
-        for j in range(self.n_jobs):
-            c = loc[j]
+        for j, c in enumerate(loc):
             sps = self._sps[j]
             offset = t % sps
             if offset == 0:
                 restarted[j] = c != 0 and c != cur[j]
                 self._schedule[j][t // sps] = c - 1
             if c:
-                hours = self._prod_restart[j][offset] if restarted[j] else self._slot_hours
-                made = self._rate3600_list[j][c] * hours
+                made = self._rate3600_list[j][c] * (self._prod_restart[j][offset] if restarted[j] else self._slot_hours)
                 self._tokens[j] += made
                 self._today[j] += made
             cur[j] = c
@@ -239,39 +212,25 @@ class JointDynamics(MaskedSteps):
         load = self._load_table[a]
         used, grid, curtailment = renewable_first(load, self._renewable[t])
         cost = float(slot_decision_cost_usd(inst, grid, curtailment, t))
-        reward = -cost / self.env.reward_scale
         self._t = t = t + 1
         self._mask = None
         if t % self.slots_per_day == 0:
             self._close_day()
-        terminated = t == self.n_slots
-        penalty = 0.0
-        if terminated:
-            shortfall = self.env.shortfall_tokens() + self._daily_shortfall
-            penalty = float(np.sum(shortfall * self._penalty_per_token))
-            reward -= penalty / self.env.reward_scale
-        info = {
+        penalty = self._terminal_penalty(self._daily_shortfall)
+        reward = -cost / self.env.reward_scale - penalty / self.env.reward_scale
+        info = self._last_info = {
             "day": inst.day, "slot": t - 1, "slot_cost_usd": cost, "load_mw": float(load), "grid_mw": float(grid),
             "renewable_used_mw": float(used), "curtailment_mw": float(curtailment), "gpus_used": self._gpus_list[a],
             "job_modes": [c - 1 for c in loc], "job_progress": self._progress(), "invalid_action": invalid,
-            "terminal_penalty_usd": penalty, "safety_fallback": fallback,
-        }
-        self._last_info = info
-        return self._observation(), reward, terminated, False, info
+            "terminal_penalty_usd": penalty, "safety_fallback": fallback}
+        return self._observation(), reward, t == self.n_slots, False, info
 
-    @property
-    def slot(self) -> int:
-        return self._t
-
-    @property
-    def deciding_job(self) -> None:
-        return None
+    deciding_job = None
 
     def render(self) -> str:
-        info = self._last_info
         modes = " ".join(f"{job.name}={c - 1:>2d}" for job, c in zip(self._inst.jobs, self._cur, strict=True))
         progress = " ".join(f"{p:.3f}" for p in self._progress())
-        cost = info.get("slot_cost_usd", 0.0)
+        cost = self._last_info.get("slot_cost_usd", 0.0)
         return f"{self._inst.day} slot {self._t:3d}/{self.n_slots}: {modes} progress {progress} cost ${cost:.2f}"
 
     # ------------------------------------------------------------------ tranche bookkeeping
@@ -286,9 +245,6 @@ class JointDynamics(MaskedSteps):
     def daily_shortfall_tokens(self) -> np.ndarray:
         """Tokens missing from the minimums of the days already over, per job (summed over the days)."""
         return self._daily_shortfall.copy()
-
-    def tokens(self) -> list[float]:
-        return list(self._tokens)
 
     def _progress(self) -> list[float]:
         return [x / w if w > 0 else 1.0 for x, w in zip(self._tokens, self._tranche_list, strict=True)]
@@ -307,50 +263,36 @@ class JointDynamics(MaskedSteps):
 
     def _compute_mask(self) -> np.ndarray:
         t = self._t
-        J = self.n_jobs
         at_boundary = [t % sps == 0 for sps in self._sps]
-        if not any(at_boundary):
-            # Nobody may change: only "keep", which is valid (the previous slot was).
-            mask = np.zeros(self.n_actions, dtype=bool)
-            mask[self._keep] = True
-            self._mask = mask
-            self._fallback = False
-            return mask
         self._fallback = False
+        if not any(at_boundary):  # nobody may change: only "keep", which is valid (the previous slot was)
+            mask = self._mask = np.zeros(self.n_actions, dtype=bool)
+            mask[self._keep] = True
+            return mask
         done = self._done()
-        plain = self._cap_ok.copy()
-        for j in range(J):
-            if at_boundary[j]:
-                if self.env.pause_when_done and done[j]:
-                    plain &= self._loc_cols[j] == 0
-            else:
-                plain &= self._loc_cols[j] == self._cur[j]
-        mask = plain
+        mask = self._cap_ok.copy()
+        for j in range(self.n_jobs):
+            if not at_boundary[j]:
+                mask &= self._loc_cols[j] == self._cur[j]
+            elif self.env.pause_when_done and done[j]:
+                mask &= self._loc_cols[j] == 0
         if self.env.safety_mask:
-            safe = plain & self._safety.safe(t, at_boundary, self._tokens, self._cur, self._restarted, self._today)
-            if safe.any():
-                mask = safe
-            else:
-                self._fallback = True
+            safe = mask & self._safety.safe(t, at_boundary, self._tokens, self._cur, self._restarted, self._today)
+            self._fallback = not safe.any()
+            mask = mask if self._fallback else safe
         self._mask = mask
         return mask
 
     # ------------------------------------------------------------------ observation
 
     def _observation(self) -> np.ndarray:
-        t = self._t
-        T = self.n_slots
+        t, n_gpus = self._t, self._n_gpus
         feats: list[float] = []
         gpus_used = 0
-        seconds_left = (T - t) * self._slot_hours * SECONDS_PER_HOUR
-        n_gpus = self._n_gpus
+        seconds_left = (self.n_slots - t) * self._slot_hours * SECONDS_PER_HOUR
         for j in range(self.n_jobs):
-            c = self._cur[j]
-            sps = self._sps[j]
-            offset = t % sps
-            W = self._tranche_list[j]
-            X = self._tokens[j]
-            missing = W - X
+            c, sps, W, X = self._cur[j], self._sps[j], self._tranche_list[j], self._tokens[j]
+            offset, missing = t % sps, W - X
             if missing <= W * TRANCHE_TOLERANCE:
                 ratio = 0.0
             elif seconds_left <= 0 or self._max_rate[j] <= 0:
@@ -360,15 +302,9 @@ class JointDynamics(MaskedSteps):
             gpus = self._gpus_loc_list[j][c]
             gpus_used += gpus
             n_modes = self._sizes[j] - 1
-            feats += (
-                min(X / W, PROGRESS_OBS_HIGH) if W > 0 else 1.0,
-                ratio,
-                min(gpus / n_gpus, 1.0),
-                self._power_share_list[j][c],
-                c / n_modes if n_modes else 0.0,
-                1.0 if offset == 0 else 0.0,
-                (sps - offset) / sps,
-            )
+            feats += (min(X / W, PROGRESS_OBS_HIGH) if W > 0 else 1.0, ratio, min(gpus / n_gpus, 1.0),
+                      self._power_share_list[j][c], c / n_modes if n_modes else 0.0, 1.0 if offset == 0 else 0.0,
+                      (sps - offset) / sps)  # JOB_FEATURES
         obs = np.empty(self._obs_size, dtype=np.float32)
         obs[: self._n_job_obs] = feats
         obs[self._n_job_obs: -1] = self._global_obs[t]

@@ -33,15 +33,8 @@ RATE_RATIO_OBS_HIGH = 10.0
 DEFAULT_LOOKAHEAD = 16
 """Look-ahead window, in slots (4 hours at 15-minute slots)."""
 
-JOB_FEATURES = (
-    "progress",
-    "required_rate_ratio",
-    "gpu_share",
-    "power_share",
-    "mode_index",
-    "at_checkpoint",
-    "slots_to_boundary",
-)
+JOB_FEATURES = ("progress", "required_rate_ratio", "gpu_share", "power_share", "mode_index", "at_checkpoint",
+                "slots_to_boundary")
 """The joint action's per-job observation features, in order (see :class:`~aidc_env.env.DispatchEnv`)."""
 
 
@@ -50,41 +43,27 @@ def renewable_share_high(inst: Instance) -> float:
     return max(float(inst.renewable_ratio), 1e-6)
 
 
-def observation_space(n_jobs: int, lookahead: int, power_share_high: float, renewable_high: float, *,
-                      horizon: bool = False, last_realised: bool = False) -> spaces.Box:
-    """The observation Box: 7 values per job, then the global values (see the env's docstring).
+def observation_layout(job_names: Sequence[str], lookahead: int, power_share_high: float, renewable_high: float, *,
+                       horizon: bool = False, last_realised: bool = False) -> tuple[list[str], spaces.Box]:
+    """The name of every observation entry and the observation Box: 7 values per job, then the global values (see
+    the env's docstring).
 
-    ``horizon``: a horizon-progress entry after the time of day (instances of D > 1 days);
-    ``last_realised``: the last realised price and renewable share and their validity flag after the
-    look-ahead (``information="dayahead"``).
+    ``horizon``: a horizon-progress entry after the time of day (instances of D > 1 days); ``last_realised``: the last
+    realised price and renewable share and their validity flag after the look-ahead (``information="dayahead"``).
     """
-    L = lookahead
-    job_low = [0.0] * len(JOB_FEATURES)
-    job_high = [PROGRESS_OBS_HIGH, RATE_RATIO_OBS_HIGH, 1.0, power_share_high, 1.0, 1.0, 1.0]
-    glob_low = [0.0] + [0.0] * horizon + [PRICE_OBS_LOW, 0.0] + [PRICE_OBS_LOW] * L + [0.0] * L
-    glob_high = [1.0] + [1.0] * horizon + [PRICE_OBS_HIGH, renewable_high] + [PRICE_OBS_HIGH] * L + [
-        renewable_high] * L
+    price, renewable, share = (PRICE_OBS_LOW, PRICE_OBS_HIGH), (0.0, renewable_high), (0.0, 1.0)
+    job = list(zip(JOB_FEATURES, [(0.0, PROGRESS_OBS_HIGH), (0.0, RATE_RATIO_OBS_HIGH), share,
+                                  (0.0, power_share_high), share, share, share], strict=True))
+    entries = [(f"{name}.{f}", *bounds) for name in job_names for f, bounds in job]
+    entries += [("time_of_day", *share)] + [("horizon_progress", *share)] * horizon
+    entries += [("price_now", *price), ("renewable_now", *renewable)]
+    entries += [(f"price_ahead_{k}", *price) for k in range(1, lookahead + 1)]
+    entries += [(f"renewable_ahead_{k}", *renewable) for k in range(1, lookahead + 1)]
     if last_realised:
-        glob_low += [PRICE_OBS_LOW, 0.0, 0.0]
-        glob_high += [PRICE_OBS_HIGH, renewable_high, 1.0]
-    glob_low.append(0.0)
-    glob_high.append(1.0)
-    low = np.array(job_low * n_jobs + glob_low, dtype=np.float32)
-    high = np.array(job_high * n_jobs + glob_high, dtype=np.float32)
-    return spaces.Box(low=low, high=high, dtype=np.float32)
-
-
-def observation_names(job_names: Sequence[str], lookahead: int, *, horizon: bool = False,
-                      last_realised: bool = False) -> list[str]:
-    """The name of every observation entry, in order (flags as in :func:`observation_space`)."""
-    names = [f"{name}.{f}" for name in job_names for f in JOB_FEATURES]
-    names += ["time_of_day"] + ["horizon_progress"] * horizon + ["price_now", "renewable_now"]
-    names += [f"price_ahead_{k}" for k in range(1, lookahead + 1)]
-    names += [f"renewable_ahead_{k}" for k in range(1, lookahead + 1)]
-    if last_realised:
-        names += ["price_last", "renewable_last", "last_known"]
-    names.append("free_gpu_share")
-    return names
+        entries += [("price_last", *price), ("renewable_last", *renewable), ("last_known", *share)]
+    names, low, high = zip(*entries, ("free_gpu_share", *share), strict=True)
+    return list(names), spaces.Box(low=np.array(low, dtype=np.float32), high=np.array(high, dtype=np.float32),
+                                   dtype=np.float32)
 
 
 def outlook_blocks(inst: Instance, outlook: Outlook | str) -> list[tuple[int, int, np.ndarray, np.ndarray]]:
@@ -105,8 +84,7 @@ def outlook_blocks(inst: Instance, outlook: Outlook | str) -> list[tuple[int, in
     rated_renewable = inst.renewable_ratio * inst.rated_facility_mw
     blocks = []
     for t0, t1 in zip(starts, ends, strict=True):
-        price = np.zeros(T)
-        shape = np.zeros(T)
+        price, shape = np.zeros(T), np.zeros(T)
         price[t0:], shape[t0:] = outlook.view(inst, t0)
         blocks.append((t0, t1, price, rated_renewable * shape))
     return blocks
@@ -131,22 +109,17 @@ def global_table(inst: Instance, lookahead: int, outlook: Outlook | str, renewab
     standard deviation σ·√k at lead k (scaled units), drawn from ``rng`` (prices first, then renewables) and clipped
     to the bounds.
     """
-    T, L = inst.slots, lookahead
-    D = inst.horizon_days
-    spd = inst.slots_per_day
+    T, L, D, spd = inst.slots, lookahead, inst.horizon_days, inst.slots_per_day
     outlook = outlook_of(outlook)
     dayahead = isinstance(outlook, DayAhead)
     forecast_noise = getattr(outlook, "noise", 0.0)
     rated = inst.rated_facility_mw
-    n_cols = 3 + 2 * L + (D > 1) + 3 * dayahead
-    table = np.zeros((T + 1, n_cols))
+    table = np.zeros((T + 1, 3 + 2 * L + (D > 1) + 3 * dayahead))
     slots = np.arange(T + 1)
-    day = np.minimum(slots // spd, D - 1)
-    table[:, 0] = (slots - day * spd) / spd
-    col = 1
+    table[:, 0] = (slots - np.minimum(slots // spd, D - 1) * spd) / spd  # the last day runs to T
     if D > 1:
         table[:, 1] = slots / T
-        col = 2
+    col = time_columns(inst)
     for t0, t1, price_usd, renewable_mw in outlook_blocks(inst, outlook):
         price = np.clip(price_usd / PRICE_SCALE_USD_PER_MWH, PRICE_OBS_LOW, PRICE_OBS_HIGH)
         ren = np.clip(renewable_mw / rated if rated > 0 else np.zeros(T), 0.0, renewable_high)
@@ -157,15 +130,13 @@ def global_table(inst: Instance, lookahead: int, outlook: Outlook | str, renewab
         table[t0:t1, col + 1] = ren_pad[rows]
         if L:
             idx = rows[:, None] + np.arange(1, L + 1)[None, :]
-            ahead_p = price_pad[idx]
-            ahead_r = ren_pad[idx]
+            ahead_p, ahead_r = price_pad[idx], ren_pad[idx]
             if forecast_noise > 0:
                 inside = idx < T
                 sd = forecast_noise * np.sqrt(np.arange(1, L + 1))[None, :]
-                ahead_p = np.where(inside, ahead_p + rng.normal(size=idx.shape) * sd, 0.0)
-                ahead_r = np.where(inside, ahead_r + rng.normal(size=idx.shape) * sd, 0.0)
-                ahead_p = np.clip(ahead_p, PRICE_OBS_LOW, PRICE_OBS_HIGH)
-                ahead_r = np.clip(ahead_r, 0.0, renewable_high)
+                ahead_p = np.clip(np.where(inside, ahead_p + rng.normal(size=idx.shape) * sd, 0.0), PRICE_OBS_LOW,
+                                  PRICE_OBS_HIGH)
+                ahead_r = np.clip(np.where(inside, ahead_r + rng.normal(size=idx.shape) * sd, 0.0), 0.0, renewable_high)
             table[t0:t1, col + 2: col + 2 + L] = ahead_p
             table[t0:t1, col + 2 + L: col + 2 + 2 * L] = ahead_r
     if dayahead:
@@ -184,10 +155,9 @@ def sites_global_table(inst: Instance, lookahead: int, outlook: Outlook, renewab
     tables = [global_table(view, lookahead, outlook, renewable_high, rng) for view in inst.site_views]
     if len(tables) == 1:
         return tables[0]
-    k = time_columns(inst)
-    return np.concatenate([tables[0]] + [t[:, k:] for t in tables[1:]], axis=1)
+    return np.concatenate([tables[0]] + [t[:, time_columns(inst):] for t in tables[1:]], axis=1)
 
 
 __all__ = ["DEFAULT_LOOKAHEAD", "JOB_FEATURES", "PRICE_OBS_HIGH", "PRICE_OBS_LOW", "PRICE_SCALE_USD_PER_MWH",
-           "PROGRESS_OBS_HIGH", "RATE_RATIO_OBS_HIGH", "global_table", "observation_names", "observation_space",
-           "outlook_blocks", "renewable_share_high", "sites_global_table", "time_columns"]
+           "PROGRESS_OBS_HIGH", "RATE_RATIO_OBS_HIGH", "global_table", "observation_layout", "outlook_blocks",
+           "renewable_share_high", "sites_global_table", "time_columns"]

@@ -43,13 +43,13 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 from gymnasium import spaces
 
-from aidc_env.env.rules import MaskedSteps, masked_action, penalty_usd_per_token
+from aidc_env.env.rules import MaskedSteps, local_choice_tables, masked_action, penalty_usd_per_token
 from aidc_env.env.observation import (PRICE_OBS_HIGH, PRICE_OBS_LOW, PROGRESS_OBS_HIGH, RATE_RATIO_OBS_HIGH,
                                       renewable_share_high, sites_global_table, time_columns)
 from aidc_env.env.kernels import commit, observe, slot_objectives
 from aidc_env.env.reservation import FleetPlan, ReservationMasks
 from aidc_env.errors import require
-from aidc_env.instance import PAUSE, SECONDS_PER_HOUR, Instance
+from aidc_env.instance import PAUSE, Instance
 from aidc_env.schedule import Schedule
 from aidc_env.simulator import TRANCHE_TOLERANCE, simulate
 
@@ -65,6 +65,16 @@ CHOICE_FEATURES = ("gpu_share", "coverage", "efficiency")
 """Per-action features of the job deciding now, in order (then ``move`` with several sites)."""
 
 
+def _move_load(load: Any, here: int, s: int, old: Any, new: Any) -> None:
+    """A job's load moves from ``old`` at site ``here`` to ``new`` at site s in ``load`` (per site): one update when
+    it stays (the same floats as ever with one site)."""
+    if s == here:
+        load[s] += new - old
+    else:
+        load[here] -= old
+        load[s] += new
+
+
 class PerJobDynamics(MaskedSteps, ReservationMasks):
     """The per-job action type of a :class:`~aidc_env.env.core.DispatchEnv` (see the module docstring)."""
 
@@ -76,13 +86,10 @@ class PerJobDynamics(MaskedSteps, ReservationMasks):
         self.env = env
         self._template = inst
         self._setup_tables(inst)
-        self._baseline_cache: dict[str, np.ndarray] = {}
-        self._fixed_profiles: dict[str, tuple[np.ndarray, np.ndarray, np.ndarray, float]] = {}
+        self._fixed_cache: dict[str, tuple[np.ndarray, np.ndarray, np.ndarray, float]] = {}
         self._day_tables: dict[str, tuple[np.ndarray, np.ndarray]] = {}  # per day: global observation, penalty
         self._inst: Instance | None = None
-        self._t = self.n_slots
-        self._queue: list[int] = []
-        self._k = 0
+        self._t = self.n_slots  # no episode: no deciding job
 
     # ------------------------------------------------------------------ tables (the same for every day)
 
@@ -98,34 +105,25 @@ class PerJobDynamics(MaskedSteps, ReservationMasks):
         self.n_choices = C = max(job.n_modes for job in jobs) + 1
         self.n_actions = S * C
         self._sizes = [job.n_modes + 1 for job in jobs]
-        local = [np.arange(n) - 1 for n in self._sizes]
-        self._gpus_loc = [job.gpus_by_choice[c].astype(np.int64) for job, c in zip(jobs, local, strict=True)]
-        self._kw_loc = [job.it_power_kw_by_choice[c].astype(float) for job, c in zip(jobs, local, strict=True)]
-        rate3600 = [job.tokens_per_s_by_choice[c] * SECONDS_PER_HOUR for job, c in zip(jobs, local, strict=True)]
+        self._gpus_loc, self._kw_loc, rate3600 = local_choice_tables(jobs)
         self._sps = [inst.slots_per_segment(job) for job in jobs]
         windows = [inst.job_window(job) for job in jobs]
-        self._release = [w[0] for w in windows]
-        self._deadline = [w[1] for w in windows]
+        self._release, self._deadline = (list(w) for w in zip(*windows))
         self._allowed = [inst.allowed_segments(job).tolist() for job in jobs]
         self._target = [job.tranche_tokens for job in jobs]
-        seg_h = [inst.segment_hours(job) for job in jobs]
-        self._seg_keep = [r * h for r, h in zip(rate3600, seg_h, strict=True)]
-        self._seg_restart = [r * (h - job.restart_hours) for r, h, job in zip(rate3600, seg_h, jobs, strict=True)]
-        self._seg_move = [r * (h - job.restart_hours - tr) for r, h, job, tr
-                          in zip(rate3600, seg_h, jobs, inst.transfer_hours, strict=True)]
-        self._made = [np.stack([k, r, m]) for k, r, m in zip(self._seg_keep, self._seg_restart, self._seg_move,
-                                                               strict=True)]  # kept, restarted, moved
+        tau = [job.restart_hours for job in jobs]
+        # Per job, its segment's tokens by local choice: kept, restarted, moved (the transfer time lost too).
+        self._made = [np.stack([r * h, r * (h - t), r * (h - t - tr)]) for r, h, t, tr
+                      in zip(rate3600, map(inst.segment_hours, jobs), tau, inst.transfer_hours, strict=True)]
+        self._seg_keep_list, self._seg_restart_list, self._seg_move_list = (
+            [m[i].tolist() for m in self._made] for i in range(3))
         self._deadline_arr = np.array(self._deadline, dtype=np.int64)
-        self._seg_keep_list = [a.tolist() for a in self._seg_keep]
-        self._seg_restart_list = [a.tolist() for a in self._seg_restart]
-        self._seg_move_list = [a.tolist() for a in self._seg_move]
         self._gpus_list = [g.tolist() for g in self._gpus_loc]
         self._kw_list = [p.tolist() for p in self._kw_loc]
         self._plan, self._move_plan = (
             FleetPlan(n_gpus=max(self._site_gpus), slot_hours=self._dt, gpus_loc=self._gpus_loc, rate3600_loc=rate3600,
                       release=self._release, deadline=self._deadline, tranche_tokens=self._target,
-                      restart_hours=[job.restart_hours + moving * tr for job, tr in zip(jobs, inst.transfer_hours,
-                                                                                         strict=True)])
+                      restart_hours=[t + moving * tr for t, tr in zip(tau, inst.transfer_hours, strict=True)])
             for moving in (False, True))  # the hold of a job that stays, and of one that moves (transfer lost too)
         boundaries = sorted({s for sps in self._sps for s in range(0, T, sps)}) + [T]
         self._next_boundary = dict(zip(boundaries[:-1], boundaries[1:], strict=True))
@@ -133,7 +131,7 @@ class PerJobDynamics(MaskedSteps, ReservationMasks):
         self._sps_arr = np.array(self._sps, dtype=float)
         self._jobs = np.array([[*w, W, float(r.max()), max(n - 1, 1)] for w, W, r, n  # the job features' constants
                                in zip(windows, self._target, rate3600, self._sizes, strict=True)], dtype=float)
-        self._setup_masks(rate3600)
+        self._setup_masks()
         self._setup_observation(inst, rate3600)
         # Per site and slot: the committed GPUs (inference included), then the reservation profile of every job's plan.
         self._profiles = np.zeros((S, 2 * T), dtype=np.int64)
@@ -168,28 +166,23 @@ class PerJobDynamics(MaskedSteps, ReservationMasks):
         # coverage column is filled per observation.
         self._choice_static = np.zeros((J, S, A, self._n_choice_feats))
         self._rate_pad = np.zeros((J, A))
-        for j in range(J):
-            n = self._sizes[j]
-            g = self._gpus_loc[j]
-            per_gpu = np.divide(rate3600[j], g, out=np.zeros(n), where=g > 0)
+        for j, (n, g, rate) in enumerate(zip(self._sizes, self._gpus_loc, rate3600, strict=True)):
+            per_gpu = np.divide(rate, g, out=np.zeros(n), where=g > 0)
             best = float(per_gpu.max())
             for s in range(S):
                 cols = slice(s * C, s * C + n)
                 self._choice_static[j, :, cols, 0] = np.minimum(g / self._site_gpus[s], 1.0)
                 self._choice_static[j, :, cols, 2] = per_gpu / best if best > 0 else 0.0
-                self._rate_pad[j, cols] = rate3600[j]
-                if S > 1:
-                    for here in range(S):
-                        self._choice_static[j, here, cols, 3] = float(s != here)
+                self._rate_pad[j, cols] = rate
+                if S > 1:  # moves the job: from every other site
+                    self._choice_static[j, :, cols, 3] = (np.arange(S) != s)[:, None]
         self._ren_high = max(renewable_share_high(view) for view in inst.site_views)
         n_global = sites_global_table(inst, self.env.lookahead, self.env.outlook, self._ren_high,
                                       np.random.default_rng(0)).shape[1]
-        job_high = [PROGRESS_OBS_HIGH, RATE_RATIO_OBS_HIGH, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0] + [1.0] * (
-            self._n_job_feats - len(JOB_FEATURES))
-        glob_low = np.full(n_global, PRICE_OBS_LOW)
+        job_high = [PROGRESS_OBS_HIGH, RATE_RATIO_OBS_HIGH] + [1.0] * (self._n_job_feats - 2)
+        glob_low = np.where(np.arange(n_global) < time_columns(inst), 0.0, PRICE_OBS_LOW)
         glob_high = np.full(n_global, max(PRICE_OBS_HIGH, self._ren_high))
-        glob_low[:time_columns(inst)] = 0.0
-        choice_high = [1.0, RATE_RATIO_OBS_HIGH, 1.0] + [1.0] * (self._n_choice_feats - len(CHOICE_FEATURES))
+        choice_high = [1.0, RATE_RATIO_OBS_HIGH] + [1.0] * (self._n_choice_feats - 2)
         low = np.concatenate([np.zeros(self._n_job_feats * J), glob_low, np.zeros(2 * S),
                               np.zeros(self._n_choice_feats * A)]).astype(np.float32)
         high = np.concatenate([job_high * J, glob_high, np.ones(2 * S), np.tile(choice_high, A)]).astype(np.float32)
@@ -257,35 +250,30 @@ class PerJobDynamics(MaskedSteps, ReservationMasks):
         self._reserved += holds
         self._state[:] = state
         self._end_arr[:] = 0
-        self._start_safe = self._plan_fits()
-        self._baseline = self._baseline_objective(inst) if env.reward_baseline == "fixed" else None
+        self.starts_safe = self._plan_fits()
+        self._baseline = self._fixed(inst)[0] if env.reward_baseline == "fixed" else None
         self.objective_usd = 0.0
         self._fallback = False
-        self._mask: np.ndarray | None = None
-        self._queue = []
-        self._k = 0
         self._last_info: dict[str, Any] = {}
         self._feats[:] = feats
         self._time_columns()
-        self._pending_reward = 0.0
         self._credit = 0.0
         if env.reward_credit == "job":
-            self._fixed_gpus, self._fixed_kw, self._fixed_site, fixed_objective = self._fixed_profile(inst)
+            _, self._fixed_gpus, self._fixed_kw, fixed_objective = self._fixed(inst)
             self._prof_gpus = np.zeros((S, self.n_slots), dtype=np.int64)
             self._prof_kw = np.zeros((S, self.n_slots))
-            for j in range(J):
-                self._prof_gpus[self._fixed_site[j]] += self._fixed_gpus[j]
-                self._prof_kw[self._fixed_site[j]] += self._fixed_kw[j]
+            for j, home in enumerate(self._home):  # the fixed schedule runs every job at its home site
+                self._prof_gpus[home] += self._fixed_gpus[j]
+                self._prof_kw[home] += self._fixed_kw[j]
             if env.reward_baseline is None:
                 self._credit = fixed_objective
-        paid = self._advance(decided=False)  # slots before the first choice (none when a job decides at 0)
+        paid = self._advance(decided=False)  # the first decision point's queue; the slots before it (none at 0)
         self._pending_reward = self._reward(paid)
         return self._observation(), {"day": inst.day, "slot": self._t, "job": self.deciding_job,
                                      "objective_usd": paid}
 
     def _global_table(self, inst: Instance) -> np.ndarray:
-        env = self.env
-        return sites_global_table(inst, env.lookahead, env.outlook, self._ren_high, env.np_random)
+        return sites_global_table(inst, self.env.lookahead, self.env.outlook, self._ren_high, self.env.np_random)
 
     def _day_of(self, inst: Instance) -> tuple:
         """The day's terminal penalty per token, inference share per site and slot, and the tables of
@@ -312,13 +300,11 @@ class PerJobDynamics(MaskedSteps, ReservationMasks):
         return reward
 
     def step(self, action):
-        inst = self._inst
         mask = self._mask if self._mask is not None else self._compute_mask()
         j = self._queue[self._k]
         here = self._site[j]
         a, invalid = masked_action(action, mask, here * self.n_choices + self._cur[j])
-        fallback = self._fallback
-        slot = self._t
+        fallback, slot = self._fallback, self._t  # before the step
         s, c = divmod(a, self.n_choices)
         self._decide(j, s, c, self._held_after_choice(j, s, c))
         self._k += 1
@@ -327,16 +313,12 @@ class PerJobDynamics(MaskedSteps, ReservationMasks):
         paid = self._advance(decided=True) if closed else 0.0
         reward = (self._reward(paid) if closed or self.env.reward_credit == "job" else 0.0) + self._pending_reward
         self._pending_reward = 0.0
-        terminated = self._t >= self.n_slots
-        penalty = 0.0
-        if terminated:
-            penalty = float(np.sum(self.env.shortfall_tokens() * self._penalty_per_token))
-            reward -= penalty / self.env.reward_scale
-        info = {"day": inst.day, "slot": slot, "job": j, "site": s, "choice": c - 1, "moved": s != here,
-                "objective_usd": paid, "invalid_action": invalid, "safety_fallback": fallback,
-                "terminal_penalty_usd": penalty}
-        self._last_info = info
-        return self._observation(), reward, terminated, False, info
+        penalty = self._terminal_penalty()
+        reward -= penalty / self.env.reward_scale
+        info = self._last_info = {"day": self._inst.day, "slot": slot, "job": j, "site": s, "choice": c - 1,
+                                  "moved": s != here, "objective_usd": paid, "invalid_action": invalid,
+                                  "safety_fallback": fallback, "terminal_penalty_usd": penalty}
+        return self._observation(), reward, self._t >= self.n_slots, False, info
 
     def render(self) -> str:
         jobs = " ".join(f"{job.name}={c - 1}" + (f"@{s}" if self.n_sites > 1 else "")
@@ -346,19 +328,12 @@ class PerJobDynamics(MaskedSteps, ReservationMasks):
     # ------------------------------------------------------------------ public state
 
     @property
-    def slot(self) -> int:
-        return self._t
-
-    @property
     def deciding_job(self) -> int | None:
         return self._queue[self._k] if self._t < self.n_slots and self._k < len(self._queue) else None
 
     def schedule(self) -> Schedule:
         return Schedule(modes=tuple(np.array(row, dtype=np.int64) for row in self._schedule),
                         sites=tuple(np.array(row, dtype=np.int64) for row in self._sites))
-
-    def tokens(self) -> list[float]:
-        return list(self._tokens)
 
     def reserved_gpus(self) -> np.ndarray:
         """(sites, slots): GPUs of the committed choices, the held modes of every job's plan and inference."""
@@ -378,27 +353,15 @@ class PerJobDynamics(MaskedSteps, ReservationMasks):
         """Commit site s and local choice c of job j for its segment from the current slot, and its new hold."""
         t = self._t
         prev, here = self._cur[j], self._site[j]
-        if s != here:
-            made = self._seg_move_list[j][c]
-        else:
-            made = (self._seg_restart_list if c != 0 and c != prev else self._seg_keep_list)[j][c]
-        self._tokens[j] += made
+        self._tokens[j] += self._segment_tokens(j, s, c)
         sps = self._sps[j]
         self._schedule[j][t // sps] = c - 1
         self._sites[j][t // sps] = s
         g = self._gpus_list[j][c]
-        if s == here:  # one update per site (the same floats as ever with one site)
-            self._job_gpus[s] += g - self._gpus_list[j][prev]
-            self._job_kw[s] += self._kw_list[j][c] - self._kw_list[j][prev]
-        else:
-            self._job_gpus[here] -= self._gpus_list[j][prev]
-            self._job_gpus[s] += g
-            self._job_kw[here] -= self._kw_list[j][prev]
-            self._job_kw[s] += self._kw_list[j][c]
-        self._cur[j] = c
-        self._site[j] = s
-        end = t + sps
-        self._end[j] = end
+        _move_load(self._job_gpus, here, s, self._gpus_list[j][prev], g)
+        _move_load(self._job_kw, here, s, self._kw_list[j][prev], self._kw_list[j][c])
+        self._cur[j], self._site[j] = c, s
+        self._end[j] = end = t + sps
         commit(self._profiles, self._state, self._feats, self._end_arr, self._jobs, self._pools, j, t, end, c, g, held,
                here, s, self._tokens[j], self._dt)
         if self.n_sites > 1:
@@ -406,36 +369,31 @@ class PerJobDynamics(MaskedSteps, ReservationMasks):
         if self.env.reward_credit == "job":
             self._credit_choice(j, s, c, slice(t, end))
 
+    def _segment_tokens(self, j: int, s: int, c: int) -> float:
+        """Tokens of job j's segment from the current slot with local choice c at site s: moved, kept or restarted."""
+        if s != self._site[j]:
+            return self._seg_move_list[j][c]
+        return (self._seg_keep_list if c == self._cur[j] else self._seg_restart_list)[j][c]
+
     def _credit_choice(self, j: int, s: int, c: int, sl: slice) -> None:
         """Credit job j's choice: the objective change of replacing its fixed choice by c at s on the segment."""
-        fixed_site = self._fixed_site[j]
+        fixed_site = self._home[j]
         sites = [fixed_site] if s == fixed_site else [fixed_site, s]
-        before, objectives = 0.0, self._profile_objectives(sl)
-        for k in sites:
-            before += float(objectives[k].sum())
-        if s == fixed_site:
-            self._prof_gpus[s, sl] += self._gpus_list[j][c] - self._fixed_gpus[j, sl]
-            self._prof_kw[s, sl] += self._kw_list[j][c] - self._fixed_kw[j, sl]
-        else:
-            self._prof_gpus[fixed_site, sl] -= self._fixed_gpus[j, sl]
-            self._prof_kw[fixed_site, sl] -= self._fixed_kw[j, sl]
-            self._prof_gpus[s, sl] += self._gpus_list[j][c]
-            self._prof_kw[s, sl] += self._kw_list[j][c]
-        after, objectives = 0.0, self._profile_objectives(sl)
-        for k in sites:
-            after += float(objectives[k].sum())
-        self._credit += after - before
+        before = self._profile_objective(sl, sites)
+        _move_load(self._prof_gpus[:, sl], fixed_site, s, self._fixed_gpus[j, sl], self._gpus_list[j][c])
+        _move_load(self._prof_kw[:, sl], fixed_site, s, self._fixed_kw[j, sl], self._kw_list[j][c])
+        self._credit += self._profile_objective(sl, sites) - before
 
-    def _profile_objectives(self, sl: slice) -> np.ndarray:
-        """Per site and slot of ``sl``, the objective of the credit profile (:meth:`_credit_choice`)."""
-        return slot_objectives(sl.start, sl.stop, self._prof_gpus[:, sl].ravel(), self._prof_kw[:, sl].ravel(),
-                               self._pools, *self._day_arrays)
+    def _profile_objective(self, sl: slice, sites: list[int]) -> float:
+        """The objective of the credit profile (:meth:`_credit_choice`) at ``sites`` in the slots of ``sl``."""
+        objectives = slot_objectives(sl.start, sl.stop, self._prof_gpus[:, sl].ravel(), self._prof_kw[:, sl].ravel(),
+                                     self._pools, *self._day_arrays)
+        return sum(float(objectives[k].sum()) for k in sites)
 
     def _forced(self, j: int) -> bool:
         """Job j has one choice at the current slot (a boundary): outside its window, or done."""
-        if not self._allowed[j][self._t // self._sps[j]]:
-            return True
-        return self.env.pause_when_done and self._tokens[j] >= self._target[j] * (1 - TRANCHE_TOLERANCE)
+        return not self._allowed[j][self._t // self._sps[j]] or (
+            self.env.pause_when_done and self._tokens[j] >= self._target[j] * (1 - TRANCHE_TOLERANCE))
 
     def _advance(self, decided: bool) -> float:
         """From slot t (``decided``: every job of slot t has chosen), simulate slot blocks until a decision point
@@ -446,7 +404,9 @@ class PerJobDynamics(MaskedSteps, ReservationMasks):
             t = self._t
             if decided:
                 nxt = self._next_boundary[t]
-                paid += float(_sum(self._simulate_slots(t, nxt)))
+                # The slots' objective with every job's committed site and choice: the simulator's functions.
+                paid += float(_sum(slot_objectives(t, nxt, np.array(self._job_gpus), np.array(self._job_kw),
+                                                   self._pools, *self._day_arrays)[-1]))
                 if self._baseline is not None:
                     base += float(_sum(self._baseline[t:nxt]))
                 self._t = t = nxt
@@ -471,38 +431,23 @@ class PerJobDynamics(MaskedSteps, ReservationMasks):
         self._baseline_paid = base
         return paid
 
-    def _simulate_slots(self, t0: int, t1: int) -> np.ndarray:
-        """The objective of slots [t0, t1) with every job's committed site and choice: the simulator's functions."""
-        return slot_objectives(t0, t1, np.array(self._job_gpus), np.array(self._job_kw), self._pools,
-                                *self._day_arrays)[-1]
-
-    def _baseline_objective(self, inst: Instance) -> np.ndarray:
-        """Per-slot objective of the fixed schedule on ``inst`` (the simulator's replay), cached per day."""
-        cached = self._baseline_cache.get(inst.day)
-        if cached is None:
-            from aidc_env.baselines import fixed_schedule
-
-            result = simulate(inst, fixed_schedule(inst))
-            cached = sum(f.decision_cost_usd + view.renewable_mw * view.slot_hours * view.ppa_usd_per_mwh
-                         - f.idle_value_usd for f, view in zip(result.site_flows, inst.site_views, strict=True))
-            self._baseline_cache[inst.day] = cached
-        return cached
-
-    def _fixed_profile(self, inst: Instance) -> tuple[np.ndarray, np.ndarray, list[int], float]:
-        """Per job and slot, the GPUs and IT kW of the fixed schedule on ``inst``, its sites and its objective."""
-        cached = self._fixed_profiles.get(inst.day)
+    def _fixed(self, inst: Instance) -> tuple[np.ndarray, np.ndarray, np.ndarray, float]:
+        """The fixed schedule on ``inst`` (at the home sites), cached per day: its objective per slot (the simulator's
+        replay), per job and slot its GPUs and IT kW, and its objective."""
+        cached = self._fixed_cache.get(inst.day)
         if cached is None:
             from aidc_env.baselines import fixed_schedule
 
             schedule = fixed_schedule(inst)
+            result = simulate(inst, schedule)
+            per_slot = sum(f.decision_cost_usd + view.renewable_mw * view.slot_hours * view.ppa_usd_per_mwh
+                           - f.idle_value_usd for f, view in zip(result.site_flows, inst.site_views, strict=True))
             gpus = np.zeros((self.n_jobs, self.n_slots), dtype=np.int64)
             kw = np.zeros((self.n_jobs, self.n_slots))
             for j, row in enumerate(schedule):
                 local = np.repeat(np.asarray(row, dtype=np.int64) + 1, self._sps[j])[:self.n_slots]
-                gpus[j] = self._gpus_loc[j][local]
-                kw[j] = self._kw_loc[j][local]
-            cached = (gpus, kw, list(self._home), simulate(inst, schedule).metrics.objective_usd)
-            self._fixed_profiles[inst.day] = cached
+                gpus[j], kw[j] = self._gpus_loc[j][local], self._kw_loc[j][local]
+            cached = self._fixed_cache[inst.day] = (per_slot, gpus, kw, result.metrics.objective_usd)
         return cached
 
     # ------------------------------------------------------------------ observation
@@ -511,9 +456,8 @@ class PerJobDynamics(MaskedSteps, ReservationMasks):
         """The observation's parts that change with the slot only: features 4-6 of every job (5-6 from a per-slot
         table), the global values and the inference shares."""
         t = self._t
-        feats = self._feats
-        feats[:, 4] = np.minimum(np.maximum((self._end_arr - t) / self._sps_arr, 0.0), 1.0)
-        feats[:, 5:7] = self._window_columns[t]
+        self._feats[:, 4] = np.minimum(np.maximum((self._end_arr - t) / self._sps_arr, 0.0), 1.0)
+        self._feats[:, 5:7] = self._window_columns[t]
         obs = self._obs_buffer
         ng = self._n_job_obs + self._n_global
         obs[self._n_job_obs:ng] = self._global_obs[t]
@@ -526,19 +470,16 @@ class PerJobDynamics(MaskedSteps, ReservationMasks):
         obs = self._obs_buffer
         ng = self._n_job_obs + self._n_global  # the global values and the inference shares: _time_columns
         choice = self._choice_view
-        j = self._queue[self._k] if t < self.n_slots and self._k < len(self._queue) else None
+        j = self.deciding_job
         if j is None:
-            for s in range(self.n_sites):
-                obs[ng + 2 * s] = 0.0
-                obs[ng + 2 * s + 1] = 1.0
+            obs[ng:ng + 2 * self.n_sites] = (0.0, 1.0) * self.n_sites  # per site: inference share, free GPU share
             choice[:] = 0.0
             return obs.copy()
         W = self._target[j]
         missing = W - self._tokens[j]
-        here = self._site[j]
         done = missing <= W * TRANCHE_TOLERANCE
         return observe(obs, self._committed, self._pools, t, ng, choice,
-                       (self._choice_done if done else self._choice_static)[j, here], done, self._rate_pad[j],
+                       (self._choice_done if done else self._choice_static)[j, self._site[j]], done, self._rate_pad[j],
                        0.0 if done else (self._deadline[j] - t) * self._dt / missing, self._deciding_index[j])
 
 

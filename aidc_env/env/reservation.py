@@ -45,7 +45,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from aidc_env.env.kernels import assignment_rule
-from aidc_env.env.safety import SAFETY_TOLERANCE
+from aidc_env.env.safety import SAFETY_TOLERANCE, fewest_gpus_by_rate
 
 MAX_HOLD_ASSIGNMENTS = 4096
 """The most assignments of the other jobs' holds to sites the rule enumerates (S^(J−1); 27 on sites3): beyond it each
@@ -90,25 +90,14 @@ class FleetPlan:
     def __init__(self, *, n_gpus: int, slot_hours: float, gpus_loc: Sequence[np.ndarray],
                  rate3600_loc: Sequence[np.ndarray], release: Sequence[int], deadline: Sequence[int],
                  restart_hours: Sequence[float], tranche_tokens: Sequence[float]):
-        self.n_gpus = int(n_gpus)
-        self.slot_hours = float(slot_hours)
+        self.n_gpus, self.slot_hours = int(n_gpus), float(slot_hours)
         self.gpus_loc = [np.asarray(g, dtype=np.int64) for g in gpus_loc]
         self.rate3600_loc = [np.asarray(r, dtype=float) for r in rate3600_loc]
-        self.release = list(release)
-        self.deadline = list(deadline)
-        self.tau = list(restart_hours)
+        self.release, self.deadline, self.tau = list(release), list(deadline), list(restart_hours)
         self.target_safe = [float(w) * (1 - SAFETY_TOLERANCE) for w in tranche_tokens]
-        # Modes sorted by tokens per hour: the fewest GPUs of a mode at least as fast as the k-th slowest is a
-        # suffix minimum (index M + 1: no mode is fast enough -> more GPUs than the pool).
-        self.rate_sorted = []
-        self.rate_order = []
-        self.fewest_gpus = []
-        for g, r in zip(self.gpus_loc, self.rate3600_loc, strict=True):
-            order = np.argsort(r, kind="stable")
-            self.rate_order.append(order)
-            self.rate_sorted.append(r[order])
-            suffix_min = np.minimum.accumulate(g[order][::-1])[::-1]
-            self.fewest_gpus.append(np.append(suffix_min, self.n_gpus + 1).astype(np.int64))
+        self.rate_order, self.fewest_gpus = zip(*(fewest_gpus_by_rate(g, r, self.n_gpus)
+                                                  for g, r in zip(self.gpus_loc, self.rate3600_loc, strict=True)))
+        self.rate_sorted = [r[o] for r, o in zip(self.rate3600_loc, self.rate_order, strict=True)]
         self._cache: dict[tuple[int, int], tuple[np.ndarray, list[float], np.ndarray | None, list[float] | None]] = {}
         self._by_gpus_cache: dict[tuple[int, int], tuple[list[int], list[float]]] = {}
         self._fewest_list = [f.tolist() for f in self.fewest_gpus]  # Python scalars for the one-candidate path
@@ -160,44 +149,33 @@ class FleetPlan:
             restart, _, _, _ = self.tables(j, end)
             gpus = self.gpus_loc[j][self.rate_order[j]]  # in the order of ``restart`` (by tokens per hour)
             order = np.argsort(gpus, kind="stable")
-            cached = self._by_gpus_cache[key] = (gpus[order].tolist(),
-                                                 np.maximum.accumulate(restart[order]).tolist())
+            cached = self._by_gpus_cache[key] = (gpus[order].tolist(), np.maximum.accumulate(restart[order]).tolist())
         return cached
 
     def held_gpus_paused(self, j: int, end: int, need: float) -> int:
         """:meth:`held_gpus` of one job paused in the segment ending at ``end`` (nothing to keep)."""
-        if need <= 0:
-            return 0
-        _, restart, _, _ = self.tables(j, end)
-        k = bisect.bisect_left(restart, need)
-        return int(self.fewest_gpus[j][k])
+        return self._fewest_list[j][bisect.bisect_left(self.tables(j, end)[1], need)] if need > 0 else 0
 
 
 class ReservationMasks:
     """The mask of :class:`~aidc_env.env.per_job.PerJobDynamics` (mixed into it: it reads the dynamics' state: the
     profiles of committed and reserved GPUs per site, which :func:`~aidc_env.env.kernels.commit` keeps)."""
 
-    def _setup_masks(self, rate3600: Sequence[np.ndarray]) -> None:
+    def _setup_masks(self) -> None:
         """Per job, bit masks (bit c: local choice c): k -> its choices of rate rank >= k; and its choices of at most
         ``_fit_values[j][k - 1]`` GPUs (k = 0: none), for a bisection on the room; its segment's tokens by rate."""
-        self._rate_order = [np.argsort(r, kind="stable") for r in rate3600]
-        self._seg_restart_by_rate = [r[o].tolist() for r, o in zip(self._seg_restart, self._rate_order, strict=True)]
-        self._faster: list[list[int]] = []
-        self._fit_values: list[list[int]] = []
-        self._fit_bits: list[list[int]] = []
+        self._rate_order = self._plan.rate_order
+        self._seg_restart_by_rate = [m[1][o].tolist() for m, o in zip(self._made, self._rate_order, strict=True)]
         self._mask_arrays: dict[int, np.ndarray] = {}
         self._bounds_cache: dict[tuple[int, int, int], np.ndarray] = {}  # _profile_maxima's, per (t, end, stop)
         self._keep_cache: dict[tuple[int, int], tuple[list[float], list[float]] | None] = {}
         self._kernel_cache: dict[tuple[int, int], tuple[np.ndarray, np.ndarray, bool]] = {}
         self._every_sites = [self.n_sites ** (self.n_jobs - known) <= MAX_HOLD_ASSIGNMENTS for known in (0, 1)]
-        for j in range(self.n_jobs):
-            n = self._sizes[j]
-            g = self._gpus_loc[j]
-            rank = np.empty(n, dtype=np.int64)
-            rank[self._rate_order[j]] = np.arange(n)
-            self._faster.append([bits_of(rank >= k) for k in range(n + 1)])
-            self._fit_values.append(sorted(set(g.tolist())))
-            self._fit_bits.append([0] + [bits_of(g <= v) for v in self._fit_values[j]])
+        ranks = [np.argsort(order) for order in self._rate_order]  # of each choice by rate (the inverse permutation)
+        self._faster = [[bits_of(rank >= k) for k in range(rank.size + 1)] for rank in ranks]
+        self._fit_values = [sorted(set(g.tolist())) for g in self._gpus_loc]
+        self._fit_bits = [[0] + [bits_of(g <= v) for v in values]
+                          for g, values in zip(self._gpus_loc, self._fit_values, strict=True)]
 
     # ------------------------------------------------------------------ the mask
 
@@ -327,12 +305,10 @@ class ReservationMasks:
         key = (j, end)
         if key not in self._keep_cache:
             keep = self._plan.tables(j, end)[2]
-            if keep is None:
-                self._keep_cache[key] = None
-            else:
+            if keep is not None:
                 by_rate = keep[self._rate_order[j]].tolist()
-                made = self._seg_restart_by_rate[j]
-                self._keep_cache[key] = (by_rate, [k + r for k, r in zip(by_rate, made, strict=True)])
+                keep = (by_rate, [k + r for k, r in zip(by_rate, self._seg_restart_by_rate[j], strict=True)])
+            self._keep_cache[key] = keep
         return self._keep_cache[key]
 
     def _profile_maxima(self, s: int, t: int, end: int, stop: int) -> tuple[int, int, int | None, int | None]:
@@ -341,7 +317,6 @@ class ReservationMasks:
         deadline ``stop``, the others after it. One ufunc call over both profiles, laid end to end (a hot path: the
         range [end, T + t) spans both and is not used)."""
         T = self.n_slots
-        profiles = self._profiles[s]
         key = (t, end, stop)  # end <= stop: a job decides inside its window, whose deadline is on its boundaries
         bounds = self._bounds_cache.get(key)
         if bounds is None:
@@ -351,7 +326,7 @@ class ReservationMasks:
                 if end < stop < T:
                     bounds.append(T + stop)
             bounds = self._bounds_cache[key] = np.array(bounds, dtype=np.intp)
-        maxima = np.maximum.reduceat(profiles, bounds).tolist()
+        maxima = np.maximum.reduceat(self._profiles[s], bounds).tolist()
         if end < stop:
             return maxima[0], maxima[2], maxima[3], maxima[4] if stop < T else None
         return maxima[0], maxima[2], None, maxima[3] if stop < T else None
@@ -359,26 +334,16 @@ class ReservationMasks:
     def _held_after_choice(self, j: int, s: int, c: int) -> int:
         """GPUs job j holds after its segment from the current slot with local choice c at site s (the rule's held
         mode; :meth:`FleetPlan.held_gpus` of this one candidate)."""
-        base = self._plan.target_safe[j] - self._tokens[j]
-        if s != self._site[j]:
-            made = self._seg_move_list[j][c]
-        else:
-            made = (self._seg_keep_list if c == self._cur[j] else self._seg_restart_list)[j][c]
-        return self._plan.held_gpus(j, self._t + self._sps[j], base - made, c)
+        need = self._plan.target_safe[j] - self._tokens[j] - self._segment_tokens(j, s, c)
+        return self._plan.held_gpus(j, self._t + self._sps[j], need, c)
 
     # ------------------------------------------------------------------ the search
 
     def _rescued(self, j: int, refused: int) -> int:
         """Bit mask of the refused choices (``refused``: bits over all actions) after which a depth-first search of at
         most ``mask_search_nodes`` states finds a continuation the rule completes."""
-        rescued = 0
-        C = self.n_choices
-        for a in range(self.n_actions):
-            if refused >> a & 1:
-                s, c = divmod(a, C)
-                if self._completable_after(j, s, c, [self.env.mask_search_nodes]):
-                    rescued |= 1 << a
-        return rescued
+        return sum(1 << a for a in range(self.n_actions) if refused >> a & 1
+                   and self._completable_after(j, *divmod(a, self.n_choices), [self.env.mask_search_nodes]))
 
     def _completable_after(self, j: int, s: int, c: int, budget: list[int]) -> bool:
         state = self._snapshot()
@@ -408,8 +373,8 @@ class ReservationMasks:
             return True
         j, C = self._queue[self._k], self.n_choices
         here, rate = self._site[j], self._rate_pad[j]
-        order = sorted(np.flatnonzero(mask).tolist(), key=lambda a: (a // C != here, -rate[a]))
-        for a in order:  # capacity-feasible choices: at the job's site first, the fastest first
+        # The capacity-feasible choices: at the job's site first, the fastest first.
+        for a in sorted(np.flatnonzero(mask).tolist(), key=lambda a: (a // C != here, -rate[a])):
             if self._completable_after(j, *divmod(a, C), budget):
                 return True
             if budget[0] < 0:

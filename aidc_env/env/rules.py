@@ -4,11 +4,12 @@ cached mask with its fallback flag."""
 from __future__ import annotations
 
 import operator
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 
-from aidc_env.instance import SECONDS_PER_HOUR, Instance
+from aidc_env.instance import SECONDS_PER_HOUR, Instance, Job
 
 PENALTY_PRICE_FLOOR_USD_PER_MWH = 100.0
 """The terminal penalty prices energy at max(day's highest price, $100/MWh), so it never vanishes."""
@@ -26,6 +27,14 @@ def masked_action(action: Any, mask: np.ndarray, keep: int) -> tuple[int, bool]:
     if invalid:
         a = keep if mask[keep] else int(np.argmax(mask))
     return a, invalid
+
+
+def local_choice_tables(jobs: Sequence[Job]) -> tuple[list[np.ndarray], list[np.ndarray], list[np.ndarray]]:
+    """Per job, by local choice (0 = pause, i = mode i − 1): its GPUs, IT kW and tokens per hour."""
+    local = [np.arange(job.n_modes + 1) - 1 for job in jobs]
+    return ([job.gpus_by_choice[c].astype(np.int64) for job, c in zip(jobs, local, strict=True)],
+            [job.it_power_kw_by_choice[c].astype(float) for job, c in zip(jobs, local, strict=True)],
+            [job.tokens_per_s_by_choice[c] * SECONDS_PER_HOUR for job, c in zip(jobs, local, strict=True)])
 
 
 def penalty_usd_per_token(inst: Instance, factor: float) -> np.ndarray:
@@ -49,11 +58,24 @@ def penalty_usd_per_token(inst: Instance, factor: float) -> np.ndarray:
     return out
 
 
-
-
 class MaskedSteps:
-    """The mask of an action type's dynamics, computed once per step (``_compute_mask``, cached in ``_mask``) and
-    whether the completion rule found no safe choice (``_fallback``: the mask is then the capacity mask)."""
+    """What the dynamics of every action type share: the slot, the tokens, the terminal penalty and the mask,
+    computed once per step (``_compute_mask``, cached in ``_mask``) with whether the completion rule found no safe
+    choice (``_fallback``: the mask is then the capacity mask); ``starts_safe`` is set by ``reset``."""
+
+    @property
+    def slot(self) -> int:
+        return self._t
+
+    def tokens(self) -> list[float]:
+        return list(self._tokens)
+
+    def _terminal_penalty(self, extra: Any = 0.0) -> float:
+        """The terminal penalty ($) once the episode is over (0 before): every job's missing tokens (+ ``extra``) at
+        its penalty per token."""
+        if self._t < self.n_slots:
+            return 0.0
+        return float(np.sum((self.env.shortfall_tokens() + extra) * self._penalty_per_token))
 
     @property
     def safety_fallback(self) -> bool:
@@ -61,14 +83,11 @@ class MaskedSteps:
             self._compute_mask()
         return self._fallback
 
-    @property
-    def starts_safe(self) -> bool:
-        return self._start_safe
-
     def mask(self) -> np.ndarray:
         if self._t >= self.n_slots:
             return np.ones(self.n_actions, dtype=bool)
         return self._mask if self._mask is not None else self._compute_mask()
 
 
-__all__ = ["PENALTY_PRICE_FLOOR_USD_PER_MWH", "MaskedSteps", "masked_action", "penalty_usd_per_token"]
+__all__ = ["PENALTY_PRICE_FLOOR_USD_PER_MWH", "MaskedSteps", "local_choice_tables", "masked_action",
+           "penalty_usd_per_token"]

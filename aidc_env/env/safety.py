@@ -13,6 +13,7 @@ stays exact in the same sense: the plan that made a choice safe stays available 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from functools import reduce
 
 import numpy as np
 
@@ -20,6 +21,14 @@ from aidc_env.simulator import TRANCHE_TOLERANCE
 
 SAFETY_TOLERANCE = 0.5 * TRANCHE_TOLERANCE
 """The safety test asks for X ≥ W·(1 − 5e-10): stricter than the simulator's tranche check (1e-9)."""
+
+
+def fewest_gpus_by_rate(gpus: np.ndarray, rate: np.ndarray, n_gpus: int) -> tuple[np.ndarray, np.ndarray]:
+    """A job's modes sorted by ``rate`` (the stable order) and, per k, the fewest GPUs of a mode at least as fast as
+    the k-th slowest: a suffix minimum (index M + 1: no mode is fast enough -> more GPUs than the pool)."""
+    order = np.argsort(rate, kind="stable")
+    suffix_min = np.minimum.accumulate(gpus[order][::-1])[::-1]
+    return order, np.append(suffix_min, n_gpus + 1).astype(np.int64)
 
 
 class SafetyTest:
@@ -32,38 +41,23 @@ class SafetyTest:
 
     def __init__(self, *, n_gpus: int, n_slots: int, slot_hours: float, slots_per_segment: Sequence[int],
                  restart_hours: Sequence[float], tranche_tokens: np.ndarray, gpus_loc: Sequence[np.ndarray],
-                 rate3600_loc: Sequence[np.ndarray], suffix_restart: Sequence[np.ndarray],
-                 slots_per_day: int | None = None, daily_min_tokens: Sequence[float] | None = None):
-        self.n_gpus = n_gpus
-        self.slots_per_day = n_slots if slots_per_day is None else int(slots_per_day)
-        daily = np.zeros(len(slots_per_segment)) if daily_min_tokens is None else np.asarray(daily_min_tokens, float)
+                 rate3600_loc: Sequence[np.ndarray], suffix_restart: Sequence[np.ndarray], slots_per_day: int,
+                 daily_min_tokens: Sequence[float]):
+        self.n_gpus, self.n_slots, self.slot_hours, self.slots_per_day = n_gpus, n_slots, slot_hours, int(slots_per_day)
+        daily = np.asarray(daily_min_tokens, float)
         self.daily_safe = (daily * (1 - SAFETY_TOLERANCE)).tolist()
         # The daily minimums bind only over several days with a positive minimum (D = 1: the tranche covers it).
         self.daily = self.slots_per_day < n_slots and bool(np.any(daily > 0))
-        self.n_slots = n_slots
-        self.slot_hours = slot_hours
-        self.sps = list(slots_per_segment)
-        self.tau = list(restart_hours)
-        self.gpus_loc = list(gpus_loc)
-        self.rate3600_loc = list(rate3600_loc)
-        self.suffix_restart = list(suffix_restart)
+        self.sps, self.tau, self.gpus_loc, self.rate3600_loc, self.suffix_restart = (
+            list(slots_per_segment), list(restart_hours), list(gpus_loc), list(rate3600_loc), list(suffix_restart))
         self.sizes = [g.size for g in self.gpus_loc]
         self.n_actions = int(np.prod(self.sizes))
         self.tranche_safe = (np.asarray(tranche_tokens, dtype=float) * (1 - SAFETY_TOLERANCE)).tolist()
-        # Held modes sorted by tokens/s: the fewest GPUs of a mode at least as fast as the k-th slowest is a
-        # suffix minimum (index M + 1: no mode is fast enough -> more GPUs than the pool).
-        self.tables = []
-        for j in range(len(self.sps)):
-            order = np.argsort(self.rate3600_loc[j], kind="stable")
-            gpus_by_rate = self.gpus_loc[j][order]
-            suffix_min = np.minimum.accumulate(gpus_by_rate[::-1])[::-1]
-            seg_hours = self.sps[j] * slot_hours
-            self.tables.append({
-                "rate3600_sorted": self.rate3600_loc[j][order],
-                "fewest_gpus": np.append(suffix_min, n_gpus + 1).astype(np.int64),
-                "seg_tokens_restart": self.rate3600_loc[j] * self.suffix_restart[j][0],
-                "seg_tokens_keep": self.rate3600_loc[j] * seg_hours,
-            })
+        self.tables = []  # per job: held modes by tokens per hour (:func:`fewest_gpus_by_rate`), its segment's tokens
+        for g, r, suffix, sps in zip(self.gpus_loc, self.rate3600_loc, self.suffix_restart, self.sps, strict=True):
+            order, fewest = fewest_gpus_by_rate(g, r, n_gpus)
+            self.tables.append({"rate3600_sorted": r[order], "fewest_gpus": fewest, "seg_tokens_restart": r * suffix[0],
+                                "seg_tokens_keep": r * (sps * slot_hours)})
 
     def safe(self, t: int, at_boundary: Sequence[bool], tokens: Sequence[float], current: Sequence[int],
              restarted: Sequence[bool], tokens_today: Sequence[float] | None = None) -> np.ndarray:
@@ -81,18 +75,12 @@ class SafetyTest:
         segment ends the day: the current choice must then make it), and at least the minimum on every later
         day (the first of them pays the restart when e_j is midnight).
         """
-        T = self.n_slots
-        N = self.n_gpus
-        dt = self.slot_hours
-        n_jobs = len(self.sps)
-        ends = []
-        g_list = []
-        for j in range(n_jobs):
-            sps = self.sps[j]
+        T, N, dt = self.n_slots, self.n_gpus, self.slot_hours
+        ends, g_list = [], []
+        for j, (sps, sf) in enumerate(zip(self.sps, self.tables, strict=True)):
             offset = t % sps
             end = t - offset + sps
             ends.append(end)
-            sf = self.tables[j]
             missing = self.tranche_safe[j] - tokens[j]
             if at_boundary[j]:
                 need = missing - sf["seg_tokens_restart"]
@@ -104,36 +92,26 @@ class SafetyTest:
             rest_hours = (T - end) * dt
             if self.daily and self.daily_safe[j] > 0:
                 made_now = missing - need  # tokens of the current segment, per choice
-                missing_today = self.daily_safe[j] - tokens_today[j]  # type: ignore[index]
-                g = self._held_gpus_daily(j, t, end, need, missing_today - made_now)
+                need_today = self.daily_safe[j] - tokens_today[j] - made_now  # type: ignore[index]
+                g = self._held_gpus_daily(j, t, end, need, need_today)
             elif rest_hours > 0:
                 # Switch (or resume) to m at e_j: r_m (rest − τ); the smallest m with enough tokens.
                 base = sf["rate3600_sorted"] * (rest_hours - self.tau[j])
                 g = sf["fewest_gpus"][np.searchsorted(base, need)]
                 # Keep c itself: no restart.
-                keep_ok = self.rate3600_loc[j] * rest_hours >= need
-                np.minimum(g, self.gpus_loc[j], out=g, where=keep_ok)
+                np.minimum(g, self.gpus_loc[j], out=g, where=self.rate3600_loc[j] * rest_hours >= need)
             else:
                 g = np.where(need <= 0, 0, N + 1)
             g_list.append(g)
-        safe = None
-        for e in sorted(set(ends)):
-            if e >= T:
-                continue
-            total = None
-            for j in range(n_jobs):
-                vec = g_list[j] if ends[j] <= e else self.gpus_loc[j]
-                total = vec if total is None else np.add.outer(total, vec)
-            ok = total.ravel() <= N  # type: ignore[union-attr]
-            safe = ok if safe is None else safe & ok
-        if any(e >= T for e in ends):
-            ok = None
-            for j in range(n_jobs):
-                vec = g_list[j] <= N if ends[j] >= T else np.ones(self.sizes[j], dtype=bool)
-                ok = vec if ok is None else np.logical_and.outer(ok, vec)
-            ok = ok.ravel()  # type: ignore[union-attr]
-            safe = ok if safe is None else safe & ok
-        return safe if safe is not None else np.ones(self.n_actions, dtype=bool)
+        safe = np.ones(self.n_actions, dtype=bool)
+        for e in sorted(set(ends)):  # the held GPUs of the jobs past their boundary, the others' current GPUs
+            if e < T:
+                safe &= reduce(np.add.outer, [g if end <= e else gpus for g, gpus, end
+                                              in zip(g_list, self.gpus_loc, ends, strict=True)]).ravel() <= N
+        if any(e >= T for e in ends):  # the jobs whose segment ends the day finish with their current choice
+            safe &= reduce(np.logical_and.outer, [g <= N if end >= T else np.ones(n, dtype=bool) for g, end, n
+                                                  in zip(g_list, ends, self.sizes, strict=True)]).ravel()
+        return safe
 
     def _held_gpus_daily(self, j: int, t: int, end: int, need: np.ndarray, need_today: np.ndarray) -> np.ndarray:
         """g_j(c) under daily minimums: the fewest GPUs of a mode m that, held from ``end`` to the horizon's
@@ -145,9 +123,7 @@ class SafetyTest:
         day_end = (t // spd + 1) * spd
         later = day_end < T
         dmin = self.daily_safe[j]
-        rest_h = (T - end) * dt
-        today_h = (day_end - end) * dt
-        day_h = spd * dt
+        rest_h, today_h, day_h = (T - end) * dt, (day_end - end) * dt, spd * dt
 
         def hours(restart: float) -> list[tuple[float, np.ndarray | float]]:
             """(productive hours of the held mode, tokens they must make) per constraint."""
@@ -168,4 +144,4 @@ class SafetyTest:
         return g
 
 
-__all__ = ["SAFETY_TOLERANCE", "SafetyTest"]
+__all__ = ["SAFETY_TOLERANCE", "SafetyTest", "fewest_gpus_by_rate"]
