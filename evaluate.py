@@ -349,7 +349,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     results: Results = {}  # 3. run, every finished policy-day kept on disk
     rows = RowsOnDisk(out / "per_day.csv", rows=lambda: summarise(results)[0] if any(results.values()) else pd.DataFrame())
     try:
-        with backend.session():
+        with backend.running():
             run_all(instances, policies, settings, backend, results, on_result=rows.add)
     except KeyboardInterrupt:
         rows.write()

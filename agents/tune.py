@@ -297,7 +297,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         f", trials {stale} left running by a crashed search marked failed and queued again" if stale else "")
         + f"; {max(0, args.trials - before)} to run on {backend.name} ({backend.workers} at a time), "
         f"{args.steps:,} steps each, {len(fit_days)} training and {len(validation_days)} validation days", flush=True)
-    with backend.session():
+    with backend.running():
         search(study, storage, base, [instances[d] for d in fit_days], [instances[d] for d in validation_days],
                args.trials, backend, args.reports)
         best = write_results(study, out, base, storage)
