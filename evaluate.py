@@ -54,21 +54,9 @@ RATIO_QUANTILE = 0.9
 DEFAULT_SMPC_SCENARIOS = 3
 """Scenarios of the stochastic MPC by default: the measured time per day grows with S (docs/uncertainty.md)."""
 
-SUMMARY_KEYS = (
-    "objective_usd",
-    "operating_cost_usd",
-    "cost_ratio_to_oracle",
-    "operating_cost_ratio_to_oracle",
-    "grid_cost_usd",
-    "grid_energy_mwh",
-    "renewable_used_mwh",
-    "curtailment_mwh",
-    "green_share",
-    "completion",
-    "tranches_met",
-    "modes_used",
-    "restarts",
-)
+SUMMARY_KEYS = ("objective_usd", "operating_cost_usd", "cost_ratio_to_oracle", "operating_cost_ratio_to_oracle",
+                "grid_cost_usd", "grid_energy_mwh", "renewable_used_mwh", "curtailment_mwh", "green_share", "completion",
+                "tranches_met", "modes_used", "restarts")
 
 
 def day_row(metrics: Metrics) -> dict[str, Any]:
@@ -415,12 +403,7 @@ def evaluation_instances(args, case, profiles, overrides: dict, horizon: int) ->
 def plot_first(inst: Instance, results: dict, per_day: pd.DataFrame, out: Path, horizon_plot: bool) -> None:
     """The figures of the first instance (dispatch, modes and, over a horizon or with forecasts, the horizon) and
     the cost ratios to the oracle."""
-    from experiments.plots import (
-        plot_cost_ratios,
-        plot_dispatch,
-        plot_horizon,
-        plot_mode_timeline,
-    )
+    from experiments.plots import plot_cost_ratios, plot_dispatch, plot_horizon, plot_mode_timeline
 
     day_results = {p: by_day[inst.day][0] for p, by_day in results.items() if inst.day in by_day}
     if horizon_plot:

@@ -223,9 +223,7 @@ def mpc_schedule(
     whole)`` is called after each re-solve with the whole horizon's mode rows it implies (the segments committed
     before ``slot``, then the new plan): :func:`agents.plan_features.issue_plans`.
     """
-    from oracle.rolling import (
-        RollingOracle,  # the oracle imports the env's packages; agents stay importable
-    )
+    from oracle.rolling import RollingOracle  # the oracle imports the env's packages; agents stay importable
 
     if not noise.perfect and information != "perfect":
         raise ValueError("synthetic forecast noise applies to information='perfect' only")

@@ -16,24 +16,16 @@ from typing import Any
 
 __version__ = "0.1.0"
 
-_LAZY = {
-    "PAUSE": "aidc_env.instance",
-    "Case": "aidc_env.case",
-    "Instance": "aidc_env.instance",
-    "Job": "aidc_env.instance",
-    "JobSpec": "aidc_env.case",
-    "build_instance": "aidc_env.case",
-    "load_case": "aidc_env.case",
-    "load_instance": "aidc_env.instance",
-    "InputError": "aidc_env.errors",
-    "Metrics": "aidc_env.simulator",
-    "SimulationResult": "aidc_env.simulator",
-    "simulate": "aidc_env.simulator",
-    "load_profiles": "aidc_env.profiles",
-    "generate_modes": "aidc_env.modes",
-    "Inference": "aidc_env.workloads",
-    "InferenceSpec": "aidc_env.schema",
-}
+_LAZY = {name: module for module, names in {
+    "aidc_env.instance": ("PAUSE", "Instance", "Job", "load_instance"),
+    "aidc_env.case": ("Case", "JobSpec", "build_instance", "load_case"),
+    "aidc_env.errors": ("InputError",),
+    "aidc_env.simulator": ("Metrics", "SimulationResult", "simulate"),
+    "aidc_env.profiles": ("load_profiles",),
+    "aidc_env.modes": ("generate_modes",),
+    "aidc_env.workloads": ("Inference",),
+    "aidc_env.schema": ("InferenceSpec",),
+}.items() for name in names}
 
 __all__ = sorted(_LAZY)
 

@@ -512,12 +512,5 @@ class OracleModel:
         return replay(self.inst, schedule, None, (own, objective), self.formulation)
 
 
-__all__ = [
-    "DEFAULT_MIP_GAP",
-    "DEFAULT_TIME_LIMIT_S",
-    "OracleModel",
-    "OracleResult",
-    "STATUSES",
-    "best_start",
-    "modes_used",
-]
+__all__ = ["DEFAULT_MIP_GAP", "DEFAULT_TIME_LIMIT_S", "OracleModel", "OracleResult", "STATUSES", "best_start",
+           "modes_used"]
