@@ -59,8 +59,6 @@ VALUE_BOUNDS = {COL_PRICE: MAX_PRICE_USD_PER_MWH, COL_SOLAR: MAX_RENEWABLE_CAPAC
                 COL_WIND: MAX_RENEWABLE_CAPACITY_MW}
 """Largest |value| of each value column (reasons: aidc_env/limits.py); beyond it a cell is a data error."""
 
-PACKAGE = datasets.PACKAGE
-BUNDLED_DIR = datasets.DATA_DIR
 BUNDLED_CSV = datasets.DAYS_CSV
 BUNDLED_META = datasets.DAYS_META
 BUNDLED_SOURCE = "bundled"

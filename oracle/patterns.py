@@ -140,7 +140,6 @@ class PatternMaster:
                        np.array([], dtype=float))
         self.own = [stage_costs(g, np.zeros((S, data.inst.slots)), np.zeros((S, data.inst.slots)))
                     for g in data.graphs]
-        self.block_len = np.array([blk.stop - blk.start for blk in self.blocks])
         self.columns: list[Column] = []
         self.path_index: list[int] = []
         self.keys: set[tuple[int, bytes]] = set()
@@ -303,7 +302,6 @@ class PatternOutcome:
     """Per job, its least path cost at ``prices`` (the path part of the bound)."""
     iterations: int
     converged: bool
-    lp_value: float
 
 
 PATHS_PER_JOB = 6
@@ -370,5 +368,4 @@ def column_generation(master: PatternMaster, searches, start: LinkPrices, deadli
         if not added and not binds:
             converged = True
             break
-    return PatternOutcome(bound=best, prices=center, cheapest=cheapest, iterations=iterations, converged=converged,
-                          lp_value=master.value + data.constant_usd)
+    return PatternOutcome(bound=best, prices=center, cheapest=cheapest, iterations=iterations, converged=converged)
