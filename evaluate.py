@@ -162,8 +162,7 @@ def summarise(results: Results) -> tuple[pd.DataFrame, dict]:
             summary["policies"][policy]["solve_log"] = {
                 day: [{k: _json_number(v) if isinstance(v, float) else v for k, v in entry.items()} for entry in log]
                 for day, log in logs.items()}
-    costs = {p: {d: r.metrics.objective_usd for d, (r, _) in by_day.items()}
-             for p, by_day in results.items() if by_day}
+    costs = {p: {d: r.metrics.objective_usd for d, (r, _) in by_day.items()} for p, by_day in results.items() if by_day}
     compared = comparisons(costs)
     for policy, facts in compared["policies"].items():
         summary["policies"][policy].update(facts)

@@ -216,10 +216,8 @@ def validate_args(args: argparse.Namespace) -> None:
     require(args.reward_credit in REWARD_CREDITS, "reward-credit", f"must be one of {', '.join(REWARD_CREDITS)}, got "
             f"{args.reward_credit!r}")
     require_number(args.horizon_train_instances, "horizon-train-instances", 1, limits.MAX_DAYS, integer=True)
-    require_number(args.horizon_validation_instances, "horizon-validation-instances", 0, limits.MAX_DAYS,
-                   integer=True)
-    require_number(args.horizon_plan_time_limit, "horizon-plan-time-limit", 0.0, limits.MAX_TIME_LIMIT_S,
-                   low_open=True)
+    require_number(args.horizon_validation_instances, "horizon-validation-instances", 0, limits.MAX_DAYS, integer=True)
+    require_number(args.horizon_plan_time_limit, "horizon-plan-time-limit", 0.0, limits.MAX_TIME_LIMIT_S, low_open=True)
     require_number(args.lookahead, "lookahead", 0, limits.MAX_LOOKAHEAD_SLOTS, integer=True)
     args.net_arch = parse_net_arch(args.net_arch)
     require(args.lr_schedule in ("linear", "constant"), "lr-schedule", f"must be linear or constant, got "

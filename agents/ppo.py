@@ -249,8 +249,7 @@ def ppo_schedule(model, inst: Instance, plans: ForecastPlans | None = None) -> S
     return raw.schedule()
 
 
-def rollout_schedule(inst: Instance, choose: Callable[[np.ndarray, np.ndarray], int],
-                     **env_kwargs: Any) -> Schedule:
+def rollout_schedule(inst: Instance, choose: Callable[[np.ndarray, np.ndarray], int], **env_kwargs: Any) -> Schedule:
     """Generic masked rollout on one instance: ``choose(obs, mask) -> action`` at every step of the env (the joint
     action, or the per-job action for an instance with fleet workloads or several sites).
 

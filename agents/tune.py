@@ -319,8 +319,7 @@ def compare(best: dict[str, Any], base: PPOConfig, steps: int, train: Sequence[I
     defaults = PPOConfig()
     common = {"case": base.case, "profiles": base.profiles, "overrides": base.overrides, "seed": base.seed,
               "total_timesteps": steps}
-    configs = {"defaults": {**defaults.to_dict(), **common},
-               "best": {**defaults.to_dict(), **best, **common}}
+    configs = {"defaults": {**defaults.to_dict(), **common}, "best": {**defaults.to_dict(), **best, **common}}
     with open_pool(dataclasses.replace(backend, workers=min(backend.workers, len(configs)))) as pool:
         shared_train, shared_heldout = pool.put(list(train)), pool.put(list(heldout))
         results = list(pool.map(train_and_score, [(c, shared_train, shared_heldout) for c in configs.values()]))

@@ -390,8 +390,7 @@ OVERRIDE_ARGUMENTS = ("gpus", "segments", "renewable_ratio", "horizon_days", "mi
 
 def add_case_arguments(parser: argparse.ArgumentParser, *, day: bool = True, default_case: str = "2048") -> None:
     """The case options shared by every CLI: case, day (unless ``day=False``), overrides, profiles."""
-    parser.add_argument("--case", default=default_case,
-                        help="bundled case name or a TOML file (default: %(default)s)")
+    parser.add_argument("--case", default=default_case, help="bundled case name or a TOML file (default: %(default)s)")
     if day:
         parser.add_argument("--day", help="day YYYY-MM-DD (default: the case's reference day)")
     parser.add_argument("--gpus", type=int, help="override the GPU pool size N")

@@ -250,8 +250,7 @@ def outlook_of(spec: Any) -> Outlook:
     return PERFECT if spec == "perfect" else DAYAHEAD
 
 
-def outlook(inst, t: int, information: Any = "dayahead", scenario: int | None = None) -> tuple[np.ndarray,
-                                                                                             np.ndarray]:
+def outlook(inst, t: int, information: Any = "dayahead", scenario: int | None = None) -> tuple[np.ndarray, np.ndarray]:
     """(price, renewable shape) of slots t..T−1 as known at the start of slot t under ``information`` (an
     :class:`Outlook` or its name); ``scenario``: with ``dayahead``, scenario s of the forecast."""
     return outlook_of(information).view(inst, t, scenario)

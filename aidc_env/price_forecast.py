@@ -340,8 +340,7 @@ def fit_price_forecaster(profiles: ProfileSet, forecasts: ForecastSet, train_dat
     ``price_source="supplied"``: no model; the point forecast is the forecast CSV's supplied price, and the residual
     days are the training days with one (their residual, actual − supplied, is out of sample as it stands).
     """
-    require(price_source in PRICE_SOURCES, "price_source",
-            f"{price_source!r} is not one of {', '.join(PRICE_SOURCES)}")
+    require(price_source in PRICE_SOURCES, "price_source", f"{price_source!r} is not one of {', '.join(PRICE_SOURCES)}")
     supplied = price_source == "supplied"
     if supplied:
         require(forecasts.supplies_price, "forecasts", f"price source 'supplied' needs a {forecasts.price_column} "

@@ -68,8 +68,7 @@ def run(days: Sequence[str], profiles: str, segments: int | None, time_limit_s: 
     site_profiles = load_site_profiles(profiles)
     rows = []
     for day in days:
-        base = build_instance("sites3", day=day, profiles=site_profiles,
-                              **({"segments": segments} if segments else {}))
+        base = build_instance("sites3", day=day, profiles=site_profiles, **({"segments": segments} if segments else {}))
         for alpha in SPREADS:
             inst = with_spread(base, alpha)
             row = {"day": day, "alpha": alpha}

@@ -53,8 +53,7 @@ def build_parser() -> CliParser:
                              "bound only")
     parser.add_argument("--no-race", action="store_true",
                         help="exact: never race the textbook MILP in a child process (oracle/race.py)")
-    parser.add_argument("--no-warm-start", action="store_true",
-                        help="do not start from the baselines (fixed, greedy)")
+    parser.add_argument("--no-warm-start", action="store_true", help="do not start from the baselines (fixed, greedy)")
     parser.add_argument("--threads", type=int, help="solver threads (default: the solver's own)")
     parser.add_argument("--mps", metavar="FILE", help="exact or the day's textbook: also write the model in MPS format "
                                                       "to FILE (for other solvers)")

@@ -180,8 +180,7 @@ def oracle_data(inst: Instance, *, joint: bool = True) -> OracleData:
 def joint_path(data: OracleData, schedule: Sequence[Sequence[int]]) -> list[tuple[int, ...]]:
     """The joint choice of every block of a schedule (per job, per segment: a choice)."""
     n_jobs = len(data.inst.jobs)
-    return [tuple(int(schedule[j][int(data.block_segment[b, j])]) for j in range(n_jobs))
-            for b in range(data.n_blocks)]
+    return [tuple(int(schedule[j][int(data.block_segment[b, j])]) for j in range(n_jobs)) for b in range(data.n_blocks)]
 
 
 def joint_objective_usd(data: OracleData, schedule: Sequence[Sequence[int]]) -> float:

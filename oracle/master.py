@@ -277,8 +277,7 @@ class MasterLP:
         rho = np.where(total[P.slot] > 0, rho / np.where(total[P.slot] > 0, total[P.slot], 1.0), 1.0 / count[P.slot])
         load = np.bincount(P.slot, weights=rho * P.beta, minlength=rows.n_slots) * (not self.phase_one)
         K, T = len(self.data.pools), self.data.inst.slots
-        return Prices(gpu=gpu.reshape(K, T), load=load.reshape(K, T), weights=rho,
-                      convexity=dual[:rows.n_jobs].copy())
+        return Prices(gpu=gpu.reshape(K, T), load=load.reshape(K, T), weights=rho, convexity=dual[:rows.n_jobs].copy())
 
     def slack_gpus(self) -> float:
         """GPUs beyond the pool the LP's solution uses (summed over slots)."""

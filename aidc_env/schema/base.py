@@ -94,8 +94,7 @@ def _dataclass_model(cls: type) -> type[BaseModel]:
     hints = typing.get_type_hints(cls)
     fields = {f.name: (_strict(hints[f.name]), f.default if f.default is not dataclasses.MISSING else
                        Field(default_factory=f.default_factory)) for f in dataclasses.fields(cls) if f.init}
-    return create_model(f"{cls.__name__}Document", __config__=ConfigDict(extra="ignore", allow_inf_nan=False),
-                        **fields)
+    return create_model(f"{cls.__name__}Document", __config__=ConfigDict(extra="ignore", allow_inf_nan=False), **fields)
 
 
 def _strict(tp: Any) -> Any:
