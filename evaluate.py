@@ -55,8 +55,8 @@ DEFAULT_SMPC_SCENARIOS = 3
 """Scenarios of the stochastic MPC by default: the measured time per day grows with S (docs/uncertainty.md)."""
 
 SUMMARY_KEYS = ("objective_usd", "operating_cost_usd", "cost_ratio_to_oracle", "operating_cost_ratio_to_oracle",
-                "grid_cost_usd", "grid_energy_mwh", "renewable_used_mwh", "curtailment_mwh", "green_share", "completion",
-                "tranches_met", "modes_used", "restarts")
+                "grid_cost_usd", "grid_energy_mwh", "renewable_used_mwh", "curtailment_mwh", "green_share",
+                "completion", "tranches_met", "modes_used", "restarts")
 
 
 def day_row(metrics: Metrics) -> dict[str, Any]:

@@ -30,8 +30,9 @@ if TYPE_CHECKING:
     from oracle.model import OracleModel
     from oracle.result import OracleResult
 
-_LAZY = {"Decomposition": "oracle.decomposition", "FeasibilityCheck": "oracle.feasibility", "precheck": "oracle.feasibility",
-         "OracleModel": "oracle.model", "OracleResult": "oracle.result", "solve": "oracle.entry"}
+_LAZY = {"Decomposition": "oracle.decomposition", "FeasibilityCheck": "oracle.feasibility",
+         "precheck": "oracle.feasibility", "OracleModel": "oracle.model", "OracleResult": "oracle.result",
+         "solve": "oracle.entry"}
 
 
 def __getattr__(name: str) -> Any:
