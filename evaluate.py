@@ -87,9 +87,8 @@ Results = dict[str, dict[str, tuple[SimulationResult, dict[str, Any]]]]
 """policy → day → (simulation result, policy info)."""
 
 
-def run_all(instances: dict[str, Instance], policies: Sequence[str], settings: PolicySettings,
-            backend: Backend | int, results: Results | None = None,
-            on_result: Callable[[], Any] | None = None) -> Results:
+def run_all(instances: dict[str, Instance], policies: Sequence[str], settings: PolicySettings, backend: Backend | int,
+            results: Results | None = None, on_result: Callable[[], Any] | None = None) -> Results:
     """Run every policy on every day into ``results`` (filled as runs finish; ``on_result`` after each).
 
     The MILP policies run on ``backend`` (a :class:`Backend`, or a number of local worker processes), each
@@ -229,11 +228,10 @@ def print_table(per_day: pd.DataFrame) -> pd.DataFrame:
 
 
 def build_parser() -> CliParser:
-    parser = CliParser(
-        description="Run every policy on the same days and compare each with the exact oracle: one table "
-        "(operating cost, cost ratio to the oracle, grid energy, curtailment, green share, completion, modes "
-        "used), per-day CSV, a JSON summary and PNG figures. Days default to the held-out split "
-        "(whole ISO weeks, one in four; see agents/days.py).")
+    parser = CliParser(description="Run every policy on the same days and compare each with the exact oracle: one "
+                       "table (operating cost, cost ratio to the oracle, grid energy, curtailment, green share, "
+                       "completion, modes used), per-day CSV, a JSON summary and PNG figures. Days default to the "
+                       "held-out split (whole ISO weeks, one in four; see agents/days.py).")
     add_case_arguments(parser, day=False)
     parser.add_argument("--policies", default="oracle,fixed,greedy,mpc,ppo",
                         help=f"comma-separated, from {','.join(POLICY_NAMES)} (default: oracle,fixed,greedy,mpc,ppo)")
@@ -241,11 +239,10 @@ def build_parser() -> CliParser:
                         "(default: runs/ppo-<case>/model.zip if it exists); it runs with the information it was "
                         "trained with (its config)")
     parser.add_argument("--forecasts", help="day-ahead forecasts, a dataset name or CSV (load, solar, wind; e.g. "
-                        "caiso-2023-dayahead): the price forecaster is fitted on the training "
-                        "split only, never on a day of the instance it forecasts (a week from a held-out day gets "
-                        "its own fit without its six training days), and the days are those inside the forecast "
-                        "period; needed with "
-                        "--information dayahead and by a model trained with it")
+                        "caiso-2023-dayahead): the price forecaster is fitted on the training split only, never on a "
+                        "day of the instance it forecasts (a week from a held-out day gets its own fit without its six "
+                        "training days), and the days are those inside the forecast period; needed with --information "
+                        "dayahead and by a model trained with it")
     parser.add_argument("--price-forecast", choices=PRICE_SOURCES, default=DEFAULT_PRICE_SOURCE,
                         help="with --forecasts: the point forecast of the price, the package's gradient boosting "
                         "fitted on the training split (model, default) or the --forecasts CSV's "
@@ -258,15 +255,13 @@ def build_parser() -> CliParser:
     parser.add_argument("--smpc-scenarios", type=int, default=DEFAULT_SMPC_SCENARIOS,
                         help="scenarios of the stochastic MPC (the forecast's first S of "
                         f"{DEFAULT_SCENARIOS}; default {DEFAULT_SMPC_SCENARIOS})")
-    parser.add_argument("--smpc-threshold", type=float, default=DEFAULT_THRESHOLD_USD,
-                        help="expected saving ($ per first decision) the stochastic MPC needs before it departs "
-                        f"from MPC's plan (inf: never; default {DEFAULT_THRESHOLD_USD}, tuned on validation days of "
-                        "the training period)")
-    parser.add_argument("--days", nargs="+", default=["heldout"],
-                        help="dates YYYY-MM-DD (first days), or one of: heldout (default: the held-out days of "
-                        "--split; with --horizon-days D the held-out instances tile each held-out week from its "
-                        "Monday, D = 7: the week), all, reference; an instance needs D consecutive days in the data "
-                        "and, with --forecasts, forecasts for all of them")
+    parser.add_argument("--smpc-threshold", type=float, default=DEFAULT_THRESHOLD_USD, help="expected saving ($ per "
+                        "first decision) the stochastic MPC needs before it departs from MPC's plan (inf: never; "
+                        f"default {DEFAULT_THRESHOLD_USD}, tuned on validation days of the training period)")
+    parser.add_argument("--days", nargs="+", default=["heldout"], help="dates YYYY-MM-DD (first days), or one of: "
+                        "heldout (default: the held-out days of --split; with --horizon-days D the held-out instances "
+                        "tile each held-out week from its Monday, D = 7: the week), all, reference; an instance needs "
+                        "D consecutive days in the data and, with --forecasts, forecasts for all of them")
     parser.add_argument("--split", choices=SPLITS, default=DEFAULT_SPLIT,
                         help="which days are held out (agents/days.py): whole ISO weeks, one in four (weeks, "
                         "default), or every 7th day (the earlier split); a model is evaluated on its own split")

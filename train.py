@@ -80,9 +80,8 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--information", choices=INFORMATION, default=DEFAULTS.information,
                         help="what the agent sees: the truth (perfect) or day-ahead forecasts and realised past "
                         "values (dayahead; trains and holds out only days inside the forecast period)")
-    parser.add_argument("--timesteps", type=int, default=None,
-                        help=f"total agent steps (decisions: 12 per day in the 2048 case; default "
-                        f"{DEFAULTS.total_timesteps:,}); with --resume, a new total extends the run")
+    parser.add_argument("--timesteps", type=int, default=None, help="total agent steps (decisions: 12 per day in the "
+                        f"2048 case; default {DEFAULTS.total_timesteps:,}); with --resume, a new total extends the run")
     parser.add_argument("--split", choices=SPLITS, default=DEFAULTS.split,
                         help="which days train and which are held out: whole ISO weeks, one in four (weeks, "
                         "default), or every 7th day (the earlier split, for comparison); evaluate.py takes the same")
@@ -119,9 +118,8 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
                     help="choose the joint action one job at a time (else one Discrete over joint actions)")
     hp.add_argument("--choice-features", action=argparse.BooleanOptionalAction, default=DEFAULTS.choice_features,
                     help="per-choice token features of the job choosing (with factored actions)")
-    hp.add_argument("--env", choices=ENVS, default=DEFAULTS.env,
-                    help="the env's action type: per_job, joint, or per_job for cases with fine-tuning, inference, an "
-                    "idle-GPU value or several sites (auto)")
+    hp.add_argument("--env", choices=ENVS, default=DEFAULTS.env, help="the env's action type: per_job, joint, or "
+                    "per_job for cases with fine-tuning, inference, an idle-GPU value or several sites (auto)")
     hp.add_argument("--forecast-plan", action=argparse.BooleanOptionalAction, default=DEFAULTS.forecast_plan,
                     help="with --information dayahead: observe the forecast plan (the oracle's schedule on the "
                     "day-ahead point forecast, solved once per day before training) and the realised forecast error")
@@ -335,11 +333,10 @@ def run_config(args: argparse.Namespace) -> tuple[Path, PPOConfig, Path | None]:
         if args.timesteps is not None:
             config.total_timesteps = args.timesteps
         return out, config, newest
-    config = PPOConfig(
-        **{name: getattr(args, name) for name in CONFIG_FLAGS}, overrides=case_overrides(args),
-        env_kwargs={**DEFAULTS.env_kwargs, "lookahead": args.lookahead, "information": args.information},
-        horizon_plan_time_limit_s=args.horizon_plan_time_limit,
-        total_timesteps=args.default_timesteps if args.timesteps is None else args.timesteps)
+    config = PPOConfig(**{name: getattr(args, name) for name in CONFIG_FLAGS}, overrides=case_overrides(args),
+                       env_kwargs={**DEFAULTS.env_kwargs, "lookahead": args.lookahead, "information": args.information},
+                       horizon_plan_time_limit_s=args.horizon_plan_time_limit,
+                       total_timesteps=args.default_timesteps if args.timesteps is None else args.timesteps)
     case.with_overrides(**config.overrides)  # e.g. --segments 7 is refused here, before any work
     return out, config, newest
 
@@ -450,8 +447,7 @@ def horizon_instances(config: PPOConfig, instances: dict, profiles) -> dict:
         horizon_days=max((len(inst.days) for inst in instances.values()), default=1), split=config.split)
     chosen = {day: instances[day] for day in train + validation}
     if forecasts is not None and chosen:
-        chosen = dayahead_instances(chosen, profiles, forecasts,
-                                    split_train, seed=config.seed,
+        chosen = dayahead_instances(chosen, profiles, forecasts, split_train, seed=config.seed,
                                     price_source=config.price_forecast, price_issue_hour=config.price_issue_hour)
     config.train_days = [day for day in train if day in chosen]
     config.validation_days = [day for day in validation if day in chosen]

@@ -71,8 +71,7 @@ def _forecast_slice(forecast: Forecast | None, start: int, stop: int) -> Forecas
     return Forecast(price_usd_per_mwh=forecast.price_usd_per_mwh[start:stop],
                     renewable_shape=forecast.renewable_shape[start:stop],
                     price_scenarios_usd_per_mwh=forecast.price_scenarios_usd_per_mwh[:, start:stop],
-                    renewable_shape_scenarios=forecast.renewable_shape_scenarios[:, start:stop],
-                    source=forecast.source)
+                    renewable_shape_scenarios=forecast.renewable_shape_scenarios[:, start:stop], source=forecast.source)
 
 
 Views = tuple[list[np.ndarray], list[np.ndarray]]
@@ -206,16 +205,9 @@ def solved_plan(result, sub: Instance, fallback: tuple[Rows, Rows] | None) -> tu
             [[home] * job.segments for job, home in zip(sub.jobs, sub.home_sites, strict=True)])
 
 
-def mpc_schedule(
-    inst: Instance,
-    information: str = "dayahead",
-    *,
-    oracle=None,
-    noise: ForecastNoise = ForecastNoise(),
-    seed: int = 0,
-    reuse_plans: bool = True,
-    on_replan: Callable[[int, Rows], None] | None = None,
-) -> Schedule:
+def mpc_schedule(inst: Instance, information: str = "dayahead", *, oracle=None, noise: ForecastNoise = ForecastNoise(),
+                 seed: int = 0, reuse_plans: bool = True,
+                 on_replan: Callable[[int, Rows], None] | None = None) -> Schedule:
     """Rolling-horizon oracle; returns the committed schedule (scored by the simulator as usual).
 
     ``oracle``: a :class:`oracle.rolling.RollingOracle` (shared across calls to reuse its built models;

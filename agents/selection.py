@@ -58,9 +58,8 @@ def split_validation(train_days: Sequence[str], every: int) -> tuple[list[str], 
     return train, validation
 
 
-def split_horizon_starts(dates: Sequence[str], starts: Sequence[str], every: int, max_train: int,
-                         max_validation: int, horizon_days: int = 1, split: str = "weeks"
-                         ) -> tuple[list[str], list[str], list[str]]:
+def split_horizon_starts(dates: Sequence[str], starts: Sequence[str], every: int, max_train: int, max_validation: int,
+                         horizon_days: int = 1, split: str = "weeks") -> tuple[list[str], list[str], list[str]]:
     """(training, validation, held-out) first days of multi-day instances (weeks).
 
     ``dates``: every complete day of the profile source; ``starts``: the first days of the usable instances (D
@@ -116,5 +115,4 @@ def write_selection(out: Path, validation_days: Sequence[str], candidates: Seque
 
 
 __all__ = ["SELECTION_FILE", "WARM_START_FILE", "Candidate", "select_best", "split_horizon_starts", "split_validation",
-           "validation_cost",
-           "write_selection"]
+           "validation_cost", "write_selection"]

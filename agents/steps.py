@@ -88,8 +88,7 @@ class AgentSteps(gym.Wrapper):
                  hourly_forecast: bool = _DEFAULTS.hourly_forecast, reward_baseline: str = _DEFAULTS.reward_baseline,
                  reward_scale_usd: float = _DEFAULTS.reward_scale_usd,
                  reward_day_scaled: bool = _DEFAULTS.reward_day_scaled,
-                 factored_actions: bool = _DEFAULTS.factored_actions,
-                 choice_features: bool = _DEFAULTS.choice_features,
+                 factored_actions: bool = _DEFAULTS.factored_actions, choice_features: bool = _DEFAULTS.choice_features,
                  forecast_plan: bool = _DEFAULTS.forecast_plan, plan: str = _DEFAULTS.plan):
         super().__init__(env)
         if reward_baseline not in ("fixed", "none"):
@@ -421,10 +420,9 @@ def day_forecast_table(inst: Instance, information: str = "perfect") -> np.ndarr
 def wrap_env(env: gym.Env, config: PPOConfig, plans: ForecastPlans | None = None) -> AgentSteps:
     """The wrapper of a training or evaluation env, as the config says (``plans``: a shared plan cache)."""
     wrapper = AgentSteps(env, decision_steps=config.decision_steps, hourly_forecast=config.hourly_forecast,
-                            reward_baseline=config.reward_baseline, reward_scale_usd=config.reward_scale_usd,
-                            reward_day_scaled=config.reward_day_scaled, factored_actions=config.factored_actions,
-                            choice_features=config.choice_features, forecast_plan=config.forecast_plan,
-                            plan=config.plan)
+                         reward_baseline=config.reward_baseline, reward_scale_usd=config.reward_scale_usd,
+                         reward_day_scaled=config.reward_day_scaled, factored_actions=config.factored_actions,
+                         choice_features=config.choice_features, forecast_plan=config.forecast_plan, plan=config.plan)
     if plans is not None:
         wrapper.plans = plans
     return wrapper

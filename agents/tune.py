@@ -56,16 +56,14 @@ STUDY_DIRECTION = "minimize"
 
 def suggest(trial: Any) -> dict[str, Any]:
     """The search space: PPO settings of :class:`PPOConfig`, around train.py's defaults (docs/training.md)."""
-    return {
-        "learning_rate": trial.suggest_float("learning_rate", 1e-4, 1e-3, log=True),
-        "n_steps": trial.suggest_categorical("n_steps", [64, 128, 256]),
-        "batch_size": trial.suggest_categorical("batch_size", [128, 256, 512]),
-        "n_epochs": trial.suggest_categorical("n_epochs", [5, 10, 20]),
-        "gae_lambda": trial.suggest_float("gae_lambda", 0.9, 0.99),
-        "clip_range": trial.suggest_categorical("clip_range", [0.1, 0.2, 0.3]),
-        "ent_coef": trial.suggest_float("ent_coef", 1e-4, 5e-2, log=True),
-        "net_arch": [int(w) for w in trial.suggest_categorical("net_arch", ["64,64", "256,256"]).split(",")],
-    }
+    return {"learning_rate": trial.suggest_float("learning_rate", 1e-4, 1e-3, log=True),
+            "n_steps": trial.suggest_categorical("n_steps", [64, 128, 256]),
+            "batch_size": trial.suggest_categorical("batch_size", [128, 256, 512]),
+            "n_epochs": trial.suggest_categorical("n_epochs", [5, 10, 20]),
+            "gae_lambda": trial.suggest_float("gae_lambda", 0.9, 0.99),
+            "clip_range": trial.suggest_categorical("clip_range", [0.1, 0.2, 0.3]),
+            "ent_coef": trial.suggest_float("ent_coef", 1e-4, 5e-2, log=True),
+            "net_arch": [int(w) for w in trial.suggest_categorical("net_arch", ["64,64", "256,256"]).split(",")]}
 
 
 def make_pruner() -> Any:
@@ -226,9 +224,8 @@ def check_storage(url: str) -> str:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = CliParser(prog="python -m agents.tune", description=__doc__.split("\n")[0])
     add_case_arguments(parser, day=False)
-    parser.add_argument("--trials", type=int, required=True,
-                        help="finished trials (complete or pruned) the study should hold; the same command again "
-                        "resumes a crashed search")
+    parser.add_argument("--trials", type=int, required=True, help="finished trials (complete or pruned) the study "
+                        "should hold; the same command again resumes a crashed search")
     parser.add_argument("--steps", type=int, default=DEFAULT_STEPS_PER_TRIAL,
                         help=f"agent steps per trial (default {DEFAULT_STEPS_PER_TRIAL:,})")
     parser.add_argument("--val-days", type=int, default=DEFAULT_VALIDATION_DAYS,
@@ -244,9 +241,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--storage", help="Optuna storage URL (default sqlite:///OUT/study.db)")
     parser.add_argument("--study-name", help="default: ppo-<case>")
     parser.add_argument("--out", help="folder of best_config.json and trials.csv (default runs/tune-<case>)")
-    parser.add_argument("--compare-steps", type=int,
-                        help="after the search: train the best settings and train.py's defaults this many steps each "
-                        "and score both on the held-out days")
+    parser.add_argument("--compare-steps", type=int, help="after the search: train the best settings and train.py's "
+                        "defaults this many steps each and score both on the held-out days")
     args = parser.parse_args(argv)
 
     require_number(args.trials, "trials", 1, limits.MAX_DAYS, integer=True)

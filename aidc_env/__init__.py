@@ -51,12 +51,10 @@ def register_envs() -> None:
             gymnasium.register(id=env_id, entry_point="aidc_env.env:DispatchEnv", kwargs=dict(config))
 
 
-ENV_VARIANTS = {
-    "aidc_env/CheckpointDispatch-v0": {"case": "2048", "action": "joint"},
-    "aidc_env/FleetDispatch-v0": {"case": "fleet", "action": "per_job"},
-    "aidc_env/SitesDispatch-v0": {"case": "sites3", "action": "per_job"},
-    "aidc_env/SitesFleetDispatch-v0": {"case": "sites-fleet", "action": "per_job"},
-}
+ENV_VARIANTS = {"aidc_env/CheckpointDispatch-v0": {"case": "2048", "action": "joint"},
+                "aidc_env/FleetDispatch-v0": {"case": "fleet", "action": "per_job"},
+                "aidc_env/SitesDispatch-v0": {"case": "sites3", "action": "per_job"},
+                "aidc_env/SitesFleetDispatch-v0": {"case": "sites-fleet", "action": "per_job"}}
 """Registered ids → the env configuration keys they set (the rest: :func:`aidc_env.env.default_config`)."""
 
 

@@ -161,18 +161,16 @@ def _require_kinds(inst: Instance, forecaster: PriceForecaster | SiteForecasters
     """InputError unless a sites instance comes with a SiteProfileSet (and SiteForecasters), a one-site instance with a
     ProfileSet (and a PriceForecaster)."""
     sites = inst.has_sites
-    require(isinstance(profiles, SiteProfileSet) == sites, "profiles",
-            "a sites instance is forecast from a SiteProfileSet (load_site_profiles), a one-site instance from a "
-            "ProfileSet (load_profiles)")
+    require(isinstance(profiles, SiteProfileSet) == sites, "profiles", "a sites instance is forecast from a "
+            "SiteProfileSet (load_site_profiles), a one-site instance from a ProfileSet (load_profiles)")
     require(forecaster is None or isinstance(forecaster, SiteForecasters) == sites, "forecaster",
             "a sites instance is forecast by SiteForecasters (fit_site_forecasters), a one-site instance by a "
             "PriceForecaster (fit_price_forecaster)")
 
 
 def dayahead_instances(instances: Mapping[str, Instance], profiles: ProfileSet | SiteProfileSet, forecasts: ForecastSet,
-                       train_days: Sequence[str], n_scenarios: int = DEFAULT_SCENARIOS,
-                       seed: int = DEFAULT_SEED, *, out_of_sample: bool = True,
-                       price_source: str = DEFAULT_PRICE_SOURCE,
+                       train_days: Sequence[str], n_scenarios: int = DEFAULT_SCENARIOS, seed: int = DEFAULT_SEED, *,
+                       out_of_sample: bool = True, price_source: str = DEFAULT_PRICE_SOURCE,
                        price_issue_hour: int = ISSUE_HOUR) -> dict[str, Instance]:
     """Fit the price forecaster on ``train_days`` (only) and attach forecasts to the forecastable instances.
 

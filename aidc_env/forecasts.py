@@ -335,10 +335,8 @@ def summary(forecasts: ForecastSet) -> dict[str, Any]:
 
 def _format_summary(info: Mapping[str, Any]) -> str:
     renewable, load = info["renewable_forecast_mw"], info["load_forecast_mw"]
-    details = [
-        f"solar + wind forecast: mean {renewable['mean']:.0f}, max {renewable['max']:.0f} MW",
-        f"load forecast: min {load['min']:.0f}, mean {load['mean']:.0f}, max {load['max']:.0f} MW",
-    ]
+    details = [f"solar + wind forecast: mean {renewable['mean']:.0f}, max {renewable['max']:.0f} MW",
+               f"load forecast: min {load['min']:.0f}, mean {load['mean']:.0f}, max {load['max']:.0f} MW"]
     price = info["price_forecast_usd_per_mwh"]
     details.append("supplied price forecast: " + ("none (the package's model forecasts the price)" if price is None
                    else f"{price['days']} days ({price['first_day']} to {price['last_day']}), min {price['min']:.2f}, "

@@ -450,31 +450,19 @@ def summarise_days(days: HourlyDaySet, facts: Mapping[str, Any], values: Mapping
     """A JSON-ready summary of a set of days: its extent, ``facts`` about the source, its DST days,
     ``values`` (statistics of the value columns) and the days skipped with why."""
     dates = days.dates()
-    return {
-        "source": days.source,
-        "days_loaded": len(dates),
-        "first_day": dates[0],
-        "last_day": dates[-1],
-        **facts,
-        "dst_days": {d: day.hours_in_day for d, day in days.days.items() if day.hours_in_day != HOURS_PER_DAY},
-        **values,
-        "days_skipped": len(days.skipped),
-        "skipped": dict(days.skipped),
-        "dates": dates,
-    }
+    return {"source": days.source, "days_loaded": len(dates), "first_day": dates[0], "last_day": dates[-1], **facts,
+            "dst_days": {d: day.hours_in_day for d, day in days.days.items() if day.hours_in_day != HOURS_PER_DAY},
+            **values, "days_skipped": len(days.skipped), "skipped": dict(days.skipped), "dates": dates}
 
 
 def format_summary(info: Mapping[str, Any], details: Sequence[str], max_skipped_shown: int,
                    loaded_note: str = "") -> str:
     """The text of a :func:`summarise_days` summary: extent (and ``loaded_note``), the ``details`` lines,
     DST days and the skipped days (the first ``max_skipped_shown`` in full)."""
-    lines = [
-        f"source: {info['source']}",
-        f"days loaded: {info['days_loaded']} ({info['first_day']} to {info['last_day']}){loaded_note}",
-        *details,
-        "DST days: " + (", ".join(f"{d} ({h} h)" for d, h in info["dst_days"].items()) or "none"),
-        f"days skipped: {info['days_skipped']}",
-    ]
+    lines = [f"source: {info['source']}",
+             f"days loaded: {info['days_loaded']} ({info['first_day']} to {info['last_day']}){loaded_note}", *details,
+             "DST days: " + (", ".join(f"{d} ({h} h)" for d, h in info["dst_days"].items()) or "none"),
+             f"days skipped: {info['days_skipped']}"]
     skipped = list(info["skipped"].items())
     lines += [f"  {date}: {reason}" for date, reason in skipped[:max_skipped_shown]]
     if len(skipped) > max_skipped_shown:

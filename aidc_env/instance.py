@@ -392,10 +392,9 @@ class Instance:
 
 def require_one_site(inst: Instance, who: str) -> None:
     """Refuse, with one :class:`InputError` line, a sites instance in a consumer that models one site (``who``)."""
-    require(not inst.has_sites, "case",
-            f"{who} does not handle several sites (case {inst.case_name!r}); solve it with python -m oracle "
-            "(the sites MILP), run it in the sites env (aidc_env/SitesDispatch-v0) and score schedules with "
-            "python -m aidc_env.simulate")
+    require(not inst.has_sites, "case", f"{who} does not handle several sites (case {inst.case_name!r}); solve it with "
+            "python -m oracle (the sites MILP), run it in the sites env (aidc_env/SitesDispatch-v0) and score "
+            "schedules with python -m aidc_env.simulate")
 
 
 def load_instance(path: str | Path) -> Instance:

@@ -231,9 +231,8 @@ SAFE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}")
 def path_component(name: Any, field: str) -> str:
     """``name`` if it is a safe file name (:data:`SAFE_NAME`), else :class:`InputError` naming ``field``: a name that
     becomes part of an output path (``runs/ppo-<case>``) must not lead outside its folder."""
-    require(isinstance(name, str) and SAFE_NAME.fullmatch(name) is not None, field,
-            f"must be a plain name of letters, digits, '.', '_' and '-' (starting with a letter or digit, at most 100 "
-            f"characters), got {name!r}")
+    require(isinstance(name, str) and SAFE_NAME.fullmatch(name) is not None, field, "must be a plain name of letters, "
+            f"digits, '.', '_' and '-' (starting with a letter or digit, at most 100 characters), got {name!r}")
     return name
 
 

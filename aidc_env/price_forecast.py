@@ -75,13 +75,10 @@ DEFAULT_PRICE_SOURCE = "model"
 OPENMP_THREADS = 1
 """Threads of the model's OpenMP loops: one keeps fits deterministic (fixed summation order) and fast on a shared
 machine."""
-FEATURES = (
-    "hour", "weekday", "off_day", "month", "day_of_year",
-    "load_fc_mw", "solar_fc_mw", "wind_fc_mw", "net_load_fc_mw",
-    "net_load_fc_day_mean_mw", "net_load_fc_day_max_mw", "net_load_fc_rel_mw",
-    "price_persistence", "price_d2", "price_d7", "price_last_known",
-    "price_mean_24h", "price_level_7d", "renewable_actual_d2_mw",
-)
+FEATURES = ("hour", "weekday", "off_day", "month", "day_of_year", "load_fc_mw", "solar_fc_mw", "wind_fc_mw",
+            "net_load_fc_mw", "net_load_fc_day_mean_mw", "net_load_fc_day_max_mw", "net_load_fc_rel_mw",
+            "price_persistence", "price_d2", "price_d7", "price_last_known", "price_mean_24h", "price_level_7d",
+            "renewable_actual_d2_mw")
 """Model inputs per target hour (prices in $/MWh; ``price_level_7d`` is also the target's offset)."""
 
 
@@ -368,17 +365,11 @@ def fit_price_forecaster(profiles: ProfileSet, forecasts: ForecastSet, train_dat
         shape_residuals = actual_shape - forecast_shape
     for array in (price_residuals, shape_residuals):
         array.setflags(write=False)
-    return PriceForecaster(
-        model=model,
-        train_dates=tuple(dates),
-        renewable_scale=scale,
-        renewable_capacity_mw=capacity,
-        residual_dates=residual_dates,
-        price_residuals=price_residuals,
-        shape_residuals=shape_residuals,
-        price_range=(float(actual_price.min()), float(actual_price.max())),
-        price_source=price_source,
-    )
+    return PriceForecaster(model=model, train_dates=tuple(dates), renewable_scale=scale, renewable_capacity_mw=capacity,
+                           residual_dates=residual_dates, price_residuals=price_residuals,
+                           shape_residuals=shape_residuals,
+                           price_range=(float(actual_price.min()), float(actual_price.max())),
+                           price_source=price_source)
 
 
 @dataclass(frozen=True, eq=False)

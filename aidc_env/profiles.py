@@ -43,9 +43,8 @@ import pandas as pd
 
 from aidc_env import datasets
 from aidc_env.errors import CliParser, InputError, require, run_cli
-from aidc_env.hourly import (COL_LOCAL_START, COL_TIMESTAMP_UTC, HOURS_PER_DAY, HourlyDay, HourlyDaySet,
-                             format_summary, parse_hourly_days, print_summary, read_hourly_csv, require_positive,
-                             summarise_days)
+from aidc_env.hourly import (COL_LOCAL_START, COL_TIMESTAMP_UTC, HOURS_PER_DAY, HourlyDay, HourlyDaySet, format_summary,
+                             parse_hourly_days, print_summary, read_hourly_csv, require_positive, summarise_days)
 from aidc_env.limits import MAX_PRICE_USD_PER_MWH, MAX_RENEWABLE_CAPACITY_MW
 
 COL_PRICE = "price_usd_per_mwh"
@@ -221,21 +220,17 @@ def summary(profiles: ProfileSet) -> dict[str, Any]:
 
 def _format_summary(info: Mapping[str, Any]) -> str:
     price = info["price_usd_per_mwh"]
-    details = [
-        f"renewable capacity: {info['renewable_capacity_mw']:.1f} MW",
-        f"price: min {price['min']:.2f}, mean {price['mean']:.2f}, max {price['max']:.2f} $/MWh; "
-        f"{price['negative_hours']} negative hours",
-    ]
+    details = [f"renewable capacity: {info['renewable_capacity_mw']:.1f} MW", f"price: min {price['min']:.2f}, mean "
+               f"{price['mean']:.2f}, max {price['max']:.2f} $/MWh; {price['negative_hours']} negative hours"]
     return format_summary(info, details, MAX_SKIPPED_SHOWN)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = CliParser(prog="python -m aidc_env.profiles", description="Summarise a profile source: days loaded, "
                        "date range, renewable capacity, skipped days.")
-    parser.add_argument("--profiles", metavar="NAME|PATH", default=None,
-                        help="a dataset name (python -m aidc_env.datasets, e.g. caiso-2023) or a CSV of the canonical "
-                        "form (timestamp_utc, local_start, price_usd_per_mwh, solar_mw, wind_mw); default: the bundled "
-                        "representative days")
+    parser.add_argument("--profiles", metavar="NAME|PATH", default=None, help="a dataset name (python -m "
+                        "aidc_env.datasets, e.g. caiso-2023) or a CSV of the canonical form (timestamp_utc, "
+                        "local_start, price_usd_per_mwh, solar_mw, wind_mw); default: the bundled representative days")
     return print_summary(parser, argv, lambda args: summary(load_profiles(args.profiles)), _format_summary)
 
 

@@ -54,11 +54,9 @@ def price_forecasters(profiles: ProfileSet, forecasts: ForecastSet, train: Seque
                       seed: int, walk_forward: bool) -> tuple[PriceForecaster, dict[str, PriceFn]]:
     """The fitted model and each forecaster as a function date -> hourly prices."""
     model = fit_price_forecaster(profiles, forecasts, train, seed, residuals=False)
-    functions: dict[str, PriceFn] = {
-        "gbm": lambda d: model.price(profiles, forecasts, d),
-        "persistence": lambda d: persistence_forecast(profiles, d),
-        "seasonal-naive": lambda d: seasonal_naive_forecast(profiles, d),
-    }
+    functions: dict[str, PriceFn] = {"gbm": lambda d: model.price(profiles, forecasts, d),
+                                     "persistence": lambda d: persistence_forecast(profiles, d),
+                                     "seasonal-naive": lambda d: seasonal_naive_forecast(profiles, d)}
     if walk_forward:
         refits = {}
         for day in tqdm(held, desc="walk-forward fits", unit="fit"):

@@ -346,11 +346,9 @@ def study_renewable(ctx: StudyContext, grid: Sequence[float] = RENEWABLE_GRID) -
 
 def study_flexibility(ctx: StudyContext) -> tuple[pd.DataFrame, str]:
     inst = ctx.instance()
-    points = [
-        Point({"model": "(b) pause/resume at checkpoints, one fixed mode"}, restrict_to_baseline_mode(inst)),
-        Point({"model": "(c) 3D modes, no pausing"}, inst, allow_pause=False),
-        Point({"model": "(d) checkpoint-aware 3D dispatch"}, inst),
-    ]
+    points = [Point({"model": "(b) pause/resume at checkpoints, one fixed mode"}, restrict_to_baseline_mode(inst)),
+              Point({"model": "(c) 3D modes, no pausing"}, inst, allow_pause=False),
+              Point({"model": "(d) checkpoint-aware 3D dispatch"}, inst)]
     solved = ctx.solve(points, "flexibility")
     continuous = continuous_power_optimum(inst)
     frame = pd.DataFrame([fixed_row(inst, {"model": "(a) fixed continuous"}), *solved.to_dict("records"),
@@ -440,9 +438,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--time-limit", type=float, default=120.0, help="seconds per oracle solve (default 120)")
     parser.add_argument("--out", help="folder for the CSV, PNG and table (default runs/studies/<study>_N, the next "
                         "free N); one that holds an earlier run of the study is refused")
-    parser.add_argument("--update-docs", action="store_true",
-                        help="also replace the study's section of --results and copy its CSV and PNG to --figures, "
-                        "if the section's day set is this run's")
+    parser.add_argument("--update-docs", action="store_true", help="also replace the study's section of --results and "
+                        "copy its CSV and PNG to --figures, if the section's day set is this run's")
     parser.add_argument("--results", default="docs/results.md",
                         help="with --update-docs: the markdown file whose study section is replaced")
     parser.add_argument("--figures", help="with --update-docs: the folder of its figures (default: figures/ beside "

@@ -383,10 +383,9 @@ def _pareto(state: np.ndarray, cost: np.ndarray, tokens: np.ndarray) -> np.ndarr
     return order[keep]
 
 
-def prove(search: LabelSearch, lower_bound_usd: float, incumbent_usd: float | None = None, *,
-          deadline: float = np.inf, max_labels: int = MAX_LABELS,
-          stop: Callable[[], bool] | None = None,
-          target_usd: float | None = None, horizon_days: float = 1) -> tuple[LabelingOutcome, float]:
+def prove(search: LabelSearch, lower_bound_usd: float, incumbent_usd: float | None = None, *, deadline: float = np.inf,
+          max_labels: int = MAX_LABELS, stop: Callable[[], bool] | None = None, target_usd: float | None = None,
+          horizon_days: float = 1) -> tuple[LabelingOutcome, float]:
     """Raise a threshold θ from the lower bound until the exact search finds the optimum.
 
     Each search that finds nothing proves that the optimum costs more than its θ; the first that finds a schedule

@@ -48,8 +48,7 @@ class Column:
 
 def make_column(graph: JobGraph, j: int, path: np.ndarray) -> Column:
     states = graph.slot_states(path)
-    return Column(job=j, path=np.asarray(path, dtype=np.int64),
-                  own_usd=float(np.sum(graph.own_usd_per_slot[states])),
+    return Column(job=j, path=np.asarray(path, dtype=np.int64), own_usd=float(np.sum(graph.own_usd_per_slot[states])),
                   gpus=graph.gpus[states].T.astype(float), load_mw=graph.load_mw[states].T.copy())
 
 

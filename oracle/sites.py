@@ -254,8 +254,7 @@ class SitesModel:
         start_usd = self._replay(*start).objective_usd if start else None
         tick = time.perf_counter()
         outcome = runner.solve(self.m, time_limit_s=time_limit_s, mip_gap=mip_gap,
-                               start=self.start_values(*start) if start else None, threads=threads, tee=tee,
-                               options={})
+                               start=self.start_values(*start) if start else None, threads=threads, tee=tee, options={})
         common = dict(method="textbook", formulation="sites-textbook", start_objective_usd=start_usd,
                       build_seconds=self.build_seconds + outcome.load_seconds, proof="branch-and-bound",
                       solve_seconds=time.perf_counter() - tick)

@@ -57,10 +57,8 @@ class PlotSpec:
     """The x axis runs from 00:00 UTC of this day over 7 days (the trace's week, read off the axis labels)."""
 
 
-PLOTS = (
-    PlotSpec("coding", "Coding", dt.date(2024, 5, 10)),
-    PlotSpec("conversation", "Conversation", dt.date(2024, 5, 12)),
-)
+PLOTS = (PlotSpec("coding", "Coding", dt.date(2024, 5, 10)),
+         PlotSpec("conversation", "Conversation", dt.date(2024, 5, 12)))
 LINE_RGB = (31, 119, 180)
 """Matplotlib's default first line colour (tab:blue)."""
 GRID_RGB = (176, 176, 176)

@@ -96,18 +96,14 @@ class Pick:
 def day_stats(day: P.DayProfile) -> DayStats:
     price = day.price_usd_per_mwh
     renewable = day.renewable_mw()
-    return DayStats(
-        date=day.date,
-        month=int(day.date[5:7]),
-        hours_in_day=day.hours_in_day,
-        mean_price_usd_per_mwh=round(float(price.mean()), PRICE_DECIMALS),
-        min_price_usd_per_mwh=round(float(price.min()), PRICE_DECIMALS),
-        max_price_usd_per_mwh=round(float(price.max()), PRICE_DECIMALS),
-        price_spread_usd_per_mwh=round(float(price.max() - price.min()), PRICE_DECIMALS),
-        negative_price_hours=int(np.count_nonzero(price < 0)),
-        mean_renewable_mw=round(float(renewable.mean()), POWER_DECIMALS),
-        midday_renewable_mw=round(float(renewable[list(MIDDAY_HOURS)].mean()), POWER_DECIMALS),
-    )
+    return DayStats(date=day.date, month=int(day.date[5:7]), hours_in_day=day.hours_in_day,
+                    mean_price_usd_per_mwh=round(float(price.mean()), PRICE_DECIMALS),
+                    min_price_usd_per_mwh=round(float(price.min()), PRICE_DECIMALS),
+                    max_price_usd_per_mwh=round(float(price.max()), PRICE_DECIMALS),
+                    price_spread_usd_per_mwh=round(float(price.max() - price.min()), PRICE_DECIMALS),
+                    negative_price_hours=int(np.count_nonzero(price < 0)),
+                    mean_renewable_mw=round(float(renewable.mean()), POWER_DECIMALS),
+                    midday_renewable_mw=round(float(renewable[list(MIDDAY_HOURS)].mean()), POWER_DECIMALS))
 
 
 def _is_date(text: str) -> bool:
@@ -147,10 +143,8 @@ def select_days(stats: Mapping[str, DayStats], include: Sequence[str]) -> list[P
 
     def free_month_candidates() -> list[DayStats]:
         months_with_picks = {stats[p.date].month for p in picks}
-        return [
-            s for d, s in sorted(stats.items())
-            if not picked(d) and s.month not in months_with_picks and s.min_price_usd_per_mwh < 0
-        ]
+        return [s for d, s in sorted(stats.items()) if not picked(d) and s.month not in months_with_picks
+                and s.min_price_usd_per_mwh < 0]
 
     candidates = free_month_candidates()
     if candidates:
@@ -180,8 +174,7 @@ def select_days(stats: Mapping[str, DayStats], include: Sequence[str]) -> list[P
         options = [s for s in in_month if not picked(s.date)]
         if options:
             best = min(options, key=lambda s: (distance(s), s.date))
-            add(best.date, ROLE_TYPICAL,
-                f"closest to the month's medians (mean renewable {median_renewable:.0f} MW, "
+            add(best.date, ROLE_TYPICAL, f"closest to the month's medians (mean renewable {median_renewable:.0f} MW, "
                 f"price spread {median_spread:.2f} $/MWh); distance {distance(best):.{DISTANCE_DECIMALS}f}")
     for month in places:
         if places[month] <= 0:
@@ -214,17 +207,13 @@ def _sha256(path: Path) -> str:
 
 
 def _readme(meta: Mapping[str, object], stats: Mapping[str, DayStats], picks: Sequence[Pick]) -> str:
-    rows = [
-        "| date | picked as | h | mean price $/MWh | min | max | neg. h | mean renewable MW | midday MW |",
-        "|---|---|---|---|---|---|---|---|---|",
-    ]
+    rows = ["| date | picked as | h | mean price $/MWh | min | max | neg. h | mean renewable MW | midday MW |",
+            "|---|---|---|---|---|---|---|---|---|"]
     for pick in sorted(picks, key=lambda p: p.date):
         s = stats[pick.date]
-        rows.append(
-            f"| {s.date} | {pick.role} | {s.hours_in_day} | {s.mean_price_usd_per_mwh:.2f} | "
-            f"{s.min_price_usd_per_mwh:.2f} | {s.max_price_usd_per_mwh:.2f} | {s.negative_price_hours} | "
-            f"{s.mean_renewable_mw:.0f} | {s.midday_renewable_mw:.0f} |"
-        )
+        rows.append(f"| {s.date} | {pick.role} | {s.hours_in_day} | {s.mean_price_usd_per_mwh:.2f} | "
+                    f"{s.min_price_usd_per_mwh:.2f} | {s.max_price_usd_per_mwh:.2f} | {s.negative_price_hours} | "
+                    f"{s.mean_renewable_mw:.0f} | {s.midday_renewable_mw:.0f} |")
     table = "\n".join(rows)
     return f"""{README_HEADING}
 
@@ -286,16 +275,12 @@ daily figures, and the SHA-256 of the CSV.
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        prog=GENERATOR, description="Write the bundled table of representative CAISO 2023 days."
-    )
+    parser = argparse.ArgumentParser(prog=GENERATOR, description="Write the bundled table of representative CAISO 2023 "
+                                     "days.")
     parser.add_argument("--source", type=Path, default=DEFAULT_SOURCE, help="full-year CSV (default: %(default)s)")
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT, help="output directory (default: %(default)s)")
-    parser.add_argument(
-        "--include",
-        default=",".join(DEFAULT_INCLUDE),
-        help="comma-separated dates that must be in the table (default: %(default)s)",
-    )
+    parser.add_argument("--include", default=",".join(DEFAULT_INCLUDE), help="comma-separated dates that must be in "
+                        "the table (default: %(default)s)")
     args = parser.parse_args(argv)
     include = [d.strip() for d in args.include.split(",") if d.strip()]
 
@@ -369,10 +354,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             if forbidden in text:
                 raise InputError("out", f"{path.name} contains {forbidden!r}")
     write_site_days(args.source, args.out, dates)
-    print(
-        f"wrote {len(dates)} days ({len(table)} rows) to {csv_path} and {args.out / BUNDLED_SITE_CSV}; "
-        f"renewable capacity {full.renewable_capacity_mw} MW; metadata {meta_path}"
-    )
+    print(f"wrote {len(dates)} days ({len(table)} rows) to {csv_path} and {args.out / BUNDLED_SITE_CSV}; renewable "
+          f"capacity {full.renewable_capacity_mw} MW; metadata {meta_path}")
     return 0
 
 

@@ -34,11 +34,8 @@ class ModelSpec:
             require(is_int(value) and value > 0, f"model.{name}", f"must be a positive integer, got {value!r}")
         require(self.hidden_size % self.n_heads == 0, "model.n_heads", "must divide hidden_size")
         if self.n_kv_heads is not None:
-            require(
-                is_int(self.n_kv_heads) and self.n_kv_heads > 0 and self.n_heads % self.n_kv_heads == 0,
-                "model.n_kv_heads",
-                "must be a positive divisor of n_heads",
-            )
+            require(is_int(self.n_kv_heads) and self.n_kv_heads > 0 and self.n_heads % self.n_kv_heads == 0,
+                    "model.n_kv_heads", "must be a positive divisor of n_heads")
 
     @property
     def kv_heads(self) -> int:
