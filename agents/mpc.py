@@ -7,14 +7,13 @@ the truth with ``information="perfect"``, the day-ahead forecasts already issued
 solves it with the oracle and commits the plan's segments up to the next re-planning point. Costs are
 paid afterwards on the truth by the simulator. With perfect information it reproduces the oracle's optimum.
 
-The oracle's models are kept per structure and re-priced in place (:class:`oracle.rolling.RollingOracle`).
-A re-solve is skipped when nothing new is known: if the outlook of the remaining slots is the previous
-outlook's tail and the state followed the previous plan, that plan's tail is optimal for the rest (the
-tail of an optimal plan is optimal from the state it reaches), so it is kept. With day-ahead information a
-new forecast is issued once a day (10:00; with a price issued later, ``Forecast.price_issue_hour``, twice), so
-MPC re-solves about once a day -- and on a one-day instance never after slot 0: there it *is* the day-ahead plan
-(nothing new is learnt within a day; the realised prices of the past slots do not change the outlook of the
-coming ones).
+The oracle's models are kept per structure and re-priced in place (:class:`oracle.rolling.RollingOracle`). A re-solve is
+skipped when nothing new is known: if the outlook of the remaining slots is the previous outlook's tail and the state
+followed the previous plan, that plan's tail is optimal for the rest (the tail of an optimal plan is optimal from the
+state it reaches), so it is kept. With day-ahead information a new forecast is issued once a day (10:00; with a price
+issued later, ``Forecast.price_issue_hour``, twice), so MPC re-solves about once a day -- and on a one-day instance
+never after slot 0: there it *is* the day-ahead plan (nothing new is learnt within a day; the realised prices of the
+past slots do not change the outlook of the coming ones).
 
 ``ForecastNoise`` (a synthetic multiplicative error on the truth, growing with lead time) is kept as a
 sensitivity tool for ``information="perfect"`` only; real decisions under uncertainty use the forecasts.
@@ -88,8 +87,7 @@ def site_views(inst: Instance, t: int, information: str, scenario: int | None = 
 def with_series(inst: Instance, prices: list[np.ndarray], shapes: list[np.ndarray],
                 forecasts: list[Forecast | None] | None = None, **changes) -> Instance:
     """``inst`` with each site's price and renewable shape replaced, and its forecast with ``forecasts`` (None: kept;
-    ``changes`` go to the other fields); with several sites the instance's own price and shape are the first
-    site's."""
+    ``changes`` go to the other fields); with several sites the instance's own price and shape are the first site's."""
     if inst.network is None:
         if forecasts is not None:
             changes["forecast"] = forecasts[0]

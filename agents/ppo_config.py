@@ -88,8 +88,7 @@ class PPOConfig:
     before PPO (a warm start, :mod:`agents.imitation`; 0 = none)."""
     imitation: str = "plan"
     """What the warm start clones: ``"plan"`` (the forecast plan, only when it is observed) or ``"oracle"`` (the
-    oracle's schedules of ``imitation_days`` training days, solved once and cached on disk; the per-job action
-    only)."""
+    oracle's schedules of ``imitation_days`` training days, solved once and cached on disk; the per-job action only)."""
     imitation_days: int = 21
     """With ``imitation="oracle"``: training days whose oracle schedules are cloned (evenly spread over the train
     split, :func:`agents.days.spread`)."""

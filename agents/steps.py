@@ -16,14 +16,13 @@ is unchanged):
   function of the state (the day has a fixed length): the best policy is unchanged, but returns no longer
   carry the day's price level, which would otherwise dominate their variance.
 - **Observation = the env's observation plus a day-scaled hourly forecast of every site.** The env's own
-  observation is kept as is (with ``lookahead`` = 0 by default: no slot-level window). The wrapper appends, per
-  site, a sliding 24-hour window at hourly resolution (24 hours from the current slot, zero past the end of the
-  instance, plus a validity flag each; on a day instance, the rest of the day): prices divided by the episode's
-  price scale (mean |λ| of the outlook at slot 0, at least $5/MWh; decisions are invariant to a common price
-  factor, so every day looks alike), renewable shares, and the price scale / $100. Every one of these is read
-  through the env's outlook: with ``"perfect"`` the truth (foresight, as the oracle has), with ``"dayahead"`` the
-  day-ahead forecasts issued by slot t (the window at slot t and the price scale never depend on the truth of
-  slots ≥ t).
+  observation is kept as is (with ``lookahead`` = 0 by default: no slot-level window). The wrapper appends, per site, a
+  sliding 24-hour window at hourly resolution (24 hours from the current slot, zero past the end of the instance, plus a
+  validity flag each; on a day instance, the rest of the day): prices divided by the episode's price scale (mean |λ| of
+  the outlook at slot 0, at least $5/MWh; decisions are invariant to a common price factor, so every day looks alike),
+  renewable shares, and the price scale / $100. Every one of these is read through the env's outlook: with ``"perfect"``
+  the truth (foresight, as the oracle has), with ``"dayahead"`` the day-ahead forecasts issued by slot t (the window at
+  slot t and the price scale never depend on the truth of slots ≥ t).
 - **Rewards are paid on the truth.** The fixed schedule's cost per slot (the reward baseline) is the
   simulator's cost on the true prices: it is paid after the fact and only shifts the return by a function
   of the day, so it carries no information into the observation or the mask.
@@ -76,12 +75,11 @@ class AgentSteps(gym.Wrapper):
     MaskablePPO finds it through ``VecEnv.env_method``. With the ``per_job`` action only the hourly forecast is
     added (the other options are the joint action's).
 
-    With ``factored_actions`` the joint choice of a boundary slot is made one job at a time: the action space
-    is ``Discrete(max_j (M_j + 1))`` (a local choice: 0 = pause, i = mode i − 1), job j's mask allows the
-    local choices that some valid joint action (the env's exact mask) completes given the jobs already
-    chosen, and the observation tells which job is choosing and what the earlier jobs chose. The env steps
-    once the last job has chosen (reward 0 on the earlier sub-steps). Sub-steps with a single valid choice
-    are taken automatically.
+    With ``factored_actions`` the joint choice of a boundary slot is made one job at a time: the action space is
+    ``Discrete(max_j (M_j + 1))`` (a local choice: 0 = pause, i = mode i − 1), job j's mask allows the local choices
+    that some valid joint action (the env's exact mask) completes given the jobs already chosen, and the observation
+    tells which job is choosing and what the earlier jobs chose. The env steps once the last job has chosen (reward 0 on
+    the earlier sub-steps). Sub-steps with a single valid choice are taken automatically.
     """
 
     def __init__(self, env: gym.Env, *, decision_steps: bool = _DEFAULTS.decision_steps,

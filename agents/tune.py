@@ -11,15 +11,14 @@ policy's operating cost over fixed continuous training's, day by day (lower is b
 The score is reported ``--reports`` times during training, and Optuna's median pruner stops a trial that does
 worse than the median of earlier trials at the same step.
 
-The study lives in ``--storage`` (default ``sqlite:///<out>/study.db``): ``--trials N`` is the number of
-finished trials (complete or pruned) the study should hold, so running the same command again after a crash
-(kill -9, a lost node) goes on where it stopped. A trial left running by a crashed search is marked failed and
-its settings are tried again first. Trials run ``--workers`` at a time on the backend (:mod:`aidc_env.parallel`;
-a batch is drawn, run, and told before the next); workers report to the storage, so on a Ray cluster give a
-database every node reaches (e.g. ``postgresql://...``). Writes ``<out>/best_config.json`` (read by
-``train.py --config``) and ``<out>/trials.csv``. ``--compare-steps S`` then trains the best settings and
-train.py's defaults for S steps each on the whole training split (same seed) and scores both on the held-out
-days.
+The study lives in ``--storage`` (default ``sqlite:///<out>/study.db``): ``--trials N`` is the number of finished trials
+(complete or pruned) the study should hold, so running the same command again after a crash (kill -9, a lost node) goes
+on where it stopped. A trial left running by a crashed search is marked failed and its settings are tried again first.
+Trials run ``--workers`` at a time on the backend (:mod:`aidc_env.parallel`; a batch is drawn, run, and told before the
+next); workers report to the storage, so on a Ray cluster give a database every node reaches (e.g.
+``postgresql://...``). Writes ``<out>/best_config.json`` (read by ``train.py --config``) and ``<out>/trials.csv``.
+``--compare-steps S`` then trains the best settings and train.py's defaults for S steps each on the whole training split
+(same seed) and scores both on the held-out days.
 """
 
 from __future__ import annotations

@@ -5,11 +5,10 @@ A *forecast source* is a CSV with one row per hour::
     timestamp_utc,local_start,solar_forecast_mw,wind_forecast_mw,load_forecast_mw[,price_forecast_usd_per_mwh][,...]
     2023-06-12T07:00:00Z,2023-06-12 00:00-0700,0.0,1421.0,24514.0
 
-It follows the conventions of :mod:`aidc_env.profiles` and is read by the same code
-(:mod:`aidc_env.hourly`): local calendar days, every hour indexed by its local clock hour 0..23, the
-23-hour DST day holding clock hour 01 over the skipped 02, the 25-hour day averaging its two 01:00 rows;
-a day with any missing or non-numeric value or a wrong set of rows is *skipped* (listed in
-:attr:`ForecastSet.skipped` with the reason); a malformed file raises
+It follows the conventions of :mod:`aidc_env.profiles` and is read by the same code (:mod:`aidc_env.hourly`): local
+calendar days, every hour indexed by its local clock hour 0..23, the 23-hour DST day holding clock hour 01 over the
+skipped 02, the 25-hour day averaging its two 01:00 rows; a day with any missing or non-numeric value or a wrong set of
+rows is *skipped* (listed in :attr:`ForecastSet.skipped` with the reason); a malformed file raises
 :class:`~aidc_env.errors.InputError` naming the column and the file line.
 
 **A supplied price forecast** (optional column ``price_forecast_usd_per_mwh``, $/MWh): the price of hour h

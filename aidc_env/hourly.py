@@ -1,20 +1,18 @@
 """Hourly days of a CSV source: the reading and day-building shared by profiles and forecasts.
 
-A source is a CSV with one row per hour, keyed by ``timestamp_utc`` (ISO 8601) and ``local_start`` (the
-start of the hour on the local clock *with its UTC offset*), plus its own *value columns* (for
-:mod:`aidc_env.profiles` price, solar and wind; for :mod:`aidc_env.forecasts` the day-ahead solar, wind
-and load forecasts). Days are local calendar days, every hour indexed by its local clock hour 0..23; a
-DST day keeps 24 clock hours (the 23-hour day holds clock hour 01 over the skipped 02, the 25-hour day
-averages its two 01:00 rows) and records its real length in ``hours_in_day``.
+A source is a CSV with one row per hour, keyed by ``timestamp_utc`` (ISO 8601) and ``local_start`` (the start of the
+hour on the local clock *with its UTC offset*), plus its own *value columns* (for :mod:`aidc_env.profiles` price, solar
+and wind; for :mod:`aidc_env.forecasts` the day-ahead solar, wind and load forecasts). Days are local calendar days,
+every hour indexed by its local clock hour 0..23; a DST day keeps 24 clock hours (the 23-hour day holds clock hour 01
+over the skipped 02, the 25-hour day averages its two 01:00 rows) and records its real length in ``hours_in_day``.
 
 A day with a wrong set of rows or any missing, NaN, non-numeric or non-finite value is *skipped* with
 the reason; a malformed file raises :class:`~aidc_env.errors.InputError` naming the column and the line.
 
-The two sources are the same code parameterised by their value columns: a day record mixes in
-:class:`HourlyDay` (its value columns a class attribute), a set of days derives from
-:class:`HourlyDaySet`; :func:`read_hourly_csv` reads the required columns as text,
-:func:`parse_hourly_days` builds the days, and :func:`summarise_days`, :func:`format_summary` and
-:func:`print_summary` make the command-line summaries.
+The two sources are the same code parameterised by their value columns: a day record mixes in :class:`HourlyDay` (its
+value columns a class attribute), a set of days derives from :class:`HourlyDaySet`; :func:`read_hourly_csv` reads the
+required columns as text, :func:`parse_hourly_days` builds the days, and :func:`summarise_days`, :func:`format_summary`
+and :func:`print_summary` make the command-line summaries.
 """
 
 from __future__ import annotations
@@ -157,10 +155,9 @@ def _plain(value: Any) -> Any:
 class HourlyDaySet(Generic[DayT]):
     """Base of a frozen dataclass holding the complete days of a source and the days skipped (with why).
 
-    A subclass adds its own fields (at least ``source: str``), names the class of its days
-    (:attr:`day_type`) and the field its lookup errors name (:attr:`day_field`), and says in its own words
-    why a date is absent (:meth:`_absent`). The days are checked, both mappings frozen and sorted by date,
-    and pickled as plain dicts.
+    A subclass adds its own fields (at least ``source: str``), names the class of its days (:attr:`day_type`) and the
+    field its lookup errors name (:attr:`day_field`), and says in its own words why a date is absent (:meth:`_absent`).
+    The days are checked, both mappings frozen and sorted by date, and pickled as plain dicts.
     """
 
     day_type: ClassVar[type]

@@ -16,11 +16,10 @@ days is these 24-hour days end to end, so a DST day has 96 slots at 15 min, not 
 
 :attr:`DayProfile.hours_in_day` records 23, 24 or 25.
 
-Real data has holes. A day with any missing, NaN, non-numeric or non-finite value of price, solar or
-wind, or with a wrong set of hourly rows for its DST type, is *skipped* and listed in
-:attr:`ProfileSet.skipped` with the reason -- never silently filled. A malformed file (not a CSV, a
-required column missing, a timestamp that cannot be parsed or that contradicts the other one) raises
-:class:`~aidc_env.errors.InputError` naming the column and the file line.
+Real data has holes. A day with any missing, NaN, non-numeric or non-finite value of price, solar or wind, or with a
+wrong set of hourly rows for its DST type, is *skipped* and listed in :attr:`ProfileSet.skipped` with the reason --
+never silently filled. A malformed file (not a CSV, a required column missing, a timestamp that cannot be parsed or that
+contradicts the other one) raises :class:`~aidc_env.errors.InputError` naming the column and the file line.
 
 ``load_profiles`` takes a packaged dataset's name (:mod:`aidc_env.datasets`, e.g. ``caiso-2023``, the full year)
 or a path. Without either it loads the small bundled table of representative days (the dataset
