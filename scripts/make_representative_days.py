@@ -34,19 +34,12 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from aidc_env import profiles as P
+from aidc_env.errors import InputError, require, run_cli
 from aidc_env.io import atomic_path, atomic_write_text, dumps_json
+from aidc_env.site_profiles import BUNDLED_SITE_CSV, BUNDLED_SITE_META, SITE_COLUMNS, load_site_profiles
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
-try:
-    from aidc_env import profiles as P
-    from aidc_env.errors import InputError, require, run_cli
-    from aidc_env.site_profiles import BUNDLED_SITE_CSV, BUNDLED_SITE_META, SITE_COLUMNS, load_site_profiles
-except ModuleNotFoundError:  # run from a checkout without installing the package
-    sys.path.insert(0, str(REPO_ROOT))
-    from aidc_env import profiles as P
-    from aidc_env.errors import InputError, require, run_cli
-    from aidc_env.site_profiles import BUNDLED_SITE_CSV, BUNDLED_SITE_META, SITE_COLUMNS, load_site_profiles
-
 GENERATOR = "scripts/make_representative_days.py"
 README_HEADING = "# Bundled profile data: representative CAISO 2023 days"
 DEFAULT_SOURCE = REPO_ROOT / "aidc_env" / "data" / "caiso_2023_hourly.csv.gz"
@@ -167,9 +160,8 @@ def select_days(stats: Mapping[str, DayStats], include: Sequence[str]) -> list[P
         median_spread = float(np.median([s.price_spread_usd_per_mwh for s in in_month]))
 
         def distance(s: DayStats) -> float:
-            return abs(s.mean_renewable_mw - median_renewable) / renewable_scale + abs(
-                s.price_spread_usd_per_mwh - median_spread
-            ) / spread_scale
+            return (abs(s.mean_renewable_mw - median_renewable) / renewable_scale
+                    + abs(s.price_spread_usd_per_mwh - median_spread) / spread_scale)
 
         options = [s for s in in_month if not picked(s.date)]
         if options:
@@ -275,8 +267,8 @@ daily figures, and the SHA-256 of the CSV.
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog=GENERATOR, description="Write the bundled table of representative CAISO 2023 "
-                                     "days.")
+    parser = argparse.ArgumentParser(prog=GENERATOR,
+                                     description="Write the bundled table of representative CAISO 2023 days.")
     parser.add_argument("--source", type=Path, default=DEFAULT_SOURCE, help="full-year CSV (default: %(default)s)")
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT, help="output directory (default: %(default)s)")
     parser.add_argument("--include", default=",".join(DEFAULT_INCLUDE), help="comma-separated dates that must be in "
@@ -308,39 +300,25 @@ def main(argv: Sequence[str] | None = None) -> int:
     for date in dates:
         require(bundled.day(date) == full.day(date), "out", f"{date} differs from the full year")
 
-    hours_with_both = int(
-        (pd.to_numeric(frame[P.COL_SOLAR], errors="coerce").notna()
-         & pd.to_numeric(frame[P.COL_WIND], errors="coerce").notna()).sum()
-    )
+    hours_with_both = int((pd.to_numeric(frame[P.COL_SOLAR], errors="coerce").notna()
+                           & pd.to_numeric(frame[P.COL_WIND], errors="coerce").notna()).sum())
     meta = {
         "description": "Representative CAISO 2023 days bundled with aidc_env (see README.md for provenance)",
-        "generator": GENERATOR,
-        "csv": P.BUNDLED_CSV,
-        "csv_sha256": _sha256(csv_path),
+        "generator": GENERATOR, "csv": P.BUNDLED_CSV, "csv_sha256": _sha256(csv_path),
         P.META_CAPACITY_KEY: full.renewable_capacity_mw,
         "renewable_capacity_basis": "peak of max(solar_mw, 0) + max(wind_mw, 0) over all hours of the full "
         "2023 year that have both values",
-        "source_hours": len(frame),
-        "source_hours_with_renewables": hours_with_both,
-        "source_complete_days": len(stats),
-        "source_skipped_days": dict(full.skipped),
-        "selection": {
-            "max_days": MAX_DAYS,
-            "days_per_month": DAYS_PER_MONTH,
-            "include": include,
-            "rule": [
-                "include days first, each taking a place in its month",
-                "negative prices: most negative-price hours, then lowest hourly price, among months without a pick",
-                "typical: closest to the month's medians of daily mean renewable and daily price spread "
-                "(year standard deviations as units)",
-                "high-flexibility: largest daily price spread of the month",
-                "ties broken by the earlier date",
-            ],
-        },
-        "days": [
-            {"date": p.date, "picked_as": p.role, "reason": p.reason, **asdict(stats[p.date])}
-            for p in sorted(picks, key=lambda p: p.date)
-        ],
+        "source_hours": len(frame), "source_hours_with_renewables": hours_with_both,
+        "source_complete_days": len(stats), "source_skipped_days": dict(full.skipped),
+        "selection": {"max_days": MAX_DAYS, "days_per_month": DAYS_PER_MONTH, "include": include, "rule": [
+            "include days first, each taking a place in its month",
+            "negative prices: most negative-price hours, then lowest hourly price, among months without a pick",
+            "typical: closest to the month's medians of daily mean renewable and daily price spread "
+            "(year standard deviations as units)",
+            "high-flexibility: largest daily price spread of the month",
+            "ties broken by the earlier date"]},
+        "days": [{"date": p.date, "picked_as": p.role, "reason": p.reason, **asdict(stats[p.date])}
+                 for p in sorted(picks, key=lambda p: p.date)],
     }
     meta_path = args.out / P.BUNDLED_META
     atomic_write_text(meta_path, dumps_json(meta, indent=2) + "\n")
@@ -371,11 +349,8 @@ def write_site_days(source: Path, out: Path, days: Sequence[str]) -> None:
     meta = {
         "description": "The bundled representative CAISO 2023 days with the three load-zone prices and solar and "
                        "wind apart, for the sites case (aidc_env/site_profiles.py)",
-        "generator": GENERATOR,
-        "csv": BUNDLED_SITE_CSV,
-        "csv_sha256": hashlib.sha256(csv_text.encode()).hexdigest(),
-        "solar_peak_mw": full.solar_peak_mw,
-        "wind_peak_mw": full.wind_peak_mw,
+        "generator": GENERATOR, "csv": BUNDLED_SITE_CSV, "csv_sha256": hashlib.sha256(csv_text.encode()).hexdigest(),
+        "solar_peak_mw": full.solar_peak_mw, "wind_peak_mw": full.wind_peak_mw,
         "peak_basis": "max of each column (clipped at 0) over every complete day of the full 2023 year",
         "days": list(days),
     }
