@@ -26,7 +26,6 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import hashlib
-import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
