@@ -218,9 +218,7 @@ def _frozen(by_date: Mapping[str, Any]) -> Mapping[str, Any]:
     return MappingProxyType(dict(sorted(by_date.items())))
 
 
-# --------------------------------------------------------------------------------------------------
-# Loading
-# --------------------------------------------------------------------------------------------------
+# ------------------------------------------------------------------------------------------ Loading
 
 
 def parse_forecasts_frame(frame: pd.DataFrame, source: str) -> ForecastSet:
@@ -249,9 +247,7 @@ def load_forecasts(path: str | os.PathLike[str]) -> ForecastSet:
     return parse_forecasts_frame(frame, source)
 
 
-# --------------------------------------------------------------------------------------------------
-# The renewable shape
-# --------------------------------------------------------------------------------------------------
+# ------------------------------------------------------------------------------ The renewable shape
 
 
 def common_dates(forecasts: ForecastSet, profiles: ProfileSet, dates: Iterable[str] | None = None) -> list[str]:
@@ -312,9 +308,7 @@ class PlantForecast:
                 if parts else "no plant")
 
 
-# --------------------------------------------------------------------------------------------------
-# Command line
-# --------------------------------------------------------------------------------------------------
+# ------------------------------------------------------------------------------------- Command line
 
 
 def summary(forecasts: ForecastSet) -> dict[str, Any]:

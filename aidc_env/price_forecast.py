@@ -82,9 +82,7 @@ FEATURES = ("hour", "weekday", "off_day", "month", "day_of_year", "load_fc_mw", 
 """Model inputs per target hour (prices in $/MWh; ``price_level_7d`` is also the target's offset)."""
 
 
-# --------------------------------------------------------------------------------------------------
-# What is known at issue time
-# --------------------------------------------------------------------------------------------------
+# ---------------------------------------------------------------------- What is known at issue time
 
 
 def _shift(date: str, days: int) -> str:
@@ -182,9 +180,7 @@ def _price_level(profiles: ProfileSet, date: str) -> float:
     return float(known.mean())
 
 
-# --------------------------------------------------------------------------------------------------
-# Features
-# --------------------------------------------------------------------------------------------------
+# ----------------------------------------------------------------------------------------- Features
 
 
 @functools.lru_cache(maxsize=None)
@@ -249,9 +245,7 @@ def _predict(model: HistGradientBoostingRegressor, features: pd.DataFrame) -> np
         return model.predict(features)
 
 
-# --------------------------------------------------------------------------------------------------
-# The fitted forecaster and its scenarios
-# --------------------------------------------------------------------------------------------------
+# ---------------------------------------------------------- The fitted forecaster and its scenarios
 
 
 @dataclass(frozen=True)

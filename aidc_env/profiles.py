@@ -67,9 +67,7 @@ MAX_SKIPPED_SHOWN = 50
 """Longest list of skipped days the text summary prints in full."""
 
 
-# --------------------------------------------------------------------------------------------------
-# Data classes
-# --------------------------------------------------------------------------------------------------
+# ------------------------------------------------------------------------------------- Data classes
 
 
 @dataclass(frozen=True, eq=False)
@@ -129,9 +127,7 @@ class ProfileSet(HourlyDaySet[DayProfile]):
         return hash((self.source, self.renewable_capacity_mw, tuple(self.days), tuple(self.skipped.items())))
 
 
-# --------------------------------------------------------------------------------------------------
-# Slots
-# --------------------------------------------------------------------------------------------------
+# -------------------------------------------------------------------------------------------- Slots
 
 
 def hourly_to_slots(hourly: np.ndarray, slots_per_day: int) -> np.ndarray:
@@ -153,9 +149,7 @@ def hourly_to_slots(hourly: np.ndarray, slots_per_day: int) -> np.ndarray:
     raise InputError("slots", f"{slots} slots per day: must be a multiple or a divisor of {HOURS_PER_DAY}")
 
 
-# --------------------------------------------------------------------------------------------------
-# Loading
-# --------------------------------------------------------------------------------------------------
+# ------------------------------------------------------------------------------------------ Loading
 
 
 def _peak_renewable_mw(values: Mapping[str, np.ndarray]) -> float | None:
@@ -203,9 +197,7 @@ def load_profiles(path: str | os.PathLike[str] | None = None, *,
     return parse_profiles_frame(frame, source, renewable_capacity_mw)
 
 
-# --------------------------------------------------------------------------------------------------
-# Command line
-# --------------------------------------------------------------------------------------------------
+# ------------------------------------------------------------------------------------- Command line
 
 
 def summary(profiles: ProfileSet) -> dict[str, Any]:
