@@ -60,12 +60,8 @@ NAN_TOKENS = frozenset({"nan", "-nan", "+nan"})
 MISSING_TOKENS = frozenset({"", "na", "n/a", "#n/a", "null", "none", "<na>"})
 """Cell texts (lower-cased, stripped) read as 'missing' rather than 'non-numeric'."""
 
-# Cell status codes of the value columns.
-CELL_OK = 0
-CELL_MISSING = 1
-CELL_NAN = 2
-CELL_NON_NUMERIC = 3
-CELL_NON_FINITE = 4
+CELL_OK, CELL_MISSING, CELL_NAN, CELL_NON_NUMERIC, CELL_NON_FINITE = range(5)
+"""Cell status codes of the value columns."""
 
 
 # ------------------------------------------------------------------------------------------- Checks
