@@ -152,10 +152,9 @@ def summarise(results: Results) -> tuple[pd.DataFrame, dict]:
     summary: dict[str, Any] = {"policies": {}}
     for policy, group in per_day.groupby("policy", sort=False):
         numeric = group.select_dtypes("number")
-        summary["policies"][policy] = {
-            "mean": {k: _json_number(v) for k, v in numeric.mean().items()},
-            "days": {row["day"]: {k: _json_number(row[k]) for k in numeric.columns} for _, row in group.iterrows()},
-        }
+        summary["policies"][policy] = {"mean": {k: _json_number(v) for k, v in numeric.mean().items()},
+                                       "days": {row["day"]: {k: _json_number(row[k]) for k in numeric.columns}
+                                                for _, row in group.iterrows()}}
         logs = {day: info["solve_log"] for day, (_, info) in results[policy].items() if "solve_log" in info}
         if logs:  # every oracle solve of the policy (slots, span in days, status, proof, gap, seconds)
             summary["policies"][policy]["solve_log"] = {

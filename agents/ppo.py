@@ -121,27 +121,13 @@ def make_model(config: PPOConfig, vec_env, tensorboard_log: str | None = None):
     activation = {"tanh": torch.nn.Tanh, "relu": torch.nn.ReLU}[config.activation]
     rate, ent_coef = rate_and_entropy(config)
     lr: float | Callable[[float], float] = linear_schedule(rate) if config.lr_schedule == "linear" else rate
-    model = MaskablePPO(
-        "MlpPolicy",
-        vec_env,
-        learning_rate=lr,
-        n_steps=config.n_steps,
-        batch_size=config.batch_size,
-        n_epochs=config.n_epochs,
-        gamma=config.gamma,
-        gae_lambda=config.gae_lambda,
-        clip_range=config.clip_range,
-        ent_coef=ent_coef,
-        vf_coef=config.vf_coef,
-        max_grad_norm=config.max_grad_norm,
-        target_kl=config.target_kl,
-        policy_kwargs={"net_arch": {"pi": list(config.net_arch), "vf": list(config.net_arch)},
-                       "activation_fn": activation},
-        tensorboard_log=tensorboard_log,
-        seed=config.seed,
-        device="cpu",
-        verbose=0,
-    )
+    model = MaskablePPO("MlpPolicy", vec_env, learning_rate=lr, n_steps=config.n_steps, batch_size=config.batch_size,
+                        n_epochs=config.n_epochs, gamma=config.gamma, gae_lambda=config.gae_lambda,
+                        clip_range=config.clip_range, ent_coef=ent_coef, vf_coef=config.vf_coef,
+                        max_grad_norm=config.max_grad_norm, target_kl=config.target_kl,
+                        policy_kwargs={"net_arch": {"pi": list(config.net_arch), "vf": list(config.net_arch)},
+                                       "activation_fn": activation}, tensorboard_log=tensorboard_log, seed=config.seed,
+                        device="cpu", verbose=0)
     setattr(model, CONFIG_ATTRIBUTE, config.to_dict())
     return model
 

@@ -406,12 +406,11 @@ def simulate(inst: Instance, schedule: Schedule | Sequence[Sequence[int]] | Mapp
     site_metrics = []
     for s, (view, energy, f) in enumerate(zip(views, energies, flows, strict=True)):
         over = f.gpus_used > view.n_gpus
-        site_metrics.append(SiteMetrics(
-            **energy, name=inst.sites[s].name, peak_gpus=int(f.gpus_used.max()),
-            capacity_ok=not bool(over.any()), capacity_violation_slots=int(over.sum()),
-            gpu_hours=float(f.gpus_used.sum() * inst.slot_hours),
-            idle_gpu_hours=float(np.sum(idle_gpus(view, f.gpus_used)) * inst.slot_hours),
-            idle_value_usd=float(np.sum(f.idle_value_usd))))
+        site_metrics.append(SiteMetrics(**energy, name=inst.sites[s].name, peak_gpus=int(f.gpus_used.max()),
+                                        capacity_ok=not bool(over.any()), capacity_violation_slots=int(over.sum()),
+                                        gpu_hours=float(f.gpus_used.sum() * inst.slot_hours),
+                                        idle_gpu_hours=float(np.sum(idle_gpus(view, f.gpus_used)) * inst.slot_hours),
+                                        idle_value_usd=float(np.sum(f.idle_value_usd))))
     total = _totals(flows)
     days = []
     for d, day in enumerate(inst.days):
