@@ -106,11 +106,7 @@ def make_vec_env(config: PPOConfig, instances: Sequence[Instance], plans: Foreca
 
 def linear_schedule(initial: float) -> Callable[[float], float]:
     """Learning rate decaying linearly from ``initial`` to 0 over training (SB3 passes progress 1 → 0)."""
-
-    def schedule(progress_remaining: float) -> float:
-        return progress_remaining * initial
-
-    return schedule
+    return lambda progress_remaining: progress_remaining * initial
 
 
 def make_model(config: PPOConfig, vec_env, tensorboard_log: str | None = None):
@@ -273,8 +269,8 @@ def heldout_check(model, instances: Sequence[Instance]) -> dict[str, Any]:
             "tranches_met": float(np.mean(met)), "feasible": float(np.mean(feasible))}
 
 
-__all__ = ["CONFIG_ATTRIBUTE", "CONFIG_FILE", "ENV_KWARGS_KEYS", "MODEL_FILE", "AgentSteps", "PPOConfig",
-           "action_type", "agent_env", "day_forecast_table", "day_price_scale", "heldout_check", "linear_schedule", "load_model",
-           "finetunes", "make_env", "make_model", "make_vec_env", "model_config", "observes_plan",
-           "ppo_schedule", "rate_and_entropy", "rollout_schedule", "save_run", "versions", "warm_starts", "wrap_env"]
+__all__ = ["CONFIG_ATTRIBUTE", "CONFIG_FILE", "ENV_KWARGS_KEYS", "MODEL_FILE", "AgentSteps", "PPOConfig", "action_type",
+           "agent_env", "day_forecast_table", "day_price_scale", "heldout_check", "linear_schedule", "load_model",
+           "finetunes", "make_env", "make_model", "make_vec_env", "model_config", "observes_plan", "ppo_schedule",
+           "rate_and_entropy", "rollout_schedule", "save_run", "versions", "warm_starts", "wrap_env"]
 
