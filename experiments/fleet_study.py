@@ -28,7 +28,7 @@ from aidc_env.case import build_instances, load_case
 from aidc_env import limits
 from aidc_env.errors import CliParser, require_number, run_cli
 from aidc_env.instance import Instance
-from aidc_env.io import atomic_path, atomic_write_text, write_json
+from aidc_env.io import atomic_write_text, write_json
 from experiments.runs import result_folder
 from aidc_env.profiles import load_profiles
 from aidc_env.simulator import simulate
@@ -136,10 +136,7 @@ def summary_table(record: dict[str, Any]) -> str:
 
 
 def plot(record: dict[str, Any], path: Path) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    from experiments.plots import plt, save_figure  # matplotlib on its Agg backend
 
     rows = [r for r in record["rows"] if r["saving_usd"] is not None]
     titles = {"jobs": ("(a) jobs in the pool", "jobs"), "inference_share": ("(b) inference share", "inference peak / pool"),
@@ -161,9 +158,7 @@ def plot(record: dict[str, Any], path: Path) -> None:
     axes[0].legend(fontsize=8)
     fig.suptitle(f"Fleet oracle vs fixed, mean of {len(record['days'])} held-out days (grey: each day)")
     fig.tight_layout()
-    with atomic_path(path) as temp:
-        fig.savefig(temp, dpi=110, format="png")
-    plt.close(fig)
+    save_figure(fig, path, dpi=110)
 
 
 DOCS_FOLDER = "docs/figures"

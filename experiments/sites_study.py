@@ -24,7 +24,7 @@ from agents.days import held_out_starts
 from aidc_env.case import build_instance, load_case
 from aidc_env.errors import CliParser, run_cli
 from aidc_env.instance import Instance
-from aidc_env.io import atomic_path, atomic_write_text, dumps_json
+from aidc_env.io import atomic_write_text, dumps_json
 from experiments.runs import result_folder
 from aidc_env.site_profiles import load_site_profiles
 from aidc_env.sites import transfer_hours
@@ -114,10 +114,7 @@ def table(rows: list[dict]) -> str:
 
 
 def plot(rows: list[dict], path: Path) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    from experiments.plots import plt, save_figure  # matplotlib on its Agg backend
 
     fig, ax = plt.subplots(figsize=(7, 3.6))
     names = ["own", "fixed", *(f"migrate_{link:g}" for link in LINKS_GBPS)]
@@ -133,9 +130,7 @@ def plot(rows: list[dict], path: Path) -> None:
     ax.legend(fontsize=8, loc="lower left")
     ax.set_title("sites3: value of coordination and migration (held-out days)")
     fig.tight_layout()
-    with atomic_path(path) as temp:
-        fig.savefig(temp, format="png", dpi=120)
-    plt.close(fig)
+    save_figure(fig, path, dpi=120)
 
 
 DOCS_FOLDER = "docs"
