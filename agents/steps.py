@@ -154,9 +154,7 @@ class AgentSteps(gym.Wrapper):
         return self.env.unwrapped  # type: ignore[return-value]
 
     def action_masks(self) -> np.ndarray:
-        if not self.factored_actions:
-            return self.dispatch.action_masks()
-        return self._sub_mask()
+        return self._sub_mask() if self.factored_actions else self.dispatch.action_masks()
 
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
         obs, info = self.env.reset(seed=seed, options=options)

@@ -331,9 +331,7 @@ class Instance:
     def daily_min_tokens(self, job: Job) -> float:
         """The fewest tokens of ``job`` every day must make: min_daily_share × tranche / D (none for fine-tuning,
         whose target is due by its deadline)."""
-        if job.is_finetuning:
-            return 0.0
-        return self.min_daily_share * job.tranche_tokens / self.horizon_days
+        return 0.0 if job.is_finetuning else self.min_daily_share * job.tranche_tokens / self.horizon_days
 
     @property
     def rated_facility_mw(self) -> float:

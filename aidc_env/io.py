@@ -141,9 +141,7 @@ def finite_or_none(data: Any) -> Any:
         return finite_or_none(data.tolist())
     if isinstance(data, Mapping):
         return {str(k): finite_or_none(v) for k, v in data.items()}
-    if isinstance(data, (list, tuple)):
-        return [finite_or_none(v) for v in data]
-    return data
+    return [finite_or_none(v) for v in data] if isinstance(data, (list, tuple)) else data
 
 
 def dumps_json(data: Any, indent: int | None = 1) -> str:

@@ -155,9 +155,7 @@ def hourly_to_slots(hourly: np.ndarray, slots_per_day: int) -> np.ndarray:
 def _peak_renewable_mw(values: Mapping[str, np.ndarray]) -> float | None:
     solar, wind = values[COL_SOLAR], values[COL_WIND]
     both = np.isfinite(solar) & np.isfinite(wind)
-    if not both.any():
-        return None
-    return float(np.max(np.maximum(solar[both], 0.0) + np.maximum(wind[both], 0.0)))
+    return float(np.max(np.maximum(solar[both], 0.0) + np.maximum(wind[both], 0.0))) if both.any() else None
 
 
 def _meta_capacity_mw(found: datasets.Dataset, meta_file: str) -> float:

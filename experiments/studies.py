@@ -506,9 +506,7 @@ def run_study(ctx: StudyContext, study: str, grid: Sequence[Any] | None,
     """One study's frame and markdown table (with its grid, or its days for the days study)."""
     if grid is not None:
         return STUDY_FUNCTIONS[study](ctx, grid)  # type: ignore[call-arg]
-    if study == "days":
-        return study_days(ctx, days)
-    return STUDY_FUNCTIONS[study](ctx)
+    return study_days(ctx, days) if study == "days" else STUDY_FUNCTIONS[study](ctx)
 
 
 def parse_grid(study: str, text: str | None, case) -> list[int] | list[float] | None:

@@ -84,9 +84,7 @@ class LabelingOutcome:
 def supported(data: OracleData) -> bool:
     """Whether the search applies: one or two jobs, a network of bounded size, and no daily minimums (a label holds each
     job's tokens over the horizon, not per day; those instances go to branch and bound)."""
-    if data.joint_states is None or not 1 <= len(data.inst.jobs) <= MAX_JOBS:
-        return False
-    if daily_rows(data.inst):
+    if data.joint_states is None or not 1 <= len(data.inst.jobs) <= MAX_JOBS or daily_rows(data.inst):
         return False
     return data.n_blocks * data.n_states ** 2 * len(data.inst.jobs) <= MAX_NETWORK_ENTRIES
 

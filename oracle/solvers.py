@@ -302,6 +302,4 @@ def make_runner(name: str) -> HighsRunner | PyomoRunner:
     """The runner of a solver name (:class:`InputError` if unknown or unavailable)."""
     if not isinstance(name, str) or not name:
         raise InputError("solver", "must be a solver name")
-    if name == DEFAULT_SOLVER:
-        return HighsRunner()
-    return PyomoRunner(name)
+    return HighsRunner() if name == DEFAULT_SOLVER else PyomoRunner(name)

@@ -184,10 +184,8 @@ def _keys_at(tp: Any, loc: list[Any]) -> list[str] | None:
             tp = next(a for a in typing.get_args(tp) if a is not type(None))
         if isinstance(tp, type) and issubclass(tp, BaseModel):
             fields = {name: f.annotation for name, f in tp.model_fields.items()}
-        elif dataclasses.is_dataclass(tp):
-            fields = typing.get_type_hints(tp, include_extras=True)
         else:
-            fields = None
+            fields = typing.get_type_hints(tp, include_extras=True) if dataclasses.is_dataclass(tp) else None
         if part is None:
             return list(fields) if fields is not None else None
         origin = typing.get_origin(tp)
