@@ -89,16 +89,12 @@ def main(argv: Sequence[str] | None = None) -> int:
                        threads=args.threads, tee=args.log, placement=args.placement)
     finally:
         sys.stdout = stdout
-    if args.json:
-        print(dumps_json(result.to_dict(), indent=1))
-    else:
-        print(summary(result))
+    print(dumps_json(result.to_dict(), indent=1) if args.json else summary(result))
     return 0
 
 
 def summary(result: OracleResult) -> str:
-    head = f"{result.case} on {result.day}: {result.status}"
-    lines = [head]
+    lines = [f"{result.case} on {result.day}: {result.status}"]
     if result.objective_usd is not None:
         bound = "none" if result.best_bound_usd is None else f"${result.best_bound_usd:,.4f}"
         gap = "none" if result.gap is None else f"{result.gap:.2e}"
