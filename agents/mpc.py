@@ -60,8 +60,7 @@ def noisy(price: np.ndarray, shape: np.ndarray, slot_hours: float, noise: Foreca
 
 def replanning_slots(inst: Instance) -> list[int]:
     """Slots where every job is at a checkpoint boundary (where a full re-plan is possible)."""
-    step = math.lcm(*(inst.slots_per_segment(job) for job in inst.jobs))
-    return list(range(0, inst.slots, step))
+    return list(range(0, inst.slots, math.lcm(*(inst.slots_per_segment(job) for job in inst.jobs))))
 
 
 def _forecast_slice(forecast: Forecast | None, start: int, stop: int) -> Forecast | None:

@@ -146,8 +146,7 @@ def save_run(model, config: PPOConfig, out: Path, extra: dict[str, Any] | None =
     setattr(model, CONFIG_ATTRIBUTE, config.to_dict())
     model_path = save_model_atomically(model, out / MODEL_FILE)
     record = {"config": config.to_dict(), "versions": versions(), **(extra or {})}
-    config_path = write_json(out / CONFIG_FILE, record)
-    return model_path, config_path
+    return model_path, write_json(out / CONFIG_FILE, record)
 
 
 def load_model(path: str | Path):

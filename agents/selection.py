@@ -54,8 +54,7 @@ def split_validation(train_days: Sequence[str], every: int) -> tuple[list[str], 
     if every == 0:
         return ordered, []
     validation = [d for i, d in enumerate(ordered) if i % every == every - 1]
-    train = [d for i, d in enumerate(ordered) if i % every != every - 1]
-    return train, validation
+    return [d for i, d in enumerate(ordered) if i % every != every - 1], validation
 
 
 def split_horizon_starts(dates: Sequence[str], starts: Sequence[str], every: int, max_train: int, max_validation: int,

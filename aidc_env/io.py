@@ -237,8 +237,7 @@ def path_component(name: Any, field: str) -> str:
 def safe_name(text: str) -> str:
     """``text`` made a :data:`SAFE_NAME` (other characters become ``_``), e.g. a case file's stem as its default
     name."""
-    name = re.sub(r"[^A-Za-z0-9._-]", "_", text).lstrip("._-")[:100]
-    return name or "case"
+    return re.sub(r"[^A-Za-z0-9._-]", "_", text).lstrip("._-")[:100] or "case"
 
 
 

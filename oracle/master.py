@@ -199,8 +199,7 @@ class _Rows:
         piece_values = -self.pieces.beta * load[self.pieces.slot]
         pieces = np.flatnonzero(piece_values)
         index = np.concatenate(([column.job], self.cap0 + used, self.piece0 + pieces)).astype(np.int32)
-        values = np.concatenate(([1.0], gpus[used], piece_values[pieces]))
-        return index, values
+        return index, np.concatenate(([1.0], gpus[used], piece_values[pieces]))
 
     def add_h_columns(self, h: highspy.Highs, cost: float = 1.0) -> None:
         """h (one free column per pool-slot, cost 1) in its piece rows."""
