@@ -226,11 +226,10 @@ def resolve_jobs(case: Case) -> tuple[Job, ...]:
                     f"{spec.model} has no mode within {spec.max_gpus} GPUs")
         reference_pareto = [m for m in reference_modes if m.gpus <= reference_pool] or list(reference_modes)
         baseline = reference_pareto[_pick_baseline(spec, reference_pareto, where)]
+        hours = HOURS_PER_DAY if spec.baseline_hours is None else spec.baseline_hours
         tranche = spec.tranche_tokens
-        if tranche is None and spec.baseline_hours is None:
-            tranche = baseline.tokens_per_s * SECONDS_PER_HOUR * HOURS_PER_DAY
-        elif tranche is None:
-            tranche = baseline.tokens_per_s * SECONDS_PER_HOUR * spec.baseline_hours
+        if tranche is None:
+            tranche = baseline.tokens_per_s * SECONDS_PER_HOUR * hours
         modes = tuple(m for m in reference_modes if m.gpus <= case.n_gpus)
         baseline_index = modes.index(baseline) if baseline in modes else PAUSE
         segment_hours = HOURS_PER_DAY / spec.segments
@@ -403,8 +402,7 @@ def add_case_arguments(parser: argparse.ArgumentParser, *, day: bool = True, def
 
 def case_overrides(args: argparse.Namespace) -> dict[str, Any]:
     """The case overrides given on the command line (the options of :func:`add_case_arguments`), None left out."""
-    values = {name: getattr(args, name, None) for name in OVERRIDE_ARGUMENTS}
-    return {name: value for name, value in values.items() if value is not None}
+    return {name: getattr(args, name) for name in OVERRIDE_ARGUMENTS if getattr(args, name, None) is not None}
 
 
 def instance_from_args(args: argparse.Namespace, profiles: ProfileSet | None = None) -> Instance:

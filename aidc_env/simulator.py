@@ -146,11 +146,8 @@ class Metrics(EnergyMetrics):
     sites: tuple[SiteMetrics, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
-        data = asdict(self)
-        data["jobs"] = {job.name: asdict(job) for job in self.jobs}
-        data["days"] = [asdict(day) for day in self.days]
-        data["sites"] = {site.name: asdict(site) for site in self.sites}
-        return data
+        return {**asdict(self), "jobs": {job.name: asdict(job) for job in self.jobs},
+                "days": [asdict(day) for day in self.days], "sites": {site.name: asdict(site) for site in self.sites}}
 
 
 @dataclass(frozen=True)
@@ -458,10 +455,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     inst = load_instance(args.instance)
     result = simulate(inst, read_schedule(args.schedule, inst))
-    if args.json:
-        print(dumps_json(result.to_dict(inst, flows=args.flows), indent=1))
-    else:
-        print(format_metrics(result.metrics))
+    print(dumps_json(result.to_dict(inst, flows=args.flows), indent=1) if args.json else format_metrics(result.metrics))
     return 0
 
 
