@@ -267,8 +267,7 @@ def _dayahead_view(inst, t: int, scenario: int | None) -> tuple[np.ndarray, np.n
         later = forecast.issue_outlook_price_usd_per_mwh
     else:
         require(0 <= scenario < forecast.n_scenarios, "scenario", f"must be within 0..{forecast.n_scenarios - 1}")
-        price = forecast.price_scenarios_usd_per_mwh[scenario]
-        shape = forecast.renewable_shape_scenarios[scenario]
+        price, shape = forecast.price_scenarios_usd_per_mwh[scenario], forecast.renewable_shape_scenarios[scenario]
         # A scenario's later days repeat its last issued day (smpc re-centres them on the point outlook): of three
         # rules measured, the cheapest for smpc on training weeks (docs/uncertainty.md, "Scenarios of the later days").
         later = None
