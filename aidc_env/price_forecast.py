@@ -137,8 +137,7 @@ def _require_known(values: np.ndarray, date: str, what: str) -> np.ndarray:
 
 def persistence_forecast(profiles: ProfileSet, date: str) -> np.ndarray:
     """The latest price known at issue time at each clock hour (d − 1 for h < 10, d − 2 for h ≥ 10)."""
-    lags = range(1, MAX_LOOKBACK_DAYS + 1)
-    return _require_known(_first_known(profiles, date, lags), date, "persistence")
+    return _require_known(_first_known(profiles, date, range(1, MAX_LOOKBACK_DAYS + 1)), date, "persistence")
 
 
 def seasonal_naive_forecast(profiles: ProfileSet, date: str) -> np.ndarray:
@@ -226,8 +225,7 @@ def day_features(profiles: ProfileSet, forecasts: ForecastSet, date: str) -> pd.
 
 def _design(profiles: ProfileSet, forecasts: ForecastSet, dates: Sequence[str]) -> tuple[pd.DataFrame, np.ndarray]:
     """Stacked features of ``dates`` and the target (price − level), one row per (day, hour)."""
-    frames = [day_features(profiles, forecasts, d) for d in dates]
-    features = pd.concat(frames, ignore_index=True)
+    features = pd.concat([day_features(profiles, forecasts, d) for d in dates], ignore_index=True)
     prices = np.concatenate([profiles.days[d].price_usd_per_mwh for d in dates])
     return features, prices - features["price_level_7d"].to_numpy()
 
@@ -345,12 +343,11 @@ def fit_price_forecaster(profiles: ProfileSet, forecasts: ForecastSet, train_dat
     capacity = profiles.renewable_capacity_mw
     actual_price = np.stack([profiles.days[d].price_usd_per_mwh for d in dates])
     residual_dates: tuple[str, ...] = ()
+    price_residuals = shape_residuals = np.empty((0, HOURS_PER_DAY))
     if residuals:
         residual_dates = tuple(d for d in dates if forecasts.has_supplied_price(d)) if supplied else tuple(dates)
         require(len(residual_dates) > 0, "train_dates", f"none of the {len(dates)} training days with forecasts "
                 f"and actuals has a supplied price in {forecasts.source}")
-    price_residuals = shape_residuals = np.empty((0, HOURS_PER_DAY))
-    if residuals:
         actual = np.stack([profiles.days[d].price_usd_per_mwh for d in residual_dates])
         actual_shape = np.stack([profiles.days[d].renewable_shape(capacity) for d in residual_dates])
         forecast_shape = np.stack([forecasts.days[d].renewable_shape(capacity, scale) for d in residual_dates])
