@@ -221,11 +221,6 @@ class HourlyDaySet(Generic[DayT]):
 # ------------------------------------------------------------------------------------------ Reading
 
 
-def line_of(row_index: int) -> int:
-    """The file line of data row ``row_index`` (0-based)."""
-    return int(row_index) + CSV_HEADER_LINES + 1
-
-
 def read_hourly_csv(handle: Any, source: str, required_columns: Sequence[str], field: str,
                     optional_columns: Sequence[str] = ()) -> pd.DataFrame:
     """The required columns, then those of ``optional_columns`` the file has, as stripped text; InputError
@@ -303,7 +298,7 @@ def refuse_first(bad: Any, column: str, message: Callable[[int], str]) -> None:
     bad = np.asarray(bad, dtype=bool)
     if bad.any():
         i = int(np.argmax(bad))
-        raise InputError(column, f"line {line_of(i)}: {message(i)}")
+        raise InputError(column, f"line {i + CSV_HEADER_LINES + 1}: {message(i)}")  # the file line of data row i
 
 
 def _value_reasons(statuses: Mapping[str, np.ndarray], n_rows: int) -> list[str]:

@@ -168,10 +168,6 @@ def later_day_outlook(profiles: ProfileSet, date: str, issued_price_usd_per_mwh:
     return repeat_weight * issued + (1.0 - repeat_weight) * recent_mean_forecast(profiles, date)
 
 
-def _has_price_history(profiles: ProfileSet, date: str) -> bool:
-    return any(_shift(date, -lag) in profiles.days for lag in range(1, LEVEL_DAYS + 1))
-
-
 def _price_level(profiles: ProfileSet, date: str) -> float:
     known = np.concatenate([known_prices(profiles, date, lag) for lag in range(1, LEVEL_DAYS + 1)])
     known = known[np.isfinite(known)]
@@ -334,7 +330,8 @@ def fit_price_forecaster(profiles: ProfileSet, forecasts: ForecastSet, train_dat
     if supplied:
         require(forecasts.supplies_price, "forecasts", f"price source 'supplied' needs a {forecasts.price_column} "
                 f"column in {forecasts.source}")
-    dates = [d for d in common_dates(forecasts, profiles, train_dates) if _has_price_history(profiles, d)]
+    dates = [d for d in common_dates(forecasts, profiles, train_dates)  # with a price known in the LEVEL_DAYS before
+             if any(_shift(d, -lag) in profiles.days for lag in range(1, LEVEL_DAYS + 1))]
     needed = N_FOLDS if residuals and not supplied else 1
     require(len(dates) >= needed, "train_dates",
             f"{len(dates)} training days with forecasts and actuals; need at least {needed}")

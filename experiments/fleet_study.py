@@ -71,16 +71,12 @@ def with_inference(base: Instance, factor: float) -> Instance:
     return dataclasses.replace(base, inference=inference)
 
 
-def with_idle_value(base: Instance, usd_per_gpu_hour: float) -> Instance:
-    return dataclasses.replace(base, idle_value_usd_per_gpu_hour=float(usd_per_gpu_hour))
-
-
 def variants(base: Instance) -> list[tuple[str, float, Instance]]:
     """(sweep, value, instance) of the three sweeps on one day's instance."""
     out = [("jobs", float(n), scaled_fleet(base, n)) for n in JOB_COUNTS]
     out += [("inference_share", float(f * max((s.peak_gpus for s in base.inference), default=0) / base.n_gpus),
              with_inference(base, f)) for f in INFERENCE_FACTORS]
-    out += [("idle_value", v, with_idle_value(base, v)) for v in IDLE_VALUES]
+    out += [("idle_value", v, dataclasses.replace(base, idle_value_usd_per_gpu_hour=float(v))) for v in IDLE_VALUES]
     return out
 
 

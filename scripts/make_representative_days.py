@@ -193,10 +193,6 @@ def with_section(text: str, section: str) -> str:
     return "".join(lines[:starts[0]]) + section + ("\n" + rest if rest else "")
 
 
-def _sha256(path: Path) -> str:
-    return hashlib.sha256(path.read_bytes()).hexdigest()
-
-
 def _readme(meta: Mapping[str, object], stats: Mapping[str, DayStats], picks: Sequence[Pick]) -> str:
     rows = ["| date | picked as | h | mean price $/MWh | min | max | neg. h | mean renewable MW | midday MW |",
             "|---|---|---|---|---|---|---|---|---|"]
@@ -303,7 +299,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                            & pd.to_numeric(frame[P.COL_WIND], errors="coerce").notna()).sum())
     meta = {
         "description": "Representative CAISO 2023 days bundled with aidc_env (see README.md for provenance)",
-        "generator": GENERATOR, "csv": P.BUNDLED_CSV, "csv_sha256": _sha256(csv_path),
+        "generator": GENERATOR, "csv": P.BUNDLED_CSV, "csv_sha256": hashlib.sha256(csv_path.read_bytes()).hexdigest(),
         P.META_CAPACITY_KEY: full.renewable_capacity_mw,
         "renewable_capacity_basis": "peak of max(solar_mw, 0) + max(wind_mw, 0) over all hours of the full "
         "2023 year that have both values",
