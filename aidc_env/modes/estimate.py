@@ -159,14 +159,10 @@ def estimate_mode(model: str | ModelSpec, tp: int, pp: int, dp: int, micro_batch
         memory_gib=memory_gib(spec, tp, pp, dp, micro_batch, params),
         memory_limit_gib=params.gpu_memory_gib * params.usable_memory_fraction - params.memory_reserved_gib,
         iteration_s=iteration_s, bubble_fraction=(pp - 1) / m, compute_fraction=compute_fraction,
-        comm_fraction=comm_fraction, tokens_per_s=tokens_per_s, gpu_power_kw=gpu_power_kw,
-        it_power_kw=it_power_kw,
-    )
+        comm_fraction=comm_fraction, tokens_per_s=tokens_per_s, gpu_power_kw=gpu_power_kw, it_power_kw=it_power_kw)
 
 
-# ================================================================================================
-# Calibration
-# ================================================================================================
+# ===================================================================================== Calibration
 
 
 def calibration_tokens_per_s_per_gpu(params: ModeParams = ModeParams()) -> float:
