@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
 import signal
 import sys
 import time
@@ -245,15 +246,6 @@ def parse_net_arch(text: str | list[int]) -> list[int]:
     return widths
 
 
-CONFIG_FLAGS = ("case", "split", "profiles", "forecasts", "price_forecast", "price_issue_hour", "reward_scale_usd",
-                "reward_day_scaled", "factored_actions", "choice_features", "env", "forecast_plan", "imitation_epochs",
-                "finetune", "finetune_lr_factor", "validation_every", "imitation", "imitation_days", "reward_credit",
-                "horizon_train_instances", "horizon_validation_instances", "plan", "seed", "n_envs", "vec_env",
-                "learning_rate", "lr_schedule", "n_steps", "batch_size", "n_epochs", "gamma", "gae_lambda",
-                "ent_coef", "clip_range", "net_arch", "activation", "checkpoint_freq")
-"""The PPOConfig fields that train.py's flags of the same name set."""
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
     out, config, newest = run_config(args)  # 1. config (a resumed run: its own)
@@ -333,7 +325,9 @@ def run_config(args: argparse.Namespace) -> tuple[Path, PPOConfig, Path | None]:
         if args.timesteps is not None:
             config.total_timesteps = args.timesteps
         return out, config, newest
-    config = PPOConfig(**{name: getattr(args, name) for name in CONFIG_FLAGS}, overrides=case_overrides(args),
+    # every PPOConfig field that a flag of the same name sets
+    flags = {f.name: getattr(args, f.name) for f in dataclasses.fields(PPOConfig) if hasattr(args, f.name)}
+    config = PPOConfig(**flags, overrides=case_overrides(args),
                        env_kwargs={**DEFAULTS.env_kwargs, "lookahead": args.lookahead, "information": args.information},
                        horizon_plan_time_limit_s=args.horizon_plan_time_limit,
                        total_timesteps=args.default_timesteps if args.timesteps is None else args.timesteps)
