@@ -135,10 +135,10 @@ def precheck(inst: Instance, *, allow_pause: bool = True) -> FeasibilityCheck:
         return infeasible(f"the daily tranches need on average at least {total:.0f} GPUs busy all day ({parts}, each "
                           f"at its most GPU-efficient mix of modes), but the pool has only {inst.n_gpus} GPUs")
     check = FeasibilityCheck(False, "", needs_t)
-    if joint_count(inst) <= MAX_JOINT_STATES and any(job.tranche_tokens > 0 for job in inst.jobs):
-        if not _time_sharing_feasible(inst, allow_pause, day_hours):
-            return infeasible(f"no mix of joint modes within {inst.n_gpus} GPUs trains every tranche in a day, even "
-                              f"ignoring restarts and checkpoint boundaries ({check.average_gpus_text()})")
+    if (joint_count(inst) <= MAX_JOINT_STATES and any(job.tranche_tokens > 0 for job in inst.jobs)
+            and not _time_sharing_feasible(inst, allow_pause, day_hours)):
+        return infeasible(f"no mix of joint modes within {inst.n_gpus} GPUs trains every tranche in a day, even "
+                          f"ignoring restarts and checkpoint boundaries ({check.average_gpus_text()})")
     return check
 
 
