@@ -322,8 +322,7 @@ def summary(forecasts: ForecastSet) -> dict[str, Any]:
         "load_forecast_mw": {"min": float(load.min()), "mean": float(load.mean()), "max": float(load.max())},
         "price_forecast_usd_per_mwh": None if price is None else {
             "days": len(dates), "first_day": dates[0], "last_day": dates[-1],
-            "min": float(price.min()), "mean": float(price.mean()), "max": float(price.max())},
-    })
+            "min": float(price.min()), "mean": float(price.mean()), "max": float(price.max())}})
 
 
 def _format_summary(info: Mapping[str, Any]) -> str:

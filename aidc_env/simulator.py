@@ -460,15 +460,13 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def format_metrics(m: Metrics) -> str:
-    lines = [
-        f"operating cost ${m.operating_cost_usd:,.2f} (grid ${m.grid_cost_usd:,.2f}, renewable "
-        f"${m.renewable_cost_usd:,.2f}, curtailment penalty ${m.curtailment_penalty_usd:,.2f})",
-        f"load {m.load_energy_mwh:.3f} MWh, grid {m.grid_energy_mwh:.3f} MWh, renewable used "
-        f"{m.renewable_used_mwh:.3f} of {m.renewable_available_mwh:.3f} MWh, curtailment {m.curtailment_mwh:.3f} MWh, "
-        f"green share {m.green_share:.2%}",
-        f"peak {m.peak_gpus} GPUs ({'within' if m.capacity_ok else 'OVER'} capacity), tranches "
-        f"{'met' if m.tranches_met else 'NOT met'}",
-    ]
+    lines = [f"operating cost ${m.operating_cost_usd:,.2f} (grid ${m.grid_cost_usd:,.2f}, renewable "
+             f"${m.renewable_cost_usd:,.2f}, curtailment penalty ${m.curtailment_penalty_usd:,.2f})",
+             f"load {m.load_energy_mwh:.3f} MWh, grid {m.grid_energy_mwh:.3f} MWh, renewable used "
+             f"{m.renewable_used_mwh:.3f} of {m.renewable_available_mwh:.3f} MWh, curtailment {m.curtailment_mwh:.3f} "
+             f"MWh, green share {m.green_share:.2%}",
+             f"peak {m.peak_gpus} GPUs ({'within' if m.capacity_ok else 'OVER'} capacity), tranches "
+             f"{'met' if m.tranches_met else 'NOT met'}"]
     if m.inference_gpu_hours or m.idle_value_usd:
         served = "served" if m.inference_served else "NOT served"
         lines.append(f"inference {m.inference_gpu_hours:,.0f} GPU-h ({served}), idle {m.idle_gpu_hours:,.0f} GPU-h "

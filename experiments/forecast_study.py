@@ -81,8 +81,7 @@ def error_table(profiles: ProfileSet, forecasts: ForecastSet, model: PriceForeca
     shapes = {
         "renewable shape: day-ahead forecast": np.concatenate([model.renewable_shape(forecasts, d) for d in held]),
         "renewable shape: actual of d-2": np.concatenate(
-            [np.clip(known_renewable_mw(profiles, d, ISSUE_LAG_DAYS) / capacity, 0, 1) for d in held]),
-    }
+            [np.clip(known_renewable_mw(profiles, d, ISSUE_LAG_DAYS) / capacity, 0, 1) for d in held])}
     for name, shape in shapes.items():
         error = shape - actual
         rows.append({"forecast": name, "unit": "capacity fraction", "mae": float(np.abs(error).mean()),

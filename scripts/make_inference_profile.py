@@ -168,8 +168,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             for s, (c, g, n) in mix.items()) + ".",
         "# tokens_per_min = sum over services of invocations_per_min x mean tokens per request; "
         "demand_share = tokens_per_min / its weekly max.",
-        "# Made by scripts/make_inference_profile.py; do not edit by hand.",
-    ]
+        "# Made by scripts/make_inference_profile.py; do not edit by hand."]
     out = io.StringIO()
     out.write("\n".join(header) + "\n")
     writer = csv.writer(out, lineterminator="\n")
