@@ -86,7 +86,8 @@ def atomic_path(target: str | os.PathLike[str]) -> Iterator[Path]:
     os.chmod(temp, 0o666 & ~umask)  # mkstemp's 0600 would otherwise become the target's mode
     try:
         yield temp
-        _fsync_file(temp)
+        with open(temp, "rb+") as handle:
+            os.fsync(handle.fileno())
         os.replace(temp, target)
     except BaseException:
         temp.unlink(missing_ok=True)
@@ -118,11 +119,6 @@ def atomic_write_bytes(target: str | os.PathLike[str], data: bytes) -> Path:
 def atomic_write_text(target: str | os.PathLike[str], text: str) -> Path:
     """Write ``text`` (UTF-8) to ``target`` atomically; returns the target path."""
     return atomic_write_bytes(target, text.encode("utf-8"))
-
-
-def _fsync_file(path: Path) -> None:
-    with open(path, "rb+") as handle:
-        os.fsync(handle.fileno())
 
 
 # ------------------------------------------------------------------------------------------ strict JSON
@@ -240,7 +236,6 @@ def safe_name(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9._-]", "_", text).lstrip("._-")[:100] or "case"
 
 
-
 def _nearest_existing(path: Path) -> Path:
     path = path.absolute()
     while not path.exists() and path != path.parent:
@@ -278,4 +273,5 @@ def check_output_file(path: str | os.PathLike[str], field: str, *, overwrite: bo
 
 
 __all__ = ["atomic_path", "atomic_write_bytes", "atomic_write_text", "check_output_file", "check_output_folder",
-           "dumps_json", "finite_or_none", "loads_json", "path_component", "read_input_text", "safe_name", "read_json_file", "write_destination", "write_json"]
+           "dumps_json", "finite_or_none", "loads_json", "path_component", "read_input_text", "safe_name",
+           "read_json_file", "write_destination", "write_json"]
