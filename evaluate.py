@@ -37,8 +37,10 @@ from agents.policies import HEAVY_POLICIES, POLICY_NAMES, RELAXATIONS, PolicySet
 from agents.smpc import DEFAULT_THRESHOLD_USD
 from aidc_env import limits
 from aidc_env.case import add_case_arguments, build_instances, case_overrides, load_case, profiles_for
-from aidc_env.dayahead import DEFAULT_SCENARIOS, add_price_issue_hour_argument, require_price_issue_hour
+from aidc_env.dayahead import (DEFAULT_SCENARIOS, add_price_issue_hour_argument, dayahead_instances, forecastable,
+                               require_price_issue_hour)
 from aidc_env.errors import EXIT_INTERRUPTED, CliParser, InputError, require, require_number, run_cli
+from aidc_env.forecasts import load_forecasts
 from aidc_env.information import INFORMATION, ISSUE_HOUR
 from aidc_env.instance import Instance
 from aidc_env.io import atomic_path, check_output_file, path_component, write_json
@@ -370,9 +372,6 @@ def evaluation_instances(args, case, profiles, overrides: dict, horizon: int) ->
     if args.forecasts is None:
         days = spread(days, args.max_days)
         return {d: instances[d] for d in days}
-    from aidc_env.dayahead import dayahead_instances, forecastable
-    from aidc_env.forecasts import load_forecasts
-
     forecast_set = load_forecasts(args.forecasts)
     before = len(days)
     days = [d for d in days if forecastable(instances[d], forecast_set, profiles, args.price_forecast)]

@@ -24,6 +24,7 @@ from agents.checkpoints import save_model_atomically
 from agents.plan_features import ForecastPlans
 from agents.ppo_config import ENV_KWARGS_KEYS, PPOConfig
 from agents.steps import AgentSteps, day_forecast_table, day_price_scale, wrap_env
+from aidc_env.baselines import fixed_schedule, greedy_schedule
 from aidc_env.env import DispatchEnv
 from aidc_env.errors import InputError, require
 from aidc_env.instance import Instance
@@ -252,8 +253,6 @@ def heldout_check(model, instances: Sequence[Instance]) -> dict[str, Any]:
 
     The model runs with the information of its config (:func:`ppo_schedule`); costs are on the truth.
     """
-    from aidc_env.baselines import fixed_schedule, greedy_schedule
-
     costs: dict[str, list[float]] = {"ppo": [], "fixed": [], "greedy": []}
     met, feasible = [], []
     plans = ForecastPlans()  # one oracle for every day's plan

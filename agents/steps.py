@@ -48,6 +48,7 @@ from gymnasium import spaces
 
 from agents.plan_features import PLANS, PROGRESS_GAP_CLIP, ForecastPlans, plan_bounds, realised_error_table
 from agents.ppo_config import PPOConfig
+from aidc_env.baselines import fixed_schedule
 from aidc_env.env import DispatchEnv
 from aidc_env.env.observation import outlook_blocks, renewable_share_high
 from aidc_env.information import outlook
@@ -290,8 +291,6 @@ class AgentSteps(gym.Wrapper):
                 boundary[: inst.slots: inst.slots_per_segment(job)] = True
             baseline = np.zeros(inst.slots)
             if self.reward_baseline == "fixed" and self.joint:
-                from aidc_env.baselines import fixed_schedule
-
                 baseline = simulate(inst, fixed_schedule(inst)).flows.decision_cost_usd
             information = self.dispatch.information
             extra = np.concatenate([day_forecast_table(view, information) for view in inst.site_views],

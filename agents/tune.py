@@ -35,12 +35,14 @@ import numpy as np
 from agents.days import split_days, spread
 from agents.ppo_config import PPOConfig
 from aidc_env import limits
+from aidc_env.baselines import fixed_schedule
 from aidc_env.case import add_case_arguments, build_instances, case_overrides, load_case
 from aidc_env.errors import CliParser, InputError, require, require_number, run_cli
 from aidc_env.instance import Instance
 from aidc_env.io import atomic_path, check_output_folder, path_component, write_json
 from aidc_env.parallel import Backend, add_backend_arguments, backend_from_args, open_pool
 from aidc_env.profiles import load_profiles
+from aidc_env.simulator import simulate
 
 DEFAULT_STEPS_PER_TRIAL = 50_000
 """Agent steps per trial: about 80 s of training on one core of the 2-core machine (docs/training.md measures
@@ -74,8 +76,6 @@ def make_pruner() -> Any:
 def cost_ratio_to_fixed(model: Any, instances: Sequence[Instance]) -> float:
     """Mean over the days of the model's operating cost / fixed continuous training's (simulator-scored)."""
     from agents.ppo import ppo_schedule
-    from aidc_env.baselines import fixed_schedule
-    from aidc_env.simulator import simulate
 
     ratios = [simulate(inst, ppo_schedule(model, inst)).metrics.operating_cost_usd
               / simulate(inst, fixed_schedule(inst)).metrics.operating_cost_usd for inst in instances]
