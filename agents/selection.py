@@ -22,9 +22,11 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from agents.days import split_starts, spread
 from aidc_env.errors import require
 from aidc_env.instance import Instance
 from aidc_env.io import write_json
+from aidc_env.simulator import simulate
 
 SELECTION_FILE = "selection.json"
 """The selection history in the run folder."""
@@ -66,8 +68,6 @@ def split_horizon_starts(dates: Sequence[str], starts: Sequence[str], every: int
     instance wholly within training days) and the held-out ones; the training starts are split into training and
     validation by :func:`split_validation` and evenly spread down to ``max_train`` and ``max_validation`` (0: none).
     """
-    from agents.days import split_starts, spread
-
     train_starts, held_out = split_starts(dates, starts, horizon_days, split)
     train, validation = split_validation(train_starts, every)
     return (spread(train, max_train) if max_train > 0 else [],
@@ -77,7 +77,6 @@ def split_horizon_starts(dates: Sequence[str], starts: Sequence[str], every: int
 def validation_cost(model: Any, instances: Sequence[Instance], plans: Any = None) -> tuple[float, int]:
     """(total objective in $, days with every tranche met) of ``model`` on ``instances``, deterministic."""
     from agents.ppo import ppo_schedule
-    from aidc_env.simulator import simulate
 
     total, met = 0.0, 0
     for inst in instances:
