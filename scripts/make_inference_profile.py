@@ -152,9 +152,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     repo = Path(args.repo)
     commit = resolve_commit(repo, args.commit)
     plots = notebook_plots(json.loads(git_show(repo, commit, NOTEBOOK)))
-    per_service = {}
-    for spec in PLOTS:
-        per_service[spec.service] = hour_of_week_means(spec, *digitise(plots[spec.title]))
+    per_service = {spec.service: hour_of_week_means(spec, *digitise(plots[spec.title])) for spec in PLOTS}
     mix = {service: tokens_per_request(git_show(repo, commit, path)) for service, path in TRACES_2023.items()}
     tokens_per_min = sum(per_service[s] * (mix[s][0] + mix[s][1]) for s in per_service)
     share = tokens_per_min / tokens_per_min.max()
