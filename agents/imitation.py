@@ -74,10 +74,8 @@ def pretrain(model, demos: Demonstrations, epochs: int, seed: int = 0, vf_coef: 
 
     policy = model.policy
     optimizer = torch.optim.Adam(policy.parameters(), lr=IMITATION_LEARNING_RATE)
-    obs = torch.as_tensor(demos.observations)
-    masks = torch.as_tensor(demos.masks)
-    actions = torch.as_tensor(demos.actions)
-    returns = torch.as_tensor(demos.returns)
+    obs, masks, actions, returns = (torch.as_tensor(array) for array in (demos.observations, demos.masks,
+                                                                         demos.actions, demos.returns))
     rng = np.random.default_rng(seed)
     n = len(actions)
     nll = value_loss = 0.0
