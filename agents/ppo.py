@@ -94,10 +94,8 @@ def make_vec_env(config: PPOConfig, instances: Sequence[Instance], plans: Foreca
     if observes_plan(config):
         plans = (plans or ForecastPlans()).fill(instances, config.plan)
     thunks = [make_env(config, instances, i, plans) for i in range(config.n_envs)]
-    if config.vec_env == "subproc" and config.n_envs > 1:
-        vec = SubprocVecEnv(thunks, start_method="fork")
-    else:
-        vec = DummyVecEnv(thunks)
+    subproc = config.vec_env == "subproc" and config.n_envs > 1
+    vec = SubprocVecEnv(thunks, start_method="fork") if subproc else DummyVecEnv(thunks)
     vec.seed(config.seed)
     return vec
 
