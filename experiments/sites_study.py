@@ -79,12 +79,10 @@ def run(days: Sequence[str], profiles: str, segments: int | None, time_limit_s: 
                 result = solve(name, variant, oracle, time_limit_s, mip_gap, start)
                 if name in ("own", "fixed") and result.schedule is not None:  # (a) starts (b), (b) starts (c)
                     start = (result.schedule, result.sites)
-                row[name] = result.objective_usd
-                row[f"{name}_gap"] = result.gap
-                row[f"{name}_status"] = result.status
-                row[f"{name}_seconds"] = time.perf_counter() - tick
-                row[f"{name}_moves"] = (sum(job.moves for job in result.metrics.jobs)
-                                        if result.metrics is not None and name.startswith("migrate") else 0)
+                row.update({name: result.objective_usd, f"{name}_gap": result.gap, f"{name}_status": result.status,
+                            f"{name}_seconds": time.perf_counter() - tick,
+                            f"{name}_moves": sum(job.moves for job in result.metrics.jobs)
+                            if result.metrics is not None and name.startswith("migrate") else 0})
             rows.append(row)
             print(dumps_json(row, indent=None), flush=True)
     return rows
