@@ -37,8 +37,10 @@ from agents.policies import HEAVY_POLICIES, POLICY_NAMES, RELAXATIONS, PolicySet
 from agents.smpc import DEFAULT_THRESHOLD_USD
 from aidc_env import limits
 from aidc_env.case import add_case_arguments, build_instances, case_overrides, load_case, profiles_for
-from aidc_env.dayahead import DEFAULT_SCENARIOS, add_price_issue_hour_argument, require_price_issue_hour
+from aidc_env.dayahead import (DEFAULT_SCENARIOS, add_price_issue_hour_argument, dayahead_instances, forecastable,
+                               require_price_issue_hour)
 from aidc_env.errors import EXIT_INTERRUPTED, CliParser, InputError, require, require_number, run_cli
+from aidc_env.forecasts import load_forecasts
 from aidc_env.information import INFORMATION, ISSUE_HOUR
 from aidc_env.instance import Instance
 from aidc_env.io import atomic_path, check_output_file, path_component, write_json
@@ -54,21 +56,9 @@ RATIO_QUANTILE = 0.9
 DEFAULT_SMPC_SCENARIOS = 3
 """Scenarios of the stochastic MPC by default: the measured time per day grows with S (docs/uncertainty.md)."""
 
-SUMMARY_KEYS = (
-    "objective_usd",
-    "operating_cost_usd",
-    "cost_ratio_to_oracle",
-    "operating_cost_ratio_to_oracle",
-    "grid_cost_usd",
-    "grid_energy_mwh",
-    "renewable_used_mwh",
-    "curtailment_mwh",
-    "green_share",
-    "completion",
-    "tranches_met",
-    "modes_used",
-    "restarts",
-)
+SUMMARY_KEYS = ("objective_usd", "operating_cost_usd", "cost_ratio_to_oracle", "operating_cost_ratio_to_oracle",
+                "grid_cost_usd", "grid_energy_mwh", "renewable_used_mwh", "curtailment_mwh", "green_share",
+                "completion", "tranches_met", "modes_used", "restarts")
 
 
 def day_row(metrics: Metrics) -> dict[str, Any]:
@@ -99,9 +89,8 @@ Results = dict[str, dict[str, tuple[SimulationResult, dict[str, Any]]]]
 """policy → day → (simulation result, policy info)."""
 
 
-def run_all(instances: dict[str, Instance], policies: Sequence[str], settings: PolicySettings,
-            backend: Backend | int, results: Results | None = None,
-            on_result: Callable[[], Any] | None = None) -> Results:
+def run_all(instances: dict[str, Instance], policies: Sequence[str], settings: PolicySettings, backend: Backend | int,
+            results: Results | None = None, on_result: Callable[[], Any] | None = None) -> Results:
     """Run every policy on every day into ``results`` (filled as runs finish; ``on_result`` after each).
 
     The MILP policies run on ``backend`` (a :class:`Backend`, or a number of local worker processes), each
@@ -165,17 +154,15 @@ def summarise(results: Results) -> tuple[pd.DataFrame, dict]:
     summary: dict[str, Any] = {"policies": {}}
     for policy, group in per_day.groupby("policy", sort=False):
         numeric = group.select_dtypes("number")
-        summary["policies"][policy] = {
-            "mean": {k: _json_number(v) for k, v in numeric.mean().items()},
-            "days": {row["day"]: {k: _json_number(row[k]) for k in numeric.columns} for _, row in group.iterrows()},
-        }
+        summary["policies"][policy] = {"mean": {k: _json_number(v) for k, v in numeric.mean().items()},
+                                       "days": {row["day"]: {k: _json_number(row[k]) for k in numeric.columns}
+                                                for _, row in group.iterrows()}}
         logs = {day: info["solve_log"] for day, (_, info) in results[policy].items() if "solve_log" in info}
         if logs:  # every oracle solve of the policy (slots, span in days, status, proof, gap, seconds)
             summary["policies"][policy]["solve_log"] = {
                 day: [{k: _json_number(v) if isinstance(v, float) else v for k, v in entry.items()} for entry in log]
                 for day, log in logs.items()}
-    costs = {p: {d: r.metrics.objective_usd for d, (r, _) in by_day.items()}
-             for p, by_day in results.items() if by_day}
+    costs = {p: {d: r.metrics.objective_usd for d, (r, _) in by_day.items()} for p, by_day in results.items() if by_day}
     compared = comparisons(costs)
     for policy, facts in compared["policies"].items():
         summary["policies"][policy].update(facts)
@@ -242,11 +229,10 @@ def print_table(per_day: pd.DataFrame) -> pd.DataFrame:
 
 
 def build_parser() -> CliParser:
-    parser = CliParser(
-        description="Run every policy on the same days and compare each with the exact oracle: one table "
-        "(operating cost, cost ratio to the oracle, grid energy, curtailment, green share, completion, modes "
-        "used), per-day CSV, a JSON summary and PNG figures. Days default to the held-out split "
-        "(whole ISO weeks, one in four; see agents/days.py).")
+    parser = CliParser(description="Run every policy on the same days and compare each with the exact oracle: one "
+                       "table (operating cost, cost ratio to the oracle, grid energy, curtailment, green share, "
+                       "completion, modes used), per-day CSV, a JSON summary and PNG figures. Days default to the "
+                       "held-out split (whole ISO weeks, one in four; see agents/days.py).")
     add_case_arguments(parser, day=False)
     parser.add_argument("--policies", default="oracle,fixed,greedy,mpc,ppo",
                         help=f"comma-separated, from {','.join(POLICY_NAMES)} (default: oracle,fixed,greedy,mpc,ppo)")
@@ -254,11 +240,10 @@ def build_parser() -> CliParser:
                         "(default: runs/ppo-<case>/model.zip if it exists); it runs with the information it was "
                         "trained with (its config)")
     parser.add_argument("--forecasts", help="day-ahead forecasts, a dataset name or CSV (load, solar, wind; e.g. "
-                        "caiso-2023-dayahead): the price forecaster is fitted on the training "
-                        "split only, never on a day of the instance it forecasts (a week from a held-out day gets "
-                        "its own fit without its six training days), and the days are those inside the forecast "
-                        "period; needed with "
-                        "--information dayahead and by a model trained with it")
+                        "caiso-2023-dayahead): the price forecaster is fitted on the training split only, never on a "
+                        "day of the instance it forecasts (a week from a held-out day gets its own fit without its six "
+                        "training days), and the days are those inside the forecast period; needed with --information "
+                        "dayahead and by a model trained with it")
     parser.add_argument("--price-forecast", choices=PRICE_SOURCES, default=DEFAULT_PRICE_SOURCE,
                         help="with --forecasts: the point forecast of the price, the package's gradient boosting "
                         "fitted on the training split (model, default) or the --forecasts CSV's "
@@ -271,15 +256,13 @@ def build_parser() -> CliParser:
     parser.add_argument("--smpc-scenarios", type=int, default=DEFAULT_SMPC_SCENARIOS,
                         help="scenarios of the stochastic MPC (the forecast's first S of "
                         f"{DEFAULT_SCENARIOS}; default {DEFAULT_SMPC_SCENARIOS})")
-    parser.add_argument("--smpc-threshold", type=float, default=DEFAULT_THRESHOLD_USD,
-                        help="expected saving ($ per first decision) the stochastic MPC needs before it departs "
-                        f"from MPC's plan (inf: never; default {DEFAULT_THRESHOLD_USD}, tuned on validation days of "
-                        "the training period)")
-    parser.add_argument("--days", nargs="+", default=["heldout"],
-                        help="dates YYYY-MM-DD (first days), or one of: heldout (default: the held-out days of "
-                        "--split; with --horizon-days D the held-out instances tile each held-out week from its "
-                        "Monday, D = 7: the week), all, reference; an instance needs D consecutive days in the data "
-                        "and, with --forecasts, forecasts for all of them")
+    parser.add_argument("--smpc-threshold", type=float, default=DEFAULT_THRESHOLD_USD, help="expected saving ($ per "
+                        "first decision) the stochastic MPC needs before it departs from MPC's plan (inf: never; "
+                        f"default {DEFAULT_THRESHOLD_USD}, tuned on validation days of the training period)")
+    parser.add_argument("--days", nargs="+", default=["heldout"], help="dates YYYY-MM-DD (first days), or one of: "
+                        "heldout (default: the held-out days of --split; with --horizon-days D the held-out instances "
+                        "tile each held-out week from its Monday, D = 7: the week), all, reference; an instance needs "
+                        "D consecutive days in the data and, with --forecasts, forecasts for all of them")
     parser.add_argument("--split", choices=SPLITS, default=DEFAULT_SPLIT,
                         help="which days are held out (agents/days.py): whole ISO weeks, one in four (weeks, "
                         "default), or every 7th day (the earlier split); a model is evaluated on its own split")
@@ -349,7 +332,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     results: Results = {}  # 3. run, every finished policy-day kept on disk
     rows = RowsOnDisk(out / "per_day.csv", rows=lambda: summarise(results)[0] if any(results.values()) else pd.DataFrame())
     try:
-        with backend.session():
+        with backend.running():
             run_all(instances, policies, settings, backend, results, on_result=rows.add)
     except KeyboardInterrupt:
         rows.write()
@@ -389,9 +372,6 @@ def evaluation_instances(args, case, profiles, overrides: dict, horizon: int) ->
     if args.forecasts is None:
         days = spread(days, args.max_days)
         return {d: instances[d] for d in days}
-    from aidc_env.dayahead import dayahead_instances, forecastable
-    from aidc_env.forecasts import load_forecasts
-
     forecast_set = load_forecasts(args.forecasts)
     before = len(days)
     days = [d for d in days if forecastable(instances[d], forecast_set, profiles, args.price_forecast)]
@@ -415,12 +395,7 @@ def evaluation_instances(args, case, profiles, overrides: dict, horizon: int) ->
 def plot_first(inst: Instance, results: dict, per_day: pd.DataFrame, out: Path, horizon_plot: bool) -> None:
     """The figures of the first instance (dispatch, modes and, over a horizon or with forecasts, the horizon) and
     the cost ratios to the oracle."""
-    from experiments.plots import (
-        plot_cost_ratios,
-        plot_dispatch,
-        plot_horizon,
-        plot_mode_timeline,
-    )
+    from experiments.plots import plot_cost_ratios, plot_dispatch, plot_horizon, plot_mode_timeline
 
     day_results = {p: by_day[inst.day][0] for p, by_day in results.items() if inst.day in by_day}
     if horizon_plot:

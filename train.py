@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
 import signal
 import sys
 import time
@@ -80,9 +81,8 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--information", choices=INFORMATION, default=DEFAULTS.information,
                         help="what the agent sees: the truth (perfect) or day-ahead forecasts and realised past "
                         "values (dayahead; trains and holds out only days inside the forecast period)")
-    parser.add_argument("--timesteps", type=int, default=None,
-                        help=f"total agent steps (decisions: 12 per day in the 2048 case; default "
-                        f"{DEFAULTS.total_timesteps:,}); with --resume, a new total extends the run")
+    parser.add_argument("--timesteps", type=int, default=None, help="total agent steps (decisions: 12 per day in the "
+                        f"2048 case; default {DEFAULTS.total_timesteps:,}); with --resume, a new total extends the run")
     parser.add_argument("--split", choices=SPLITS, default=DEFAULTS.split,
                         help="which days train and which are held out: whole ISO weeks, one in four (weeks, "
                         "default), or every 7th day (the earlier split, for comparison); evaluate.py takes the same")
@@ -119,9 +119,8 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
                     help="choose the joint action one job at a time (else one Discrete over joint actions)")
     hp.add_argument("--choice-features", action=argparse.BooleanOptionalAction, default=DEFAULTS.choice_features,
                     help="per-choice token features of the job choosing (with factored actions)")
-    hp.add_argument("--env", choices=ENVS, default=DEFAULTS.env,
-                    help="the env's action type: per_job, joint, or per_job for cases with fine-tuning, inference, an "
-                    "idle-GPU value or several sites (auto)")
+    hp.add_argument("--env", choices=ENVS, default=DEFAULTS.env, help="the env's action type: per_job, joint, or "
+                    "per_job for cases with fine-tuning, inference, an idle-GPU value or several sites (auto)")
     hp.add_argument("--forecast-plan", action=argparse.BooleanOptionalAction, default=DEFAULTS.forecast_plan,
                     help="with --information dayahead: observe the forecast plan (the oracle's schedule on the "
                     "day-ahead point forecast, solved once per day before training) and the realised forecast error")
@@ -216,10 +215,8 @@ def validate_args(args: argparse.Namespace) -> None:
     require(args.reward_credit in REWARD_CREDITS, "reward-credit", f"must be one of {', '.join(REWARD_CREDITS)}, got "
             f"{args.reward_credit!r}")
     require_number(args.horizon_train_instances, "horizon-train-instances", 1, limits.MAX_DAYS, integer=True)
-    require_number(args.horizon_validation_instances, "horizon-validation-instances", 0, limits.MAX_DAYS,
-                   integer=True)
-    require_number(args.horizon_plan_time_limit, "horizon-plan-time-limit", 0.0, limits.MAX_TIME_LIMIT_S,
-                   low_open=True)
+    require_number(args.horizon_validation_instances, "horizon-validation-instances", 0, limits.MAX_DAYS, integer=True)
+    require_number(args.horizon_plan_time_limit, "horizon-plan-time-limit", 0.0, limits.MAX_TIME_LIMIT_S, low_open=True)
     require_number(args.lookahead, "lookahead", 0, limits.MAX_LOOKAHEAD_SLOTS, integer=True)
     args.net_arch = parse_net_arch(args.net_arch)
     require(args.lr_schedule in ("linear", "constant"), "lr-schedule", f"must be linear or constant, got "
@@ -247,15 +244,6 @@ def parse_net_arch(text: str | list[int]) -> list[int]:
     for width in widths:
         require_number(width, "net-arch", 1, limits.MAX_LAYER_WIDTH, integer=True)
     return widths
-
-
-CONFIG_FLAGS = ("case", "split", "profiles", "forecasts", "price_forecast", "price_issue_hour", "reward_scale_usd",
-                "reward_day_scaled", "factored_actions", "choice_features", "env", "forecast_plan", "imitation_epochs",
-                "finetune", "finetune_lr_factor", "validation_every", "imitation", "imitation_days", "reward_credit",
-                "horizon_train_instances", "horizon_validation_instances", "plan", "seed", "n_envs", "vec_env",
-                "learning_rate", "lr_schedule", "n_steps", "batch_size", "n_epochs", "gamma", "gae_lambda",
-                "ent_coef", "clip_range", "net_arch", "activation", "checkpoint_freq")
-"""The PPOConfig fields that train.py's flags of the same name set."""
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -337,11 +325,12 @@ def run_config(args: argparse.Namespace) -> tuple[Path, PPOConfig, Path | None]:
         if args.timesteps is not None:
             config.total_timesteps = args.timesteps
         return out, config, newest
-    config = PPOConfig(
-        **{name: getattr(args, name) for name in CONFIG_FLAGS}, overrides=case_overrides(args),
-        env_kwargs={**DEFAULTS.env_kwargs, "lookahead": args.lookahead, "information": args.information},
-        horizon_plan_time_limit_s=args.horizon_plan_time_limit,
-        total_timesteps=args.default_timesteps if args.timesteps is None else args.timesteps)
+    # every PPOConfig field that a flag of the same name sets
+    flags = {f.name: getattr(args, f.name) for f in dataclasses.fields(PPOConfig) if hasattr(args, f.name)}
+    config = PPOConfig(**flags, overrides=case_overrides(args),
+                       env_kwargs={**DEFAULTS.env_kwargs, "lookahead": args.lookahead, "information": args.information},
+                       horizon_plan_time_limit_s=args.horizon_plan_time_limit,
+                       total_timesteps=args.default_timesteps if args.timesteps is None else args.timesteps)
     case.with_overrides(**config.overrides)  # e.g. --segments 7 is refused here, before any work
     return out, config, newest
 
@@ -452,8 +441,7 @@ def horizon_instances(config: PPOConfig, instances: dict, profiles) -> dict:
         horizon_days=max((len(inst.days) for inst in instances.values()), default=1), split=config.split)
     chosen = {day: instances[day] for day in train + validation}
     if forecasts is not None and chosen:
-        chosen = dayahead_instances(chosen, profiles, forecasts,
-                                    split_train, seed=config.seed,
+        chosen = dayahead_instances(chosen, profiles, forecasts, split_train, seed=config.seed,
                                     price_source=config.price_forecast, price_issue_hour=config.price_issue_hour)
     config.train_days = [day for day in train if day in chosen]
     config.validation_days = [day for day in validation if day in chosen]

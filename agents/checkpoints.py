@@ -79,12 +79,7 @@ def checkpoint_callback(every_steps: int, folder: Path):
                 save_checkpoint(self.model, folder)
                 self._next = (self.model.num_timesteps // every_steps + 1) * every_steps
 
-        def _on_rollout_start(self) -> None:
-            self._maybe_save()
-
-        def _on_training_end(self) -> None:
-            self._maybe_save()
-
+        _on_rollout_start = _on_training_end = _maybe_save  # at each rollout boundary and at the end
         def _on_step(self) -> bool:
             return True
 

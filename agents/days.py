@@ -34,16 +34,13 @@ SPLITS = ("weeks", "every-7th-day")
 DEFAULT_SPLIT = "weeks"
 
 
-def _held_out_week(day: dt.date) -> bool:
-    return day.isocalendar().week % HOLDOUT_WEEK_EVERY == HOLDOUT_WEEK_OFFSET
-
-
 def split_days(dates: Sequence[str], split: str = DEFAULT_SPLIT) -> tuple[list[str], list[str]]:
     """(train days, held-out days) of a list of dates (YYYY-MM-DD), each sorted."""
     require(split in SPLITS, "split", f"must be one of {', '.join(SPLITS)}, got {split!r}")
     ordered = sorted(dates)
     if split == "weeks":
-        held = [_held_out_week(dt.date.fromisoformat(d)) for d in ordered]
+        held = [dt.date.fromisoformat(d).isocalendar().week % HOLDOUT_WEEK_EVERY == HOLDOUT_WEEK_OFFSET
+                for d in ordered]
     else:
         held = [i % HOLDOUT_EVERY == HOLDOUT_EVERY - 1 for i in range(len(ordered))]
     return ([d for d, h in zip(ordered, held, strict=True) if not h],

@@ -1,14 +1,13 @@
 """Warm start of PPO by behaviour cloning: of the forecast plan (``PPOConfig.imitation = "plan"``, with the forecast
 plan observed) or of the oracle's schedules (``"oracle"``, the per-job action: :mod:`agents.teacher`).
 
-Before PPO's first update, the fresh policy is fitted by behaviour cloning to the forecast plan on the training
-days: :func:`plan_demonstrations` follows the plan's choice (the one-hot of :mod:`agents.plan_features`) through the
-training wrapper on every training day and records the observations, masks, choices and returns to go;
-:func:`pretrain` minimises the choices' negative log-likelihood (masked) plus ``vf_coef`` × the value error on the
-returns, so that PPO starts from the plan (what ``forecast-plan`` and, on a day, ``mpc`` apply) with a critic of
-it, and learns where to depart from it. The plans read the day-ahead forecasts only: nothing here sees a
-held-out day or the truth of a slot before it is realised (the demonstrations' rewards are the env's, paid on
-the truth after each step, as PPO's are).
+Before PPO's first update, the fresh policy is fitted by behaviour cloning to the forecast plan on the training days:
+:func:`plan_demonstrations` follows the plan's choice (the one-hot of :mod:`agents.plan_features`) through the training
+wrapper on every training day and records the observations, masks, choices and returns to go; :func:`pretrain` minimises
+the choices' negative log-likelihood (masked) plus ``vf_coef`` × the value error on the returns, so that PPO starts from
+the plan (what ``forecast-plan`` and, on a day, ``mpc`` apply) with a critic of it, and learns where to depart from it.
+The plans read the day-ahead forecasts only: nothing here sees a held-out day or the truth of a slot before it is
+realised (the demonstrations' rewards are the env's, paid on the truth after each step, as PPO's are).
 """
 
 from __future__ import annotations
@@ -75,10 +74,8 @@ def pretrain(model, demos: Demonstrations, epochs: int, seed: int = 0, vf_coef: 
 
     policy = model.policy
     optimizer = torch.optim.Adam(policy.parameters(), lr=IMITATION_LEARNING_RATE)
-    obs = torch.as_tensor(demos.observations)
-    masks = torch.as_tensor(demos.masks)
-    actions = torch.as_tensor(demos.actions)
-    returns = torch.as_tensor(demos.returns)
+    obs, masks, actions, returns = (torch.as_tensor(array) for array in (demos.observations, demos.masks,
+                                                                         demos.actions, demos.returns))
     rng = np.random.default_rng(seed)
     n = len(actions)
     nll = value_loss = 0.0

@@ -7,14 +7,13 @@ the truth with ``information="perfect"``, the day-ahead forecasts already issued
 solves it with the oracle and commits the plan's segments up to the next re-planning point. Costs are
 paid afterwards on the truth by the simulator. With perfect information it reproduces the oracle's optimum.
 
-The oracle's models are kept per structure and re-priced in place (:class:`oracle.rolling.RollingOracle`).
-A re-solve is skipped when nothing new is known: if the outlook of the remaining slots is the previous
-outlook's tail and the state followed the previous plan, that plan's tail is optimal for the rest (the
-tail of an optimal plan is optimal from the state it reaches), so it is kept. With day-ahead information a
-new forecast is issued once a day (10:00; with a price issued later, ``Forecast.price_issue_hour``, twice), so
-MPC re-solves about once a day -- and on a one-day instance never after slot 0: there it *is* the day-ahead plan
-(nothing new is learnt within a day; the realised prices of the past slots do not change the outlook of the
-coming ones).
+The oracle's models are kept per structure and re-priced in place (:class:`oracle.rolling.RollingOracle`). A re-solve is
+skipped when nothing new is known: if the outlook of the remaining slots is the previous outlook's tail and the state
+followed the previous plan, that plan's tail is optimal for the rest (the tail of an optimal plan is optimal from the
+state it reaches), so it is kept. With day-ahead information a new forecast is issued once a day (10:00; with a price
+issued later, ``Forecast.price_issue_hour``, twice), so MPC re-solves about once a day -- and on a one-day instance
+never after slot 0: there it *is* the day-ahead plan (nothing new is learnt within a day; the realised prices of the
+past slots do not change the outlook of the coming ones).
 
 ``ForecastNoise`` (a synthetic multiplicative error on the truth, growing with lead time) is kept as a
 sensitivity tool for ``information="perfect"`` only; real decisions under uncertainty use the forecasts.
@@ -61,8 +60,7 @@ def noisy(price: np.ndarray, shape: np.ndarray, slot_hours: float, noise: Foreca
 
 def replanning_slots(inst: Instance) -> list[int]:
     """Slots where every job is at a checkpoint boundary (where a full re-plan is possible)."""
-    step = math.lcm(*(inst.slots_per_segment(job) for job in inst.jobs))
-    return list(range(0, inst.slots, step))
+    return list(range(0, inst.slots, math.lcm(*(inst.slots_per_segment(job) for job in inst.jobs))))
 
 
 def _forecast_slice(forecast: Forecast | None, start: int, stop: int) -> Forecast | None:
@@ -71,8 +69,7 @@ def _forecast_slice(forecast: Forecast | None, start: int, stop: int) -> Forecas
     return Forecast(price_usd_per_mwh=forecast.price_usd_per_mwh[start:stop],
                     renewable_shape=forecast.renewable_shape[start:stop],
                     price_scenarios_usd_per_mwh=forecast.price_scenarios_usd_per_mwh[:, start:stop],
-                    renewable_shape_scenarios=forecast.renewable_shape_scenarios[:, start:stop],
-                    source=forecast.source)
+                    renewable_shape_scenarios=forecast.renewable_shape_scenarios[:, start:stop], source=forecast.source)
 
 
 Views = tuple[list[np.ndarray], list[np.ndarray]]
@@ -89,8 +86,7 @@ def site_views(inst: Instance, t: int, information: str, scenario: int | None = 
 def with_series(inst: Instance, prices: list[np.ndarray], shapes: list[np.ndarray],
                 forecasts: list[Forecast | None] | None = None, **changes) -> Instance:
     """``inst`` with each site's price and renewable shape replaced, and its forecast with ``forecasts`` (None: kept;
-    ``changes`` go to the other fields); with several sites the instance's own price and shape are the first
-    site's."""
+    ``changes`` go to the other fields); with several sites the instance's own price and shape are the first site's."""
     if inst.network is None:
         if forecasts is not None:
             changes["forecast"] = forecasts[0]
@@ -206,16 +202,9 @@ def solved_plan(result, sub: Instance, fallback: tuple[Rows, Rows] | None) -> tu
             [[home] * job.segments for job, home in zip(sub.jobs, sub.home_sites, strict=True)])
 
 
-def mpc_schedule(
-    inst: Instance,
-    information: str = "dayahead",
-    *,
-    oracle=None,
-    noise: ForecastNoise = ForecastNoise(),
-    seed: int = 0,
-    reuse_plans: bool = True,
-    on_replan: Callable[[int, Rows], None] | None = None,
-) -> Schedule:
+def mpc_schedule(inst: Instance, information: str = "dayahead", *, oracle=None, noise: ForecastNoise = ForecastNoise(),
+                 seed: int = 0, reuse_plans: bool = True,
+                 on_replan: Callable[[int, Rows], None] | None = None) -> Schedule:
     """Rolling-horizon oracle; returns the committed schedule (scored by the simulator as usual).
 
     ``oracle``: a :class:`oracle.rolling.RollingOracle` (shared across calls to reuse its built models;
@@ -223,9 +212,7 @@ def mpc_schedule(
     whole)`` is called after each re-solve with the whole horizon's mode rows it implies (the segments committed
     before ``slot``, then the new plan): :func:`agents.plan_features.issue_plans`.
     """
-    from oracle.rolling import (
-        RollingOracle,  # the oracle imports the env's packages; agents stay importable
-    )
+    from oracle.rolling import RollingOracle  # the oracle imports the env's packages; agents stay importable
 
     if not noise.perfect and information != "perfect":
         raise ValueError("synthetic forecast noise applies to information='perfect' only")

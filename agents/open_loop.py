@@ -68,9 +68,8 @@ def dayahead_plan_schedule(inst: Instance, oracle, information: str = "dayahead"
     Later days of a horizon repeat the first day's values (the rule of :func:`~aidc_env.information.outlook`).
     With ``information="perfect"`` it is the oracle on the truth, as every rule is.
     """
-    if information == "perfect":
-        return oracle_schedule(viewed(inst, information, 0), oracle)[0]
-    return oracle_schedule(viewed(with_persistence_price(inst), information, 0), oracle)[0]
+    planned = inst if information == "perfect" else with_persistence_price(inst)
+    return oracle_schedule(viewed(planned, information, 0), oracle)[0]
 
 
 def greedy_view_schedule(inst: Instance, information: str = "dayahead") -> list[list[int]]:

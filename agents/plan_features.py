@@ -35,6 +35,7 @@ schedule decision for decision (the warm start's teacher). On one day they are t
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
@@ -45,6 +46,7 @@ from agents.open_loop import forecast_plan_schedule
 from aidc_env.env.observation import PROGRESS_OBS_HIGH
 from aidc_env.information import slots_per_hour
 from aidc_env.instance import PAUSE, SECONDS_PER_HOUR, Instance
+from aidc_env.io import read_json_file, write_json
 from aidc_env.simulator import slot_productive_hours
 
 PLAN_TIME_LIMIT_S = 120.0
@@ -115,20 +117,14 @@ class ForecastPlans:
         oracle = self.oracle()
         path = None
         if self.cache_dir is not None:
-            import hashlib
-
             tag = f"{key}/{oracle.time_limit_s!r}/{oracle.mip_gap!r}/{ISSUE_PLAN_FORMAT}"
             path = self.cache_dir / f"{hashlib.sha1(tag.encode()).hexdigest()[:20]}.json"
             if path.exists():
-                from aidc_env.io import read_json_file
-
                 data = read_json_file(path, "oracle-cache")
                 found = [(int(start), [list(map(int, row)) for row in sched]) for start, sched in data["plans"]]
         if found is None:
             found = issue_plans(inst, oracle)
             if path is not None:
-                from aidc_env.io import write_json
-
                 path.parent.mkdir(parents=True, exist_ok=True)
                 write_json(path, {"key": key, "time_limit_s": oracle.time_limit_s, "mip_gap": oracle.mip_gap,
                                   "plans": [[start, sched] for start, sched in found]})
@@ -157,8 +153,6 @@ def plan_key(inst: Instance) -> str:
     """The cache key of an instance's plan: its first day, horizon and a digest of the whole instance (its exchange
     JSON: jobs, sites, truth and point forecast), so that another case on the same day and forecast never reads this
     one's plans."""
-    import hashlib
-
     assert inst.forecast is not None  # the env refuses day-ahead instances without forecasts
     digest = hashlib.sha1(inst.to_json().encode()).hexdigest()
     return f"{inst.day}/{inst.horizon_days}/{digest[:16]}"

@@ -57,8 +57,7 @@ class PolicySettings:
     smpc_scenarios: int | None = None
     """``smpc`` uses the forecast's first S scenarios (None: all)."""
     smpc_threshold_usd: float = DEFAULT_THRESHOLD_USD
-    """``smpc`` departs from MPC's plan only for an expected saving above this ($ per stage; inf: never, i.e.
-    MPC)."""
+    """``smpc`` departs from MPC's plan only for an expected saving above this ($ per stage; inf: never, i.e. MPC)."""
     seed: int = 0
     model_path: str | None = None
     _model: Any = field(default=None, repr=False)

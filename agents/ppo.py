@@ -24,6 +24,7 @@ from agents.checkpoints import save_model_atomically
 from agents.plan_features import ForecastPlans
 from agents.ppo_config import ENV_KWARGS_KEYS, PPOConfig
 from agents.steps import AgentSteps, day_forecast_table, day_price_scale, wrap_env
+from aidc_env.baselines import fixed_schedule, greedy_schedule
 from aidc_env.env import DispatchEnv
 from aidc_env.errors import InputError, require
 from aidc_env.instance import Instance
@@ -93,10 +94,8 @@ def make_vec_env(config: PPOConfig, instances: Sequence[Instance], plans: Foreca
     if observes_plan(config):
         plans = (plans or ForecastPlans()).fill(instances, config.plan)
     thunks = [make_env(config, instances, i, plans) for i in range(config.n_envs)]
-    if config.vec_env == "subproc" and config.n_envs > 1:
-        vec = SubprocVecEnv(thunks, start_method="fork")
-    else:
-        vec = DummyVecEnv(thunks)
+    subproc = config.vec_env == "subproc" and config.n_envs > 1
+    vec = SubprocVecEnv(thunks, start_method="fork") if subproc else DummyVecEnv(thunks)
     vec.seed(config.seed)
     return vec
 
@@ -106,11 +105,7 @@ def make_vec_env(config: PPOConfig, instances: Sequence[Instance], plans: Foreca
 
 def linear_schedule(initial: float) -> Callable[[float], float]:
     """Learning rate decaying linearly from ``initial`` to 0 over training (SB3 passes progress 1 → 0)."""
-
-    def schedule(progress_remaining: float) -> float:
-        return progress_remaining * initial
-
-    return schedule
+    return lambda progress_remaining: progress_remaining * initial
 
 
 def make_model(config: PPOConfig, vec_env, tensorboard_log: str | None = None):
@@ -121,27 +116,13 @@ def make_model(config: PPOConfig, vec_env, tensorboard_log: str | None = None):
     activation = {"tanh": torch.nn.Tanh, "relu": torch.nn.ReLU}[config.activation]
     rate, ent_coef = rate_and_entropy(config)
     lr: float | Callable[[float], float] = linear_schedule(rate) if config.lr_schedule == "linear" else rate
-    model = MaskablePPO(
-        "MlpPolicy",
-        vec_env,
-        learning_rate=lr,
-        n_steps=config.n_steps,
-        batch_size=config.batch_size,
-        n_epochs=config.n_epochs,
-        gamma=config.gamma,
-        gae_lambda=config.gae_lambda,
-        clip_range=config.clip_range,
-        ent_coef=ent_coef,
-        vf_coef=config.vf_coef,
-        max_grad_norm=config.max_grad_norm,
-        target_kl=config.target_kl,
-        policy_kwargs={"net_arch": {"pi": list(config.net_arch), "vf": list(config.net_arch)},
-                       "activation_fn": activation},
-        tensorboard_log=tensorboard_log,
-        seed=config.seed,
-        device="cpu",
-        verbose=0,
-    )
+    model = MaskablePPO("MlpPolicy", vec_env, learning_rate=lr, n_steps=config.n_steps, batch_size=config.batch_size,
+                        n_epochs=config.n_epochs, gamma=config.gamma, gae_lambda=config.gae_lambda,
+                        clip_range=config.clip_range, ent_coef=ent_coef, vf_coef=config.vf_coef,
+                        max_grad_norm=config.max_grad_norm, target_kl=config.target_kl,
+                        policy_kwargs={"net_arch": {"pi": list(config.net_arch), "vf": list(config.net_arch)},
+                                       "activation_fn": activation}, tensorboard_log=tensorboard_log, seed=config.seed,
+                        device="cpu", verbose=0)
     setattr(model, CONFIG_ATTRIBUTE, config.to_dict())
     return model
 
@@ -164,8 +145,7 @@ def save_run(model, config: PPOConfig, out: Path, extra: dict[str, Any] | None =
     setattr(model, CONFIG_ATTRIBUTE, config.to_dict())
     model_path = save_model_atomically(model, out / MODEL_FILE)
     record = {"config": config.to_dict(), "versions": versions(), **(extra or {})}
-    config_path = write_json(out / CONFIG_FILE, record)
-    return model_path, config_path
+    return model_path, write_json(out / CONFIG_FILE, record)
 
 
 def load_model(path: str | Path):
@@ -249,8 +229,7 @@ def ppo_schedule(model, inst: Instance, plans: ForecastPlans | None = None) -> S
     return raw.schedule()
 
 
-def rollout_schedule(inst: Instance, choose: Callable[[np.ndarray, np.ndarray], int],
-                     **env_kwargs: Any) -> Schedule:
+def rollout_schedule(inst: Instance, choose: Callable[[np.ndarray, np.ndarray], int], **env_kwargs: Any) -> Schedule:
     """Generic masked rollout on one instance: ``choose(obs, mask) -> action`` at every step of the env (the joint
     action, or the per-job action for an instance with fleet workloads or several sites).
 
@@ -272,8 +251,6 @@ def heldout_check(model, instances: Sequence[Instance]) -> dict[str, Any]:
 
     The model runs with the information of its config (:func:`ppo_schedule`); costs are on the truth.
     """
-    from aidc_env.baselines import fixed_schedule, greedy_schedule
-
     costs: dict[str, list[float]] = {"ppo": [], "fixed": [], "greedy": []}
     met, feasible = [], []
     plans = ForecastPlans()  # one oracle for every day's plan
@@ -288,8 +265,8 @@ def heldout_check(model, instances: Sequence[Instance]) -> dict[str, Any]:
             "tranches_met": float(np.mean(met)), "feasible": float(np.mean(feasible))}
 
 
-__all__ = ["CONFIG_ATTRIBUTE", "CONFIG_FILE", "ENV_KWARGS_KEYS", "MODEL_FILE", "AgentSteps", "PPOConfig",
-           "action_type", "agent_env", "day_forecast_table", "day_price_scale", "heldout_check", "linear_schedule", "load_model",
-           "finetunes", "make_env", "make_model", "make_vec_env", "model_config", "observes_plan",
-           "ppo_schedule", "rate_and_entropy", "rollout_schedule", "save_run", "versions", "warm_starts", "wrap_env"]
+__all__ = ["CONFIG_ATTRIBUTE", "CONFIG_FILE", "ENV_KWARGS_KEYS", "MODEL_FILE", "AgentSteps", "PPOConfig", "action_type",
+           "agent_env", "day_forecast_table", "day_price_scale", "heldout_check", "linear_schedule", "load_model",
+           "finetunes", "make_env", "make_model", "make_vec_env", "model_config", "observes_plan", "ppo_schedule",
+           "rate_and_entropy", "rollout_schedule", "save_run", "versions", "warm_starts", "wrap_env"]
 

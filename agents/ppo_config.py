@@ -11,7 +11,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from aidc_env.env import DEFAULT_REWARD_SCALE_USD, DEFAULT_TERMINAL_PENALTY_FACTOR
-from aidc_env.errors import require
+from aidc_env.case import case_differences, load_case
+from aidc_env.errors import InputError, require
 from aidc_env.information import ISSUE_HOUR
 from aidc_env.schema import validate_dataclass
 
@@ -88,8 +89,7 @@ class PPOConfig:
     before PPO (a warm start, :mod:`agents.imitation`; 0 = none)."""
     imitation: str = "plan"
     """What the warm start clones: ``"plan"`` (the forecast plan, only when it is observed) or ``"oracle"`` (the
-    oracle's schedules of ``imitation_days`` training days, solved once and cached on disk; the per-job action
-    only)."""
+    oracle's schedules of ``imitation_days`` training days, solved once and cached on disk; the per-job action only)."""
     imitation_days: int = 21
     """With ``imitation="oracle"``: training days whose oracle schedules are cloned (evenly spread over the train
     split, :func:`agents.days.spread`)."""
@@ -220,9 +220,6 @@ def trained_case_differences(config: PPOConfig, case: Any, overrides: dict[str, 
     """What differs between the case a model was trained on (``config.case`` with ``config.overrides``) and
     ``case`` with ``overrides`` (:func:`aidc_env.case.case_differences`, trained -> given): a policy is evaluated on
     the instances it was trained for. A training case file that no longer loads is compared by its overrides."""
-    from aidc_env.case import case_differences, load_case
-    from aidc_env.errors import InputError
-
     given = case.with_overrides(**overrides)
     try:
         trained = load_case(config.case).with_overrides(**config.overrides)

@@ -22,9 +22,11 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from agents.days import split_starts, spread
 from aidc_env.errors import require
 from aidc_env.instance import Instance
 from aidc_env.io import write_json
+from aidc_env.simulator import simulate
 
 SELECTION_FILE = "selection.json"
 """The selection history in the run folder."""
@@ -54,13 +56,11 @@ def split_validation(train_days: Sequence[str], every: int) -> tuple[list[str], 
     if every == 0:
         return ordered, []
     validation = [d for i, d in enumerate(ordered) if i % every == every - 1]
-    train = [d for i, d in enumerate(ordered) if i % every != every - 1]
-    return train, validation
+    return [d for i, d in enumerate(ordered) if i % every != every - 1], validation
 
 
-def split_horizon_starts(dates: Sequence[str], starts: Sequence[str], every: int, max_train: int,
-                         max_validation: int, horizon_days: int = 1, split: str = "weeks"
-                         ) -> tuple[list[str], list[str], list[str]]:
+def split_horizon_starts(dates: Sequence[str], starts: Sequence[str], every: int, max_train: int, max_validation: int,
+                         horizon_days: int = 1, split: str = "weeks") -> tuple[list[str], list[str], list[str]]:
     """(training, validation, held-out) first days of multi-day instances (weeks).
 
     ``dates``: every complete day of the profile source; ``starts``: the first days of the usable instances (D
@@ -68,8 +68,6 @@ def split_horizon_starts(dates: Sequence[str], starts: Sequence[str], every: int
     instance wholly within training days) and the held-out ones; the training starts are split into training and
     validation by :func:`split_validation` and evenly spread down to ``max_train`` and ``max_validation`` (0: none).
     """
-    from agents.days import split_starts, spread
-
     train_starts, held_out = split_starts(dates, starts, horizon_days, split)
     train, validation = split_validation(train_starts, every)
     return (spread(train, max_train) if max_train > 0 else [],
@@ -79,7 +77,6 @@ def split_horizon_starts(dates: Sequence[str], starts: Sequence[str], every: int
 def validation_cost(model: Any, instances: Sequence[Instance], plans: Any = None) -> tuple[float, int]:
     """(total objective in $, days with every tranche met) of ``model`` on ``instances``, deterministic."""
     from agents.ppo import ppo_schedule
-    from aidc_env.simulator import simulate
 
     total, met = 0.0, 0
     for inst in instances:
@@ -116,5 +113,4 @@ def write_selection(out: Path, validation_days: Sequence[str], candidates: Seque
 
 
 __all__ = ["SELECTION_FILE", "WARM_START_FILE", "Candidate", "select_best", "split_horizon_starts", "split_validation",
-           "validation_cost",
-           "write_selection"]
+           "validation_cost", "write_selection"]

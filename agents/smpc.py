@@ -160,11 +160,10 @@ def smpc_schedule(inst: Instance, information: str = "dayahead", *, oracle=None,
                   threshold_usd: float = DEFAULT_THRESHOLD_USD, log: list[dict] | None = None) -> Schedule:
     """Stochastic MPC over the forecast's scenarios; returns the committed schedule (scored on the truth).
 
-    MPC's plan (the point forecast's, re-solved only when something new is known, as in
-    :func:`agents.mpc.mpc_schedule`) is applied unless the two-stage choice expects to save more than
-    ``threshold_usd`` over the stage (module docstring); ``threshold_usd=inf`` never computes the two-stage choice.
-    ``log`` receives one dict per stage (slot, expected costs of MPC's first decision and of the best candidate,
-    whether smpc departed).
+    MPC's plan (the point forecast's, re-solved only when something new is known, as in :func:`agents.mpc.mpc_schedule`)
+    is applied unless the two-stage choice expects to save more than ``threshold_usd`` over the stage (module
+    docstring); ``threshold_usd=inf`` never computes the two-stage choice. ``log`` receives one dict per stage (slot,
+    expected costs of MPC's first decision and of the best candidate, whether smpc departed).
     """
     from oracle.rolling import RollingOracle
 

@@ -16,14 +16,13 @@ is unchanged):
   function of the state (the day has a fixed length): the best policy is unchanged, but returns no longer
   carry the day's price level, which would otherwise dominate their variance.
 - **Observation = the env's observation plus a day-scaled hourly forecast of every site.** The env's own
-  observation is kept as is (with ``lookahead`` = 0 by default: no slot-level window). The wrapper appends, per
-  site, a sliding 24-hour window at hourly resolution (24 hours from the current slot, zero past the end of the
-  instance, plus a validity flag each; on a day instance, the rest of the day): prices divided by the episode's
-  price scale (mean |λ| of the outlook at slot 0, at least $5/MWh; decisions are invariant to a common price
-  factor, so every day looks alike), renewable shares, and the price scale / $100. Every one of these is read
-  through the env's outlook: with ``"perfect"`` the truth (foresight, as the oracle has), with ``"dayahead"`` the
-  day-ahead forecasts issued by slot t (the window at slot t and the price scale never depend on the truth of
-  slots ≥ t).
+  observation is kept as is (with ``lookahead`` = 0 by default: no slot-level window). The wrapper appends, per site, a
+  sliding 24-hour window at hourly resolution (24 hours from the current slot, zero past the end of the instance, plus a
+  validity flag each; on a day instance, the rest of the day): prices divided by the episode's price scale (mean |λ| of
+  the outlook at slot 0, at least $5/MWh; decisions are invariant to a common price factor, so every day looks alike),
+  renewable shares, and the price scale / $100. Every one of these is read through the env's outlook: with ``"perfect"``
+  the truth (foresight, as the oracle has), with ``"dayahead"`` the day-ahead forecasts issued by slot t (the window at
+  slot t and the price scale never depend on the truth of slots ≥ t).
 - **Rewards are paid on the truth.** The fixed schedule's cost per slot (the reward baseline) is the
   simulator's cost on the true prices: it is paid after the fact and only shifts the return by a function
   of the day, so it carries no information into the observation or the mask.
@@ -49,6 +48,7 @@ from gymnasium import spaces
 
 from agents.plan_features import PLANS, PROGRESS_GAP_CLIP, ForecastPlans, plan_bounds, realised_error_table
 from agents.ppo_config import PPOConfig
+from aidc_env.baselines import fixed_schedule
 from aidc_env.env import DispatchEnv
 from aidc_env.env.observation import outlook_blocks, renewable_share_high
 from aidc_env.information import outlook
@@ -76,20 +76,18 @@ class AgentSteps(gym.Wrapper):
     MaskablePPO finds it through ``VecEnv.env_method``. With the ``per_job`` action only the hourly forecast is
     added (the other options are the joint action's).
 
-    With ``factored_actions`` the joint choice of a boundary slot is made one job at a time: the action space
-    is ``Discrete(max_j (M_j + 1))`` (a local choice: 0 = pause, i = mode i − 1), job j's mask allows the
-    local choices that some valid joint action (the env's exact mask) completes given the jobs already
-    chosen, and the observation tells which job is choosing and what the earlier jobs chose. The env steps
-    once the last job has chosen (reward 0 on the earlier sub-steps). Sub-steps with a single valid choice
-    are taken automatically.
+    With ``factored_actions`` the joint choice of a boundary slot is made one job at a time: the action space is
+    ``Discrete(max_j (M_j + 1))`` (a local choice: 0 = pause, i = mode i − 1), job j's mask allows the local choices
+    that some valid joint action (the env's exact mask) completes given the jobs already chosen, and the observation
+    tells which job is choosing and what the earlier jobs chose. The env steps once the last job has chosen (reward 0 on
+    the earlier sub-steps). Sub-steps with a single valid choice are taken automatically.
     """
 
     def __init__(self, env: gym.Env, *, decision_steps: bool = _DEFAULTS.decision_steps,
                  hourly_forecast: bool = _DEFAULTS.hourly_forecast, reward_baseline: str = _DEFAULTS.reward_baseline,
                  reward_scale_usd: float = _DEFAULTS.reward_scale_usd,
                  reward_day_scaled: bool = _DEFAULTS.reward_day_scaled,
-                 factored_actions: bool = _DEFAULTS.factored_actions,
-                 choice_features: bool = _DEFAULTS.choice_features,
+                 factored_actions: bool = _DEFAULTS.factored_actions, choice_features: bool = _DEFAULTS.choice_features,
                  forecast_plan: bool = _DEFAULTS.forecast_plan, plan: str = _DEFAULTS.plan):
         super().__init__(env)
         if reward_baseline not in ("fixed", "none"):
@@ -157,9 +155,7 @@ class AgentSteps(gym.Wrapper):
         return self.env.unwrapped  # type: ignore[return-value]
 
     def action_masks(self) -> np.ndarray:
-        if not self.factored_actions:
-            return self.dispatch.action_masks()
-        return self._sub_mask()
+        return self._sub_mask() if self.factored_actions else self.dispatch.action_masks()
 
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
         obs, info = self.env.reset(seed=seed, options=options)
@@ -295,8 +291,6 @@ class AgentSteps(gym.Wrapper):
                 boundary[: inst.slots: inst.slots_per_segment(job)] = True
             baseline = np.zeros(inst.slots)
             if self.reward_baseline == "fixed" and self.joint:
-                from aidc_env.baselines import fixed_schedule
-
                 baseline = simulate(inst, fixed_schedule(inst)).flows.decision_cost_usd
             information = self.dispatch.information
             extra = np.concatenate([day_forecast_table(view, information) for view in inst.site_views],
@@ -421,10 +415,9 @@ def day_forecast_table(inst: Instance, information: str = "perfect") -> np.ndarr
 def wrap_env(env: gym.Env, config: PPOConfig, plans: ForecastPlans | None = None) -> AgentSteps:
     """The wrapper of a training or evaluation env, as the config says (``plans``: a shared plan cache)."""
     wrapper = AgentSteps(env, decision_steps=config.decision_steps, hourly_forecast=config.hourly_forecast,
-                            reward_baseline=config.reward_baseline, reward_scale_usd=config.reward_scale_usd,
-                            reward_day_scaled=config.reward_day_scaled, factored_actions=config.factored_actions,
-                            choice_features=config.choice_features, forecast_plan=config.forecast_plan,
-                            plan=config.plan)
+                         reward_baseline=config.reward_baseline, reward_scale_usd=config.reward_scale_usd,
+                         reward_day_scaled=config.reward_day_scaled, factored_actions=config.factored_actions,
+                         choice_features=config.choice_features, forecast_plan=config.forecast_plan, plan=config.plan)
     if plans is not None:
         wrapper.plans = plans
     return wrapper

@@ -51,8 +51,7 @@ def reusable(record: Any, time_limit_s: float) -> bool:
             and record.get("oracle_revision") == DECOMPOSITION_REVISION):
         return False
     solved_with = record.get("time_limit_s")
-    return record.get("status") == "optimal" or (isinstance(solved_with, (int, float))
-                                                 and solved_with >= time_limit_s)
+    return record.get("status") == "optimal" or (isinstance(solved_with, (int, float)) and solved_with >= time_limit_s)
 
 
 def _solve(inst: Instance, time_limit_s: float) -> dict[str, Any]:

@@ -11,15 +11,14 @@ policy's operating cost over fixed continuous training's, day by day (lower is b
 The score is reported ``--reports`` times during training, and Optuna's median pruner stops a trial that does
 worse than the median of earlier trials at the same step.
 
-The study lives in ``--storage`` (default ``sqlite:///<out>/study.db``): ``--trials N`` is the number of
-finished trials (complete or pruned) the study should hold, so running the same command again after a crash
-(kill -9, a lost node) goes on where it stopped. A trial left running by a crashed search is marked failed and
-its settings are tried again first. Trials run ``--workers`` at a time on the backend (:mod:`aidc_env.parallel`;
-a batch is drawn, run, and told before the next); workers report to the storage, so on a Ray cluster give a
-database every node reaches (e.g. ``postgresql://...``). Writes ``<out>/best_config.json`` (read by
-``train.py --config``) and ``<out>/trials.csv``. ``--compare-steps S`` then trains the best settings and
-train.py's defaults for S steps each on the whole training split (same seed) and scores both on the held-out
-days.
+The study lives in ``--storage`` (default ``sqlite:///<out>/study.db``): ``--trials N`` is the number of finished trials
+(complete or pruned) the study should hold, so running the same command again after a crash (kill -9, a lost node) goes
+on where it stopped. A trial left running by a crashed search is marked failed and its settings are tried again first.
+Trials run ``--workers`` at a time on the backend (:mod:`aidc_env.parallel`; a batch is drawn, run, and told before the
+next); workers report to the storage, so on a Ray cluster give a database every node reaches (e.g.
+``postgresql://...``). Writes ``<out>/best_config.json`` (read by ``train.py --config``) and ``<out>/trials.csv``.
+``--compare-steps S`` then trains the best settings and train.py's defaults for S steps each on the whole training split
+(same seed) and scores both on the held-out days.
 """
 
 from __future__ import annotations
@@ -36,12 +35,14 @@ import numpy as np
 from agents.days import split_days, spread
 from agents.ppo_config import PPOConfig
 from aidc_env import limits
+from aidc_env.baselines import fixed_schedule
 from aidc_env.case import add_case_arguments, build_instances, case_overrides, load_case
 from aidc_env.errors import CliParser, InputError, require, require_number, run_cli
 from aidc_env.instance import Instance
 from aidc_env.io import atomic_path, check_output_folder, path_component, write_json
 from aidc_env.parallel import Backend, add_backend_arguments, backend_from_args, open_pool
 from aidc_env.profiles import load_profiles
+from aidc_env.simulator import simulate
 
 DEFAULT_STEPS_PER_TRIAL = 50_000
 """Agent steps per trial: about 80 s of training on one core of the 2-core machine (docs/training.md measures
@@ -56,16 +57,14 @@ STUDY_DIRECTION = "minimize"
 
 def suggest(trial: Any) -> dict[str, Any]:
     """The search space: PPO settings of :class:`PPOConfig`, around train.py's defaults (docs/training.md)."""
-    return {
-        "learning_rate": trial.suggest_float("learning_rate", 1e-4, 1e-3, log=True),
-        "n_steps": trial.suggest_categorical("n_steps", [64, 128, 256]),
-        "batch_size": trial.suggest_categorical("batch_size", [128, 256, 512]),
-        "n_epochs": trial.suggest_categorical("n_epochs", [5, 10, 20]),
-        "gae_lambda": trial.suggest_float("gae_lambda", 0.9, 0.99),
-        "clip_range": trial.suggest_categorical("clip_range", [0.1, 0.2, 0.3]),
-        "ent_coef": trial.suggest_float("ent_coef", 1e-4, 5e-2, log=True),
-        "net_arch": [int(w) for w in trial.suggest_categorical("net_arch", ["64,64", "256,256"]).split(",")],
-    }
+    return {"learning_rate": trial.suggest_float("learning_rate", 1e-4, 1e-3, log=True),
+            "n_steps": trial.suggest_categorical("n_steps", [64, 128, 256]),
+            "batch_size": trial.suggest_categorical("batch_size", [128, 256, 512]),
+            "n_epochs": trial.suggest_categorical("n_epochs", [5, 10, 20]),
+            "gae_lambda": trial.suggest_float("gae_lambda", 0.9, 0.99),
+            "clip_range": trial.suggest_categorical("clip_range", [0.1, 0.2, 0.3]),
+            "ent_coef": trial.suggest_float("ent_coef", 1e-4, 5e-2, log=True),
+            "net_arch": [int(w) for w in trial.suggest_categorical("net_arch", ["64,64", "256,256"]).split(",")]}
 
 
 def make_pruner() -> Any:
@@ -77,8 +76,6 @@ def make_pruner() -> Any:
 def cost_ratio_to_fixed(model: Any, instances: Sequence[Instance]) -> float:
     """Mean over the days of the model's operating cost / fixed continuous training's (simulator-scored)."""
     from agents.ppo import ppo_schedule
-    from aidc_env.baselines import fixed_schedule
-    from aidc_env.simulator import simulate
 
     ratios = [simulate(inst, ppo_schedule(model, inst)).metrics.operating_cost_usd
               / simulate(inst, fixed_schedule(inst)).metrics.operating_cost_usd for inst in instances]
@@ -226,9 +223,8 @@ def check_storage(url: str) -> str:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = CliParser(prog="python -m agents.tune", description=__doc__.split("\n")[0])
     add_case_arguments(parser, day=False)
-    parser.add_argument("--trials", type=int, required=True,
-                        help="finished trials (complete or pruned) the study should hold; the same command again "
-                        "resumes a crashed search")
+    parser.add_argument("--trials", type=int, required=True, help="finished trials (complete or pruned) the study "
+                        "should hold; the same command again resumes a crashed search")
     parser.add_argument("--steps", type=int, default=DEFAULT_STEPS_PER_TRIAL,
                         help=f"agent steps per trial (default {DEFAULT_STEPS_PER_TRIAL:,})")
     parser.add_argument("--val-days", type=int, default=DEFAULT_VALIDATION_DAYS,
@@ -244,9 +240,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--storage", help="Optuna storage URL (default sqlite:///OUT/study.db)")
     parser.add_argument("--study-name", help="default: ppo-<case>")
     parser.add_argument("--out", help="folder of best_config.json and trials.csv (default runs/tune-<case>)")
-    parser.add_argument("--compare-steps", type=int,
-                        help="after the search: train the best settings and train.py's defaults this many steps each "
-                        "and score both on the held-out days")
+    parser.add_argument("--compare-steps", type=int, help="after the search: train the best settings and train.py's "
+                        "defaults this many steps each and score both on the held-out days")
     args = parser.parse_args(argv)
 
     require_number(args.trials, "trials", 1, limits.MAX_DAYS, integer=True)
@@ -297,7 +292,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         f", trials {stale} left running by a crashed search marked failed and queued again" if stale else "")
         + f"; {max(0, args.trials - before)} to run on {backend.name} ({backend.workers} at a time), "
         f"{args.steps:,} steps each, {len(fit_days)} training and {len(validation_days)} validation days", flush=True)
-    with backend.session():
+    with backend.running():
         search(study, storage, base, [instances[d] for d in fit_days], [instances[d] for d in validation_days],
                args.trials, backend, args.reports)
         best = write_results(study, out, base, storage)
@@ -319,8 +314,7 @@ def compare(best: dict[str, Any], base: PPOConfig, steps: int, train: Sequence[I
     defaults = PPOConfig()
     common = {"case": base.case, "profiles": base.profiles, "overrides": base.overrides, "seed": base.seed,
               "total_timesteps": steps}
-    configs = {"defaults": {**defaults.to_dict(), **common},
-               "best": {**defaults.to_dict(), **best, **common}}
+    configs = {"defaults": {**defaults.to_dict(), **common}, "best": {**defaults.to_dict(), **best, **common}}
     with open_pool(dataclasses.replace(backend, workers=min(backend.workers, len(configs)))) as pool:
         shared_train, shared_heldout = pool.put(list(train)), pool.put(list(heldout))
         results = list(pool.map(train_and_score, [(c, shared_train, shared_heldout) for c in configs.values()]))

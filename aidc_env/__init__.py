@@ -16,24 +16,16 @@ from typing import Any
 
 __version__ = "0.1.0"
 
-_LAZY = {
-    "PAUSE": "aidc_env.instance",
-    "Case": "aidc_env.case",
-    "Instance": "aidc_env.instance",
-    "Job": "aidc_env.instance",
-    "JobSpec": "aidc_env.case",
-    "build_instance": "aidc_env.case",
-    "load_case": "aidc_env.case",
-    "load_instance": "aidc_env.instance",
-    "InputError": "aidc_env.errors",
-    "Metrics": "aidc_env.simulator",
-    "SimulationResult": "aidc_env.simulator",
-    "simulate": "aidc_env.simulator",
-    "load_profiles": "aidc_env.profiles",
-    "generate_modes": "aidc_env.modes",
-    "Inference": "aidc_env.workloads",
-    "InferenceSpec": "aidc_env.schema",
-}
+_LAZY = {name: module for module, names in {
+    "aidc_env.instance": ("PAUSE", "Instance", "Job", "load_instance"),
+    "aidc_env.case": ("Case", "JobSpec", "build_instance", "load_case"),
+    "aidc_env.errors": ("InputError",),
+    "aidc_env.simulator": ("Metrics", "SimulationResult", "simulate"),
+    "aidc_env.profiles": ("load_profiles",),
+    "aidc_env.modes": ("generate_modes",),
+    "aidc_env.workloads": ("Inference",),
+    "aidc_env.schema": ("InferenceSpec",),
+}.items() for name in names}
 
 __all__ = sorted(_LAZY)
 
@@ -59,12 +51,10 @@ def register_envs() -> None:
             gymnasium.register(id=env_id, entry_point="aidc_env.env:DispatchEnv", kwargs=dict(config))
 
 
-ENV_VARIANTS = {
-    "aidc_env/CheckpointDispatch-v0": {"case": "2048", "action": "joint"},
-    "aidc_env/FleetDispatch-v0": {"case": "fleet", "action": "per_job"},
-    "aidc_env/SitesDispatch-v0": {"case": "sites3", "action": "per_job"},
-    "aidc_env/SitesFleetDispatch-v0": {"case": "sites-fleet", "action": "per_job"},
-}
+ENV_VARIANTS = {"aidc_env/CheckpointDispatch-v0": {"case": "2048", "action": "joint"},
+                "aidc_env/FleetDispatch-v0": {"case": "fleet", "action": "per_job"},
+                "aidc_env/SitesDispatch-v0": {"case": "sites3", "action": "per_job"},
+                "aidc_env/SitesFleetDispatch-v0": {"case": "sites-fleet", "action": "per_job"}}
 """Registered ids → the env configuration keys they set (the rest: :func:`aidc_env.env.default_config`)."""
 
 

@@ -122,6 +122,3 @@ def random_schedule(inst: Instance, rng: np.random.Generator, pause_probability:
         choices[~inst.allowed_segments(job)] = PAUSE
         schedule.append(choices.tolist())
     return schedule
-
-
-POLICIES = {"fixed": fixed_schedule, "greedy": greedy_schedule}

@@ -154,14 +154,13 @@ def load_case(name_or_path: str | Path | Case) -> Case:
 def case_from_dict(data: Mapping[str, Any], source: str = "") -> Case:
     """Parse a case table (as read from TOML), validated by :class:`~aidc_env.schema.CaseDocument`."""
     doc = validate(CaseDocument, data, document="case")
-    return Case(
-        name=doc.name if doc.name is not None else safe_name(Path(source).stem) if source else "case",
-        description=doc.description, n_gpus=doc.gpus, slots=doc.slots, day=doc.day, horizon_days=doc.horizon_days,
-        min_daily_share=doc.min_daily_share, jobs=tuple(doc.jobs), mode_pool_gpus=doc.mode_pool_gpus,
-        mode_params=doc.modes, source=source, inference=tuple(doc.inference),
-        idle_value_usd_per_gpu_hour=doc.idle_value_usd_per_gpu_hour, sites=tuple(doc.sites),
-        link_gbps=DEFAULT_LINK_GBPS if doc.migration.link_gbps is None else doc.migration.link_gbps,
-        **dict(doc.facility), **dict(doc.energy))
+    return Case(name=doc.name if doc.name is not None else safe_name(Path(source).stem) if source else "case",
+                description=doc.description, n_gpus=doc.gpus, slots=doc.slots, day=doc.day,
+                horizon_days=doc.horizon_days, min_daily_share=doc.min_daily_share, jobs=tuple(doc.jobs),
+                mode_pool_gpus=doc.mode_pool_gpus, mode_params=doc.modes, source=source, inference=tuple(doc.inference),
+                idle_value_usd_per_gpu_hour=doc.idle_value_usd_per_gpu_hour, sites=tuple(doc.sites),
+                link_gbps=DEFAULT_LINK_GBPS if doc.migration.link_gbps is None else doc.migration.link_gbps,
+                **dict(doc.facility), **dict(doc.energy))
 
 
 CASE_LABELS = ("name", "description", "source")
@@ -201,8 +200,7 @@ def _pick_baseline(job: JobSpec, modes: Sequence[Mode], where: str) -> int:
                 return i
         raise InputError(f"{where}.baseline_mode", f"{job.baseline_mode!r} is not a Pareto mode of {job.model}")
     candidates = [i for i, m in enumerate(modes) if m.gpus == job.baseline_gpus]
-    require(bool(candidates), f"{where}.baseline_gpus",
-            f"no Pareto mode of {job.model} uses {job.baseline_gpus} GPUs "
+    require(bool(candidates), f"{where}.baseline_gpus", f"no Pareto mode of {job.model} uses {job.baseline_gpus} GPUs "
             f"(available: {sorted({m.gpus for m in modes})})")
     return max(candidates, key=lambda i: modes[i].tokens_per_s)
 
@@ -228,11 +226,10 @@ def resolve_jobs(case: Case) -> tuple[Job, ...]:
                     f"{spec.model} has no mode within {spec.max_gpus} GPUs")
         reference_pareto = [m for m in reference_modes if m.gpus <= reference_pool] or list(reference_modes)
         baseline = reference_pareto[_pick_baseline(spec, reference_pareto, where)]
+        hours = HOURS_PER_DAY if spec.baseline_hours is None else spec.baseline_hours
         tranche = spec.tranche_tokens
-        if tranche is None and spec.baseline_hours is None:
-            tranche = baseline.tokens_per_s * SECONDS_PER_HOUR * HOURS_PER_DAY
-        elif tranche is None:
-            tranche = baseline.tokens_per_s * SECONDS_PER_HOUR * spec.baseline_hours
+        if tranche is None:
+            tranche = baseline.tokens_per_s * SECONDS_PER_HOUR * hours
         modes = tuple(m for m in reference_modes if m.gpus <= case.n_gpus)
         baseline_index = modes.index(baseline) if baseline in modes else PAUSE
         segment_hours = HOURS_PER_DAY / spec.segments
@@ -340,14 +337,13 @@ def _sites_instance_on_days(case: Case, first_day: str, profiles: SiteProfileSet
     index = {site.name: s for s, site in enumerate(network.sites)}
     inference = tuple(_inference_load(service, first_day, len(days), case.slots, index.get(service.site, 0))
                       for service in case.inference)
-    return Instance(
-        case_name=case.name, day=first_day, n_gpus=first.n_gpus, slot_hours=case.slot_hours, pue=first.pue,
-        idle_kw_per_gpu=first.idle_kw_per_gpu, rated_kw_per_gpu=first.rated_kw_per_gpu,
-        renewable_ratio=first.renewable_ratio, ppa_usd_per_mwh=first.ppa_usd_per_mwh,
-        curtailment_penalty_usd_per_mwh=first.curtailment_penalty_usd_per_mwh, renewable_capacity_mw=None,
-        jobs=jobs, price_usd_per_mwh=first.price_usd_per_mwh, renewable_shape=first.renewable_shape,
-        horizon_days=len(days), min_daily_share=case.min_daily_share, network=network, inference=inference,
-        idle_value_usd_per_gpu_hour=float(case.idle_value_usd_per_gpu_hour))
+    return Instance(case_name=case.name, day=first_day, n_gpus=first.n_gpus, slot_hours=case.slot_hours, pue=first.pue,
+                    idle_kw_per_gpu=first.idle_kw_per_gpu, rated_kw_per_gpu=first.rated_kw_per_gpu,
+                    renewable_ratio=first.renewable_ratio, ppa_usd_per_mwh=first.ppa_usd_per_mwh,
+                    curtailment_penalty_usd_per_mwh=first.curtailment_penalty_usd_per_mwh, renewable_capacity_mw=None,
+                    jobs=jobs, price_usd_per_mwh=first.price_usd_per_mwh, renewable_shape=first.renewable_shape,
+                    horizon_days=len(days), min_daily_share=case.min_daily_share, network=network, inference=inference,
+                    idle_value_usd_per_gpu_hour=float(case.idle_value_usd_per_gpu_hour))
 
 
 def _inference_load(spec: InferenceSpec, first_day: str, days: int, slots_per_day: int, site: int = 0) -> Inference:
@@ -390,27 +386,23 @@ OVERRIDE_ARGUMENTS = ("gpus", "segments", "renewable_ratio", "horizon_days", "mi
 
 def add_case_arguments(parser: argparse.ArgumentParser, *, day: bool = True, default_case: str = "2048") -> None:
     """The case options shared by every CLI: case, day (unless ``day=False``), overrides, profiles."""
-    parser.add_argument("--case", default=default_case,
-                        help="bundled case name or a TOML file (default: %(default)s)")
+    parser.add_argument("--case", default=default_case, help="bundled case name or a TOML file (default: %(default)s)")
     if day:
         parser.add_argument("--day", help="day YYYY-MM-DD (default: the case's reference day)")
     parser.add_argument("--gpus", type=int, help="override the GPU pool size N")
     parser.add_argument("--segments", type=int, help="override the checkpoint segments K of every job")
     parser.add_argument("--renewable-ratio", type=float, help="override the renewable-to-AIDC ratio rho")
-    parser.add_argument("--profiles", metavar="NAME|PATH",
-                        help="dataset name (python -m aidc_env.datasets, e.g. caiso-2023) or canonical CAISO-style "
-                             "hourly CSV (default: the bundled days)")
+    parser.add_argument("--profiles", metavar="NAME|PATH", help="dataset name (python -m aidc_env.datasets, e.g. "
+                        "caiso-2023) or canonical CAISO-style hourly CSV (default: the bundled days)")
     parser.add_argument("--horizon-days", type=int,
                         help="consecutive days D from --day in one instance (default: the case's, 1)")
-    parser.add_argument("--min-daily-share", type=float,
-                        help="each day of a horizon makes at least this share (0..1) of tranche / D tokens of "
-                             "every job; 1 = a daily tranche every day (default: the case's, 0)")
+    parser.add_argument("--min-daily-share", type=float, help="each day of a horizon makes at least this share (0..1) "
+                        "of tranche / D tokens of every job; 1 = a daily tranche every day (default: the case's, 0)")
 
 
 def case_overrides(args: argparse.Namespace) -> dict[str, Any]:
     """The case overrides given on the command line (the options of :func:`add_case_arguments`), None left out."""
-    values = {name: getattr(args, name, None) for name in OVERRIDE_ARGUMENTS}
-    return {name: value for name, value in values.items() if value is not None}
+    return {name: getattr(args, name) for name in OVERRIDE_ARGUMENTS if getattr(args, name, None) is not None}
 
 
 def instance_from_args(args: argparse.Namespace, profiles: ProfileSet | None = None) -> Instance:

@@ -195,9 +195,7 @@ def source_file(source: str | os.PathLike[str], kind: str, *, site: bool = False
     yield found, str(found), None
 
 
-# --------------------------------------------------------------------------------------------------
-# Command line
-# --------------------------------------------------------------------------------------------------
+# ------------------------------------------------------------------------------------- Command line
 
 
 def summary() -> list[dict[str, Any]]:
@@ -214,9 +212,7 @@ def _format(info: Sequence[Mapping[str, Any]]) -> str:
         found = DATASETS[entry["name"]]
         default = " (default)" if found.name == DEFAULT_PROFILES else ""
         lines += [f"{found.name}{default}: {found.kind}, {entry['file']} ({entry['bytes']:,} bytes)",
-                  f"  {found.description}",
-                  f"  coverage: {found.coverage.text()}",
-                  f"  provenance: {found.provenance}"]
+                  f"  {found.description}", f"  coverage: {found.coverage.text()}", f"  provenance: {found.provenance}"]
     lines.append("A path to any CSV of the canonical form works wherever a name does (aidc_env/data/README.md).")
     return "\n".join(lines)
 

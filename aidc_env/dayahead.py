@@ -81,13 +81,10 @@ def _forecast(inst: Instance, forecaster: PriceForecaster, profiles: ProfileSet,
             scen = forecaster.scenarios(profiles, forecasts, date, n_scenarios, scenario_seed(seed, date))
             scen_price.append(np.stack([hourly_to_slots(p, spd) for p in scen.price_usd_per_mwh]))
             scen_shape.append(np.stack([hourly_to_slots(s, spd) for s in scen.renewable_shape]))
-    issue_outlook = None
-    if later:
-        issue_outlook = np.stack([np.concatenate(price[:k + 1] + [later[k]] * (len(price) - k - 1))
-                                  for k in range(len(price))])
+    issue_outlook = np.stack([np.concatenate(price[:k + 1] + [later[k]] * (len(price) - k - 1))
+                              for k in range(len(price))]) if later else None
     return Forecast(
-        price_usd_per_mwh=np.concatenate(price),
-        renewable_shape=np.concatenate(shape),
+        price_usd_per_mwh=np.concatenate(price), renewable_shape=np.concatenate(shape),
         price_scenarios_usd_per_mwh=np.concatenate(scen_price, axis=1) if scen_price else np.empty((0, inst.slots)),
         renewable_shape_scenarios=np.concatenate(scen_shape, axis=1) if scen_shape else np.empty((0, inst.slots)),
         source=(f"gradient-boosting price forecast fitted on {len(forecaster.train_dates)} training days "
@@ -104,10 +101,8 @@ def _forecast(inst: Instance, forecaster: PriceForecaster, profiles: ProfileSet,
                   "per clock hour" if later else "")
                + (f"; price issued at {price_issue_hour:02d}:00 of the day before"
                   if price_issue_hour != ISSUE_HOUR else ""),
-        persistence_price_usd_per_mwh=np.concatenate(persistence),
-        issue_outlook_price_usd_per_mwh=issue_outlook,
-        price_issue_hour=price_issue_hour,
-    )
+        persistence_price_usd_per_mwh=np.concatenate(persistence), issue_outlook_price_usd_per_mwh=issue_outlook,
+        price_issue_hour=price_issue_hour)
 
 
 def forecastable(inst: Instance, forecasts: ForecastSet, profiles: ProfileSet | SiteProfileSet,
@@ -151,9 +146,8 @@ def attach_forecasts(instances: Mapping[str, Instance], forecaster: PriceForecas
 
 
 def _price_source(forecaster: PriceForecaster | SiteForecasters) -> str:
-    if isinstance(forecaster, SiteForecasters):
-        return next(iter(forecaster.nodes.values())).price_source
-    return forecaster.price_source
+    one = next(iter(forecaster.nodes.values())) if isinstance(forecaster, SiteForecasters) else forecaster
+    return one.price_source
 
 
 def _require_kinds(inst: Instance, forecaster: PriceForecaster | SiteForecasters | None,
@@ -161,18 +155,16 @@ def _require_kinds(inst: Instance, forecaster: PriceForecaster | SiteForecasters
     """InputError unless a sites instance comes with a SiteProfileSet (and SiteForecasters), a one-site instance with a
     ProfileSet (and a PriceForecaster)."""
     sites = inst.has_sites
-    require(isinstance(profiles, SiteProfileSet) == sites, "profiles",
-            "a sites instance is forecast from a SiteProfileSet (load_site_profiles), a one-site instance from a "
-            "ProfileSet (load_profiles)")
+    require(isinstance(profiles, SiteProfileSet) == sites, "profiles", "a sites instance is forecast from a "
+            "SiteProfileSet (load_site_profiles), a one-site instance from a ProfileSet (load_profiles)")
     require(forecaster is None or isinstance(forecaster, SiteForecasters) == sites, "forecaster",
             "a sites instance is forecast by SiteForecasters (fit_site_forecasters), a one-site instance by a "
             "PriceForecaster (fit_price_forecaster)")
 
 
 def dayahead_instances(instances: Mapping[str, Instance], profiles: ProfileSet | SiteProfileSet, forecasts: ForecastSet,
-                       train_days: Sequence[str], n_scenarios: int = DEFAULT_SCENARIOS,
-                       seed: int = DEFAULT_SEED, *, out_of_sample: bool = True,
-                       price_source: str = DEFAULT_PRICE_SOURCE,
+                       train_days: Sequence[str], n_scenarios: int = DEFAULT_SCENARIOS, seed: int = DEFAULT_SEED, *,
+                       out_of_sample: bool = True, price_source: str = DEFAULT_PRICE_SOURCE,
                        price_issue_hour: int = ISSUE_HOUR) -> dict[str, Instance]:
     """Fit the price forecaster on ``train_days`` (only) and attach forecasts to the forecastable instances.
 

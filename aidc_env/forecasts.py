@@ -5,11 +5,10 @@ A *forecast source* is a CSV with one row per hour::
     timestamp_utc,local_start,solar_forecast_mw,wind_forecast_mw,load_forecast_mw[,price_forecast_usd_per_mwh][,...]
     2023-06-12T07:00:00Z,2023-06-12 00:00-0700,0.0,1421.0,24514.0
 
-It follows the conventions of :mod:`aidc_env.profiles` and is read by the same code
-(:mod:`aidc_env.hourly`): local calendar days, every hour indexed by its local clock hour 0..23, the
-23-hour DST day holding clock hour 01 over the skipped 02, the 25-hour day averaging its two 01:00 rows;
-a day with any missing or non-numeric value or a wrong set of rows is *skipped* (listed in
-:attr:`ForecastSet.skipped` with the reason); a malformed file raises
+It follows the conventions of :mod:`aidc_env.profiles` and is read by the same code (:mod:`aidc_env.hourly`): local
+calendar days, every hour indexed by its local clock hour 0..23, the 23-hour DST day holding clock hour 01 over the
+skipped 02, the 25-hour day averaging its two 01:00 rows; a day with any missing or non-numeric value or a wrong set of
+rows is *skipped* (listed in :attr:`ForecastSet.skipped` with the reason); a malformed file raises
 :class:`~aidc_env.errors.InputError` naming the column and the file line.
 
 **A supplied price forecast** (optional column ``price_forecast_usd_per_mwh``, $/MWh): the price of hour h
@@ -219,9 +218,7 @@ def _frozen(by_date: Mapping[str, Any]) -> Mapping[str, Any]:
     return MappingProxyType(dict(sorted(by_date.items())))
 
 
-# --------------------------------------------------------------------------------------------------
-# Loading
-# --------------------------------------------------------------------------------------------------
+# ------------------------------------------------------------------------------------------ Loading
 
 
 def parse_forecasts_frame(frame: pd.DataFrame, source: str) -> ForecastSet:
@@ -250,9 +247,7 @@ def load_forecasts(path: str | os.PathLike[str]) -> ForecastSet:
     return parse_forecasts_frame(frame, source)
 
 
-# --------------------------------------------------------------------------------------------------
-# The renewable shape
-# --------------------------------------------------------------------------------------------------
+# ------------------------------------------------------------------------------ The renewable shape
 
 
 def common_dates(forecasts: ForecastSet, profiles: ProfileSet, dates: Iterable[str] | None = None) -> list[str]:
@@ -313,9 +308,7 @@ class PlantForecast:
                 if parts else "no plant")
 
 
-# --------------------------------------------------------------------------------------------------
-# Command line
-# --------------------------------------------------------------------------------------------------
+# ------------------------------------------------------------------------------------- Command line
 
 
 def summary(forecasts: ForecastSet) -> dict[str, Any]:
@@ -329,16 +322,13 @@ def summary(forecasts: ForecastSet) -> dict[str, Any]:
         "load_forecast_mw": {"min": float(load.min()), "mean": float(load.mean()), "max": float(load.max())},
         "price_forecast_usd_per_mwh": None if price is None else {
             "days": len(dates), "first_day": dates[0], "last_day": dates[-1],
-            "min": float(price.min()), "mean": float(price.mean()), "max": float(price.max())},
-    })
+            "min": float(price.min()), "mean": float(price.mean()), "max": float(price.max())}})
 
 
 def _format_summary(info: Mapping[str, Any]) -> str:
     renewable, load = info["renewable_forecast_mw"], info["load_forecast_mw"]
-    details = [
-        f"solar + wind forecast: mean {renewable['mean']:.0f}, max {renewable['max']:.0f} MW",
-        f"load forecast: min {load['min']:.0f}, mean {load['mean']:.0f}, max {load['max']:.0f} MW",
-    ]
+    details = [f"solar + wind forecast: mean {renewable['mean']:.0f}, max {renewable['max']:.0f} MW",
+               f"load forecast: min {load['min']:.0f}, mean {load['mean']:.0f}, max {load['max']:.0f} MW"]
     price = info["price_forecast_usd_per_mwh"]
     details.append("supplied price forecast: " + ("none (the package's model forecasts the price)" if price is None
                    else f"{price['days']} days ({price['first_day']} to {price['last_day']}), min {price['min']:.2f}, "

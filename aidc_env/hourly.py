@@ -1,20 +1,18 @@
 """Hourly days of a CSV source: the reading and day-building shared by profiles and forecasts.
 
-A source is a CSV with one row per hour, keyed by ``timestamp_utc`` (ISO 8601) and ``local_start`` (the
-start of the hour on the local clock *with its UTC offset*), plus its own *value columns* (for
-:mod:`aidc_env.profiles` price, solar and wind; for :mod:`aidc_env.forecasts` the day-ahead solar, wind
-and load forecasts). Days are local calendar days, every hour indexed by its local clock hour 0..23; a
-DST day keeps 24 clock hours (the 23-hour day holds clock hour 01 over the skipped 02, the 25-hour day
-averages its two 01:00 rows) and records its real length in ``hours_in_day``.
+A source is a CSV with one row per hour, keyed by ``timestamp_utc`` (ISO 8601) and ``local_start`` (the start of the
+hour on the local clock *with its UTC offset*), plus its own *value columns* (for :mod:`aidc_env.profiles` price, solar
+and wind; for :mod:`aidc_env.forecasts` the day-ahead solar, wind and load forecasts). Days are local calendar days,
+every hour indexed by its local clock hour 0..23; a DST day keeps 24 clock hours (the 23-hour day holds clock hour 01
+over the skipped 02, the 25-hour day averages its two 01:00 rows) and records its real length in ``hours_in_day``.
 
 A day with a wrong set of rows or any missing, NaN, non-numeric or non-finite value is *skipped* with
 the reason; a malformed file raises :class:`~aidc_env.errors.InputError` naming the column and the line.
 
-The two sources are the same code parameterised by their value columns: a day record mixes in
-:class:`HourlyDay` (its value columns a class attribute), a set of days derives from
-:class:`HourlyDaySet`; :func:`read_hourly_csv` reads the required columns as text,
-:func:`parse_hourly_days` builds the days, and :func:`summarise_days`, :func:`format_summary` and
-:func:`print_summary` make the command-line summaries.
+The two sources are the same code parameterised by their value columns: a day record mixes in :class:`HourlyDay` (its
+value columns a class attribute), a set of days derives from :class:`HourlyDaySet`; :func:`read_hourly_csv` reads the
+required columns as text, :func:`parse_hourly_days` builds the days, and :func:`summarise_days`, :func:`format_summary`
+and :func:`print_summary` make the command-line summaries.
 """
 
 from __future__ import annotations
@@ -62,17 +60,11 @@ NAN_TOKENS = frozenset({"nan", "-nan", "+nan"})
 MISSING_TOKENS = frozenset({"", "na", "n/a", "#n/a", "null", "none", "<na>"})
 """Cell texts (lower-cased, stripped) read as 'missing' rather than 'non-numeric'."""
 
-# Cell status codes of the value columns.
-CELL_OK = 0
-CELL_MISSING = 1
-CELL_NAN = 2
-CELL_NON_NUMERIC = 3
-CELL_NON_FINITE = 4
+CELL_OK, CELL_MISSING, CELL_NAN, CELL_NON_NUMERIC, CELL_NON_FINITE = range(5)
+"""Cell status codes of the value columns."""
 
 
-# --------------------------------------------------------------------------------------------------
-# Checks
-# --------------------------------------------------------------------------------------------------
+# ------------------------------------------------------------------------------------------- Checks
 
 
 def is_valid_date(text: object) -> bool:
@@ -107,9 +99,7 @@ def require_positive(value: object, name: str) -> float:
     return number
 
 
-# --------------------------------------------------------------------------------------------------
-# A day and a set of days
-# --------------------------------------------------------------------------------------------------
+# -------------------------------------------------------------------------- A day and a set of days
 
 
 class HourlyDay:
@@ -157,10 +147,9 @@ def _plain(value: Any) -> Any:
 class HourlyDaySet(Generic[DayT]):
     """Base of a frozen dataclass holding the complete days of a source and the days skipped (with why).
 
-    A subclass adds its own fields (at least ``source: str``), names the class of its days
-    (:attr:`day_type`) and the field its lookup errors name (:attr:`day_field`), and says in its own words
-    why a date is absent (:meth:`_absent`). The days are checked, both mappings frozen and sorted by date,
-    and pickled as plain dicts.
+    A subclass adds its own fields (at least ``source: str``), names the class of its days (:attr:`day_type`) and the
+    field its lookup errors name (:attr:`day_field`), and says in its own words why a date is absent (:meth:`_absent`).
+    The days are checked, both mappings frozen and sorted by date, and pickled as plain dicts.
     """
 
     day_type: ClassVar[type]
@@ -229,14 +218,7 @@ class HourlyDaySet(Generic[DayT]):
                 if all((dt.date.fromisoformat(d) + dt.timedelta(days=k)).isoformat() in dates for k in range(count))]
 
 
-# --------------------------------------------------------------------------------------------------
-# Reading
-# --------------------------------------------------------------------------------------------------
-
-
-def line_of(row_index: int) -> int:
-    """The file line of data row ``row_index`` (0-based)."""
-    return int(row_index) + CSV_HEADER_LINES + 1
+# ------------------------------------------------------------------------------------------ Reading
 
 
 def read_hourly_csv(handle: Any, source: str, required_columns: Sequence[str], field: str,
@@ -316,7 +298,7 @@ def refuse_first(bad: Any, column: str, message: Callable[[int], str]) -> None:
     bad = np.asarray(bad, dtype=bool)
     if bad.any():
         i = int(np.argmax(bad))
-        raise InputError(column, f"line {line_of(i)}: {message(i)}")
+        raise InputError(column, f"line {i + CSV_HEADER_LINES + 1}: {message(i)}")  # the file line of data row i
 
 
 def _value_reasons(statuses: Mapping[str, np.ndarray], n_rows: int) -> list[str]:
@@ -441,40 +423,26 @@ def parse_hourly_days(frame: pd.DataFrame, source: str, field: str, day_type: ty
     return days, skipped, values
 
 
-# --------------------------------------------------------------------------------------------------
-# Summary (the command lines of the sources)
-# --------------------------------------------------------------------------------------------------
+# ------------------------------------------------------- Summary (the command lines of the sources)
 
 
 def summarise_days(days: HourlyDaySet, facts: Mapping[str, Any], values: Mapping[str, Any]) -> dict[str, Any]:
     """A JSON-ready summary of a set of days: its extent, ``facts`` about the source, its DST days,
     ``values`` (statistics of the value columns) and the days skipped with why."""
     dates = days.dates()
-    return {
-        "source": days.source,
-        "days_loaded": len(dates),
-        "first_day": dates[0],
-        "last_day": dates[-1],
-        **facts,
-        "dst_days": {d: day.hours_in_day for d, day in days.days.items() if day.hours_in_day != HOURS_PER_DAY},
-        **values,
-        "days_skipped": len(days.skipped),
-        "skipped": dict(days.skipped),
-        "dates": dates,
-    }
+    return {"source": days.source, "days_loaded": len(dates), "first_day": dates[0], "last_day": dates[-1], **facts,
+            "dst_days": {d: day.hours_in_day for d, day in days.days.items() if day.hours_in_day != HOURS_PER_DAY},
+            **values, "days_skipped": len(days.skipped), "skipped": dict(days.skipped), "dates": dates}
 
 
 def format_summary(info: Mapping[str, Any], details: Sequence[str], max_skipped_shown: int,
                    loaded_note: str = "") -> str:
     """The text of a :func:`summarise_days` summary: extent (and ``loaded_note``), the ``details`` lines,
     DST days and the skipped days (the first ``max_skipped_shown`` in full)."""
-    lines = [
-        f"source: {info['source']}",
-        f"days loaded: {info['days_loaded']} ({info['first_day']} to {info['last_day']}){loaded_note}",
-        *details,
-        "DST days: " + (", ".join(f"{d} ({h} h)" for d, h in info["dst_days"].items()) or "none"),
-        f"days skipped: {info['days_skipped']}",
-    ]
+    lines = [f"source: {info['source']}",
+             f"days loaded: {info['days_loaded']} ({info['first_day']} to {info['last_day']}){loaded_note}", *details,
+             "DST days: " + (", ".join(f"{d} ({h} h)" for d, h in info["dst_days"].items()) or "none"),
+             f"days skipped: {info['days_skipped']}"]
     skipped = list(info["skipped"].items())
     lines += [f"  {date}: {reason}" for date, reason in skipped[:max_skipped_shown]]
     if len(skipped) > max_skipped_shown:

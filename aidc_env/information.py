@@ -250,8 +250,7 @@ def outlook_of(spec: Any) -> Outlook:
     return PERFECT if spec == "perfect" else DAYAHEAD
 
 
-def outlook(inst, t: int, information: Any = "dayahead", scenario: int | None = None) -> tuple[np.ndarray,
-                                                                                             np.ndarray]:
+def outlook(inst, t: int, information: Any = "dayahead", scenario: int | None = None) -> tuple[np.ndarray, np.ndarray]:
     """(price, renewable shape) of slots t..T−1 as known at the start of slot t under ``information`` (an
     :class:`Outlook` or its name); ``scenario``: with ``dayahead``, scenario s of the forecast."""
     return outlook_of(information).view(inst, t, scenario)
@@ -268,8 +267,7 @@ def _dayahead_view(inst, t: int, scenario: int | None) -> tuple[np.ndarray, np.n
         later = forecast.issue_outlook_price_usd_per_mwh
     else:
         require(0 <= scenario < forecast.n_scenarios, "scenario", f"must be within 0..{forecast.n_scenarios - 1}")
-        price = forecast.price_scenarios_usd_per_mwh[scenario]
-        shape = forecast.renewable_shape_scenarios[scenario]
+        price, shape = forecast.price_scenarios_usd_per_mwh[scenario], forecast.renewable_shape_scenarios[scenario]
         # A scenario's later days repeat its last issued day (smpc re-centres them on the point outlook): of three
         # rules measured, the cheapest for smpc on training weeks (docs/uncertainty.md, "Stochastic MPC").
         later = None

@@ -331,9 +331,7 @@ class Instance:
     def daily_min_tokens(self, job: Job) -> float:
         """The fewest tokens of ``job`` every day must make: min_daily_share × tranche / D (none for fine-tuning,
         whose target is due by its deadline)."""
-        if job.is_finetuning:
-            return 0.0
-        return self.min_daily_share * job.tranche_tokens / self.horizon_days
+        return 0.0 if job.is_finetuning else self.min_daily_share * job.tranche_tokens / self.horizon_days
 
     @property
     def rated_facility_mw(self) -> float:
@@ -392,10 +390,9 @@ class Instance:
 
 def require_one_site(inst: Instance, who: str) -> None:
     """Refuse, with one :class:`InputError` line, a sites instance in a consumer that models one site (``who``)."""
-    require(not inst.has_sites, "case",
-            f"{who} does not handle several sites (case {inst.case_name!r}); solve it with python -m oracle "
-            "(the decomposition), run it in the sites env (aidc_env/SitesDispatch-v0) and score schedules with "
-            "python -m aidc_env.simulate")
+    require(not inst.has_sites, "case", f"{who} does not handle several sites (case {inst.case_name!r}); solve it with "
+            "python -m oracle (the decomposition), run it in the sites env (aidc_env/SitesDispatch-v0) and score "
+            "schedules with python -m aidc_env.simulate")
 
 
 def load_instance(path: str | Path) -> Instance:

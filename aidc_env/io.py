@@ -86,7 +86,8 @@ def atomic_path(target: str | os.PathLike[str]) -> Iterator[Path]:
     os.chmod(temp, 0o666 & ~umask)  # mkstemp's 0600 would otherwise become the target's mode
     try:
         yield temp
-        _fsync_file(temp)
+        with open(temp, "rb+") as handle:
+            os.fsync(handle.fileno())
         os.replace(temp, target)
     except BaseException:
         temp.unlink(missing_ok=True)
@@ -120,11 +121,6 @@ def atomic_write_text(target: str | os.PathLike[str], text: str) -> Path:
     return atomic_write_bytes(target, text.encode("utf-8"))
 
 
-def _fsync_file(path: Path) -> None:
-    with open(path, "rb+") as handle:
-        os.fsync(handle.fileno())
-
-
 # ------------------------------------------------------------------------------------------ strict JSON
 
 
@@ -141,9 +137,7 @@ def finite_or_none(data: Any) -> Any:
         return finite_or_none(data.tolist())
     if isinstance(data, Mapping):
         return {str(k): finite_or_none(v) for k, v in data.items()}
-    if isinstance(data, (list, tuple)):
-        return [finite_or_none(v) for v in data]
-    return data
+    return [finite_or_none(v) for v in data] if isinstance(data, (list, tuple)) else data
 
 
 def dumps_json(data: Any, indent: int | None = 1) -> str:
@@ -231,18 +225,15 @@ SAFE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}")
 def path_component(name: Any, field: str) -> str:
     """``name`` if it is a safe file name (:data:`SAFE_NAME`), else :class:`InputError` naming ``field``: a name that
     becomes part of an output path (``runs/ppo-<case>``) must not lead outside its folder."""
-    require(isinstance(name, str) and SAFE_NAME.fullmatch(name) is not None, field,
-            f"must be a plain name of letters, digits, '.', '_' and '-' (starting with a letter or digit, at most 100 "
-            f"characters), got {name!r}")
+    require(isinstance(name, str) and SAFE_NAME.fullmatch(name) is not None, field, "must be a plain name of letters, "
+            f"digits, '.', '_' and '-' (starting with a letter or digit, at most 100 characters), got {name!r}")
     return name
 
 
 def safe_name(text: str) -> str:
     """``text`` made a :data:`SAFE_NAME` (other characters become ``_``), e.g. a case file's stem as its default
     name."""
-    name = re.sub(r"[^A-Za-z0-9._-]", "_", text).lstrip("._-")[:100]
-    return name or "case"
-
+    return re.sub(r"[^A-Za-z0-9._-]", "_", text).lstrip("._-")[:100] or "case"
 
 
 def _nearest_existing(path: Path) -> Path:
@@ -282,4 +273,5 @@ def check_output_file(path: str | os.PathLike[str], field: str, *, overwrite: bo
 
 
 __all__ = ["atomic_path", "atomic_write_bytes", "atomic_write_text", "check_output_file", "check_output_folder",
-           "dumps_json", "finite_or_none", "loads_json", "path_component", "read_input_text", "safe_name", "read_json_file", "write_destination", "write_json"]
+           "dumps_json", "finite_or_none", "loads_json", "path_component", "read_input_text", "safe_name",
+           "read_json_file", "write_destination", "write_json"]

@@ -81,8 +81,6 @@ class Backend:
             if started:
                 ray_module().shutdown()
 
-    session = running  # the former name, still called by evaluate.py, agents/tune.py and tests/test_parallel.py
-
 
 def add_backend_arguments(parser: Any) -> None:
     """``--backend process|ray`` and ``--ray-address`` (the number of workers stays each CLI's ``--workers``)."""

@@ -75,19 +75,14 @@ DEFAULT_PRICE_SOURCE = "model"
 OPENMP_THREADS = 1
 """Threads of the model's OpenMP loops: one keeps fits deterministic (fixed summation order) and fast on a shared
 machine."""
-FEATURES = (
-    "hour", "weekday", "off_day", "month", "day_of_year",
-    "load_fc_mw", "solar_fc_mw", "wind_fc_mw", "net_load_fc_mw",
-    "net_load_fc_day_mean_mw", "net_load_fc_day_max_mw", "net_load_fc_rel_mw",
-    "price_persistence", "price_d2", "price_d7", "price_last_known",
-    "price_mean_24h", "price_level_7d", "renewable_actual_d2_mw",
-)
+FEATURES = ("hour", "weekday", "off_day", "month", "day_of_year", "load_fc_mw", "solar_fc_mw", "wind_fc_mw",
+            "net_load_fc_mw", "net_load_fc_day_mean_mw", "net_load_fc_day_max_mw", "net_load_fc_rel_mw",
+            "price_persistence", "price_d2", "price_d7", "price_last_known", "price_mean_24h", "price_level_7d",
+            "renewable_actual_d2_mw")
 """Model inputs per target hour (prices in $/MWh; ``price_level_7d`` is also the target's offset)."""
 
 
-# --------------------------------------------------------------------------------------------------
-# What is known at issue time
-# --------------------------------------------------------------------------------------------------
+# ---------------------------------------------------------------------- What is known at issue time
 
 
 def _shift(date: str, days: int) -> str:
@@ -142,8 +137,7 @@ def _require_known(values: np.ndarray, date: str, what: str) -> np.ndarray:
 
 def persistence_forecast(profiles: ProfileSet, date: str) -> np.ndarray:
     """The latest price known at issue time at each clock hour (d − 1 for h < 10, d − 2 for h ≥ 10)."""
-    lags = range(1, MAX_LOOKBACK_DAYS + 1)
-    return _require_known(_first_known(profiles, date, lags), date, "persistence")
+    return _require_known(_first_known(profiles, date, range(1, MAX_LOOKBACK_DAYS + 1)), date, "persistence")
 
 
 def seasonal_naive_forecast(profiles: ProfileSet, date: str) -> np.ndarray:
@@ -174,10 +168,6 @@ def later_day_outlook(profiles: ProfileSet, date: str, issued_price_usd_per_mwh:
     return repeat_weight * issued + (1.0 - repeat_weight) * recent_mean_forecast(profiles, date)
 
 
-def _has_price_history(profiles: ProfileSet, date: str) -> bool:
-    return any(_shift(date, -lag) in profiles.days for lag in range(1, LEVEL_DAYS + 1))
-
-
 def _price_level(profiles: ProfileSet, date: str) -> float:
     known = np.concatenate([known_prices(profiles, date, lag) for lag in range(1, LEVEL_DAYS + 1)])
     known = known[np.isfinite(known)]
@@ -185,9 +175,7 @@ def _price_level(profiles: ProfileSet, date: str) -> float:
     return float(known.mean())
 
 
-# --------------------------------------------------------------------------------------------------
-# Features
-# --------------------------------------------------------------------------------------------------
+# ----------------------------------------------------------------------------------------- Features
 
 
 @functools.lru_cache(maxsize=None)
@@ -233,8 +221,7 @@ def day_features(profiles: ProfileSet, forecasts: ForecastSet, date: str) -> pd.
 
 def _design(profiles: ProfileSet, forecasts: ForecastSet, dates: Sequence[str]) -> tuple[pd.DataFrame, np.ndarray]:
     """Stacked features of ``dates`` and the target (price − level), one row per (day, hour)."""
-    frames = [day_features(profiles, forecasts, d) for d in dates]
-    features = pd.concat(frames, ignore_index=True)
+    features = pd.concat([day_features(profiles, forecasts, d) for d in dates], ignore_index=True)
     prices = np.concatenate([profiles.days[d].price_usd_per_mwh for d in dates])
     return features, prices - features["price_level_7d"].to_numpy()
 
@@ -252,9 +239,7 @@ def _predict(model: HistGradientBoostingRegressor, features: pd.DataFrame) -> np
         return model.predict(features)
 
 
-# --------------------------------------------------------------------------------------------------
-# The fitted forecaster and its scenarios
-# --------------------------------------------------------------------------------------------------
+# ---------------------------------------------------------- The fitted forecaster and its scenarios
 
 
 @dataclass(frozen=True)
@@ -340,13 +325,13 @@ def fit_price_forecaster(profiles: ProfileSet, forecasts: ForecastSet, train_dat
     ``price_source="supplied"``: no model; the point forecast is the forecast CSV's supplied price, and the residual
     days are the training days with one (their residual, actual − supplied, is out of sample as it stands).
     """
-    require(price_source in PRICE_SOURCES, "price_source",
-            f"{price_source!r} is not one of {', '.join(PRICE_SOURCES)}")
+    require(price_source in PRICE_SOURCES, "price_source", f"{price_source!r} is not one of {', '.join(PRICE_SOURCES)}")
     supplied = price_source == "supplied"
     if supplied:
         require(forecasts.supplies_price, "forecasts", f"price source 'supplied' needs a {forecasts.price_column} "
                 f"column in {forecasts.source}")
-    dates = [d for d in common_dates(forecasts, profiles, train_dates) if _has_price_history(profiles, d)]
+    dates = [d for d in common_dates(forecasts, profiles, train_dates)  # with a price known in the LEVEL_DAYS before
+             if any(_shift(d, -lag) in profiles.days for lag in range(1, LEVEL_DAYS + 1))]
     needed = N_FOLDS if residuals and not supplied else 1
     require(len(dates) >= needed, "train_dates",
             f"{len(dates)} training days with forecasts and actuals; need at least {needed}")
@@ -355,12 +340,11 @@ def fit_price_forecaster(profiles: ProfileSet, forecasts: ForecastSet, train_dat
     capacity = profiles.renewable_capacity_mw
     actual_price = np.stack([profiles.days[d].price_usd_per_mwh for d in dates])
     residual_dates: tuple[str, ...] = ()
+    price_residuals = shape_residuals = np.empty((0, HOURS_PER_DAY))
     if residuals:
         residual_dates = tuple(d for d in dates if forecasts.has_supplied_price(d)) if supplied else tuple(dates)
         require(len(residual_dates) > 0, "train_dates", f"none of the {len(dates)} training days with forecasts "
                 f"and actuals has a supplied price in {forecasts.source}")
-    price_residuals = shape_residuals = np.empty((0, HOURS_PER_DAY))
-    if residuals:
         actual = np.stack([profiles.days[d].price_usd_per_mwh for d in residual_dates])
         actual_shape = np.stack([profiles.days[d].renewable_shape(capacity) for d in residual_dates])
         forecast_shape = np.stack([forecasts.days[d].renewable_shape(capacity, scale) for d in residual_dates])
@@ -369,17 +353,11 @@ def fit_price_forecaster(profiles: ProfileSet, forecasts: ForecastSet, train_dat
         shape_residuals = actual_shape - forecast_shape
     for array in (price_residuals, shape_residuals):
         array.setflags(write=False)
-    return PriceForecaster(
-        model=model,
-        train_dates=tuple(dates),
-        renewable_scale=scale,
-        renewable_capacity_mw=capacity,
-        residual_dates=residual_dates,
-        price_residuals=price_residuals,
-        shape_residuals=shape_residuals,
-        price_range=(float(actual_price.min()), float(actual_price.max())),
-        price_source=price_source,
-    )
+    return PriceForecaster(model=model, train_dates=tuple(dates), renewable_scale=scale, renewable_capacity_mw=capacity,
+                           residual_dates=residual_dates, price_residuals=price_residuals,
+                           shape_residuals=shape_residuals,
+                           price_range=(float(actual_price.min()), float(actual_price.max())),
+                           price_source=price_source)
 
 
 @dataclass(frozen=True, eq=False)

@@ -16,11 +16,10 @@ days is these 24-hour days end to end, so a DST day has 96 slots at 15 min, not 
 
 :attr:`DayProfile.hours_in_day` records 23, 24 or 25.
 
-Real data has holes. A day with any missing, NaN, non-numeric or non-finite value of price, solar or
-wind, or with a wrong set of hourly rows for its DST type, is *skipped* and listed in
-:attr:`ProfileSet.skipped` with the reason -- never silently filled. A malformed file (not a CSV, a
-required column missing, a timestamp that cannot be parsed or that contradicts the other one) raises
-:class:`~aidc_env.errors.InputError` naming the column and the file line.
+Real data has holes. A day with any missing, NaN, non-numeric or non-finite value of price, solar or wind, or with a
+wrong set of hourly rows for its DST type, is *skipped* and listed in :attr:`ProfileSet.skipped` with the reason --
+never silently filled. A malformed file (not a CSV, a required column missing, a timestamp that cannot be parsed or that
+contradicts the other one) raises :class:`~aidc_env.errors.InputError` naming the column and the file line.
 
 ``load_profiles`` takes a packaged dataset's name (:mod:`aidc_env.datasets`, e.g. ``caiso-2023``, the full year)
 or a path. Without either it loads the small bundled table of representative days (the dataset
@@ -43,9 +42,8 @@ import pandas as pd
 
 from aidc_env import datasets
 from aidc_env.errors import CliParser, InputError, require, run_cli
-from aidc_env.hourly import (COL_LOCAL_START, COL_TIMESTAMP_UTC, HOURS_PER_DAY, HourlyDay, HourlyDaySet,
-                             format_summary, parse_hourly_days, print_summary, read_hourly_csv, require_positive,
-                             summarise_days)
+from aidc_env.hourly import (COL_LOCAL_START, COL_TIMESTAMP_UTC, HOURS_PER_DAY, HourlyDay, HourlyDaySet, format_summary,
+                             parse_hourly_days, print_summary, read_hourly_csv, require_positive, summarise_days)
 from aidc_env.limits import MAX_PRICE_USD_PER_MWH, MAX_RENEWABLE_CAPACITY_MW
 
 COL_PRICE = "price_usd_per_mwh"
@@ -59,8 +57,6 @@ VALUE_BOUNDS = {COL_PRICE: MAX_PRICE_USD_PER_MWH, COL_SOLAR: MAX_RENEWABLE_CAPAC
                 COL_WIND: MAX_RENEWABLE_CAPACITY_MW}
 """Largest |value| of each value column (reasons: aidc_env/limits.py); beyond it a cell is a data error."""
 
-PACKAGE = datasets.PACKAGE
-BUNDLED_DIR = datasets.DATA_DIR
 BUNDLED_CSV = datasets.DAYS_CSV
 BUNDLED_META = datasets.DAYS_META
 BUNDLED_SOURCE = "bundled"
@@ -71,9 +67,7 @@ MAX_SKIPPED_SHOWN = 50
 """Longest list of skipped days the text summary prints in full."""
 
 
-# --------------------------------------------------------------------------------------------------
-# Data classes
-# --------------------------------------------------------------------------------------------------
+# ------------------------------------------------------------------------------------- Data classes
 
 
 @dataclass(frozen=True, eq=False)
@@ -133,9 +127,7 @@ class ProfileSet(HourlyDaySet[DayProfile]):
         return hash((self.source, self.renewable_capacity_mw, tuple(self.days), tuple(self.skipped.items())))
 
 
-# --------------------------------------------------------------------------------------------------
-# Slots
-# --------------------------------------------------------------------------------------------------
+# -------------------------------------------------------------------------------------------- Slots
 
 
 def hourly_to_slots(hourly: np.ndarray, slots_per_day: int) -> np.ndarray:
@@ -157,17 +149,13 @@ def hourly_to_slots(hourly: np.ndarray, slots_per_day: int) -> np.ndarray:
     raise InputError("slots", f"{slots} slots per day: must be a multiple or a divisor of {HOURS_PER_DAY}")
 
 
-# --------------------------------------------------------------------------------------------------
-# Loading
-# --------------------------------------------------------------------------------------------------
+# ------------------------------------------------------------------------------------------ Loading
 
 
 def _peak_renewable_mw(values: Mapping[str, np.ndarray]) -> float | None:
     solar, wind = values[COL_SOLAR], values[COL_WIND]
     both = np.isfinite(solar) & np.isfinite(wind)
-    if not both.any():
-        return None
-    return float(np.max(np.maximum(solar[both], 0.0) + np.maximum(wind[both], 0.0)))
+    return float(np.max(np.maximum(solar[both], 0.0) + np.maximum(wind[both], 0.0))) if both.any() else None
 
 
 def _meta_capacity_mw(found: datasets.Dataset, meta_file: str) -> float:
@@ -207,9 +195,7 @@ def load_profiles(path: str | os.PathLike[str] | None = None, *,
     return parse_profiles_frame(frame, source, renewable_capacity_mw)
 
 
-# --------------------------------------------------------------------------------------------------
-# Command line
-# --------------------------------------------------------------------------------------------------
+# ------------------------------------------------------------------------------------- Command line
 
 
 def summary(profiles: ProfileSet) -> dict[str, Any]:
@@ -223,21 +209,17 @@ def summary(profiles: ProfileSet) -> dict[str, Any]:
 
 def _format_summary(info: Mapping[str, Any]) -> str:
     price = info["price_usd_per_mwh"]
-    details = [
-        f"renewable capacity: {info['renewable_capacity_mw']:.1f} MW",
-        f"price: min {price['min']:.2f}, mean {price['mean']:.2f}, max {price['max']:.2f} $/MWh; "
-        f"{price['negative_hours']} negative hours",
-    ]
+    details = [f"renewable capacity: {info['renewable_capacity_mw']:.1f} MW", f"price: min {price['min']:.2f}, mean "
+               f"{price['mean']:.2f}, max {price['max']:.2f} $/MWh; {price['negative_hours']} negative hours"]
     return format_summary(info, details, MAX_SKIPPED_SHOWN)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = CliParser(prog="python -m aidc_env.profiles", description="Summarise a profile source: days loaded, "
                        "date range, renewable capacity, skipped days.")
-    parser.add_argument("--profiles", metavar="NAME|PATH", default=None,
-                        help="a dataset name (python -m aidc_env.datasets, e.g. caiso-2023) or a CSV of the canonical "
-                        "form (timestamp_utc, local_start, price_usd_per_mwh, solar_mw, wind_mw); default: the bundled "
-                        "representative days")
+    parser.add_argument("--profiles", metavar="NAME|PATH", default=None, help="a dataset name (python -m "
+                        "aidc_env.datasets, e.g. caiso-2023) or a CSV of the canonical form (timestamp_utc, "
+                        "local_start, price_usd_per_mwh, solar_mw, wind_mw); default: the bundled representative days")
     return print_summary(parser, argv, lambda args: summary(load_profiles(args.profiles)), _format_summary)
 
 

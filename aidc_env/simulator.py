@@ -146,11 +146,8 @@ class Metrics(EnergyMetrics):
     sites: tuple[SiteMetrics, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
-        data = asdict(self)
-        data["jobs"] = {job.name: asdict(job) for job in self.jobs}
-        data["days"] = [asdict(day) for day in self.days]
-        data["sites"] = {site.name: asdict(site) for site in self.sites}
-        return data
+        return {**asdict(self), "jobs": {job.name: asdict(job) for job in self.jobs},
+                "days": [asdict(day) for day in self.days], "sites": {site.name: asdict(site) for site in self.sites}}
 
 
 @dataclass(frozen=True)
@@ -229,9 +226,8 @@ def renewable_first(load_mw: np.ndarray, renewable_mw: np.ndarray) -> tuple[np.n
     return used, load_mw - used, renewable_mw - used
 
 
-def slot_decision_cost_usd(
-    inst: Instance, grid_mw: np.ndarray, curtailment_mw: np.ndarray, slots: slice | np.ndarray | int = slice(None)
-) -> np.ndarray:
+def slot_decision_cost_usd(inst: Instance, grid_mw: np.ndarray, curtailment_mw: np.ndarray,
+                           slots: slice | np.ndarray | int = slice(None)) -> np.ndarray:
     """Grid cost plus curtailment penalty of each slot ($): λ_t g_t Δ + c_cur c_t Δ."""
     price = inst.price_usd_per_mwh[slots]
     return (price * grid_mw + inst.curtailment_penalty_usd_per_mwh * curtailment_mw) * inst.slot_hours
@@ -279,21 +275,13 @@ def energy_totals(inst: Instance, load_mw: np.ndarray, flows: tuple[np.ndarray, 
     penalty = float(np.sum(curtailment) * dt * inst.curtailment_penalty_usd_per_mwh)
     renewable_cost = float(np.sum(renewable) * dt * inst.ppa_usd_per_mwh)
     load_mwh = float(np.sum(load_mw) * dt)
-    return {
-        "operating_cost_usd": grid_cost + renewable_cost + penalty,
-        "grid_cost_usd": grid_cost,
-        "renewable_cost_usd": renewable_cost,
-        "curtailment_penalty_usd": penalty,
-        "decision_cost_usd": float(np.sum(decision)),
-        "load_energy_mwh": load_mwh,
-        "grid_energy_mwh": float(np.sum(grid) * dt),
-        "renewable_available_mwh": float(np.sum(renewable) * dt),
-        "renewable_used_mwh": float(np.sum(used) * dt),
-        "curtailment_mwh": float(np.sum(curtailment) * dt),
-        "green_share": float(np.sum(used) * dt / load_mwh) if load_mwh > 0 else 0.0,
-        "peak_load_mw": float(load_mw.max()),
-        "peak_grid_mw": float(grid.max()),
-    }
+    return {"operating_cost_usd": grid_cost + renewable_cost + penalty, "grid_cost_usd": grid_cost,
+            "renewable_cost_usd": renewable_cost, "curtailment_penalty_usd": penalty,
+            "decision_cost_usd": float(np.sum(decision)), "load_energy_mwh": load_mwh,
+            "grid_energy_mwh": float(np.sum(grid) * dt), "renewable_available_mwh": float(np.sum(renewable) * dt),
+            "renewable_used_mwh": float(np.sum(used) * dt), "curtailment_mwh": float(np.sum(curtailment) * dt),
+            "green_share": float(np.sum(used) * dt / load_mwh) if load_mwh > 0 else 0.0,
+            "peak_load_mw": float(load_mw.max()), "peak_grid_mw": float(grid.max())}
 
 
 # ------------------------------------------------------------------------------ the schedule's tokens
@@ -339,17 +327,16 @@ def _job_metrics(inst: Instance, j: int, choices: np.ndarray, sites: np.ndarray)
     daily_min = inst.daily_min_tokens(job)
     minimums_met = all(reaches(x, daily_min) for x in by_day)
     release, deadline = inst.job_window(job)
-    return JobMetrics(
-        name=job.name, tokens=tokens, tranche_tokens=job.tranche_tokens,
-        completion=tokens / job.tranche_tokens if job.tranche_tokens > 0 else 1.0,
-        tranche_met=reaches(tokens, job.tranche_tokens) and minimums_met,
-        modes_used=int(np.unique(choices[running]).size), switches=int(switches(job, choices).sum()),
-        restarts=int(restarted.sum()), running_hours=float(running.sum() * inst.segment_hours(job)),
-        gpu_hours=float(np.sum(job.gpus_by_choice[per_slot]) * inst.slot_hours),
-        it_energy_mwh=float(np.sum(job.it_power_kw_by_choice[per_slot]) * inst.slot_hours / 1000.0),
-        tokens_by_day=by_day, daily_min_tokens=daily_min, daily_minimums_met=minimums_met, kind=job.kind,
-        release_slot=release, deadline_slot=deadline, moves=int(moves(inst.home_sites[j], sites).sum()),
-        transfer_hours_lost=float(inst.transfer_hours[j] * moved.sum()))
+    return JobMetrics(name=job.name, tokens=tokens, tranche_tokens=job.tranche_tokens,
+                      completion=tokens / job.tranche_tokens if job.tranche_tokens > 0 else 1.0,
+                      tranche_met=reaches(tokens, job.tranche_tokens) and minimums_met,
+                      modes_used=int(np.unique(choices[running]).size), switches=int(switches(job, choices).sum()),
+                      restarts=int(restarted.sum()), running_hours=float(running.sum() * inst.segment_hours(job)),
+                      gpu_hours=float(np.sum(job.gpus_by_choice[per_slot]) * inst.slot_hours),
+                      it_energy_mwh=float(np.sum(job.it_power_kw_by_choice[per_slot]) * inst.slot_hours / 1000.0),
+                      tokens_by_day=by_day, daily_min_tokens=daily_min, daily_minimums_met=minimums_met, kind=job.kind,
+                      release_slot=release, deadline_slot=deadline, moves=int(moves(inst.home_sites[j], sites).sum()),
+                      transfer_hours_lost=float(inst.transfer_hours[j] * moved.sum()))
 
 
 # ------------------------------------------------------------------------------ simulate
@@ -416,12 +403,11 @@ def simulate(inst: Instance, schedule: Schedule | Sequence[Sequence[int]] | Mapp
     site_metrics = []
     for s, (view, energy, f) in enumerate(zip(views, energies, flows, strict=True)):
         over = f.gpus_used > view.n_gpus
-        site_metrics.append(SiteMetrics(
-            **energy, name=inst.sites[s].name, peak_gpus=int(f.gpus_used.max()),
-            capacity_ok=not bool(over.any()), capacity_violation_slots=int(over.sum()),
-            gpu_hours=float(f.gpus_used.sum() * inst.slot_hours),
-            idle_gpu_hours=float(np.sum(idle_gpus(view, f.gpus_used)) * inst.slot_hours),
-            idle_value_usd=float(np.sum(f.idle_value_usd))))
+        site_metrics.append(SiteMetrics(**energy, name=inst.sites[s].name, peak_gpus=int(f.gpus_used.max()),
+                                        capacity_ok=not bool(over.any()), capacity_violation_slots=int(over.sum()),
+                                        gpu_hours=float(f.gpus_used.sum() * inst.slot_hours),
+                                        idle_gpu_hours=float(np.sum(idle_gpus(view, f.gpus_used)) * inst.slot_hours),
+                                        idle_value_usd=float(np.sum(f.idle_value_usd))))
     total = _totals(flows)
     days = []
     for d, day in enumerate(inst.days):
@@ -469,23 +455,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     inst = load_instance(args.instance)
     result = simulate(inst, read_schedule(args.schedule, inst))
-    if args.json:
-        print(dumps_json(result.to_dict(inst, flows=args.flows), indent=1))
-    else:
-        print(format_metrics(result.metrics))
+    print(dumps_json(result.to_dict(inst, flows=args.flows), indent=1) if args.json else format_metrics(result.metrics))
     return 0
 
 
 def format_metrics(m: Metrics) -> str:
-    lines = [
-        f"operating cost ${m.operating_cost_usd:,.2f} (grid ${m.grid_cost_usd:,.2f}, renewable "
-        f"${m.renewable_cost_usd:,.2f}, curtailment penalty ${m.curtailment_penalty_usd:,.2f})",
-        f"load {m.load_energy_mwh:.3f} MWh, grid {m.grid_energy_mwh:.3f} MWh, renewable used "
-        f"{m.renewable_used_mwh:.3f} of {m.renewable_available_mwh:.3f} MWh, curtailment {m.curtailment_mwh:.3f} MWh, "
-        f"green share {m.green_share:.2%}",
-        f"peak {m.peak_gpus} GPUs ({'within' if m.capacity_ok else 'OVER'} capacity), tranches "
-        f"{'met' if m.tranches_met else 'NOT met'}",
-    ]
+    lines = [f"operating cost ${m.operating_cost_usd:,.2f} (grid ${m.grid_cost_usd:,.2f}, renewable "
+             f"${m.renewable_cost_usd:,.2f}, curtailment penalty ${m.curtailment_penalty_usd:,.2f})",
+             f"load {m.load_energy_mwh:.3f} MWh, grid {m.grid_energy_mwh:.3f} MWh, renewable used "
+             f"{m.renewable_used_mwh:.3f} of {m.renewable_available_mwh:.3f} MWh, curtailment {m.curtailment_mwh:.3f} "
+             f"MWh, green share {m.green_share:.2%}",
+             f"peak {m.peak_gpus} GPUs ({'within' if m.capacity_ok else 'OVER'} capacity), tranches "
+             f"{'met' if m.tranches_met else 'NOT met'}"]
     if m.inference_gpu_hours or m.idle_value_usd:
         served = "served" if m.inference_served else "NOT served"
         lines.append(f"inference {m.inference_gpu_hours:,.0f} GPU-h ({served}), idle {m.idle_gpu_hours:,.0f} GPU-h "

@@ -109,12 +109,10 @@ class Site:
 
     def to_dict(self) -> dict[str, Any]:
         return {"name": self.name, "gpus": self.n_gpus, "pue": self.pue, "idle_kw_per_gpu": self.idle_kw_per_gpu,
-                "rated_kw_per_gpu": self.rated_kw_per_gpu, "plant": self.plant,
-                "renewable_ratio": self.renewable_ratio, "plant_mw": self.plant_mw,
-                "ppa_usd_per_mwh": self.ppa_usd_per_mwh,
-                "curtailment_penalty_usd_per_mwh": self.curtailment_penalty_usd_per_mwh,
-                "price_node": self.price_node, "price_usd_per_mwh": self.price_usd_per_mwh.tolist(),
-                "renewable_shape": self.renewable_shape.tolist(),
+                "rated_kw_per_gpu": self.rated_kw_per_gpu, "plant": self.plant, "renewable_ratio": self.renewable_ratio,
+                "plant_mw": self.plant_mw, "ppa_usd_per_mwh": self.ppa_usd_per_mwh,
+                "curtailment_penalty_usd_per_mwh": self.curtailment_penalty_usd_per_mwh, "price_node": self.price_node,
+                "price_usd_per_mwh": self.price_usd_per_mwh.tolist(), "renewable_shape": self.renewable_shape.tolist(),
                 **({"forecast": self.forecast.to_dict()} if self.forecast is not None else {})}
 
 

@@ -59,8 +59,7 @@ def solve(inst: Instance) -> float:
     return float(OracleModel(inst).solve(time_limit_s=TIME_LIMIT_S).objective_usd)
 
 
-def measure(backend: Backend, instances: Sequence[Instance], noop_tasks: int,
-            serial: list[float]) -> dict[str, float]:
+def measure(backend: Backend, instances: Sequence[Instance], noop_tasks: int, serial: list[float]) -> dict[str, float]:
     with open_pool(backend) as pool:
         tick = time.perf_counter()
         shared = [pool.put(inst) for inst in instances]

@@ -39,13 +39,9 @@ STALL_LABELS = 50
 """Label budget of the forced-stall variants: the search gives up at once and the day rests on the fallbacks."""
 SPREAD_STRIDE = 16
 """``--order spread``: every 16th day first, then the next offset (a partial run covers the whole year)."""
-VARIANTS = {
-    "oracle": {},
-    "oracle-noguard": {"race_after_s": None},
-    "oracle-fallback": {"max_labels": STALL_LABELS},
-    "oracle-fallback-noguard": {"max_labels": STALL_LABELS, "race_after_s": None},
-    "textbook": {"formulation": "textbook", "reduce": False},
-}
+VARIANTS = {"oracle": {}, "oracle-noguard": {"race_after_s": None}, "oracle-fallback": {"max_labels": STALL_LABELS},
+            "oracle-fallback-noguard": {"max_labels": STALL_LABELS, "race_after_s": None},
+            "textbook": {"formulation": "textbook", "reduce": False}}
 """``noguard``: never race the textbook MILP; ``fallback``: the label search gives up at once (beam incumbent + branch
 and bound, raced by the textbook MILP)."""
 REFERENCE = "textbook"

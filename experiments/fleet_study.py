@@ -28,7 +28,7 @@ from aidc_env.case import build_instances, load_case
 from aidc_env import limits
 from aidc_env.errors import CliParser, require_number, run_cli
 from aidc_env.instance import Instance
-from aidc_env.io import atomic_path, atomic_write_text, write_json
+from aidc_env.io import atomic_write_text, write_json
 from experiments.runs import result_folder
 from aidc_env.profiles import load_profiles
 from aidc_env.simulator import simulate
@@ -71,16 +71,12 @@ def with_inference(base: Instance, factor: float) -> Instance:
     return dataclasses.replace(base, inference=inference)
 
 
-def with_idle_value(base: Instance, usd_per_gpu_hour: float) -> Instance:
-    return dataclasses.replace(base, idle_value_usd_per_gpu_hour=float(usd_per_gpu_hour))
-
-
 def variants(base: Instance) -> list[tuple[str, float, Instance]]:
     """(sweep, value, instance) of the three sweeps on one day's instance."""
     out = [("jobs", float(n), scaled_fleet(base, n)) for n in JOB_COUNTS]
     out += [("inference_share", float(f * max((s.peak_gpus for s in base.inference), default=0) / base.n_gpus),
              with_inference(base, f)) for f in INFERENCE_FACTORS]
-    out += [("idle_value", v, with_idle_value(base, v)) for v in IDLE_VALUES]
+    out += [("idle_value", v, dataclasses.replace(base, idle_value_usd_per_gpu_hour=float(v))) for v in IDLE_VALUES]
     return out
 
 
@@ -136,10 +132,7 @@ def summary_table(record: dict[str, Any]) -> str:
 
 
 def plot(record: dict[str, Any], path: Path) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    from experiments.plots import plt, save_figure  # matplotlib on its Agg backend
 
     rows = [r for r in record["rows"] if r["saving_usd"] is not None]
     titles = {"jobs": ("(a) jobs in the pool", "jobs"), "inference_share": ("(b) inference share", "inference peak / pool"),
@@ -161,9 +154,7 @@ def plot(record: dict[str, Any], path: Path) -> None:
     axes[0].legend(fontsize=8)
     fig.suptitle(f"Fleet oracle vs fixed, mean of {len(record['days'])} held-out days (grey: each day)")
     fig.tight_layout()
-    with atomic_path(path) as temp:
-        fig.savefig(temp, dpi=110, format="png")
-    plt.close(fig)
+    save_figure(fig, path, dpi=110)
 
 
 DOCS_FOLDER = "docs/figures"

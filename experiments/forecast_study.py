@@ -54,11 +54,9 @@ def price_forecasters(profiles: ProfileSet, forecasts: ForecastSet, train: Seque
                       seed: int, walk_forward: bool) -> tuple[PriceForecaster, dict[str, PriceFn]]:
     """The fitted model and each forecaster as a function date -> hourly prices."""
     model = fit_price_forecaster(profiles, forecasts, train, seed, residuals=False)
-    functions: dict[str, PriceFn] = {
-        "gbm": lambda d: model.price(profiles, forecasts, d),
-        "persistence": lambda d: persistence_forecast(profiles, d),
-        "seasonal-naive": lambda d: seasonal_naive_forecast(profiles, d),
-    }
+    functions: dict[str, PriceFn] = {"gbm": lambda d: model.price(profiles, forecasts, d),
+                                     "persistence": lambda d: persistence_forecast(profiles, d),
+                                     "seasonal-naive": lambda d: seasonal_naive_forecast(profiles, d)}
     if walk_forward:
         refits = {}
         for day in tqdm(held, desc="walk-forward fits", unit="fit"):
@@ -73,23 +71,16 @@ def error_table(profiles: ProfileSet, forecasts: ForecastSet, model: PriceForeca
                 functions: dict[str, PriceFn], held: Sequence[str]) -> pd.DataFrame:
     """MAE and RMSE of each price forecaster, and the renewable shape forecast's MAE, over ``held``."""
     truth = np.concatenate([profiles.days[d].price_usd_per_mwh for d in held])
-    rows: list[dict[str, Any]] = []
-    for name, function in functions.items():
-        error = np.concatenate([function(d) for d in held]) - truth
-        rows.append({"forecast": f"price: {name}", "unit": "$/MWh", "mae": float(np.abs(error).mean()),
-                     "rmse": float(np.sqrt(np.mean(error ** 2)))})
+    errors = [(f"price: {name}", "$/MWh", np.concatenate([function(d) for d in held]) - truth)
+              for name, function in functions.items()]
     capacity = profiles.renewable_capacity_mw
     actual = np.concatenate([profiles.days[d].renewable_shape(capacity) for d in held])
-    shapes = {
-        "renewable shape: day-ahead forecast": np.concatenate([model.renewable_shape(forecasts, d) for d in held]),
-        "renewable shape: actual of d-2": np.concatenate(
-            [np.clip(known_renewable_mw(profiles, d, ISSUE_LAG_DAYS) / capacity, 0, 1) for d in held]),
-    }
-    for name, shape in shapes.items():
-        error = shape - actual
-        rows.append({"forecast": name, "unit": "capacity fraction", "mae": float(np.abs(error).mean()),
-                     "rmse": float(np.sqrt(np.mean(error ** 2)))})
-    return pd.DataFrame(rows)
+    errors += [("renewable shape: day-ahead forecast", "capacity fraction",
+                np.concatenate([model.renewable_shape(forecasts, d) for d in held]) - actual),
+               ("renewable shape: actual of d-2", "capacity fraction", np.concatenate(
+                   [np.clip(known_renewable_mw(profiles, d, ISSUE_LAG_DAYS) / capacity, 0, 1) for d in held]) - actual)]
+    return pd.DataFrame([{"forecast": name, "unit": unit, "mae": float(np.abs(error).mean()),
+                          "rmse": float(np.sqrt(np.mean(error ** 2)))} for name, unit, error in errors])
 
 
 @dataclass(frozen=True)

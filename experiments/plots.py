@@ -53,7 +53,7 @@ def plot_dispatch(inst: Instance, results: Mapping[str, SimulationResult], path:
     axes[-1, 0].set_xlabel(f"hour of {inst.day}")
     axes[-1, 0].set_xlim(0, 24)
     fig.tight_layout()
-    _save(fig, path)
+    save_figure(fig, path)
 
 
 def plot_horizon(inst: Instance, results: Mapping[str, SimulationResult], path: Path) -> None:
@@ -96,7 +96,7 @@ def plot_horizon(inst: Instance, results: Mapping[str, SimulationResult], path: 
     axes[-1, 0].set_xlabel(f"hour from the start of {inst.day}")
     axes[-1, 0].set_xlim(0, hours[-1])
     fig.tight_layout()
-    _save(fig, path)
+    save_figure(fig, path)
 
 
 def plot_mode_timeline(inst: Instance, results: Mapping[str, SimulationResult], path: Path) -> None:
@@ -120,7 +120,7 @@ def plot_mode_timeline(inst: Instance, results: Mapping[str, SimulationResult], 
     axes[-1, 0].set_xlim(0, 24)
     axes[-1, 0].set_xlabel(f"hour of {inst.day}")
     fig.tight_layout()
-    _save(fig, path)
+    save_figure(fig, path)
 
 
 def plot_cost_ratios(per_day: pd.DataFrame, path: Path) -> None:
@@ -135,7 +135,7 @@ def plot_cost_ratios(per_day: pd.DataFrame, path: Path) -> None:
     ax.set_xticks(range(len(policies)), policies)
     ax.set_ylabel("operating cost / oracle's")
     fig.tight_layout()
-    _save(fig, path)
+    save_figure(fig, path)
 
 
 def plot_study(frame: pd.DataFrame, x: str, ys: list[tuple[str, str]], path: Path, title: str,
@@ -153,18 +153,17 @@ def plot_study(frame: pd.DataFrame, x: str, ys: list[tuple[str, str]], path: Pat
         if logx:
             ax.set_xscale("log", base=2)
         ax.grid(alpha=0.3)
-    handles, labels = axes[0, 0].get_legend_handles_labels()
-    if labels:
+    if axes[0, 0].get_legend_handles_labels()[1]:
         axes[0, 0].legend(fontsize=7)
     fig.suptitle(title, fontsize=10)
     fig.tight_layout()
-    _save(fig, path)
+    save_figure(fig, path)
 
 
-def _save(fig, path: Path) -> None:
+def save_figure(fig, path: Path, dpi: int = FIGURE_DPI) -> None:
     """Save a figure atomically (a temporary PNG beside it, then os.replace) and close it."""
     try:
         with atomic_path(path) as temp:
-            fig.savefig(temp, dpi=FIGURE_DPI)
+            fig.savefig(temp, dpi=dpi)
     finally:
         plt.close(fig)

@@ -131,9 +131,7 @@ def update_docs_section(results_md: Path, study: str, body: str | None, days: Se
 
 
 def _describe(recorded: str | None) -> str:
-    if recorded is None:
-        return "an unrecorded day set"
-    return f"{recorded.split(':')[0]} days ({recorded})"
+    return "an unrecorded day set" if recorded is None else f"{recorded.split(':')[0]} days ({recorded})"
 
 
 __all__ = ["RowsOnDisk", "day_set_key", "result_file", "result_folder", "update_docs_section"]

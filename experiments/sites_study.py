@@ -24,7 +24,7 @@ from agents.days import held_out_starts
 from aidc_env.case import build_instance, load_case
 from aidc_env.errors import CliParser, run_cli
 from aidc_env.instance import Instance
-from aidc_env.io import atomic_path, atomic_write_text, dumps_json
+from aidc_env.io import atomic_write_text, dumps_json
 from experiments.runs import result_folder
 from aidc_env.site_profiles import load_site_profiles
 from aidc_env.sites import transfer_hours
@@ -61,8 +61,7 @@ def run(days: Sequence[str], profiles: str, segments: int | None, time_limit_s: 
     site_profiles = load_site_profiles(profiles)
     rows = []
     for day in days:
-        base = build_instance("sites3", day=day, profiles=site_profiles,
-                              **({"segments": segments} if segments else {}))
+        base = build_instance("sites3", day=day, profiles=site_profiles, **({"segments": segments} if segments else {}))
         for alpha in SPREADS:
             inst = with_spread(base, alpha)
             row = {"day": day, "alpha": alpha}
@@ -74,12 +73,10 @@ def run(days: Sequence[str], profiles: str, segments: int | None, time_limit_s: 
                                       placement=PLACEMENTS[name.split("_")[0]], start=start)
                 if name in ("own", "fixed") and result.schedule is not None:  # (a) starts (b), (b) starts (c)
                     start = (result.schedule, result.sites)
-                row[name] = result.objective_usd
-                row[f"{name}_gap"] = result.gap
-                row[f"{name}_status"] = result.status
-                row[f"{name}_seconds"] = time.perf_counter() - tick
-                row[f"{name}_moves"] = (sum(job.moves for job in result.metrics.jobs)
-                                        if result.metrics is not None and name.startswith("migrate") else 0)
+                row.update({name: result.objective_usd, f"{name}_gap": result.gap, f"{name}_status": result.status,
+                            f"{name}_seconds": time.perf_counter() - tick,
+                            f"{name}_moves": sum(job.moves for job in result.metrics.jobs)
+                            if result.metrics is not None and name.startswith("migrate") else 0})
             rows.append(row)
             print(dumps_json(row, indent=None), flush=True)
     return rows
@@ -109,10 +106,7 @@ def table(rows: list[dict]) -> str:
 
 
 def plot(rows: list[dict], path: Path) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    from experiments.plots import plt, save_figure  # matplotlib on its Agg backend
 
     fig, ax = plt.subplots(figsize=(7, 3.6))
     names = ["own", "fixed", *(f"migrate_{link:g}" for link in LINKS_GBPS)]
@@ -128,9 +122,7 @@ def plot(rows: list[dict], path: Path) -> None:
     ax.legend(fontsize=8, loc="lower left")
     ax.set_title("sites3: value of coordination and migration (held-out days)")
     fig.tight_layout()
-    with atomic_path(path) as temp:
-        fig.savefig(temp, format="png", dpi=120)
-    plt.close(fig)
+    save_figure(fig, path, dpi=120)
 
 
 DOCS_FOLDER = "docs"

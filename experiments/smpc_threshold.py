@@ -160,9 +160,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     write_json(args.json, {"case": case.name, "validation_days": days, "horizon_days": horizon, "fit_days": len(fit),
                            "smpc_scenarios": args.smpc_scenarios, "seed": args.seed,
                            "mpc_total_usd": sum(runs[d]["costs"]["mpc"] for d in days), "thresholds": rows,
-                           "scenario_calibration": calibration,
-                           "chosen_threshold_usd": best["threshold_usd"], "runs": runs,
-                           "wall_seconds": time.perf_counter() - tick})
+                           "scenario_calibration": calibration, "chosen_threshold_usd": best["threshold_usd"],
+                           "runs": runs, "wall_seconds": time.perf_counter() - tick})
     return 0
 
 

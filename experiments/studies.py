@@ -269,22 +269,17 @@ def study_headline(ctx: StudyContext) -> tuple[pd.DataFrame, str]:
                   ctx.out / "headline.png")
     plot_mode_timeline(inst, {"oracle": simulate(inst, json.loads(best["schedule"]))}, ctx.out / "headline_modes.png")
     reduction = best["operating_cost_usd"] / fixed["operating_cost_usd"] - 1
-    table = _markdown(
-        ["", "this project", "seed"],
-        [
-            ["day", inst.day, "CAISO (unstated)"],
-            ["operating cost, fixed continuous ($)", f"{fixed['operating_cost_usd']:,.2f}", ""],
-            ["operating cost, 3D dispatch ($)", f"{best['operating_cost_usd']:,.2f}", ""],
-            ["cost change", f"{reduction:+.2%}", f"{SEED.cost_reduction:+.2%}"],
-            ["curtailment fixed → dispatch (MWh)",
-             f"{fixed['curtailment_mwh']:.3f} → {best['curtailment_mwh']:.3f}",
-             f"{SEED.fixed_curtailment_mwh:.3f} → {SEED.dispatch_curtailment_mwh:.3f}"],
-            ["green share fixed → dispatch", f"{fixed['green_share']:.2%} → {best['green_share']:.2%}", ""],
-            ["modes activated (LLM-A + LLM-B)", best["modes_used"], "+".join(map(str, SEED.modes_activated))],
-            ["Pareto modes (LLM-A + LLM-B)", "+".join(str(j.n_modes) for j in inst.jobs), "12+21"],
-            ["oracle status, gap, seconds", f"{best['status']}, {best['gap']:.1e}, {best['solve_seconds']:.1f}", ""],
-        ],
-    )
+    table = _markdown(["", "this project", "seed"], [
+        ["day", inst.day, "CAISO (unstated)"],
+        ["operating cost, fixed continuous ($)", f"{fixed['operating_cost_usd']:,.2f}", ""],
+        ["operating cost, 3D dispatch ($)", f"{best['operating_cost_usd']:,.2f}", ""],
+        ["cost change", f"{reduction:+.2%}", f"{SEED.cost_reduction:+.2%}"],
+        ["curtailment fixed → dispatch (MWh)", f"{fixed['curtailment_mwh']:.3f} → {best['curtailment_mwh']:.3f}",
+         f"{SEED.fixed_curtailment_mwh:.3f} → {SEED.dispatch_curtailment_mwh:.3f}"],
+        ["green share fixed → dispatch", f"{fixed['green_share']:.2%} → {best['green_share']:.2%}", ""],
+        ["modes activated (LLM-A + LLM-B)", best["modes_used"], "+".join(map(str, SEED.modes_activated))],
+        ["Pareto modes (LLM-A + LLM-B)", "+".join(str(j.n_modes) for j in inst.jobs), "12+21"],
+        ["oracle status, gap, seconds", f"{best['status']}, {best['gap']:.1e}, {best['solve_seconds']:.1f}", ""]])
     return frame, table
 
 
@@ -346,11 +341,9 @@ def study_renewable(ctx: StudyContext, grid: Sequence[float] = RENEWABLE_GRID) -
 
 def study_flexibility(ctx: StudyContext) -> tuple[pd.DataFrame, str]:
     inst = ctx.instance()
-    points = [
-        Point({"model": "(b) pause/resume at checkpoints, one fixed mode"}, restrict_to_baseline_mode(inst)),
-        Point({"model": "(c) 3D modes, no pausing"}, inst, allow_pause=False),
-        Point({"model": "(d) checkpoint-aware 3D dispatch"}, inst),
-    ]
+    points = [Point({"model": "(b) pause/resume at checkpoints, one fixed mode"}, restrict_to_baseline_mode(inst)),
+              Point({"model": "(c) 3D modes, no pausing"}, inst, allow_pause=False),
+              Point({"model": "(d) checkpoint-aware 3D dispatch"}, inst)]
     solved = ctx.solve(points, "flexibility")
     continuous = continuous_power_optimum(inst)
     frame = pd.DataFrame([fixed_row(inst, {"model": "(a) fixed continuous"}), *solved.to_dict("records"),
@@ -388,27 +381,22 @@ def study_days(ctx: StudyContext, days: Sequence[str] | None = None) -> tuple[pd
                "month", [("cost_change_vs_fixed", "mean cost change vs fixed"),
                          ("curtailment_mwh", "mean curtailment, dispatch (MWh)")],
                ctx.out / "days.png", f"Oracle vs fixed continuous over {len(frame)} days")
-    rows = [
-        ["days", len(frame), ""],
-        ["cost change vs fixed: mean", f"{frame['cost_change_vs_fixed'].mean():+.2%}", f"{SEED.cost_reduction:+.2%}"],
-        ["cost change: 10th / 50th / 90th percentile", " / ".join(f"{v:+.2%}" for v in q), ""],
-        ["curtailment fixed → dispatch, mean (MWh)",
-         f"{frame['curtailment_mwh_fixed'].mean():.3f} → {frame['curtailment_mwh'].mean():.3f}",
-         f"{SEED.fixed_curtailment_mwh:.3f} → {SEED.dispatch_curtailment_mwh:.3f} (one day)"],
-        ["oracle optimal on", f"{(frame['status'] == 'optimal').sum()} of {len(frame)} days", ""],
-        ["oracle seconds: mean / max", f"{frame['solve_seconds'].mean():.1f} / {frame['solve_seconds'].max():.1f}", ""],
-    ]
+    rows = [["days", len(frame), ""],
+            ["cost change vs fixed: mean", f"{frame['cost_change_vs_fixed'].mean():+.2%}",
+             f"{SEED.cost_reduction:+.2%}"],
+            ["cost change: 10th / 50th / 90th percentile", " / ".join(f"{v:+.2%}" for v in q), ""],
+            ["curtailment fixed → dispatch, mean (MWh)",
+             f"{frame['curtailment_mwh_fixed'].mean():.3f} → {frame['curtailment_mwh'].mean():.3f}",
+             f"{SEED.fixed_curtailment_mwh:.3f} → {SEED.dispatch_curtailment_mwh:.3f} (one day)"],
+            ["oracle optimal on", f"{(frame['status'] == 'optimal').sum()} of {len(frame)} days", ""],
+            ["oracle seconds: mean / max", f"{frame['solve_seconds'].mean():.1f} / {frame['solve_seconds'].max():.1f}",
+             ""]]
     return frame, _markdown(["", "this project", "seed"], rows)
 
 
 STUDY_FUNCTIONS: dict[str, Callable[[StudyContext], tuple[pd.DataFrame, str]]] = {
-    "headline": study_headline,
-    "checkpoints": study_checkpoints,
-    "gpus": study_gpus,
-    "renewable": study_renewable,
-    "flexibility": study_flexibility,
-    "days": study_days,
-}
+    "headline": study_headline, "checkpoints": study_checkpoints, "gpus": study_gpus, "renewable": study_renewable,
+    "flexibility": study_flexibility, "days": study_days}
 
 
 # ----------------------------------------------------------------------------------- output
@@ -440,9 +428,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--time-limit", type=float, default=120.0, help="seconds per oracle solve (default 120)")
     parser.add_argument("--out", help="folder for the CSV, PNG and table (default runs/studies/<study>_N, the next "
                         "free N); one that holds an earlier run of the study is refused")
-    parser.add_argument("--update-docs", action="store_true",
-                        help="also replace the study's section of --results and copy its CSV and PNG to --figures, "
-                        "if the section's day set is this run's")
+    parser.add_argument("--update-docs", action="store_true", help="also replace the study's section of --results and "
+                        "copy its CSV and PNG to --figures, if the section's day set is this run's")
     parser.add_argument("--results", default="docs/results.md",
                         help="with --update-docs: the markdown file whose study section is replaced")
     parser.add_argument("--figures", help="with --update-docs: the folder of its figures (default: figures/ beside "
@@ -509,9 +496,7 @@ def run_study(ctx: StudyContext, study: str, grid: Sequence[Any] | None,
     """One study's frame and markdown table (with its grid, or its days for the days study)."""
     if grid is not None:
         return STUDY_FUNCTIONS[study](ctx, grid)  # type: ignore[call-arg]
-    if study == "days":
-        return study_days(ctx, days)
-    return STUDY_FUNCTIONS[study](ctx)
+    return study_days(ctx, days) if study == "days" else STUDY_FUNCTIONS[study](ctx)
 
 
 def parse_grid(study: str, text: str | None, case) -> list[int] | list[float] | None:

@@ -19,7 +19,6 @@ SCE, PG&E and SDG&E (``scripts/make_dayahead_lmp.py``).
 
 from __future__ import annotations
 
-import contextlib
 from collections.abc import Sequence
 from pathlib import Path
 

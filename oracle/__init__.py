@@ -30,14 +30,9 @@ if TYPE_CHECKING:
     from oracle.model import OracleModel
     from oracle.result import OracleResult
 
-_LAZY = {
-    "Decomposition": "oracle.decomposition",
-    "FeasibilityCheck": "oracle.feasibility",
-    "precheck": "oracle.feasibility",
-    "OracleModel": "oracle.model",
-    "OracleResult": "oracle.result",
-    "solve": "oracle.entry",
-}
+_LAZY = {"Decomposition": "oracle.decomposition", "FeasibilityCheck": "oracle.feasibility",
+         "precheck": "oracle.feasibility", "OracleModel": "oracle.model", "OracleResult": "oracle.result",
+         "solve": "oracle.entry"}
 
 
 def __getattr__(name: str) -> Any:
@@ -46,17 +41,5 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(f"module 'oracle' has no attribute {name!r}")
 
 
-__all__ = [
-    "DEFAULT_MIP_GAP",
-    "DEFAULT_SOLVER",
-    "DEFAULT_TIME_LIMIT_S",
-    "FORMULATIONS",
-    "METHODS",
-    "STATUSES",
-    "Decomposition",
-    "FeasibilityCheck",
-    "OracleModel",
-    "OracleResult",
-    "precheck",
-    "solve",
-]
+__all__ = ["DEFAULT_MIP_GAP", "DEFAULT_SOLVER", "DEFAULT_TIME_LIMIT_S", "FORMULATIONS", "METHODS", "STATUSES",
+           "Decomposition", "FeasibilityCheck", "OracleModel", "OracleResult", "precheck", "solve"]

@@ -19,15 +19,13 @@ if TYPE_CHECKING:
 
 
 def build_parser() -> CliParser:
-    parser = CliParser(
-        prog="python -m oracle",
-        description="The oracle of a day, a horizon, a fleet or several sites: the cheapest schedule of checkpoint "
-        "segments (per job and segment a 3D mode or a pause, and with several sites the site holding its checkpoint) "
-        "that meets every target within the GPU pools, with a proven lower bound. The objective is the operating cost "
-        "less the idle-GPU value. Prints status, objective, bound, gap, seconds, the simulator's metrics and the "
-        "schedule (mode index per segment, -1 for pause). An infeasible case is an answer (exit code 0, status "
-        "infeasible with the reason); bad input exits with code 2.",
-    )
+    parser = CliParser(prog="python -m oracle", description="The oracle of a day, a horizon, a fleet or several sites: "
+                       "the cheapest schedule of checkpoint segments (per job and segment a 3D mode or a pause, and "
+                       "with several sites the site holding its checkpoint) that meets every target within the GPU "
+                       "pools, with a proven lower bound. The objective is the operating cost less the idle-GPU value. "
+                       "Prints status, objective, bound, gap, seconds, the simulator's metrics and the schedule (mode "
+                       "index per segment, -1 for pause). An infeasible case is an answer (exit code 0, status "
+                       "infeasible with the reason); bad input exits with code 2.")
     add_case_arguments(parser)
     parser.add_argument("--instance", help="solve this instance JSON (python -m aidc_env.case --json) instead of a "
                                            "case; the case options are then ignored")
@@ -40,22 +38,19 @@ def build_parser() -> CliParser:
                         help=f"solver time limit in seconds (default {DEFAULT_TIME_LIMIT_S:g})")
     parser.add_argument("--mip-gap", type=float, default=DEFAULT_MIP_GAP,
                         help=f"relative optimality gap at which to stop (default {DEFAULT_MIP_GAP:g})")
-    parser.add_argument("--solver", default=DEFAULT_SOLVER,
-                        help="highs (default: HiGHS via highspy, persistent) or, for the day models, any Pyomo solver "
-                             "name (appsi_highs, cbc, glpk, gurobi, cplex, scip, ...)")
+    parser.add_argument("--solver", default=DEFAULT_SOLVER, help="highs (default: HiGHS via highspy, persistent) or, "
+                        "for the day models, any Pyomo solver name (appsi_highs, cbc, glpk, gurobi, cplex, scip, ...)")
     parser.add_argument("--placement", choices=PLACEMENTS, default="move",
                         help="decomposition: move (default: jobs start at home and may move), home "
                              "(no migration), stay (one chosen site per job), free (chosen sites at t = 0, then moves)")
     parser.add_argument("--no-pause", action="store_true", help="forbid pausing: every job runs in every segment")
     parser.add_argument("--no-reduce", action="store_true",
                         help="exact: solve the whole model at once, without the Lagrangian reduction")
-    parser.add_argument("--no-labeling", action="store_true",
-                        help="exact: skip the exact label-setting proof and close the gap by the solver's branch and "
-                             "bound only")
+    parser.add_argument("--no-labeling", action="store_true", help="exact: skip the exact label-setting proof and "
+                        "close the gap by the solver's branch and bound only")
     parser.add_argument("--no-race", action="store_true",
                         help="exact: never race the textbook MILP in a child process (oracle/race.py)")
-    parser.add_argument("--no-warm-start", action="store_true",
-                        help="do not start from the baselines (fixed, greedy)")
+    parser.add_argument("--no-warm-start", action="store_true", help="do not start from the baselines (fixed, greedy)")
     parser.add_argument("--threads", type=int, help="solver threads (default: the solver's own)")
     parser.add_argument("--mps", metavar="FILE", help="exact or the day's textbook: also write the model in MPS format "
                                                       "to FILE (for other solvers)")
@@ -89,23 +84,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.log:
         sys.stdout = sys.stderr  # the solver log goes to stderr, the answer to stdout
     try:
-        result = solve(inst, method=args.method, time_limit_s=args.time_limit, mip_gap=args.mip_gap,
-                       solver=args.solver, warm_start=not args.no_warm_start, allow_pause=not args.no_pause,
-                       reduce=not args.no_reduce, labeling=not args.no_labeling,
-                       race_after_s=None if args.no_race else RACE_AFTER_S, threads=args.threads, tee=args.log,
-                       placement=args.placement)
+        result = solve(inst, method=args.method, time_limit_s=args.time_limit, mip_gap=args.mip_gap, solver=args.solver,
+                       warm_start=not args.no_warm_start, allow_pause=not args.no_pause, reduce=not args.no_reduce,
+                       labeling=not args.no_labeling, race_after_s=None if args.no_race else RACE_AFTER_S,
+                       threads=args.threads, tee=args.log, placement=args.placement)
     finally:
         sys.stdout = stdout
-    if args.json:
-        print(dumps_json(result.to_dict(), indent=1))
-    else:
-        print(summary(result))
+    print(dumps_json(result.to_dict(), indent=1) if args.json else summary(result))
     return 0
 
 
 def summary(result: OracleResult) -> str:
-    head = f"{result.case} on {result.day}: {result.status}"
-    lines = [head]
+    lines = [f"{result.case} on {result.day}: {result.status}"]
     if result.objective_usd is not None:
         bound = "none" if result.best_bound_usd is None else f"${result.best_bound_usd:,.4f}"
         gap = "none" if result.gap is None else f"{result.gap:.2e}"

@@ -77,8 +77,7 @@ class BranchAndPrice:
         mask = masks.get(column.job)
         return mask is None or bool(np.all(mask[np.arange(column.path.size), column.path]))
 
-    def solve_node(self, node: Node, cutoff: float, deadline: float
-                   ) -> tuple[str, float, MasterLP | None]:
+    def solve_node(self, node: Node, cutoff: float, deadline: float) -> tuple[str, float, MasterLP | None]:
         """Column generation at a node: ("pruned" | "infeasible" | "solved" | "time", its bound, its master)."""
         master = MasterLP(self.data, self.threads)
         for column in self.pool:

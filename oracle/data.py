@@ -110,14 +110,10 @@ def job_coefficients(inst: Instance, job: Job) -> JobCoefficients:
     rate = job.tokens_per_s_by_choice[:-1]
     kept_h = float(segment_productive_hours(inst, job, False))
     restarted_h = float(segment_productive_hours(inst, job, True))
-    return JobCoefficients(
-        gpus=job.gpus_by_choice[:-1],
-        tokens_per_s=rate,
-        it_power_kw=job.it_power_kw_by_choice[:-1],
-        tokens_kept=rate * SECONDS_PER_HOUR * kept_h,
-        tokens_restarted=rate * SECONDS_PER_HOUR * restarted_h,
-        slots_per_segment=inst.slots_per_segment(job),
-    )
+    return JobCoefficients(gpus=job.gpus_by_choice[:-1], tokens_per_s=rate, it_power_kw=job.it_power_kw_by_choice[:-1],
+                           tokens_kept=rate * SECONDS_PER_HOUR * kept_h,
+                           tokens_restarted=rate * SECONDS_PER_HOUR * restarted_h,
+                           slots_per_segment=inst.slots_per_segment(job))
 
 
 def blocks(inst: Instance) -> tuple[np.ndarray, np.ndarray]:
@@ -164,24 +160,15 @@ def oracle_data(inst: Instance, *, joint: bool = True) -> OracleData:
         states, load = capacity_feasible_states(inst)
         per_slot = slot_cost_of_load(inst, load)
         cost = np.add.reduceat(per_slot, starts, axis=1).T.copy()
-    return OracleData(
-        inst=inst,
-        jobs=tuple(job_coefficients(inst, job) for job in inst.jobs),
-        block_starts=starts,
-        block_segment=segment,
-        joint_states=states,
-        joint_load_mw=load,
-        block_cost_usd=cost,
-        renewable_cost_usd=renewable_cost_usd(inst),
-        joint_state_count_uncapped=uncapped,
-    )
+    return OracleData(inst=inst, jobs=tuple(job_coefficients(inst, job) for job in inst.jobs), block_starts=starts,
+                      block_segment=segment, joint_states=states, joint_load_mw=load, block_cost_usd=cost,
+                      renewable_cost_usd=renewable_cost_usd(inst), joint_state_count_uncapped=uncapped)
 
 
 def joint_path(data: OracleData, schedule: Sequence[Sequence[int]]) -> list[tuple[int, ...]]:
     """The joint choice of every block of a schedule (per job, per segment: a choice)."""
     n_jobs = len(data.inst.jobs)
-    return [tuple(int(schedule[j][int(data.block_segment[b, j])]) for j in range(n_jobs))
-            for b in range(data.n_blocks)]
+    return [tuple(int(schedule[j][int(data.block_segment[b, j])]) for j in range(n_jobs)) for b in range(data.n_blocks)]
 
 
 def joint_objective_usd(data: OracleData, schedule: Sequence[Sequence[int]]) -> float:

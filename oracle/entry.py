@@ -50,26 +50,12 @@ def route(inst: Instance, method: str = "auto", placement: str = "move", start: 
     return method
 
 
-def solve(
-    case_or_instance: Instance | Case | str | Path,
-    day: str | None = None,
-    *,
-    method: str = "auto",
-    profiles: ProfileSet | str | Path | None = None,
-    time_limit_s: float = DEFAULT_TIME_LIMIT_S,
-    mip_gap: float = DEFAULT_MIP_GAP,
-    solver: str = DEFAULT_SOLVER,
-    warm_start: bool = True,
-    allow_pause: bool = True,
-    reduce: bool = True,
-    labeling: bool = True,
-    race_after_s: float | None = RACE_AFTER_S,
-    threads: int | None = None,
-    tee: bool = False,
-    placement: str = "move",
-    start: Start | None = None,
-    **overrides: Any,
-) -> OracleResult:
+def solve(case_or_instance: Instance | Case | str | Path, day: str | None = None, *, method: str = "auto",
+          profiles: ProfileSet | str | Path | None = None, time_limit_s: float = DEFAULT_TIME_LIMIT_S,
+          mip_gap: float = DEFAULT_MIP_GAP, solver: str = DEFAULT_SOLVER, warm_start: bool = True,
+          allow_pause: bool = True, reduce: bool = True, labeling: bool = True,
+          race_after_s: float | None = RACE_AFTER_S, threads: int | None = None, tee: bool = False,
+          placement: str = "move", start: Start | None = None, **overrides: Any) -> OracleResult:
     """Solve an instance (or a case on a day) by ``method`` (see the module docstring).
 
     ``case_or_instance``: an :class:`~aidc_env.instance.Instance` (used as is), or a case (name, TOML path or

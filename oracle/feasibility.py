@@ -120,10 +120,9 @@ def precheck(inst: Instance, *, allow_pause: bool = True) -> FeasibilityCheck:
         if job.n_modes == 0 and (job.tranche_tokens > 0 or not allow_pause):
             return infeasible(f"{job.name} has no 3D mode of {job.model} that fits in {inst.n_gpus} GPUs")
         if need.max_day_tokens < _tokens_needed(job.tranche_tokens):
-            return infeasible(
-                f"{job.name}'s tranche of {job.tranche_tokens:.3g} tokens exceeds what it can train in a day on "
-                f"{inst.n_gpus} GPUs: at most {need.max_day_tokens:.3g} tokens, with its fastest mode "
-                f"{need.fastest_mode} all day")
+            return infeasible(f"{job.name}'s tranche of {job.tranche_tokens:.3g} tokens exceeds what it can train in a "
+                              f"day on {inst.n_gpus} GPUs: at most {need.max_day_tokens:.3g} tokens, with its fastest "
+                              f"mode {need.fastest_mode} all day")
     if not allow_pause:
         smallest = [int(job.gpus_by_choice[:-1].min()) for job in inst.jobs]
         if sum(smallest) > inst.n_gpus:
@@ -133,15 +132,13 @@ def precheck(inst: Instance, *, allow_pause: bool = True) -> FeasibilityCheck:
     if total > inst.n_gpus:
         parts = ", ".join(f"{need.name} >= {need.min_average_gpus:.0f} for {need.tranche_tokens:.3g} tokens"
                           for need in needs if need.tranche_tokens > 0)
-        return infeasible(
-            f"the daily tranches need on average at least {total:.0f} GPUs busy all day ({parts}, each at its most "
-            f"GPU-efficient mix of modes), but the pool has only {inst.n_gpus} GPUs")
+        return infeasible(f"the daily tranches need on average at least {total:.0f} GPUs busy all day ({parts}, each "
+                          f"at its most GPU-efficient mix of modes), but the pool has only {inst.n_gpus} GPUs")
     check = FeasibilityCheck(False, "", needs_t)
-    if joint_count(inst) <= MAX_JOINT_STATES and any(job.tranche_tokens > 0 for job in inst.jobs):
-        if not _time_sharing_feasible(inst, allow_pause, day_hours):
-            return infeasible(
-                f"no mix of joint modes within {inst.n_gpus} GPUs trains every tranche in a day, even ignoring "
-                f"restarts and checkpoint boundaries ({check.average_gpus_text()})")
+    if (joint_count(inst) <= MAX_JOINT_STATES and any(job.tranche_tokens > 0 for job in inst.jobs)
+            and not _time_sharing_feasible(inst, allow_pause, day_hours)):
+        return infeasible(f"no mix of joint modes within {inst.n_gpus} GPUs trains every tranche in a day, even "
+                          f"ignoring restarts and checkpoint boundaries ({check.average_gpus_text()})")
     return check
 
 

@@ -269,8 +269,7 @@ def build_textbook(data: OracleData, *, allow_pause: bool = True) -> Built:
         total = linear([1.0] * job.n_modes, [m.x[j, s, c] for c in range(job.n_modes)])
         return total <= 1 if allow_pause else total == 1
 
-    m.one_mode = pyo.Constraint([(j, s) for j, job in enumerate(inst.jobs) for s in range(job.segments)],
-                                rule=one_mode)
+    m.one_mode = pyo.Constraint([(j, s) for j, job in enumerate(inst.jobs) for s in range(job.segments)], rule=one_mode)
 
     def restart_rule(m, j, s, c):
         if s == 0:

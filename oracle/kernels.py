@@ -103,11 +103,10 @@ def _shift_row(after: np.ndarray, own: float, grid: np.ndarray, start: int, step
 
 
 @numba.njit(cache=True, nogil=True)
-def back_rows(after: np.ndarray, row_of_out: np.ndarray, into_j: np.ndarray, into_k: np.ndarray,
-              out_j: np.ndarray, out_k: np.ndarray, kept_gain: np.ndarray, restarted_gain: np.ndarray,
-              offsets_kept: np.ndarray, offsets_changed: np.ndarray, has_k: bool, opens_j: bool, opens_k: bool,
-              grid: np.ndarray, start: int, step: float, penalty: float, first: int, width: int,
-              n_choices: int) -> np.ndarray:
+def back_rows(after: np.ndarray, row_of_out: np.ndarray, into_j: np.ndarray, into_k: np.ndarray, out_j: np.ndarray,
+              out_k: np.ndarray, kept_gain: np.ndarray, restarted_gain: np.ndarray, offsets_kept: np.ndarray,
+              offsets_changed: np.ndarray, has_k: bool, opens_j: bool, opens_k: bool, grid: np.ndarray, start: int,
+              step: float, penalty: float, first: int, width: int, n_choices: int) -> np.ndarray:
     """Rows of block b − 1's inside states from the rows of block b's (``after``), for one job j: the loop of
     :meth:`oracle.completion.RestrictedCompletionBound._restricted_back`, which documents the variants.
 

@@ -84,9 +84,7 @@ class LabelingOutcome:
 def supported(data: OracleData) -> bool:
     """Whether the search applies: one or two jobs, a network of bounded size, and no daily minimums (a label holds each
     job's tokens over the horizon, not per day; those instances go to branch and bound)."""
-    if data.joint_states is None or not 1 <= len(data.inst.jobs) <= MAX_JOBS:
-        return False
-    if daily_rows(data.inst):
+    if data.joint_states is None or not 1 <= len(data.inst.jobs) <= MAX_JOBS or daily_rows(data.inst):
         return False
     return data.n_blocks * data.n_states ** 2 * len(data.inst.jobs) <= MAX_NETWORK_ENTRIES
 
@@ -383,10 +381,9 @@ def _pareto(state: np.ndarray, cost: np.ndarray, tokens: np.ndarray) -> np.ndarr
     return order[keep]
 
 
-def prove(search: LabelSearch, lower_bound_usd: float, incumbent_usd: float | None = None, *,
-          deadline: float = np.inf, max_labels: int = MAX_LABELS,
-          stop: Callable[[], bool] | None = None,
-          target_usd: float | None = None, horizon_days: float = 1) -> tuple[LabelingOutcome, float]:
+def prove(search: LabelSearch, lower_bound_usd: float, incumbent_usd: float | None = None, *, deadline: float = np.inf,
+          max_labels: int = MAX_LABELS, stop: Callable[[], bool] | None = None, target_usd: float | None = None,
+          horizon_days: float = 1) -> tuple[LabelingOutcome, float]:
     """Raise a threshold θ from the lower bound until the exact search finds the optimum.
 
     Each search that finds nothing proves that the optimum costs more than its θ; the first that finds a schedule

@@ -48,8 +48,7 @@ class Column:
 
 def make_column(graph: JobGraph, j: int, path: np.ndarray) -> Column:
     states = graph.slot_states(path)
-    return Column(job=j, path=np.asarray(path, dtype=np.int64),
-                  own_usd=float(np.sum(graph.own_usd_per_slot[states])),
+    return Column(job=j, path=np.asarray(path, dtype=np.int64), own_usd=float(np.sum(graph.own_usd_per_slot[states])),
                   gpus=graph.gpus[states].T.astype(float), load_mw=graph.load_mw[states].T.copy())
 
 
@@ -200,8 +199,7 @@ class _Rows:
         piece_values = -self.pieces.beta * load[self.pieces.slot]
         pieces = np.flatnonzero(piece_values)
         index = np.concatenate(([column.job], self.cap0 + used, self.piece0 + pieces)).astype(np.int32)
-        values = np.concatenate(([1.0], gpus[used], piece_values[pieces]))
-        return index, values
+        return index, np.concatenate(([1.0], gpus[used], piece_values[pieces]))
 
     def add_h_columns(self, h: highspy.Highs, cost: float = 1.0) -> None:
         """h (one free column per pool-slot, cost 1) in its piece rows."""
@@ -277,8 +275,7 @@ class MasterLP:
         rho = np.where(total[P.slot] > 0, rho / np.where(total[P.slot] > 0, total[P.slot], 1.0), 1.0 / count[P.slot])
         load = np.bincount(P.slot, weights=rho * P.beta, minlength=rows.n_slots) * (not self.phase_one)
         K, T = len(self.data.pools), self.data.inst.slots
-        return Prices(gpu=gpu.reshape(K, T), load=load.reshape(K, T), weights=rho,
-                      convexity=dual[:rows.n_jobs].copy())
+        return Prices(gpu=gpu.reshape(K, T), load=load.reshape(K, T), weights=rho, convexity=dual[:rows.n_jobs].copy())
 
     def slack_gpus(self) -> float:
         """GPUs beyond the pool the LP's solution uses (summed over slots)."""

@@ -72,10 +72,8 @@ def best_start(inst: Instance, allow_pause: bool = True) -> Incumbent | None:
     candidates = [[[job.initial_mode] * job.segments for job in inst.jobs]]
     if all(job.baseline_mode != PAUSE for job in inst.jobs):
         candidates.append(fixed_schedule(inst))
-        try:
+        with contextlib.suppress(ValueError):  # the rule has no mode within a job's share of a small pool
             candidates.append(greedy_schedule(inst))
-        except ValueError:  # the rule has no mode within a job's share of a small pool
-            pass
     best = None
     for schedule in candidates:
         if not allow_pause and any(c == PAUSE for row in schedule for c in row):
@@ -512,12 +510,5 @@ class OracleModel:
         return replay(self.inst, schedule, None, (own, objective), self.formulation)
 
 
-__all__ = [
-    "DEFAULT_MIP_GAP",
-    "DEFAULT_TIME_LIMIT_S",
-    "OracleModel",
-    "OracleResult",
-    "STATUSES",
-    "best_start",
-    "modes_used",
-]
+__all__ = ["DEFAULT_MIP_GAP", "DEFAULT_TIME_LIMIT_S", "OracleModel", "OracleResult", "STATUSES", "best_start",
+           "modes_used"]

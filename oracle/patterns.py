@@ -138,9 +138,7 @@ class PatternMaster:
         lower = np.concatenate([np.ones(J + S * B), np.zeros(row - J - S * B)])
         self.h.addRows(row, lower, lower.copy(), 0, np.zeros(row, dtype=np.int32), np.array([], dtype=np.int32),
                        np.array([], dtype=float))
-        self.own = [stage_costs(g, np.zeros((S, data.inst.slots)), np.zeros((S, data.inst.slots)))
-                    for g in data.graphs]
-        self.block_len = np.array([blk.stop - blk.start for blk in self.blocks])
+        self.own = [stage_costs(g, np.zeros((S, data.inst.slots)), np.zeros((S, data.inst.slots))) for g in data.graphs]
         self.columns: list[Column] = []
         self.path_index: list[int] = []
         self.keys: set[tuple[int, bytes]] = set()
@@ -303,7 +301,6 @@ class PatternOutcome:
     """Per job, its least path cost at ``prices`` (the path part of the bound)."""
     iterations: int
     converged: bool
-    lp_value: float
 
 
 PATHS_PER_JOB = 6
@@ -321,8 +318,7 @@ the LP's value is within this share of the node's best bound (a stopping rule on
 evaluated). The root's column generation runs to convergence instead."""
 
 
-def lagrangian(master: PatternMaster, searches, prices: LinkPrices
-               ) -> tuple[float, list, list[np.ndarray]]:
+def lagrangian(master: PatternMaster, searches, prices: LinkPrices) -> tuple[float, list, list[np.ndarray]]:
     """(the Lagrangian dual at the linking prices, each job's cheapest paths, each (site, block)'s pattern reduced
     costs): exact on both sides, so the value bounds every schedule."""
     bound = master.data.constant_usd
@@ -370,5 +366,4 @@ def column_generation(master: PatternMaster, searches, start: LinkPrices, deadli
         if not added and not binds:
             converged = True
             break
-    return PatternOutcome(bound=best, prices=center, cheapest=cheapest, iterations=iterations, converged=converged,
-                          lp_value=master.value + data.constant_usd)
+    return PatternOutcome(bound=best, prices=center, cheapest=cheapest, iterations=iterations, converged=converged)

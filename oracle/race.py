@@ -14,6 +14,7 @@ it; and it exits by itself when its stdin closes: no orphan outlives the solve.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import pickle
 import subprocess
@@ -103,11 +104,9 @@ class TextbookRace:
             self._proc = subprocess.Popen([sys.executable, "-m", CHILD_MODULE], stdin=subprocess.PIPE,
                                           stdout=subprocess.PIPE, env=env, process_group=0)
             self.started_s = time.perf_counter() - self._tick
-            try:
+            with contextlib.suppress(BrokenPipeError):  # the child died at once: poll() reports it
                 self._proc.stdin.write(pickle.dumps({**self._task, "time_limit_s": remaining}))
                 self._proc.stdin.flush()
-            except BrokenPipeError:  # the child died at once: poll() reports it
-                pass
 
     def poll(self) -> dict[str, Any] | None:
         """The child's answer, once it has ended (None while it runs or if it never started)."""
@@ -128,10 +127,8 @@ class TextbookRace:
         """Block until the child ends (at most until the deadline); its answer, or None."""
         proc = self._proc
         if proc is not None:
-            try:
+            with contextlib.suppress(subprocess.TimeoutExpired):
                 proc.wait(timeout=max(0.0, self._deadline - time.perf_counter()) + TERMINATE_WAIT_S)
-            except subprocess.TimeoutExpired:
-                pass
         return self.poll()
 
     def close(self) -> None:
@@ -152,8 +149,6 @@ class TextbookRace:
                 proc.kill()
                 proc.wait()
         for stream in (proc.stdin, proc.stdout):
-            try:
+            with contextlib.suppress(OSError):  # a broken pipe to a child that is gone
                 stream.close()
-            except OSError:  # a broken pipe to a child that is gone
-                pass
 

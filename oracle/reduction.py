@@ -154,8 +154,7 @@ def lagrangian_prices(search: LabelSearch) -> DualOutcome:
             best = (value, mu)
         # z − Σ ν_j·(1 − tokens_j / W_j) ≤ cost
         slope = np.where(priced, 1.0 - tokens / scale, 0.0)
-        lp.addRow(-inf, cost, n_jobs + 1, np.arange(n_jobs + 1, dtype=np.int32),
-                  np.append(-slope, 1.0).astype(float))
+        lp.addRow(-inf, cost, n_jobs + 1, np.arange(n_jobs + 1, dtype=np.int32), np.append(-slope, 1.0).astype(float))
         lp.run()
         if lp.getModelStatus() != highspy.HighsModelStatus.kOptimal:
             break

@@ -73,14 +73,11 @@ class OracleResult:
         return self.status == "optimal"
 
     def schedule_by_job(self) -> dict[str, list[int]] | None:
-        if self.schedule is None:
-            return None
-        return {name: list(row) for name, row in zip(self.job_names, self.schedule, strict=True)}
+        return None if self.schedule is None else dict(zip(self.job_names, map(list, self.schedule), strict=True))
 
     def sites_by_job(self) -> dict[str, list[str]] | None:
-        if self.sites is None:
-            return None
-        return {name: [self.site_names[s] for s in row] for name, row in zip(self.job_names, self.sites, strict=True)}
+        return None if self.sites is None else {
+            name: [self.site_names[s] for s in row] for name, row in zip(self.job_names, self.sites, strict=True)}
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready; ``schedule`` is {job name: [choice per segment]}, ``sites`` {job name: [site name per segment]}

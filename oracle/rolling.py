@@ -48,8 +48,7 @@ class RollingOracle:
     def solve(self, inst: Instance) -> OracleResult:
         tick = time.perf_counter()
         if not exact_applies(inst):
-            result = solve(inst, time_limit_s=self.time_limit_s, mip_gap=self.mip_gap)
-            return self._record(inst, result, tick)
+            return self._record(inst, solve(inst, time_limit_s=self.time_limit_s, mip_gap=self.mip_gap), tick)
         key = (structure_key(inst), tuple(m.it_power_kw for job in inst.jobs for m in job.modes))
         model = self._models.pop(key, None)
         if model is None:

@@ -29,27 +29,21 @@ from pyomo.opt import TerminationCondition as LegacyTermination
 from aidc_env.errors import InputError
 from oracle.constants import DEFAULT_SOLVER
 
-TIME_LIMIT_OPTION = {
-    "cbc": "seconds", "glpk": "tmlim", "gurobi": "TimeLimit", "gurobi_direct": "TimeLimit",
-    "gurobi_persistent": "TimeLimit", "cplex": "timelimit", "cplex_direct": "timelimit", "scip": "limits/time",
-    "appsi_highs": "time_limit", "xpress": "maxtime",
-}
+TIME_LIMIT_OPTION = {"cbc": "seconds", "glpk": "tmlim", "gurobi": "TimeLimit", "gurobi_direct": "TimeLimit",
+                     "gurobi_persistent": "TimeLimit", "cplex": "timelimit", "cplex_direct": "timelimit",
+                     "scip": "limits/time", "appsi_highs": "time_limit", "xpress": "maxtime"}
 """Option name of the time limit (seconds) of classic Pyomo solvers."""
-GAP_OPTION = {
-    "cbc": "ratioGap", "glpk": "mipgap", "gurobi": "MIPGap", "gurobi_direct": "MIPGap",
-    "gurobi_persistent": "MIPGap", "cplex": "mipgap", "cplex_direct": "mipgap", "scip": "limits/gap",
-    "appsi_highs": "mip_rel_gap", "xpress": "miprelstop",
-}
+GAP_OPTION = {"cbc": "ratioGap", "glpk": "mipgap", "gurobi": "MIPGap", "gurobi_direct": "MIPGap",
+              "gurobi_persistent": "MIPGap", "cplex": "mipgap", "cplex_direct": "mipgap", "scip": "limits/gap",
+              "appsi_highs": "mip_rel_gap", "xpress": "miprelstop"}
 """Option name of the relative MIP gap of classic Pyomo solvers."""
 RELAXATION_LP_METHOD = "ipm"
 """HiGHS method of the LP relaxation: interior point with crossover (any dual solution gives valid token prices)."""
 PYOMO_HIGHS_LOGGER = "pyomo.contrib.solver.solvers.highs"
 """Logger of Pyomo's HiGHS interface."""
-_AUTO_UPDATE_FLAGS = (
-    "check_for_new_or_removed_constraints", "check_for_new_or_removed_vars", "check_for_new_or_removed_params",
-    "check_for_new_objective", "update_constraints", "update_vars", "update_parameters",
-    "update_named_expressions", "update_objective",
-)
+_AUTO_UPDATE_FLAGS = ("check_for_new_or_removed_constraints", "check_for_new_or_removed_vars",
+                      "check_for_new_or_removed_params", "check_for_new_objective", "update_constraints", "update_vars",
+                      "update_parameters", "update_named_expressions", "update_objective")
 
 
 @dataclass
@@ -308,6 +302,4 @@ def make_runner(name: str) -> HighsRunner | PyomoRunner:
     """The runner of a solver name (:class:`InputError` if unknown or unavailable)."""
     if not isinstance(name, str) or not name:
         raise InputError("solver", "must be a solver name")
-    if name == DEFAULT_SOLVER:
-        return HighsRunner()
-    return PyomoRunner(name)
+    return HighsRunner() if name == DEFAULT_SOLVER else PyomoRunner(name)

@@ -57,10 +57,8 @@ class PlotSpec:
     """The x axis runs from 00:00 UTC of this day over 7 days (the trace's week, read off the axis labels)."""
 
 
-PLOTS = (
-    PlotSpec("coding", "Coding", dt.date(2024, 5, 10)),
-    PlotSpec("conversation", "Conversation", dt.date(2024, 5, 12)),
-)
+PLOTS = (PlotSpec("coding", "Coding", dt.date(2024, 5, 10)),
+         PlotSpec("conversation", "Conversation", dt.date(2024, 5, 12)))
 LINE_RGB = (31, 119, 180)
 """Matplotlib's default first line colour (tab:blue)."""
 GRID_RGB = (176, 176, 176)
@@ -154,9 +152,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     repo = Path(args.repo)
     commit = resolve_commit(repo, args.commit)
     plots = notebook_plots(json.loads(git_show(repo, commit, NOTEBOOK)))
-    per_service = {}
-    for spec in PLOTS:
-        per_service[spec.service] = hour_of_week_means(spec, *digitise(plots[spec.title]))
+    per_service = {spec.service: hour_of_week_means(spec, *digitise(plots[spec.title])) for spec in PLOTS}
     mix = {service: tokens_per_request(git_show(repo, commit, path)) for service, path in TRACES_2023.items()}
     tokens_per_min = sum(per_service[s] * (mix[s][0] + mix[s][1]) for s in per_service)
     share = tokens_per_min / tokens_per_min.max()
@@ -170,8 +166,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             for s, (c, g, n) in mix.items()) + ".",
         "# tokens_per_min = sum over services of invocations_per_min x mean tokens per request; "
         "demand_share = tokens_per_min / its weekly max.",
-        "# Made by scripts/make_inference_profile.py; do not edit by hand.",
-    ]
+        "# Made by scripts/make_inference_profile.py; do not edit by hand."]
     out = io.StringIO()
     out.write("\n".join(header) + "\n")
     writer = csv.writer(out, lineterminator="\n")

@@ -26,7 +26,6 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import hashlib
-import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -34,19 +33,12 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from aidc_env import profiles as P
+from aidc_env.errors import InputError, require, run_cli
 from aidc_env.io import atomic_path, atomic_write_text, dumps_json
+from aidc_env.site_profiles import BUNDLED_SITE_CSV, BUNDLED_SITE_META, SITE_COLUMNS, load_site_profiles
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
-try:
-    from aidc_env import profiles as P
-    from aidc_env.errors import InputError, require, run_cli
-    from aidc_env.site_profiles import BUNDLED_SITE_CSV, BUNDLED_SITE_META, SITE_COLUMNS, load_site_profiles
-except ModuleNotFoundError:  # run from a checkout without installing the package
-    sys.path.insert(0, str(REPO_ROOT))
-    from aidc_env import profiles as P
-    from aidc_env.errors import InputError, require, run_cli
-    from aidc_env.site_profiles import BUNDLED_SITE_CSV, BUNDLED_SITE_META, SITE_COLUMNS, load_site_profiles
-
 GENERATOR = "scripts/make_representative_days.py"
 README_HEADING = "# Bundled profile data: representative CAISO 2023 days"
 DEFAULT_SOURCE = REPO_ROOT / "aidc_env" / "data" / "caiso_2023_hourly.csv.gz"
@@ -96,18 +88,14 @@ class Pick:
 def day_stats(day: P.DayProfile) -> DayStats:
     price = day.price_usd_per_mwh
     renewable = day.renewable_mw()
-    return DayStats(
-        date=day.date,
-        month=int(day.date[5:7]),
-        hours_in_day=day.hours_in_day,
-        mean_price_usd_per_mwh=round(float(price.mean()), PRICE_DECIMALS),
-        min_price_usd_per_mwh=round(float(price.min()), PRICE_DECIMALS),
-        max_price_usd_per_mwh=round(float(price.max()), PRICE_DECIMALS),
-        price_spread_usd_per_mwh=round(float(price.max() - price.min()), PRICE_DECIMALS),
-        negative_price_hours=int(np.count_nonzero(price < 0)),
-        mean_renewable_mw=round(float(renewable.mean()), POWER_DECIMALS),
-        midday_renewable_mw=round(float(renewable[list(MIDDAY_HOURS)].mean()), POWER_DECIMALS),
-    )
+    return DayStats(date=day.date, month=int(day.date[5:7]), hours_in_day=day.hours_in_day,
+                    mean_price_usd_per_mwh=round(float(price.mean()), PRICE_DECIMALS),
+                    min_price_usd_per_mwh=round(float(price.min()), PRICE_DECIMALS),
+                    max_price_usd_per_mwh=round(float(price.max()), PRICE_DECIMALS),
+                    price_spread_usd_per_mwh=round(float(price.max() - price.min()), PRICE_DECIMALS),
+                    negative_price_hours=int(np.count_nonzero(price < 0)),
+                    mean_renewable_mw=round(float(renewable.mean()), POWER_DECIMALS),
+                    midday_renewable_mw=round(float(renewable[list(MIDDAY_HOURS)].mean()), POWER_DECIMALS))
 
 
 def _is_date(text: str) -> bool:
@@ -147,10 +135,8 @@ def select_days(stats: Mapping[str, DayStats], include: Sequence[str]) -> list[P
 
     def free_month_candidates() -> list[DayStats]:
         months_with_picks = {stats[p.date].month for p in picks}
-        return [
-            s for d, s in sorted(stats.items())
-            if not picked(d) and s.month not in months_with_picks and s.min_price_usd_per_mwh < 0
-        ]
+        return [s for d, s in sorted(stats.items()) if not picked(d) and s.month not in months_with_picks
+                and s.min_price_usd_per_mwh < 0]
 
     candidates = free_month_candidates()
     if candidates:
@@ -173,15 +159,13 @@ def select_days(stats: Mapping[str, DayStats], include: Sequence[str]) -> list[P
         median_spread = float(np.median([s.price_spread_usd_per_mwh for s in in_month]))
 
         def distance(s: DayStats) -> float:
-            return abs(s.mean_renewable_mw - median_renewable) / renewable_scale + abs(
-                s.price_spread_usd_per_mwh - median_spread
-            ) / spread_scale
+            return (abs(s.mean_renewable_mw - median_renewable) / renewable_scale
+                    + abs(s.price_spread_usd_per_mwh - median_spread) / spread_scale)
 
         options = [s for s in in_month if not picked(s.date)]
         if options:
             best = min(options, key=lambda s: (distance(s), s.date))
-            add(best.date, ROLE_TYPICAL,
-                f"closest to the month's medians (mean renewable {median_renewable:.0f} MW, "
+            add(best.date, ROLE_TYPICAL, f"closest to the month's medians (mean renewable {median_renewable:.0f} MW, "
                 f"price spread {median_spread:.2f} $/MWh); distance {distance(best):.{DISTANCE_DECIMALS}f}")
     for month in places:
         if places[month] <= 0:
@@ -209,22 +193,14 @@ def with_section(text: str, section: str) -> str:
     return "".join(lines[:starts[0]]) + section + ("\n" + rest if rest else "")
 
 
-def _sha256(path: Path) -> str:
-    return hashlib.sha256(path.read_bytes()).hexdigest()
-
-
 def _readme(meta: Mapping[str, object], stats: Mapping[str, DayStats], picks: Sequence[Pick]) -> str:
-    rows = [
-        "| date | picked as | h | mean price $/MWh | min | max | neg. h | mean renewable MW | midday MW |",
-        "|---|---|---|---|---|---|---|---|---|",
-    ]
+    rows = ["| date | picked as | h | mean price $/MWh | min | max | neg. h | mean renewable MW | midday MW |",
+            "|---|---|---|---|---|---|---|---|---|"]
     for pick in sorted(picks, key=lambda p: p.date):
         s = stats[pick.date]
-        rows.append(
-            f"| {s.date} | {pick.role} | {s.hours_in_day} | {s.mean_price_usd_per_mwh:.2f} | "
-            f"{s.min_price_usd_per_mwh:.2f} | {s.max_price_usd_per_mwh:.2f} | {s.negative_price_hours} | "
-            f"{s.mean_renewable_mw:.0f} | {s.midday_renewable_mw:.0f} |"
-        )
+        rows.append(f"| {s.date} | {pick.role} | {s.hours_in_day} | {s.mean_price_usd_per_mwh:.2f} | "
+                    f"{s.min_price_usd_per_mwh:.2f} | {s.max_price_usd_per_mwh:.2f} | {s.negative_price_hours} | "
+                    f"{s.mean_renewable_mw:.0f} | {s.midday_renewable_mw:.0f} |")
     table = "\n".join(rows)
     return f"""{README_HEADING}
 
@@ -286,16 +262,12 @@ daily figures, and the SHA-256 of the CSV.
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        prog=GENERATOR, description="Write the bundled table of representative CAISO 2023 days."
-    )
+    parser = argparse.ArgumentParser(prog=GENERATOR,
+                                     description="Write the bundled table of representative CAISO 2023 days.")
     parser.add_argument("--source", type=Path, default=DEFAULT_SOURCE, help="full-year CSV (default: %(default)s)")
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT, help="output directory (default: %(default)s)")
-    parser.add_argument(
-        "--include",
-        default=",".join(DEFAULT_INCLUDE),
-        help="comma-separated dates that must be in the table (default: %(default)s)",
-    )
+    parser.add_argument("--include", default=",".join(DEFAULT_INCLUDE), help="comma-separated dates that must be in "
+                        "the table (default: %(default)s)")
     args = parser.parse_args(argv)
     include = [d.strip() for d in args.include.split(",") if d.strip()]
 
@@ -323,39 +295,25 @@ def main(argv: Sequence[str] | None = None) -> int:
     for date in dates:
         require(bundled.day(date) == full.day(date), "out", f"{date} differs from the full year")
 
-    hours_with_both = int(
-        (pd.to_numeric(frame[P.COL_SOLAR], errors="coerce").notna()
-         & pd.to_numeric(frame[P.COL_WIND], errors="coerce").notna()).sum()
-    )
+    hours_with_both = int((pd.to_numeric(frame[P.COL_SOLAR], errors="coerce").notna()
+                           & pd.to_numeric(frame[P.COL_WIND], errors="coerce").notna()).sum())
     meta = {
         "description": "Representative CAISO 2023 days bundled with aidc_env (see README.md for provenance)",
-        "generator": GENERATOR,
-        "csv": P.BUNDLED_CSV,
-        "csv_sha256": _sha256(csv_path),
+        "generator": GENERATOR, "csv": P.BUNDLED_CSV, "csv_sha256": hashlib.sha256(csv_path.read_bytes()).hexdigest(),
         P.META_CAPACITY_KEY: full.renewable_capacity_mw,
         "renewable_capacity_basis": "peak of max(solar_mw, 0) + max(wind_mw, 0) over all hours of the full "
         "2023 year that have both values",
-        "source_hours": len(frame),
-        "source_hours_with_renewables": hours_with_both,
-        "source_complete_days": len(stats),
-        "source_skipped_days": dict(full.skipped),
-        "selection": {
-            "max_days": MAX_DAYS,
-            "days_per_month": DAYS_PER_MONTH,
-            "include": include,
-            "rule": [
-                "include days first, each taking a place in its month",
-                "negative prices: most negative-price hours, then lowest hourly price, among months without a pick",
-                "typical: closest to the month's medians of daily mean renewable and daily price spread "
-                "(year standard deviations as units)",
-                "high-flexibility: largest daily price spread of the month",
-                "ties broken by the earlier date",
-            ],
-        },
-        "days": [
-            {"date": p.date, "picked_as": p.role, "reason": p.reason, **asdict(stats[p.date])}
-            for p in sorted(picks, key=lambda p: p.date)
-        ],
+        "source_hours": len(frame), "source_hours_with_renewables": hours_with_both,
+        "source_complete_days": len(stats), "source_skipped_days": dict(full.skipped),
+        "selection": {"max_days": MAX_DAYS, "days_per_month": DAYS_PER_MONTH, "include": include, "rule": [
+            "include days first, each taking a place in its month",
+            "negative prices: most negative-price hours, then lowest hourly price, among months without a pick",
+            "typical: closest to the month's medians of daily mean renewable and daily price spread "
+            "(year standard deviations as units)",
+            "high-flexibility: largest daily price spread of the month",
+            "ties broken by the earlier date"]},
+        "days": [{"date": p.date, "picked_as": p.role, "reason": p.reason, **asdict(stats[p.date])}
+                 for p in sorted(picks, key=lambda p: p.date)],
     }
     meta_path = args.out / P.BUNDLED_META
     atomic_write_text(meta_path, dumps_json(meta, indent=2) + "\n")
@@ -369,10 +327,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             if forbidden in text:
                 raise InputError("out", f"{path.name} contains {forbidden!r}")
     write_site_days(args.source, args.out, dates)
-    print(
-        f"wrote {len(dates)} days ({len(table)} rows) to {csv_path} and {args.out / BUNDLED_SITE_CSV}; "
-        f"renewable capacity {full.renewable_capacity_mw} MW; metadata {meta_path}"
-    )
+    print(f"wrote {len(dates)} days ({len(table)} rows) to {csv_path} and {args.out / BUNDLED_SITE_CSV}; renewable "
+          f"capacity {full.renewable_capacity_mw} MW; metadata {meta_path}")
     return 0
 
 
@@ -388,11 +344,8 @@ def write_site_days(source: Path, out: Path, days: Sequence[str]) -> None:
     meta = {
         "description": "The bundled representative CAISO 2023 days with the three load-zone prices and solar and "
                        "wind apart, for the sites case (aidc_env/site_profiles.py)",
-        "generator": GENERATOR,
-        "csv": BUNDLED_SITE_CSV,
-        "csv_sha256": hashlib.sha256(csv_text.encode()).hexdigest(),
-        "solar_peak_mw": full.solar_peak_mw,
-        "wind_peak_mw": full.wind_peak_mw,
+        "generator": GENERATOR, "csv": BUNDLED_SITE_CSV, "csv_sha256": hashlib.sha256(csv_text.encode()).hexdigest(),
+        "solar_peak_mw": full.solar_peak_mw, "wind_peak_mw": full.wind_peak_mw,
         "peak_basis": "max of each column (clipped at 0) over every complete day of the full 2023 year",
         "days": list(days),
     }

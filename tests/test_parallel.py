@@ -87,7 +87,7 @@ def test_an_unreachable_cluster_is_one_line(monkeypatch):
     fake = types.SimpleNamespace(is_initialized=lambda: False, init=no_cluster)
     monkeypatch.setitem(sys.modules, "ray", fake)
     with pytest.raises(InputError) as err:
-        with Backend("ray", 2, "ray://head.example:10001").session():
+        with Backend("ray", 2, "ray://head.example:10001").running():
             pass
     assert err.value.field == "ray-address" and "cannot connect to Ray at ray://head.example:10001" in str(err.value)
 

@@ -42,9 +42,7 @@ from aidc_env.modes.estimate import (CALIBRATION_TOKENS_PER_S_PER_GPU, calibrate
 from aidc_env.modes.mode import Mode, ModeEstimate, ModeSet
 from aidc_env.modes.params import RECOMPUTE_CHOICES, ModeParams
 
-__all__ = [
-    "CALIBRATION_TOKENS_PER_S_PER_GPU", "HOURS_PER_DAY", "LLAMA_MODELS", "RECOMPUTE_CHOICES", "SECONDS_PER_HOUR",
-    "Mode", "ModeEstimate", "ModeParams", "ModeSet", "ModelSpec", "best_mode_within", "calibrate_compute_efficiency",
-    "calibration_tokens_per_s_per_gpu", "dominates", "estimate_mode", "generate_modes", "get_model", "memory_gib",
-    "min_hours_two_jobs", "pareto_front",
-]
+__all__ = ["CALIBRATION_TOKENS_PER_S_PER_GPU", "HOURS_PER_DAY", "LLAMA_MODELS", "RECOMPUTE_CHOICES", "SECONDS_PER_HOUR",
+           "Mode", "ModeEstimate", "ModeParams", "ModeSet", "ModelSpec", "best_mode_within",
+           "calibrate_compute_efficiency", "calibration_tokens_per_s_per_gpu", "dominates", "estimate_mode",
+           "generate_modes", "get_model", "memory_gib", "min_hours_two_jobs", "pareto_front"]

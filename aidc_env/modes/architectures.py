@@ -34,11 +34,8 @@ class ModelSpec:
             require(is_int(value) and value > 0, f"model.{name}", f"must be a positive integer, got {value!r}")
         require(self.hidden_size % self.n_heads == 0, "model.n_heads", "must divide hidden_size")
         if self.n_kv_heads is not None:
-            require(
-                is_int(self.n_kv_heads) and self.n_kv_heads > 0 and self.n_heads % self.n_kv_heads == 0,
-                "model.n_kv_heads",
-                "must be a positive divisor of n_heads",
-            )
+            require(is_int(self.n_kv_heads) and self.n_kv_heads > 0 and self.n_heads % self.n_kv_heads == 0,
+                    "model.n_kv_heads", "must be a positive divisor of n_heads")
 
     @property
     def kv_heads(self) -> int:
@@ -84,18 +81,13 @@ _LLAMA2 = ("Touvron et al. 2023, Llama 2: Open Foundation and Fine-Tuned Chat Mo
 
 #: Read-only registry of the models, lowercase keys. LLM-A of the reference case is ``llama-13b``,
 #: LLM-B is ``llama-33b``.
-LLAMA_MODELS: Mapping[str, ModelSpec] = MappingProxyType(
-    {
-        spec.name: spec
-        for spec in (
-            ModelSpec("llama-7b", 32, 4096, 32, 11008, 32000, 6.7, source=_LLAMA1),
-            ModelSpec("llama-13b", 40, 5120, 40, 13824, 32000, 13.0, source=_LLAMA1),
-            ModelSpec("llama-33b", 60, 6656, 52, 17920, 32000, 32.5, source=_LLAMA1),
-            ModelSpec("llama-65b", 80, 8192, 64, 22016, 32000, 65.2, source=_LLAMA1),
-            ModelSpec("llama2-70b", 80, 8192, 64, 28672, 32000, 70.0, n_kv_heads=8, source=_LLAMA2),
-        )
-    }
-)
+LLAMA_MODELS: Mapping[str, ModelSpec] = MappingProxyType({spec.name: spec for spec in (
+    ModelSpec("llama-7b", 32, 4096, 32, 11008, 32000, 6.7, source=_LLAMA1),
+    ModelSpec("llama-13b", 40, 5120, 40, 13824, 32000, 13.0, source=_LLAMA1),
+    ModelSpec("llama-33b", 60, 6656, 52, 17920, 32000, 32.5, source=_LLAMA1),
+    ModelSpec("llama-65b", 80, 8192, 64, 22016, 32000, 65.2, source=_LLAMA1),
+    ModelSpec("llama2-70b", 80, 8192, 64, 28672, 32000, 70.0, n_kv_heads=8, source=_LLAMA2),
+)})
 
 
 def get_model(model: str | ModelSpec) -> ModelSpec:

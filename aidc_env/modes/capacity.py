@@ -14,8 +14,7 @@ from aidc_env.modes.mode import Mode
 
 def best_mode_within(modes: Sequence[Mode], gpus: int) -> Mode | None:
     """The highest-throughput mode using at most ``gpus`` GPUs (None if none fits)."""
-    fitting = [md for md in modes if md.gpus <= gpus]
-    return max(fitting, key=lambda md: (md.tokens_per_s, -md.gpus), default=None)
+    return max((md for md in modes if md.gpus <= gpus), key=lambda md: (md.tokens_per_s, -md.gpus), default=None)
 
 
 def min_hours_two_jobs(modes_a: Sequence[Mode], modes_b: Sequence[Mode], tokens_a: float, tokens_b: float,

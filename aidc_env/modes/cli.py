@@ -33,14 +33,12 @@ DEFAULT_CLI_GPUS = 2048  # pool of --model runs: the reference case's 2048 GPUs
 
 def _build_parser() -> CliParser:
     parser = CliParser(
-        prog="python -m aidc_env.modes",
+        prog="python -m aidc_env.modes", formatter_class=argparse.RawDescriptionHelpFormatter,
         description="Generate the screened and Pareto-pruned 3D-parallel (tp, pp, dp, micro-batch) modes "
                     "of LLaMA pre-training jobs on A100-80GB nodes: GPUs, tokens/s and IT power (kW, no PUE).",
         epilog="Examples:\n  python -m aidc_env.modes --model llama-13b --gpus 2048\n"
                "  python -m aidc_env.modes --case 2048 --json\n"
-               f"Models: {', '.join(LLAMA_MODELS)}.",
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
+               f"Models: {', '.join(LLAMA_MODELS)}.")
     source = parser.add_mutually_exclusive_group(required=True)
     source.add_argument("--model", help="one model by name (e.g. llama-13b); default pool 2048 GPUs")
     source.add_argument("--case", help="a bundled case name or a case TOML path: every job of the case, "

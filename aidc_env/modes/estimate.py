@@ -28,9 +28,7 @@ _CALIBRATION_TOLERANCE = 1e-6
 
 def _ring_allreduce_s(n_ranks: int, n_bytes: float, bw_bytes_per_s: float) -> float:
     """Bandwidth term of a ring all-reduce (reduce-scatter + all-gather): 2(n-1)/n x bytes / bw."""
-    if n_ranks <= 1 or n_bytes <= 0:
-        return 0.0
-    return 2.0 * (n_ranks - 1) / n_ranks * n_bytes / bw_bytes_per_s
+    return 0.0 if n_ranks <= 1 or n_bytes <= 0 else 2.0 * (n_ranks - 1) / n_ranks * n_bytes / bw_bytes_per_s
 
 
 def memory_gib(spec: ModelSpec, tp: int, pp: int, dp: int, micro_batch: int, params: ModeParams) -> float:
@@ -161,14 +159,10 @@ def estimate_mode(model: str | ModelSpec, tp: int, pp: int, dp: int, micro_batch
         memory_gib=memory_gib(spec, tp, pp, dp, micro_batch, params),
         memory_limit_gib=params.gpu_memory_gib * params.usable_memory_fraction - params.memory_reserved_gib,
         iteration_s=iteration_s, bubble_fraction=(pp - 1) / m, compute_fraction=compute_fraction,
-        comm_fraction=comm_fraction, tokens_per_s=tokens_per_s, gpu_power_kw=gpu_power_kw,
-        it_power_kw=it_power_kw,
-    )
+        comm_fraction=comm_fraction, tokens_per_s=tokens_per_s, gpu_power_kw=gpu_power_kw, it_power_kw=it_power_kw)
 
 
-# ================================================================================================
-# Calibration
-# ================================================================================================
+# ===================================================================================== Calibration
 
 
 def calibration_tokens_per_s_per_gpu(params: ModeParams = ModeParams()) -> float:

@@ -118,10 +118,5 @@ class ModeSet:
     pareto: tuple[Mode, ...]  # sorted by gpus ascending, then tokens_per_s ascending
 
     def to_dict(self, name: str | None = None) -> dict[str, Any]:
-        return {
-            "name": self.model if name is None else name,
-            "model": self.model,
-            "feasible_count": len(self.feasible),
-            "pareto_count": len(self.pareto),
-            "pareto": [mode.to_dict() for mode in self.pareto],
-        }
+        return {"name": self.model if name is None else name, "model": self.model, "feasible_count": len(self.feasible),
+                "pareto_count": len(self.pareto), "pareto": [mode.to_dict() for mode in self.pareto]}

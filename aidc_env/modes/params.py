@@ -107,9 +107,8 @@ class ModeParams:
         int_tuple("tp_degrees")
         require(max(self.tp_degrees) <= self.gpus_per_node, f"{prefix}.tp_degrees",
                 f"tensor parallelism must stay inside a node of {self.gpus_per_node} GPUs")
-        for name in ("gpu_memory_gib", "peak_tflops_per_gpu", "nvlink_bus_bw_gb_per_s",
-                     "internode_bw_gb_per_s_per_gpu", "bytes_per_param", "activation_bytes_per_sbh",
-                     "gpu_tdp_kw"):
+        for name in ("gpu_memory_gib", "peak_tflops_per_gpu", "nvlink_bus_bw_gb_per_s", "internode_bw_gb_per_s_per_gpu",
+                     "bytes_per_param", "activation_bytes_per_sbh", "gpu_tdp_kw"):
             number(name, 0.0, low_open=True)
         number("usable_memory_fraction", 0.0, 1.0, low_open=True)
         number("compute_efficiency", 0.0, 1.0, low_open=True)

@@ -94,8 +94,7 @@ def _dataclass_model(cls: type) -> type[BaseModel]:
     hints = typing.get_type_hints(cls)
     fields = {f.name: (_strict(hints[f.name]), f.default if f.default is not dataclasses.MISSING else
                        Field(default_factory=f.default_factory)) for f in dataclasses.fields(cls) if f.init}
-    return create_model(f"{cls.__name__}Document", __config__=ConfigDict(extra="ignore", allow_inf_nan=False),
-                        **fields)
+    return create_model(f"{cls.__name__}Document", __config__=ConfigDict(extra="ignore", allow_inf_nan=False), **fields)
 
 
 def _strict(tp: Any) -> Any:
@@ -185,10 +184,8 @@ def _keys_at(tp: Any, loc: list[Any]) -> list[str] | None:
             tp = next(a for a in typing.get_args(tp) if a is not type(None))
         if isinstance(tp, type) and issubclass(tp, BaseModel):
             fields = {name: f.annotation for name, f in tp.model_fields.items()}
-        elif dataclasses.is_dataclass(tp):
-            fields = typing.get_type_hints(tp, include_extras=True)
         else:
-            fields = None
+            fields = typing.get_type_hints(tp, include_extras=True) if dataclasses.is_dataclass(tp) else None
         if part is None:
             return list(fields) if fields is not None else None
         origin = typing.get_origin(tp)
