@@ -57,6 +57,21 @@ ORACLE_SCHEDULES_DIR = "oracle_schedules"
 """OUT's folder of the oracle's schedules a warm start clones (``--imitation oracle``) without --oracle-cache."""
 
 
+def add_horizon_arguments(parser: argparse.ArgumentParser) -> None:
+    """The flags of training on horizons of several days (weeks)."""
+    weeks = parser.add_argument_group("horizons of several days (--horizon-days D > 1, e.g. weeks: docs/training.md)")
+    weeks.add_argument("--horizon-train-instances", type=int, default=DEFAULTS.horizon_train_instances,
+                       help="training instances (D-day horizons starting on training days of the split, with "
+                       "--information dayahead all D days with forecasts), evenly spread; held-out starts never train")
+    weeks.add_argument("--horizon-validation-instances", type=int, default=DEFAULTS.horizon_validation_instances,
+                       help="validation instances (starting on validation days; with --information dayahead)")
+    weeks.add_argument("--horizon-plan-time-limit", type=float, default=DEFAULTS.horizon_plan_time_limit_s,
+                       help="seconds per plan solve of a training or validation horizon (each issue plan's re-solve)")
+    weeks.add_argument("--plan", choices=PLANS, default=DEFAULTS.plan,
+                       help="the plan observed and cloned: made once at slot 0 (forecast) or re-made at each forecast "
+                       "issue, mpc's plans (issues, the default of horizons; cached in --oracle-cache or OUT/issue_plans)")
+
+
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser = CliParser(
         description="Train sb3-contrib MaskablePPO to dispatch checkpoint-aware LLM pre-training jobs against "
@@ -154,17 +169,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
                     "per agent step the objective change of that job's choice (job; the per-job defaults)")
     hp.add_argument("--reward-day-scaled", action=argparse.BooleanOptionalAction,
                     default=DEFAULTS.reward_day_scaled, help="divide each day's rewards by its price scale")
-    weeks = parser.add_argument_group("horizons of several days (--horizon-days D > 1, e.g. weeks: docs/training.md)")
-    weeks.add_argument("--horizon-train-instances", type=int, default=DEFAULTS.horizon_train_instances,
-                       help="training instances (D-day horizons starting on training days of the split, with "
-                       "--information dayahead all D days with forecasts), evenly spread; held-out starts never train")
-    weeks.add_argument("--horizon-validation-instances", type=int, default=DEFAULTS.horizon_validation_instances,
-                       help="validation instances (starting on validation days; with --information dayahead)")
-    weeks.add_argument("--horizon-plan-time-limit", type=float, default=DEFAULTS.horizon_plan_time_limit_s,
-                       help="seconds per plan solve of a training or validation horizon (each issue plan's re-solve)")
-    weeks.add_argument("--plan", choices=PLANS, default=DEFAULTS.plan,
-                       help="the plan observed and cloned: made once at slot 0 (forecast) or re-made at each forecast "
-                       "issue, mpc's plans (issues, the default of horizons; cached in --oracle-cache or OUT/issue_plans)")
+    add_horizon_arguments(parser)
     early, _ = parser.parse_known_args(argv)
     case_defaults = defaults_for_case(load_case(early.case))  # the per-job defaults for a per-job case
     parser.set_defaults(**{k: v for k, v in case_defaults.to_dict().items() if k in PER_JOB_DEFAULTS

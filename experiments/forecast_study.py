@@ -6,13 +6,14 @@ issue time; persistence; seasonal-naive) and the MAE of the renewable shape fore
 (2) the true cost of the oracle's plan made from each forecast, replayed on the true day, against the hindsight oracle
 and fixed continuous training: saving captured = (fixed − plan) / (fixed − hindsight), over totals.
 
-    python -m experiments.forecast_study --profiles CSV --forecasts CSV [--case 2048] [--out DIR]
+    python -m experiments.forecast_study --profiles CSV --forecasts CSV [--case 2048] [--walk-forward] [--out DIR]
 
 writes ``errors.csv`` (one row per forecaster) and ``plans.csv`` (one row per day and plan) and prints both tables.
 """
 
 from __future__ import annotations
 
+import argparse
 import dataclasses
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -171,14 +172,18 @@ def _markdown(frame: pd.DataFrame, formats: dict[str, str]) -> str:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = CliParser(prog="python -m experiments.forecast_study", description=__doc__.split("\n")[0])
-    parser.add_argument("--profiles", required=True, help="actual prices and renewables: dataset name (e.g. caiso-2023) or canonical hourly CSV")
-    parser.add_argument("--forecasts", required=True, help="day-ahead forecasts (load, solar, wind): dataset name (e.g. caiso-2023-dayahead) or CSV")
+    parser.add_argument("--profiles", required=True,
+                        help="actual prices and renewables: dataset name (e.g. caiso-2023) or canonical hourly CSV")
+    parser.add_argument("--forecasts", required=True,
+                        help="day-ahead forecasts (load, solar, wind): dataset name (e.g. caiso-2023-dayahead) or CSV")
     parser.add_argument("--case", default="2048", help="bundled case or TOML path (default 2048)")
     parser.add_argument("--seed", type=int, default=DEFAULT_SEED, help="model seed (default 0)")
     parser.add_argument("--out", help="folder for the CSVs (default runs/forecast_study_N, the next free N; one "
                         "holding an earlier run's results is refused)")
     parser.add_argument("--days", type=int, default=None, help="only the first N held-out days (quick runs)")
-    parser.add_argument("--no-walk-forward", action="store_true", help="skip the per-day refits")
+    parser.add_argument("--walk-forward", action=argparse.BooleanOptionalAction, default=False,
+                        help="also the gbm refitted for each held-out day on the training days up to d - 2 (needs "
+                        "training days with forecasts before the first held-out day)")
     parser.add_argument("--no-plans", action="store_true", help="errors only (no oracle solves)")
     parser.add_argument("--workers", type=int, default=2, help="parallel oracle solves (default 2)")
     add_backend_arguments(parser)
@@ -194,8 +199,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     held = held[: args.days]
     require(bool(held), "forecasts", f"no held-out day of {held_out_starts(profiles.dates(), field='profiles')[0]}.. has a "
             "forecast")
+    first_known = (pd.Timestamp(held[0]) - pd.Timedelta(days=ISSUE_LAG_DAYS)).strftime("%Y-%m-%d")
+    require(not args.walk_forward or any(d <= first_known for d in train), "walk-forward",
+            f"no training day with forecasts up to {first_known}, before the first held-out day {held[0]}")
     out = result_folder(args.out, "runs", "forecast_study", ("errors.csv", "plans.csv", "plans.part*.csv"))
-    model, functions = price_forecasters(profiles, forecasts, train, held, args.seed, not args.no_walk_forward)
+    model, functions = price_forecasters(profiles, forecasts, train, held, args.seed, args.walk_forward)
     errors = error_table(profiles, forecasts, model, functions, held)
     _atomic_csv(errors, out / "errors.csv")
     print(f"{len(train)} training days, {len(held)} held-out days ({held[0]}..{held[-1]}); "

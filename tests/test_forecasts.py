@@ -600,3 +600,21 @@ def test_a_supplied_true_price_is_the_dayahead_relaxation(synthetic):
     days = build_instances("2048", HELD[:2], profiles)
     assert set(dayahead_instances(days, profiles, gap, TRAIN, n_scenarios=0, price_source="supplied")) == {HELD[1]}
     assert set(dayahead_instances(days, profiles, gap, TRAIN, n_scenarios=0)) == set(HELD[:2])
+
+
+def test_the_forecast_study_on_the_packaged_data_and_its_walk_forward_refusal(tmp_path, capsys):
+    """The default run needs no training day before the held-out ones; the walk-forward refits do, and the weeks
+    split leaves none before its first held-out day in the forecast period: refused with one line, nothing written."""
+    import pandas as pd
+
+    from experiments import forecast_study
+
+    argv = ["--profiles", "caiso-2023", "--forecasts", "caiso-2023-dayahead", "--no-plans", "--days", "2"]
+    assert run_cli(forecast_study.main, [*argv, "--walk-forward", "--out", str(tmp_path / "wf")]) == EXIT_BAD_INPUT
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "walk-forward" in err[0] and "2023-03-13" in err[0]
+    assert not (tmp_path / "wf").exists()
+    assert run_cli(forecast_study.main, [*argv, "--out", str(tmp_path / "fs")]) == 0
+    errors = pd.read_csv(tmp_path / "fs" / "errors.csv")
+    assert list(errors["forecast"])[:3] == ["price: gbm", "price: persistence", "price: seasonal-naive"]
+    assert not errors["forecast"].str.contains("walk-forward").any() and (errors["mae"] > 0).all()
