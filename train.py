@@ -36,7 +36,7 @@ from agents.imitation import plan_demonstrations, pretrain
 from agents.plan_features import PLANS, ForecastPlans
 from agents.ppo import (CONFIG_FILE, PPOConfig, action_type, heldout_check, load_model, make_model, make_vec_env,
                         observes_plan, save_run, warm_starts)
-from agents.ppo_config import ENVS, HORIZON_DEFAULTS, IMITATIONS, PER_JOB_DEFAULTS, defaults_for_case
+from agents.ppo_config import ENVS, HORIZON_DEFAULTS, IMITATIONS, PER_JOB_DEFAULTS, SITES_DEFAULTS, ppo_overrides
 from agents.selection import (WARM_START_FILE, Candidate, select_best, split_horizon_starts, split_validation,
                               validation_cost, write_selection)
 from agents.teacher import TEACHER_TIME_LIMIT_S, teacher_demonstrations, teacher_schedules
@@ -82,8 +82,8 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         "bar, logs to TensorBoard (OUT/tb), checkpoints to OUT/checkpoints, and saves OUT/model.zip and "
         f"OUT/config.json. Defaults (docs/training.md): {DEFAULTS.total_timesteps:,} steps. A case with fine-tuning, "
         "inference, an idle-GPU value or several sites takes the per-job action and its defaults "
-        f"({', '.join(f'{k}={v}' for k, v in PER_JOB_DEFAULTS.items())}): a warm start on the oracle's "
-        "schedules, then PPO.",
+        f"({', '.join(f'{k}={v}' for k, v in PER_JOB_DEFAULTS.items())}; with several sites also "
+        f"{', '.join(f'{k}={v}' for k, v in SITES_DEFAULTS.items())}): a warm start on the oracle's schedules, then PPO.",
         formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     add_case_arguments(parser, day=False, default_case=DEFAULTS.case)
     parser.add_argument("--forecasts", help="day-ahead forecasts, a dataset name or CSV (load, solar, wind; e.g. "
@@ -171,10 +171,9 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
                     default=DEFAULTS.reward_day_scaled, help="divide each day's rewards by its price scale")
     add_horizon_arguments(parser)
     early, _ = parser.parse_known_args(argv)
-    case_defaults = defaults_for_case(load_case(early.case))  # the per-job defaults for a per-job case
-    parser.set_defaults(**{k: v for k, v in case_defaults.to_dict().items() if k in PER_JOB_DEFAULTS
-                           and k != "total_timesteps"})
-    parser.set_defaults(default_timesteps=case_defaults.total_timesteps)
+    overrides = ppo_overrides(load_case(early.case))  # the per-job (and several sites') defaults of the case
+    parser.set_defaults(**{k: v for k, v in overrides.items() if k != "total_timesteps"},
+                        default_timesteps=overrides.get("total_timesteps", DEFAULTS.total_timesteps))
     if early.horizon_days is not None and early.horizon_days > 1:  # weeks: agents/ppo_config.py HORIZON_DEFAULTS
         parser.set_defaults(**{k: v for k, v in HORIZON_DEFAULTS.items() if k != "total_timesteps"},
                             default_timesteps=HORIZON_DEFAULTS["total_timesteps"])

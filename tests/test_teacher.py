@@ -24,7 +24,7 @@ from hypothesis import strategies as st
 import train
 from agents import teacher
 from agents.ppo import agent_env
-from agents.ppo_config import PER_JOB_DEFAULTS, PPOConfig, defaults_for_case
+from agents.ppo_config import PER_JOB_DEFAULTS, SITES_DEFAULTS, PPOConfig, defaults_for_case, ppo_overrides
 from agents.teacher import follow, teacher_action, teacher_demonstrations, teacher_schedules
 from aidc_env.baselines import fixed_schedule, greedy_schedule
 from aidc_env.case import build_instance, build_instances, load_case
@@ -203,16 +203,16 @@ def test_job_credit_on_the_fleet_case_pays_each_choice(fleet_day):
 
 @pytest.mark.parametrize("case", ["fleet", "sites3", "sites-fleet"])
 def test_per_job_defaults_in_one_place_and_taken_by_train(case):
+    """The per-job defaults, and with several sites the sites' on top, are the config's and train.py's defaults."""
+    expected = {**PER_JOB_DEFAULTS, **(SITES_DEFAULTS if case.startswith("sites") else {})}
+    assert ppo_overrides(load_case(case)) == expected
     config = defaults_for_case(load_case(case))
-    for key, value in PER_JOB_DEFAULTS.items():
+    for key, value in expected.items():
         assert getattr(config, key) == value, key
-    assert defaults_for_case(load_case("2048")) == PPOConfig()
+    assert defaults_for_case(load_case("2048")) == PPOConfig() and ppo_overrides(load_case("2048")) == {}
     args = train.parse_args(["--case", case])
-    assert (args.learning_rate, args.ent_coef, args.reward_credit, args.imitation, args.imitation_days,
-            args.imitation_epochs, args.gae_lambda, args.n_steps, args.default_timesteps) == (
-        PER_JOB_DEFAULTS["learning_rate"], PER_JOB_DEFAULTS["ent_coef"], PER_JOB_DEFAULTS["reward_credit"],
-        PER_JOB_DEFAULTS["imitation"], PER_JOB_DEFAULTS["imitation_days"], PER_JOB_DEFAULTS["imitation_epochs"],
-        PER_JOB_DEFAULTS["gae_lambda"], PER_JOB_DEFAULTS["n_steps"], PER_JOB_DEFAULTS["total_timesteps"])
+    for key, value in expected.items():
+        assert getattr(args, "default_timesteps" if key == "total_timesteps" else key) == value, key
     args = train.parse_args(["--case", case, "--learning-rate", "1e-4", "--reward-credit", "decision"])
     assert args.learning_rate == 1e-4 and args.reward_credit == "decision"  # a flag wins
     args = train.parse_args(["--case", "2048"])
