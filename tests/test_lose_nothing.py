@@ -212,7 +212,8 @@ def test_ctrl_c_saves_a_resumable_run_that_ends_like_an_uninterrupted_one(tmp_pa
     out = tmp_path / "interrupted"
     proc = subprocess.Popen([sys.executable, str(ROOT / "train.py"), *TINY, *steps, "--out", str(out)], cwd=tmp_path,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            env={**os.environ, "PYTHONPATH": str(ROOT)})
+                            env={**os.environ, "PYTHONPATH": str(ROOT)},
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))  # as from a terminal
     deadline = time.monotonic() + 120
     while not (out / "checkpoints" / "ppo_64_steps.zip").exists() and proc.poll() is None:
         assert time.monotonic() < deadline

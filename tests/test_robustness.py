@@ -425,11 +425,18 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+def default_sigint() -> None:
+    """In the child before it runs: SIGINT's default disposition, as a terminal's Ctrl-C meets it. A shell that
+    starts the test run in the background ignores SIGINT, the child would inherit that, and Python then installs no
+    KeyboardInterrupt handler."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def interrupt_after_cpu(argv: list[str], cpu_s: float, cwd: Path) -> tuple[int, float, str, str]:
     """Start ``argv``, send SIGINT once it has spent ``cpu_s`` CPU seconds (past its imports: the same on a loaded
     machine), and wait at most SIGINT_EXIT_S for it; (exit code, seconds after the signal, stdout, stderr)."""
     proc = subprocess.Popen([sys.executable, *argv], cwd=cwd, env=ENV, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
+                            stderr=subprocess.PIPE, text=True, preexec_fn=default_sigint)
     try:
         deadline = time.monotonic() + START_DEADLINE_S
         while proc.poll() is None and cpu_seconds(proc.pid) < cpu_s:
