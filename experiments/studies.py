@@ -52,7 +52,7 @@ RENEWABLE_GRID = (0.0, 0.25, 0.5, 0.75, 1.0, 1.25, 1.5)
 
 @dataclass(frozen=True)
 class SeedFigures:
-    """Numbers reported by the research (SEED.md) that each study is compared with."""
+    """Numbers reported by the research this package reproduces that each study is compared with."""
 
     cost_reduction: float = -0.2002
     fixed_curtailment_mwh: float = 1.077

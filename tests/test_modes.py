@@ -22,7 +22,7 @@ from aidc_env.modes.cli import main
 
 REPO = Path(__file__).resolve().parents[1]
 POOL_GPUS = 2048
-SEED_COUNTS = {"llama-13b": (135, 12), "llama-33b": (111, 21)}  # SEED.md: feasible -> Pareto
+SEED_COUNTS = {"llama-13b": (135, 12), "llama-33b": (111, 21)}  # the research's: feasible -> Pareto
 COUNT_TOLERANCE = 0.15
 CALIBRATION_TOLERANCE = 0.05
 BASELINE_GPUS = {"llama-13b": 512, "llama-33b": 768}  # reference case: 512 + 768 = 1280 GPUs
