@@ -12,8 +12,9 @@ realised (the demonstrations' rewards are the env's, paid on the truth after eac
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -31,7 +32,7 @@ IMITATION_BATCH_SIZE = 256
 
 @dataclass
 class Demonstrations:
-    """The plan followed on the training days: one row per agent decision."""
+    """A policy followed on the training days (a plan or the oracle's schedules): one row per agent decision."""
 
     observations: np.ndarray
     masks: np.ndarray
@@ -40,29 +41,46 @@ class Demonstrations:
     """Undiscounted return to go of the wrapper's reward (γ = 1, the default), from this decision on."""
 
 
+def record_episode(env, day: str, choose: Callable[[Any, np.ndarray], tuple[int, bool]]) -> tuple[Demonstrations, int]:
+    """Play ``day`` in a (wrapped) env, each action from ``choose(env, obs) -> (action, followed)``: every decision
+    with its mask and return to go, and how many choices were not followed (replaced by a valid one)."""
+    observations, masks, actions, rewards = [], [], [], []
+    refused = 0
+    obs, _ = env.reset(options={"day": day})
+    raw = env.unwrapped
+    done = raw.slot >= raw.n_slots
+    while not done:
+        action, followed = choose(env, obs)
+        refused += not followed
+        observations.append(obs)
+        masks.append(env.action_masks())
+        actions.append(action)
+        obs, reward, terminated, truncated, _ = env.step(action)
+        rewards.append(float(reward))
+        done = terminated or truncated
+    returns = np.cumsum(rewards[::-1])[::-1] if rewards else np.zeros(0)
+    return Demonstrations(np.asarray(observations, dtype=np.float32).reshape(len(actions), -1),
+                          np.asarray(masks, dtype=bool).reshape(len(actions), -1), np.asarray(actions, dtype=np.int64),
+                          np.asarray(returns, dtype=np.float32)), refused
+
+
+def concatenate(parts: Sequence[Demonstrations]) -> Demonstrations:
+    """The decisions of several episodes, in order."""
+    return Demonstrations(*(np.concatenate([getattr(p, f) for p in parts]) for f in
+                            ("observations", "masks", "actions", "returns")))
+
+
 def plan_demonstrations(config: PPOConfig, instances: Sequence[Instance], plans: ForecastPlans) -> Demonstrations:
     """Follow each training instance's forecast plan in the training wrapper; record every decision."""
     env = wrap_env(DispatchEnv(case=list(instances), action="joint", **config.behaviour_env_kwargs()), config, plans)
     width = int(env.action_space.n)
-    observations, masks, actions, returns = [], [], [], []
-    for inst in instances:
-        obs, _ = env.reset(options={"day": inst.day})
-        rewards: list[float] = []
-        terminated = env.dispatch.slot >= env.dispatch.n_slots
-        while not terminated:
-            mask = env.action_masks()
-            action = int(np.argmax(obs[-width:]))  # the plan's choice of the job choosing (one-hot, last)
-            if not mask[action]:
-                action = int(np.flatnonzero(mask)[0])
-            observations.append(obs)
-            masks.append(mask)
-            actions.append(action)
-            obs, reward, terminated, truncated, _ = env.step(action)
-            rewards.append(float(reward))
-            terminated = terminated or truncated
-        returns += np.cumsum(rewards[::-1])[::-1].tolist()
-    return Demonstrations(np.asarray(observations, dtype=np.float32), np.asarray(masks, dtype=bool),
-                          np.asarray(actions, dtype=np.int64), np.asarray(returns, dtype=np.float32))
+
+    def plan_choice(env, obs: np.ndarray) -> tuple[int, bool]:
+        mask = env.action_masks()
+        action = int(np.argmax(obs[-width:]))  # the plan's choice of the job choosing (one-hot, last)
+        return (action, True) if mask[action] else (int(np.flatnonzero(mask)[0]), False)
+
+    return concatenate([record_episode(env, inst.day, plan_choice)[0] for inst in instances])
 
 
 def pretrain(model, demos: Demonstrations, epochs: int, seed: int = 0, vf_coef: float = 0.5) -> dict[str, float]:
@@ -103,4 +121,5 @@ def pretrain(model, demos: Demonstrations, epochs: int, seed: int = 0, vf_coef: 
             "matches_plan": float(np.mean(chosen == demos.actions))}
 
 
-__all__ = ["IMITATION_BATCH_SIZE", "IMITATION_LEARNING_RATE", "Demonstrations", "plan_demonstrations", "pretrain"]
+__all__ = ["IMITATION_BATCH_SIZE", "IMITATION_LEARNING_RATE", "Demonstrations", "concatenate", "plan_demonstrations",
+           "pretrain", "record_episode"]

@@ -21,7 +21,7 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
-from agents.imitation import Demonstrations
+from agents.imitation import Demonstrations, concatenate, record_episode
 from agents.ppo import agent_env
 from agents.ppo_config import PPOConfig
 from aidc_env.errors import require
@@ -58,7 +58,8 @@ def _solve(inst: Instance, time_limit_s: float) -> dict[str, Any]:
     from oracle import solve
 
     result = solve(inst, time_limit_s=time_limit_s)
-    return {"version": CACHE_VERSION, "oracle_revision": DECOMPOSITION_REVISION, "day": inst.day, "status": result.status, "time_limit_s": time_limit_s,
+    return {"version": CACHE_VERSION, "oracle_revision": DECOMPOSITION_REVISION, "day": inst.day,
+            "status": result.status, "time_limit_s": time_limit_s,
             "objective_usd": result.metrics.objective_usd if result.metrics is not None else None,
             "gap": result.gap, **(validate_schedule(inst, result.schedule, result.sites).to_dict(inst)
                                   if result.schedule is not None else {})}
@@ -129,24 +130,7 @@ def teacher_action(env: gym.Env, schedule: Schedule) -> tuple[int, bool]:
 
 def follow(env: gym.Env, day: str, schedule: Schedule) -> tuple[Demonstrations, int]:
     """Follow ``schedule`` on ``day`` in a (wrapped) per-job env; every decision, and how many the mask refused."""
-    observations, masks, actions, rewards = [], [], [], []
-    refused = 0
-    obs, _ = env.reset(options={"day": day})
-    raw = env.unwrapped
-    done = raw.slot >= raw.n_slots
-    while not done:
-        action, followed = teacher_action(env, schedule)
-        refused += not followed
-        observations.append(obs)
-        masks.append(env.action_masks())
-        actions.append(action)
-        obs, reward, terminated, truncated, _ = env.step(action)
-        rewards.append(float(reward))
-        done = terminated or truncated
-    returns = np.cumsum(rewards[::-1])[::-1] if rewards else np.zeros(0)
-    return Demonstrations(np.asarray(observations, dtype=np.float32).reshape(len(actions), -1),
-                          np.asarray(masks, dtype=bool).reshape(len(actions), -1), np.asarray(actions, dtype=np.int64),
-                          np.asarray(returns, dtype=np.float32)), refused
+    return record_episode(env, day, lambda env, obs: teacher_action(env, schedule))
 
 
 def teacher_demonstrations(config: PPOConfig, instances: Sequence[Instance],
@@ -158,13 +142,8 @@ def teacher_demonstrations(config: PPOConfig, instances: Sequence[Instance],
     env = agent_env(config, days)
     require(env.unwrapped.action_type == "per_job", "imitation", "the oracle's schedules are cloned into the "
             "per-job action: use --env per_job (or a case with fleet workloads or several sites)")
-    parts, refused = [], 0
-    for inst in days:
-        demos, n = follow(env, inst.day, schedules[inst.day])
-        parts.append(demos)
-        refused += n
-    return Demonstrations(*(np.concatenate([getattr(p, f) for p in parts]) for f in
-                            ("observations", "masks", "actions", "returns"))), refused
+    followed = [follow(env, inst.day, schedules[inst.day]) for inst in days]
+    return concatenate([demos for demos, _ in followed]), sum(refused for _, refused in followed)
 
 
 __all__ = ["CACHE_VERSION", "TEACHER_TIME_LIMIT_S", "follow", "instance_key", "reusable", "teacher_action",
