@@ -36,7 +36,7 @@ def oracle_schedule(inst: Instance, oracle) -> tuple[Schedule, object]:
     result = oracle.solve(inst)
     if result.schedule is None:
         raise RuntimeError(f"oracle found no schedule on {inst.day}: {result.status} {result.reason}")
-    return validate_schedule(inst, result.schedule, result.sites), result
+    return validate_schedule(inst, result.schedule, result.sites, result.caps), result
 
 
 def forecast_plan_schedule(inst: Instance, oracle, information: str = "dayahead") -> Schedule:

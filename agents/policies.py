@@ -15,7 +15,10 @@ Policies (docs/uncertainty.md), each using only what is known at its decision ti
   :func:`aidc_env.dayahead.revealed`): the issued days' prices, or every price, replaced by the truth. Not policies
   an operator can run: they measure what a perfect forecast of the price would be worth to ``mpc``
   (``--information dayahead`` only);
-- ``random`` (random masked actions in the env) and ``ppo`` (a trained MaskablePPO model in the env).
+- ``random`` (random masked actions in the env) and ``ppo`` (a trained MaskablePPO model in the env);
+- for grid calls (:mod:`agents.calls`): ``mpc-notice`` (the oracle re-solved at each call's notice, the past fixed) and
+  ``call-rule`` (the demonstration's rule: caps first, then pauses, most tolerant tier first); ``fixed`` is the
+  operator who does not respond, ``hindsight`` the one who knows every call in advance.
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ from typing import Any
 
 import numpy as np
 
+from agents.calls import mpc_notice_schedule, rule_schedule
 from agents.mpc import ForecastNoise, mpc_schedule
 from agents.open_loop import dayahead_plan_schedule, forecast_plan_schedule, greedy_view_schedule, oracle_schedule
 from agents.smpc import DEFAULT_THRESHOLD_USD, smpc_schedule
@@ -39,8 +43,8 @@ from aidc_env.schedule import Schedule, validate_schedule
 RELAXATIONS = {"mpc-true-dayahead": "dayahead", "mpc-true-price": "all"}
 """``mpc`` on a relaxation of the price forecast: policy → what :func:`aidc_env.dayahead.revealed` makes true."""
 POLICY_NAMES = ("hindsight", "oracle", "mpc", "smpc", "dayahead-plan", "forecast-plan", "fixed", "greedy", "random",
-                "ppo", *RELAXATIONS)
-HEAVY_POLICIES = ("hindsight", "oracle", "mpc", "smpc", "dayahead-plan", "forecast-plan", *RELAXATIONS)
+                "ppo", "mpc-notice", "call-rule", *RELAXATIONS)
+HEAVY_POLICIES = ("hindsight", "oracle", "mpc", "smpc", "dayahead-plan", "forecast-plan", "mpc-notice", *RELAXATIONS)
 """Policies that solve MILPs; evaluate.py runs them in worker processes."""
 
 
@@ -101,6 +105,13 @@ def _schedule(name: str, inst: Instance, settings: PolicySettings) -> tuple[Sche
         return fixed_schedule(inst), {}
     if name == "greedy":
         return greedy_view_schedule(inst, settings.information), {}
+    if name == "call-rule":
+        return rule_schedule(inst), {}
+    if name == "mpc-notice":
+        log: list[dict] = []
+        schedule = mpc_notice_schedule(inst, settings.time_limit_s, settings.mip_gap, log)
+        return schedule, {"solves": len(log), "solve_seconds": float(sum(e["seconds"] for e in log)),
+                          "solves_optimal": sum(e["status"] == "optimal" for e in log), "solve_log": log}
     if name in HEAVY_POLICIES:
         oracle = settings.oracle()
         first, info = len(oracle.seconds), {}

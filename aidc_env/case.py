@@ -26,12 +26,16 @@ from typing import Any
 
 import numpy as np
 
+from aidc_env.calls import with_calls
 from aidc_env.errors import CliParser, InputError, is_integer, require, run_cli
+from aidc_env.grid import FLEX_TIER_LOSS
 from aidc_env.instance import DEFAULT_MIN_DAILY_SHARE, MINUTES_PER_HOUR, PAUSE, SECONDS_PER_HOUR, Instance, Job
 from aidc_env.io import atomic_write_text, check_output_file, read_input_text, safe_name
 from aidc_env.modes import Mode, ModeParams, generate_modes
+from aidc_env.power_caps import cap_curve
 from aidc_env.profiles import HOURS_PER_DAY, ProfileSet, hourly_to_slots, load_profiles
 from aidc_env.schema import CaseDocument, Energy, Facility, InferenceSpec, JobSpec, SiteSpec, validate
+from aidc_env.schema.case import CallSpec, PowerCaps
 from aidc_env.site_profiles import SiteProfileSet, load_site_profiles
 from aidc_env.sites import DEFAULT_LINK_GBPS, Site, SiteNetwork, transfer_hours
 from aidc_env.workloads import (BUNDLED_INFERENCE_PROFILE, FINETUNING, Inference, gpus_for_share,
@@ -76,6 +80,12 @@ class Case:
     """Several data centers (``[[sites]]``, :mod:`aidc_env.sites`); empty: one site, the case's own fields."""
     link_gbps: float = DEFAULT_LINK_GBPS
     """``[migration] link_gbps``: the inter-site bandwidth that sets each job's checkpoint transfer time."""
+    training_value_usd_per_gpu_hour: float = 0.0
+    """Value of a GPU-hour of pre-training at a job's baseline throughput; tokens short of it are training lost."""
+    power_caps: PowerCaps | None = None
+    """``[power_caps]``: the GPU power-cap curve schedules may use (:mod:`aidc_env.power_caps`); None: no caps."""
+    grid_calls: tuple[CallSpec, ...] = ()
+    """``[[grid_calls]]``: calls on every instance of the case (:mod:`aidc_env.calls`)."""
 
     @property
     def slot_hours(self) -> float:
@@ -112,11 +122,12 @@ class Case:
             return {key: getattr(self, key) for key in keys}
 
         return {**table(("name", "description", "slots", "day", "horizon_days", "min_daily_share", "mode_pool_gpus",
-                         "idle_value_usd_per_gpu_hour")), "gpus": self.n_gpus,
+                         "idle_value_usd_per_gpu_hour", "training_value_usd_per_gpu_hour")), "gpus": self.n_gpus,
+                **({} if self.power_caps is None else {"power_caps": dict(self.power_caps)}),
                 "facility": table(Facility.model_fields), "energy": table(Energy.model_fields),
                 "migration": {"link_gbps": self.link_gbps}, "modes": self.mode_params.to_dict(),
                 **{name: [dataclasses.asdict(spec) for spec in getattr(self, name)]
-                   for name in ("jobs", "inference", "sites")}}
+                   for name in ("jobs", "inference", "sites", "grid_calls")}}
 
 
 # --------------------------------------------------------------------------------------------- loading
@@ -160,6 +171,8 @@ def case_from_dict(data: Mapping[str, Any], source: str = "") -> Case:
                 mode_pool_gpus=doc.mode_pool_gpus, mode_params=doc.modes, source=source, inference=tuple(doc.inference),
                 idle_value_usd_per_gpu_hour=doc.idle_value_usd_per_gpu_hour, sites=tuple(doc.sites),
                 link_gbps=DEFAULT_LINK_GBPS if doc.migration.link_gbps is None else doc.migration.link_gbps,
+                training_value_usd_per_gpu_hour=doc.training_value_usd_per_gpu_hour, power_caps=doc.power_caps,
+                grid_calls=tuple(doc.grid_calls),
                 **dict(doc.facility), **dict(doc.energy))
 
 
@@ -240,7 +253,8 @@ def resolve_jobs(case: Case) -> tuple[Job, ...]:
             initial_mode=PAUSE if finetuning else baseline_index,  # a fine-tuning job starts at its release
             tranche_tokens=float(tranche), kind=spec.kind,
             release_slot=round(spec.release_hour / case.slot_hours) if finetuning else 0,
-            deadline_slot=round(spec.deadline_hour / case.slot_hours) if finetuning else None))
+            deadline_slot=round(spec.deadline_hour / case.slot_hours) if finetuning else None,
+            max_throughput_loss=None if spec.flex_tier is None else FLEX_TIER_LOSS[spec.flex_tier]))
     return tuple(jobs)
 
 
@@ -359,10 +373,10 @@ def _inference_load(spec: InferenceSpec, first_day: str, days: int, slots_per_da
 def _instance_on_days(case: Case, first_day: str, profiles: ProfileSet | SiteProfileSet,
                       jobs: tuple[Job, ...]) -> Instance:
     if isinstance(profiles, SiteProfileSet):
-        return _sites_instance_on_days(case, first_day, profiles, jobs)
+        return _grid_side(case, _sites_instance_on_days(case, first_day, profiles, jobs))
     capacity = case.renewable_capacity_mw or profiles.renewable_capacity_mw
     day_profiles = profiles.consecutive_days(first_day, case.horizon_days)
-    return Instance(
+    return _grid_side(case, Instance(
         case_name=case.name, day=first_day, n_gpus=case.n_gpus, slot_hours=case.slot_hours, pue=case.pue,
         idle_kw_per_gpu=case.idle_kw_per_gpu, rated_kw_per_gpu=case.rated_kw_per_gpu,
         renewable_ratio=case.renewable_ratio, ppa_usd_per_mwh=case.ppa_usd_per_mwh,
@@ -373,7 +387,18 @@ def _instance_on_days(case: Case, first_day: str, profiles: ProfileSet | SitePro
                                         for p in day_profiles]),
         inference=tuple(_inference_load(service, first_day, len(day_profiles), case.slots)
                         for service in case.inference),
-        idle_value_usd_per_gpu_hour=float(case.idle_value_usd_per_gpu_hour))
+        idle_value_usd_per_gpu_hour=float(case.idle_value_usd_per_gpu_hour)))
+
+
+def _grid_side(case: Case, inst: Instance) -> Instance:
+    """The case's power caps, training value and grid calls on an instance (the instance itself without them)."""
+    if case.power_caps is None and not case.grid_calls and case.training_value_usd_per_gpu_hour <= 0:
+        return inst
+    curve = None if case.power_caps is None else cap_curve(
+        case.power_caps.curve, case.power_caps.min_cap_share, case.mode_params.host_power_kw_per_gpu)
+    inst = dataclasses.replace(inst, cap_curve=curve,
+                               training_value_usd_per_gpu_hour=float(case.training_value_usd_per_gpu_hour))
+    return with_calls(inst, case.grid_calls)
 
 
 # --------------------------------------------------------------------------------------------- CLI

@@ -41,6 +41,7 @@ from typing import Any
 import numpy as np
 
 from aidc_env.errors import is_finite, is_integer, require, require_date, require_unique
+from aidc_env.grid import CapCurve, GridCall, check_calls
 from aidc_env.information import Forecast
 from aidc_env.io import dumps_json, path_component, read_json_file
 from aidc_env.modes import Mode
@@ -99,6 +100,9 @@ class Job:
     deadline_slot: int | None = None
     """The job may not run from this slot on (a checkpoint boundary) and must have met ``tranche_tokens`` by
     then; None: the end of the horizon (pre-training)."""
+    max_throughput_loss: float | None = None
+    """Throughput tier: the largest share of its baseline throughput the job may lose over the slots of each grid
+    call (:mod:`aidc_env.grid`; the demonstration's Flex 0/1/2/3 are 0, 0.1, 0.25, 0.5); None: no tier."""
 
     @property
     def n_modes(self) -> int:
@@ -108,10 +112,22 @@ class Job:
     def is_finetuning(self) -> bool:
         return self.kind == FINETUNING
 
+    @property
+    def baseline_rate(self) -> tuple[int, float]:
+        """(GPUs, tokens/s) of the baseline mode: what the job's training value and its tier are measured against;
+        with no baseline mode in the pool, the mode of most tokens per GPU."""
+        if self.baseline_mode != PAUSE:
+            mode = self.modes[self.baseline_mode]
+        else:
+            mode = max(self.modes, key=lambda m: m.tokens_per_s / m.gpus)
+        return mode.gpus, mode.tokens_per_s
+
     def to_dict(self) -> dict[str, Any]:
-        """The job in the exchange format (:class:`aidc_env.schema.JobDocument`, its keys in order)."""
+        """The job in the exchange format (:class:`aidc_env.schema.JobDocument`, its keys in order; no tier key
+        without one)."""
         return {key: [m.to_dict() for m in self.modes] if key == "modes" else getattr(self, key)
-                for key in JobDocument.model_fields}
+                for key in JobDocument.model_fields
+                if key != "max_throughput_loss" or self.max_throughput_loss is not None}
 
 
 @dataclass(frozen=True, eq=False)
@@ -151,6 +167,13 @@ class Instance:
     """Inference services (:class:`~aidc_env.workloads.Inference`): GPUs per slot taken from the pool first."""
     idle_value_usd_per_gpu_hour: float = 0.0
     """Value of a GPU-hour left idle ($, e.g. lent to other work): credited in ``Metrics.objective_usd``."""
+    cap_curve: CapCurve | None = None
+    """GPU power-cap levels a schedule may choose per job and slot (:mod:`aidc_env.grid`); None: no caps."""
+    grid_calls: tuple[GridCall, ...] = ()
+    """Firm reductions the grid asks for (:class:`~aidc_env.grid.GridCall`), each at one site."""
+    training_value_usd_per_gpu_hour: float = 0.0
+    """Value of a GPU-hour of pre-training at a job's baseline throughput ($): tokens short of the baseline's over the
+    horizon count as training lost in ``Metrics.objective_usd`` (0: none; targets only)."""
     network: SiteNetwork | None = None
     """Several sites (:mod:`aidc_env.sites`): their pools, plants and price nodes, each job's home site and
     transfer time. None: one site, the instance's own fields (the day model). With a network, the top-level
@@ -172,6 +195,7 @@ class Instance:
                     "must be shorter than a checkpoint segment")
         self._check_horizon(price.size)
         self._check_workloads(price.size)
+        self._check_grid(price.size)
         self._check_network(price.size)
         require(self.forecast is None or (isinstance(self.forecast, Forecast) and self.forecast.slots == price.size),
                 "forecast", f"must be a Forecast of {price.size} slots")
@@ -211,6 +235,7 @@ class Instance:
             ppa_usd_per_mwh=site.ppa_usd_per_mwh, curtailment_penalty_usd_per_mwh=site.curtailment_penalty_usd_per_mwh,
             price_usd_per_mwh=site.price_usd_per_mwh, renewable_shape=site.renewable_shape, forecast=site.forecast,
             inference=tuple(dataclasses.replace(service, site=0) for service in self.inference if service.site == s),
+            grid_calls=tuple(dataclasses.replace(call, site=0) for call in self.grid_calls if call.site == s),
             network=None) for s, site in enumerate(network.sites))
         object.__setattr__(self, "_site_views", views)  # not a field: derived, and compared through the network
 
@@ -273,6 +298,32 @@ class Instance:
         for name, arr in (("inference_gpus", gpus), ("inference_it_kw", it_kw)):
             arr.setflags(write=False)
             object.__setattr__(self, name, arr)
+
+    def _check_grid(self, slots: int) -> None:
+        """Calls within the horizon at a site of the instance; tiers and the training value within their ranges."""
+        require(self.cap_curve is None or isinstance(self.cap_curve, CapCurve), "cap_curve", "must be a CapCurve")
+        check_calls(self.grid_calls, slots, len(self.network.sites) if self.network is not None else 1)
+        for j, job in enumerate(self.jobs):
+            loss = job.max_throughput_loss
+            require(loss is None or (is_finite(loss) and 0 <= loss <= 1), f"jobs[{j}].max_throughput_loss",
+                    f"must be a share in [0, 1], got {loss!r}")
+        value = self.training_value_usd_per_gpu_hour
+        require(is_finite(value) and value >= 0, "training_value_usd_per_gpu_hour", f"must be >= 0, got {value!r}")
+
+    @property
+    def has_grid_side(self) -> bool:
+        """Power caps, grid calls, throughput tiers or a training value: what the day-model oracle and the env do not
+        model (the textbook MILP does)."""
+        return (self.cap_curve is not None or bool(self.grid_calls) or self.training_value_usd_per_gpu_hour > 0
+                or any(job.max_throughput_loss is not None for job in self.jobs))
+
+    def token_value_usd(self, job: Job) -> float:
+        """Value of one token of ``job`` ($): the training value of a GPU-hour over the tokens its baseline mode makes
+        in one GPU-hour (0 without a training value)."""
+        if self.training_value_usd_per_gpu_hour <= 0:
+            return 0.0
+        gpus, rate = job.baseline_rate
+        return self.training_value_usd_per_gpu_hour * gpus / (rate * SECONDS_PER_HOUR)
 
     def job_window(self, job: Job) -> tuple[int, int]:
         """[release, deadline) slots of a job: where it may run (the whole horizon for pre-training)."""
@@ -353,10 +404,14 @@ class Instance:
                   "inference": [service.to_dict() for service in self.inference],
                   "forecast": self.forecast and self.forecast.to_dict(),
                   "network": self.network and self.network.to_dict(),
+                  "cap_curve": self.cap_curve and self.cap_curve.to_dict(),
+                  "grid_calls": [call.to_dict() for call in self.grid_calls],
                   **{name: getattr(self, name).tolist() for name in ("price_usd_per_mwh", "renewable_shape",
                                                                      "renewable_mw")}}
+        optional = {"forecast": None, "network": None, "cap_curve": None, "grid_calls": [],
+                    "training_value_usd_per_gpu_hour": 0.0}  # written only when set: the day model's JSON unchanged
         return {key: values[key] if key in values else getattr(self, key) for key in InstanceDocument.model_fields
-                if key not in ("forecast", "network") or values[key] is not None}
+                if key not in optional or (values[key] if key in values else getattr(self, key)) != optional[key]}
 
     @classmethod
     def from_dict(cls, data: Any, *, limits: bool = False) -> Instance:
@@ -377,6 +432,9 @@ class Instance:
             forecast=Forecast.from_document(doc.forecast) if doc.forecast is not None else None,
             inference=tuple(Inference(**dict(service)) for service in doc.inference),
             idle_value_usd_per_gpu_hour=doc.idle_value_usd_per_gpu_hour,
+            cap_curve=None if doc.cap_curve is None else CapCurve(**dict(doc.cap_curve)),
+            grid_calls=tuple(GridCall(**dict(call)) for call in doc.grid_calls),
+            training_value_usd_per_gpu_hour=doc.training_value_usd_per_gpu_hour,
             network=None if network is None else SiteNetwork(
                 sites=tuple(Site(**site.model_dump(exclude={"gpus", "plant_mw", "forecast"}), n_gpus=site.gpus,
                                  forecast=site.forecast and Forecast.from_document(site.forecast))

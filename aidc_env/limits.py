@@ -37,6 +37,8 @@ a rounding error of the plant."""
 MAX_PRICE_USD_PER_MWH = 100_000.0
 """|price|, PPA price and curtailment penalty ($/MWh): CAISO's bid cap is $2,000/MWh and ERCOT's offer cap
 $5,000/MWh; 20x the highest cap."""
+MAX_CALL_USD_PER_MWH = 100_000.0
+"""A grid call's payment and penalty ($/MWh, or $/MW per call): CAISO's ELRP pays $2,000/MWh; 50x."""
 MAX_RENEWABLE_CAPACITY_MW = 1_000_000.0
 """Capacity that normalises solar + wind (MW): CAISO's whole solar + wind fleet is ~30,000 MW."""
 MAX_LINK_GBPS = 1e6

@@ -4,11 +4,14 @@ A :class:`Schedule` is what every policy returns and what :func:`aidc_env.simula
 gives, per job (instance order), its K_j segment choices; ``sites`` the site holding the job's checkpoint during
 each segment, where it runs if it runs (an index into ``Instance.sites``). A job is at one site per segment by
 construction and can change site only between two segments, i.e. at a checkpoint. With one site every entry of
-``sites`` is 0; ``sites=None`` keeps every job at its home site.
+``sites`` is 0; ``sites=None`` keeps every job at its home site. ``caps`` (optional) gives per job and *slot* a GPU
+power-cap level position of the instance's cap curve (:mod:`aidc_env.grid`; 0: no cap; 1.5: half the slot at level 1,
+half at level 2), which needs no checkpoint; None, or every position 0, is the schedule without caps, scored exactly as
+before caps existed.
 
 The file format (``python -m aidc_env.simulate --schedule FILE``, the oracle's ``--json``) is a list of segment
 choices per job, an object job name → list, or ``{"schedule": ..., "sites": ...}`` with ``sites`` the same shape
-(entries site names or indices).
+(entries site names or indices), and ``"caps"`` the cap levels per job and slot.
 """
 
 from __future__ import annotations
@@ -40,14 +43,19 @@ class Schedule:
 
     modes: tuple[np.ndarray, ...]
     sites: tuple[np.ndarray, ...]
+    caps: tuple[np.ndarray, ...] | None = None
+    """Per job a float array of its T slots' cap level positions; None: no cap anywhere."""
 
     def __eq__(self, other: object) -> bool:
-        """The same choices and sites, row by row."""
+        """The same choices, sites and caps, row by row."""
         if not isinstance(other, Schedule):
             return NotImplemented
         return (len(self.modes) == len(other.modes)
                 and all(np.array_equal(a, b) for a, b in zip(self.modes, other.modes, strict=True))
-                and all(np.array_equal(a, b) for a, b in zip(self.sites, other.sites, strict=True)))
+                and all(np.array_equal(a, b) for a, b in zip(self.sites, other.sites, strict=True))
+                and (self.caps is None) == (other.caps is None)
+                and (self.caps is None
+                     or all(np.array_equal(a, b) for a, b in zip(self.caps, other.caps, strict=True))))
 
     __hash__ = None  # arrays: equal schedules are not hashable keys
 
@@ -63,6 +71,8 @@ class Schedule:
         if len(inst.sites) > 1:
             names = [site.name for site in inst.sites]
             out["sites"] = [[names[s] for s in row.tolist()] for row in self.sites]
+        if self.caps is not None:
+            out["caps"] = [row.tolist() for row in self.caps]
         return out
 
 
@@ -118,11 +128,27 @@ def _site_row(inst: Instance, job: Job, row: Any) -> np.ndarray:
     return np.array(values, dtype=np.int64)
 
 
-def validate_schedule(inst: Instance, modes: Rows | Schedule, sites: Rows | None = None) -> Schedule:
-    """The :class:`Schedule` of per-job mode rows and site rows (None: every job at its home site); InputError naming
-    the bad entry. A fine-tuning job that runs outside its window is refused, as a mode index out of range is."""
+def _cap_row(inst: Instance, job: Job, row: Any) -> np.ndarray:
+    where = f"caps.{job.name}"
+    top = inst.cap_curve.levels - 1 if inst.cap_curve is not None else 0
+    arr = np.asarray(row)
+    require(arr.shape == (inst.slots,), where, f"expected one cap level per slot ({inst.slots}), got shape {arr.shape}")
+    require(arr.size == 0 or np.issubdtype(arr.dtype, np.integer) or np.issubdtype(arr.dtype, np.floating), where,
+            "cap levels must be numbers")
+    arr = arr.astype(float)
+    require(bool(np.all(np.isfinite(arr) & (arr >= 0) & (arr <= top))), where,
+            f"cap level positions must be within [0, {top}]" if inst.cap_curve is not None
+            else "the instance has no cap curve: every level must be 0")
+    return arr
+
+
+def validate_schedule(inst: Instance, modes: Rows | Schedule, sites: Rows | None = None,
+                      caps: Rows | None = None) -> Schedule:
+    """The :class:`Schedule` of per-job mode rows, site rows (None: every job at its home site) and cap rows (None:
+    none); InputError naming the bad entry. A fine-tuning job that runs outside its window is refused, as a mode index
+    out of range is. Cap rows of level 0 only are dropped (``caps=None``)."""
     if isinstance(modes, Schedule):
-        modes, sites = modes.modes, modes.sites
+        modes, sites, caps = modes.modes, modes.sites, modes.caps
     mode_rows = tuple(_mode_row(inst, job, row)
                       for job, row in zip(inst.jobs, _rows(inst, modes, "schedule"), strict=True))
     if sites is None:
@@ -131,7 +157,11 @@ def validate_schedule(inst: Instance, modes: Rows | Schedule, sites: Rows | None
     else:
         site_rows = tuple(_site_row(inst, job, row)
                           for job, row in zip(inst.jobs, _rows(inst, sites, "sites"), strict=True))
-    return Schedule(modes=mode_rows, sites=site_rows)
+    cap_rows = None if caps is None else tuple(
+        _cap_row(inst, job, row) for job, row in zip(inst.jobs, _rows(inst, caps, "caps"), strict=True))
+    if cap_rows is not None and not any(row.any() for row in cap_rows):
+        cap_rows = None
+    return Schedule(modes=mode_rows, sites=site_rows, caps=cap_rows)
 
 
 def read_schedule(path: str | Path, inst: Instance) -> Schedule:
@@ -140,7 +170,7 @@ def read_schedule(path: str | Path, inst: Instance) -> Schedule:
     data = read_json_file(path, "schedule")
     doc = validate(ScheduleDocument, data if isinstance(data, Mapping) and "schedule" in data else {"schedule": data},
                    document="schedule")
-    return validate_schedule(inst, doc.schedule, doc.sites)
+    return validate_schedule(inst, doc.schedule, doc.sites, doc.caps)
 
 
 def previous(first: int, row: np.ndarray) -> np.ndarray:

@@ -23,6 +23,13 @@ that of the jobs and inference it holds, renewable first against its own plant a
 over the sites. A (re)start is a change of (mode, site); a move into a running segment also loses the job's transfer
 time (:func:`job_segments`). With one site every number is the day model's.
 
+The grid's side (:mod:`aidc_env.grid`): a schedule's GPU power caps (a level position per job and slot) scale each
+running job's tokens/s and IT power slot by slot (tokens are then counted slot by slot: :func:`slot_token_hours`);
+each grid call is scored on its site's grid import (:class:`CallMetrics`: the reduction per slot, delivery, payment,
+penalty, each job's performance over the call against its baseline and the demonstration's weighted performance); a
+training value counts tokens short of the baseline's as training lost. The objective adds penalties and training lost and subtracts payments. Without caps,
+calls or a training value every number is computed as before they existed.
+
 Costs in $, energy in MWh, power in MW, time in hours unless a name says otherwise.
 """
 
@@ -36,6 +43,7 @@ from typing import Any
 import numpy as np
 
 from aidc_env.errors import CliParser, run_cli
+from aidc_env.grid import CAP_TOLERANCE_MW, GridCall
 from aidc_env.instance import SECONDS_PER_HOUR, Instance, Job, load_instance
 from aidc_env.io import dumps_json
 from aidc_env.schedule import (PAUSE, Schedule, moves, previous, read_schedule, slot_choices, switches,
@@ -123,6 +131,35 @@ class SiteMetrics(EnergyMetrics):
 
 
 @dataclass(frozen=True)
+class CallMetrics:
+    """One grid call as delivered: its site's grid import against the baseline and the limit in each of its slots
+    (``reduction_mw`` = baseline − import), ``delivered`` when no slot exceeds the limit, the payment and the penalty;
+    per job its ``performance`` (tokens over the call / its baseline mode's over the same slots), whether every job's
+    tier held (``tiers_met``) and ``weighted_performance``, the demonstration's measure: the mean performance weighted
+    by each job's least allowed share of throughput, 1 − its tier's loss (1 without a tier)."""
+
+    program: str
+    site: str
+    start_slot: int
+    end_slot: int
+    delivered: bool
+    shortfall_slots: int
+    baseline_mwh: float
+    import_mwh: float
+    reduction_mwh: float
+    required_reduction_mwh: float
+    shortfall_mwh: float
+    reduction_share: float
+    """Reduction / baseline energy over the call."""
+    reduction_mw: tuple[float, ...]
+    payment_usd: float
+    penalty_usd: float
+    performance: dict[str, float]
+    tiers_met: bool
+    weighted_performance: float
+
+
+@dataclass(frozen=True)
 class Metrics(EnergyMetrics):
     """Everything reported about a day or a horizon: totals over the sites; ``days`` per day and ``sites`` per site
     (one entry each for a one-site day); ``completion``, the lowest over the jobs; the inference GPU-hours (served
@@ -144,10 +181,18 @@ class Metrics(EnergyMetrics):
     objective_usd: float = 0.0
     feasible: bool = True
     sites: tuple[SiteMetrics, ...] = ()
+    calls: tuple[CallMetrics, ...] = ()
+    calls_delivered: bool = True
+    call_payment_usd: float = 0.0
+    call_penalty_usd: float = 0.0
+    tiers_met: bool = True
+    training_lost_usd: float = 0.0
+    """The training value of the tokens short of the baseline modes' over the horizon (negative: ahead of them)."""
 
     def to_dict(self) -> dict[str, Any]:
         return {**asdict(self), "jobs": {job.name: asdict(job) for job in self.jobs},
-                "days": [asdict(day) for day in self.days], "sites": {site.name: asdict(site) for site in self.sites}}
+                "days": [asdict(day) for day in self.days], "sites": {site.name: asdict(site) for site in self.sites},
+                "calls": [asdict(call) for call in self.calls]}
 
 
 @dataclass(frozen=True)
@@ -303,6 +348,35 @@ def job_segments(inst: Instance, j: int, choices: np.ndarray, sites: np.ndarray)
     return running, restarted, moved, np.where(running, productive, 0.0)
 
 
+def slot_token_hours(inst: Instance, j: int, choices: np.ndarray, sites: np.ndarray) -> np.ndarray:
+    """Per slot, the hours job j makes tokens: the slot, less the part of a (re)started segment's first τ_j hours (and
+    transfer time after a move) that falls in it; 0 where it pauses. Summed over a segment: its productive hours."""
+    job = inst.jobs[j]
+    running, restarted, moved, _ = job_segments(inst, j, choices, sites)
+    per = inst.slots_per_segment(job)
+    lost = job.restart_hours * restarted + inst.transfer_hours[j] * moved
+    offset = np.tile(np.arange(per) * inst.slot_hours, job.segments)
+    lost_in_slot = np.clip(np.repeat(lost, per) - offset, 0.0, inst.slot_hours)
+    return np.where(np.repeat(running, per), inst.slot_hours - lost_in_slot, 0.0)
+
+
+def slot_tokens(inst: Instance, j: int, choices: np.ndarray, sites: np.ndarray,
+                caps: np.ndarray | None = None) -> np.ndarray:
+    """Tokens job j makes in each slot: its mode's tokens/s × the cap's throughput factor × its token hours."""
+    job = inst.jobs[j]
+    rate = job.tokens_per_s_by_choice[slot_choices(inst, job, choices)] * SECONDS_PER_HOUR
+    if caps is not None:
+        rate = rate * inst.cap_curve.throughput_at(caps)
+    return rate * slot_token_hours(inst, j, choices, sites)
+
+
+def baseline_tokens(inst: Instance, job: Job, slots: slice) -> float:
+    """Tokens the job's baseline mode makes over ``slots`` within its window, held without a restart."""
+    release, deadline = inst.job_window(job)
+    lo, hi = max(slots.start or 0, release), min(inst.slots if slots.stop is None else slots.stop, deadline)
+    return job.baseline_rate[1] * SECONDS_PER_HOUR * max(hi - lo, 0) * inst.slot_hours
+
+
 def _tokens(job: Job, choices: np.ndarray, running: np.ndarray, productive_hours: np.ndarray) -> float:
     """Tokens of the running segments given: hours per mode first, then tokens, so that a mode held all day gives
     exactly r · 3600 · 24 = its default tranche."""
@@ -315,15 +389,22 @@ def reaches(tokens: float, target: float) -> bool:
     return bool(tokens >= target * (1 - TRANCHE_TOLERANCE))
 
 
-def _job_metrics(inst: Instance, j: int, choices: np.ndarray, sites: np.ndarray) -> JobMetrics:
+def _job_metrics(inst: Instance, j: int, choices: np.ndarray, sites: np.ndarray, caps: np.ndarray | None) -> JobMetrics:
     job = inst.jobs[j]
     running, restarted, moved, productive_h = job_segments(inst, j, choices, sites)
     per_slot = slot_choices(inst, job, choices)
-    tokens = _tokens(job, choices, running, productive_h)
     per_day = inst.segments_per_day(job)
-    by_day = (tokens,) if inst.horizon_days == 1 else tuple(
-        _tokens(job, choices[d], running[d], productive_h[d])
-        for d in (slice(k * per_day, (k + 1) * per_day) for k in range(inst.horizon_days)))
+    if caps is None:
+        tokens = _tokens(job, choices, running, productive_h)
+        by_day = (tokens,) if inst.horizon_days == 1 else tuple(
+            _tokens(job, choices[d], running[d], productive_h[d])
+            for d in (slice(k * per_day, (k + 1) * per_day) for k in range(inst.horizon_days)))
+        it_kw = job.it_power_kw_by_choice[per_slot]
+    else:  # capped slots make tokens at their own rate: counted slot by slot
+        made = slot_tokens(inst, j, choices, sites, caps)
+        tokens = float(np.sum(made))
+        by_day = tuple(float(np.sum(made[inst.day_slots(d)])) for d in range(inst.horizon_days))
+        it_kw = inst.cap_curve.it_power_kw(job.it_power_kw_by_choice[per_slot], job.gpus_by_choice[per_slot], caps)
     daily_min = inst.daily_min_tokens(job)
     minimums_met = all(reaches(x, daily_min) for x in by_day)
     release, deadline = inst.job_window(job)
@@ -333,7 +414,7 @@ def _job_metrics(inst: Instance, j: int, choices: np.ndarray, sites: np.ndarray)
                       modes_used=int(np.unique(choices[running]).size), switches=int(switches(job, choices).sum()),
                       restarts=int(restarted.sum()), running_hours=float(running.sum() * inst.segment_hours(job)),
                       gpu_hours=float(np.sum(job.gpus_by_choice[per_slot]) * inst.slot_hours),
-                      it_energy_mwh=float(np.sum(job.it_power_kw_by_choice[per_slot]) * inst.slot_hours / 1000.0),
+                      it_energy_mwh=float(np.sum(it_kw) * inst.slot_hours / 1000.0),
                       tokens_by_day=by_day, daily_min_tokens=daily_min, daily_minimums_met=minimums_met, kind=job.kind,
                       release_slot=release, deadline_slot=deadline, moves=int(moves(inst.home_sites[j], sites).sum()),
                       transfer_hours_lost=float(inst.transfer_hours[j] * moved.sum()))
@@ -390,14 +471,17 @@ def simulate(inst: Instance, schedule: Schedule | Sequence[Sequence[int]] | Mapp
     it_kw = np.zeros((S, T))
     job_choice = np.empty((len(inst.jobs), T), dtype=np.int64)
     job_site = np.empty((len(inst.jobs), T), dtype=np.int64)
+    caps = _cap_rows(sched)
     for j, (job, choices, sites) in enumerate(zip(inst.jobs, sched.modes, sched.sites, strict=True)):
         per_slot = job_choice[j] = slot_choices(inst, job, choices)
         site_slot = job_site[j] = slot_choices(inst, job, sites)
         for s in range(S):  # accumulated in job order (one site: exactly the day model's sums)
             here = per_slot if S == 1 else np.where(site_slot == s, per_slot, PAUSE)
             gpus[s] += job.gpus_by_choice[here]
-            it_kw[s] += job.it_power_kw_by_choice[here]
-    job_metrics = tuple(_job_metrics(inst, j, choices, sites)
+            power = job.it_power_kw_by_choice[here]
+            it_kw[s] += power if caps[j] is None else inst.cap_curve.it_power_kw(power, job.gpus_by_choice[here],
+                                                                               caps[j])
+    job_metrics = tuple(_job_metrics(inst, j, choices, sites, caps[j])
                         for j, (choices, sites) in enumerate(zip(sched.modes, sched.sites, strict=True)))
     energies, flows = zip(*(_site_flows(view, gpus[s], it_kw[s]) for s, view in enumerate(views)), strict=True)
     site_metrics = []
@@ -424,6 +508,7 @@ def simulate(inst: Instance, schedule: Schedule | Sequence[Sequence[int]] | Mapp
     capacity_ok = all(m.capacity_ok for m in site_metrics)
     tranches_met = all(m.tranche_met for m in job_metrics)
     inference_served = all(bool(np.all(view.inference_gpus <= view.n_gpus)) for view in views)
+    grid_side = _grid_side(inst, sched, flows)
     metrics = Metrics(
         **totals, peak_gpus=int(total.gpus_used.max()), capacity_ok=capacity_ok,
         capacity_violation_slots=int(sum(m.capacity_violation_slots for m in site_metrics)),
@@ -431,10 +516,71 @@ def simulate(inst: Instance, schedule: Schedule | Sequence[Sequence[int]] | Mapp
         days=tuple(days), inference_gpu_hours=float(np.sum(inst.inference_gpus) * inst.slot_hours),
         inference_served=inference_served, idle_gpu_hours=float(sum(m.idle_gpu_hours for m in site_metrics)),
         idle_value_usd=idle_value_usd,
-        objective_usd=totals["operating_cost_usd"] - idle_value_usd if idle_value_usd else totals["operating_cost_usd"],
-        feasible=capacity_ok and tranches_met and inference_served, sites=tuple(site_metrics))
+        objective_usd=(totals["operating_cost_usd"] - idle_value_usd if idle_value_usd
+                       else totals["operating_cost_usd"]) + grid_side.pop("objective_usd"),
+        feasible=capacity_ok and tranches_met and inference_served and grid_side["tiers_met"],
+        sites=tuple(site_metrics), **grid_side)
     return SimulationResult(metrics=metrics, flows=total, site_flows=tuple(flows), schedule=sched,
                             job_choice=job_choice, job_site=job_site)
+
+
+def _call_metrics(inst: Instance, call: GridCall, flows: SlotFlows, made: Sequence[np.ndarray]) -> CallMetrics:
+    """One call scored on its site's grid import and the jobs' tokens per slot (``made``)."""
+    dt = inst.slot_hours
+    grid = flows.grid_mw[call.slots]
+    reduction = call.baseline_mw - grid
+    over = np.maximum(grid - call.limit_mw, 0.0)
+    short = over > CAP_TOLERANCE_MW
+    delivered = not bool(short.any())
+    performance, tiers_met, weights = {}, True, []
+    for job, tokens in zip(inst.jobs, made, strict=True):
+        reference = baseline_tokens(inst, job, call.slots)
+        if reference <= 0:
+            continue
+        performance[job.name] = float(np.sum(tokens[call.slots])) / reference
+        floor = 1.0 if job.max_throughput_loss is None else 1.0 - job.max_throughput_loss
+        tiers_met &= job.max_throughput_loss is None or reaches(performance[job.name], floor)
+        weights.append(floor)
+    values = list(performance.values())
+    baseline_mwh = float(np.sum(call.baseline_mw) * dt)
+    return CallMetrics(
+        program=call.program, site=inst.sites[call.site].name, start_slot=call.start_slot, end_slot=call.end_slot,
+        delivered=delivered, shortfall_slots=int(short.sum()), baseline_mwh=baseline_mwh,
+        import_mwh=float(np.sum(grid) * dt), reduction_mwh=float(np.sum(reduction) * dt),
+        required_reduction_mwh=float(np.sum(call.baseline_mw - call.limit_mw) * dt),
+        shortfall_mwh=float(np.sum(over) * dt),
+        reduction_share=float(np.sum(reduction) * dt / baseline_mwh) if baseline_mwh > 0 else 0.0,
+        reduction_mw=tuple(float(x) for x in reduction),
+        payment_usd=call.payment_usd_per_mwh * float(np.sum(np.maximum(reduction, 0.0)) * dt)
+        + (call.payment_usd_per_mw * max(call.committed_mw, 0.0) if delivered else 0.0),
+        penalty_usd=call.penalty_usd_per_mwh * float(np.sum(over) * dt), performance=performance,
+        tiers_met=bool(tiers_met),
+        weighted_performance=float(np.average(values, weights=weights)) if values else 1.0)
+
+
+def _cap_rows(sched: Schedule) -> tuple[np.ndarray | None, ...]:
+    """Per job its cap positions, None for a job never capped (scored as before caps existed)."""
+    if sched.caps is None:
+        return (None,) * len(sched.modes)
+    return tuple(row if row.any() else None for row in sched.caps)
+
+
+def _grid_side(inst: Instance, sched: Schedule, flows: Sequence[SlotFlows]) -> dict[str, Any]:
+    """The calls' metrics, their payments and penalties, the training lost, and what they add to the objective (all
+    zero, and nothing computed, without calls and a training value)."""
+    if not inst.grid_calls and inst.training_value_usd_per_gpu_hour <= 0:
+        return {"objective_usd": 0.0, "tiers_met": True}
+    caps = _cap_rows(sched)
+    made = [slot_tokens(inst, j, choices, sites, caps[j])
+            for j, (choices, sites) in enumerate(zip(sched.modes, sched.sites, strict=True))]
+    calls = tuple(_call_metrics(inst, call, flows[call.site], made) for call in inst.grid_calls)
+    lost = sum(inst.token_value_usd(job) * (baseline_tokens(inst, job, slice(None)) - float(np.sum(tokens)))
+               for job, tokens in zip(inst.jobs, made, strict=True))
+    payment = sum(c.payment_usd for c in calls)
+    penalty = sum(c.penalty_usd for c in calls)
+    return {"objective_usd": penalty - payment + lost, "calls": calls,
+            "calls_delivered": all(c.delivered for c in calls), "call_payment_usd": payment,
+            "call_penalty_usd": penalty, "tiers_met": all(c.tiers_met for c in calls), "training_lost_usd": lost}
 
 
 # ------------------------------------------------------------------------------ command line
@@ -475,6 +621,14 @@ def format_metrics(m: Metrics) -> str:
         moved = f", {job.moves} moves ({job.transfer_hours_lost:.3f} h transferring)" if job.moves else ""
         lines.append(f"  {job.name}: completion {job.completion:.4f}, modes used {job.modes_used}, "
                      f"switches {job.switches}, restarts {job.restarts}{moved}")
+    for call in m.calls:
+        delivered = "delivered" if call.delivered else f"NOT delivered in {call.shortfall_slots} slots"
+        lines.append(f"  call {call.program} at {call.site}, slots {call.start_slot}-{call.end_slot}: {delivered}, "
+                     f"reduction {call.reduction_mwh:.4f} MWh ({call.reduction_share:.1%} of the baseline), payment "
+                     f"${call.payment_usd:,.2f}, penalty ${call.penalty_usd:,.2f}, weighted performance "
+                     f"{call.weighted_performance:.3f}{'' if call.tiers_met else ' (a tier NOT met)'}")
+    if m.training_lost_usd:
+        lines.append(f"training lost ${m.training_lost_usd:,.2f}, objective ${m.objective_usd:,.2f}")
     if len(m.sites) > 1:
         for site in m.sites:
             lines.append(f"  site {site.name}: operating cost ${site.operating_cost_usd:,.2f}, load "

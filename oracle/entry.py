@@ -6,8 +6,10 @@
   the textbook MILP raced as the guard;
 - ``decomposition``: column generation with a proven Lagrangian bound (:mod:`oracle.decomposition`), any instance;
 - ``textbook``: the day's direct MILP (the textbook formulation of :mod:`oracle.formulations`): one site, no fleet
-  workloads, no placement or start (any number of jobs);
-- ``auto`` (the default): ``exact`` where it applies, else ``decomposition``. The exact oracle proves its days (its
+  workloads, no placement or start (any number of jobs); the one method that models the grid's side (GPU power caps,
+  grid calls, throughput tiers, a training value: :mod:`oracle.grid_rows`);
+- ``auto`` (the default): ``textbook`` for an instance with the grid's side, else ``exact`` where it applies, else
+  ``decomposition``. The exact oracle proves its days (its
   joint-state network is exact, its answers are the regression pins), but its states multiply with every job and site;
   the decomposition scales to fleets and sites and reports its proven bound and gap.
 
@@ -29,8 +31,8 @@ from oracle.result import OracleResult, Start
 
 
 def exact_applies(inst: Instance) -> bool:
-    """The exact day oracle applies: one site, no fleet workloads, at most two jobs."""
-    return not inst.has_sites and not inst.has_fleet_workloads and len(inst.jobs) <= 2
+    """The exact day oracle applies: one site, no fleet workloads, no grid side, at most two jobs."""
+    return not inst.has_sites and not inst.has_fleet_workloads and not inst.has_grid_side and len(inst.jobs) <= 2
 
 
 def route(inst: Instance, method: str = "auto", placement: str = "move", start: Start | None = None) -> str:
@@ -38,15 +40,23 @@ def route(inst: Instance, method: str = "auto", placement: str = "move", start: 
     cannot answer it."""
     require(method in METHODS, "method", f"must be one of {', '.join(METHODS)}, got {method!r}")
     day_model = exact_applies(inst) and placement == "move" and start is None
+    textbook = not inst.has_sites and not inst.has_fleet_workloads and placement == "move" and start is None
+    if method == "auto" and inst.has_grid_side:
+        require(textbook, "method", "power caps, grid calls, tiers and a training value are solved by the textbook "
+                "MILP of one site without fine-tuning, inference or idle-GPU value (no placement or start either)")
+        return "textbook"
     if method == "auto":
         return "exact" if day_model else "decomposition"
     if method == "exact":
-        require(day_model, "method", "exact solves one site with at most two jobs and no fine-tuning, inference or "
-                "idle-GPU value (no placement or start either): use 'decomposition', 'textbook' or 'auto'")
+        require(day_model, "method", "exact solves one site with at most two jobs and no fine-tuning, inference, "
+                "idle-GPU value, power caps, grid calls, tiers or training value (no placement or start either): use "
+                "'decomposition', 'textbook' or 'auto'")
+    if method == "decomposition":
+        require(not inst.has_grid_side, "method", "the decomposition does not model power caps, grid calls, tiers or "
+                "a training value yet: use 'textbook' or 'auto' (one site without fleet workloads)")
     if method == "textbook":
-        require(not inst.has_sites and not inst.has_fleet_workloads and placement == "move" and start is None,
-                "method", "textbook solves the day MILP of one site without fine-tuning, inference or idle-GPU value "
-                "(no placement or start either): use 'decomposition' or 'auto'")
+        require(textbook, "method", "textbook solves the day MILP of one site without fine-tuning, inference or "
+                "idle-GPU value (no placement or start either): use 'decomposition' or 'auto'")
     return method
 
 

@@ -30,6 +30,7 @@ from aidc_env.instance import PAUSE, Instance
 from aidc_env.simulator import TRANCHE_TOLERANCE, facility_load_mw, slot_decision_cost_usd
 from oracle.constants import FORMULATIONS
 from oracle.data import OracleData, day_segments, daily_rows, joint_objective_usd, joint_path
+from oracle.grid_rows import GridRows
 
 TRANCHE_ROW_RHS = 1e4
 """Each tranche row is scaled so that the tranche built into the model reads this many units: HiGHS's absolute MIP
@@ -49,14 +50,20 @@ class Built:
     """The schedule of the variable values loaded in the model."""
     start_values: Callable[[Sequence[Sequence[int]]], Iterator[tuple[pyo.Var, float]]]
     """(variable, value) pairs of a complete MIP start for a schedule."""
-    objective_of: Callable[[Sequence[Sequence[int]]], float]
-    """The model's objective of a schedule, from its own coefficients."""
+    objective_of: Callable[[Sequence[Sequence[int]]], float] | None
+    """The model's objective of a schedule, from its own coefficients (None with the grid's side: its schedules carry
+    caps, and the solver's objective is checked against the replay instead)."""
     set_tranches: Callable[[Instance], None]
     """Set the tranche right-hand sides from an instance of the same structure (mutable Params)."""
     update_costs: Callable[[OracleData], None] | None = None
     """Re-price the objective in place for an instance of the same structure (None: rebuild)."""
     tranche_scales: Sequence[float] = ()
     """Multiplier of each job's token row (row units per token)."""
+    read_caps: Callable[[], list[list[float]] | None] | None = None
+    """textbook with caps: the cap level positions (per job and slot) of the values loaded in the model."""
+    fix_before: Callable[[Sequence[Sequence[int]], Sequence[Sequence[float]] | None, int], None] | None = None
+    """textbook: fix the choices of every segment that starts before a slot, and the caps of the slots before it, to a
+    schedule's (what a controller has already done: :mod:`agents.calls`)."""
     joint_states: np.ndarray | None = None
     """fast: the joint states of the model's y columns (rows of ``data.joint_states[state_ids]``)."""
     state_ids: np.ndarray | None = None
@@ -288,8 +295,17 @@ def build_textbook(data: OracleData, *, allow_pause: bool = True) -> Built:
             variables += [m.x[j, s, c], m.z[j, s, c]]
         return coefs, variables
 
+    grid = GridRows(m, data) if inst.has_grid_side else None
+    if grid is not None:  # the caps' tokens join each segment's
+        plain_terms = segment_terms
+
+        def segment_terms(j: int, s: int) -> tuple[list[float], list[pyo.Var]]:
+            coefs, variables = plain_terms(j, s)
+            extra = grid.segment_cap_tokens(j, s)
+            return coefs + extra[0], variables + extra[1]
+
     set_tranches = _add_token_rows(m, data, scales, segment_terms)
-    idle_load, delta_load, grid_coef, curt_coef, negative = _add_slot_rows(m, data)
+    idle_load, delta_load, grid_coef, curt_coef, negative = _add_slot_rows(m, data, grid, segment_terms)
     renewable = inst.renewable_mw
 
     def slot_loads(schedule: Sequence[Sequence[int]]) -> np.ndarray:
@@ -316,16 +332,29 @@ def build_textbook(data: OracleData, *, allow_pause: bool = True) -> Built:
         grid = np.maximum(0.0, load - renewable)
         return data.renewable_cost_usd + float(np.sum(grid_coef * grid + curt_coef * (renewable - load + grid)))
 
+    def fix_before(schedule: Sequence[Sequence[int]], caps: Sequence[Sequence[float]] | None, slot: int) -> None:
+        for j, job in enumerate(inst.jobs):
+            started = -(-slot // data.jobs[j].slots_per_segment)  # segments that start before the slot
+            for s in range(min(started, job.segments)):
+                for c in range(job.n_modes):
+                    m.x[j, s, c].fix(float(schedule[j][s] == c))
+        if grid is not None:
+            grid.fix_caps(schedule, caps, slot)
+
     modes = [list(range(job.n_modes)) for job in inst.jobs]
     return Built(model=m, formulation="textbook", read_schedule=lambda: _read_choices(m, inst, modes, True),
-                 start_values=start_values, objective_of=objective_of, set_tranches=set_tranches, update_costs=None,
-                 tranche_scales=scales)
+                 fix_before=fix_before,
+                 start_values=start_values, objective_of=None if grid is not None else objective_of,
+                 set_tranches=set_tranches, update_costs=None, tranche_scales=scales,
+                 read_caps=grid.read_caps if grid is not None else None)
 
 
-def _add_slot_rows(m: pyo.ConcreteModel, data: OracleData) -> tuple[float, list[np.ndarray], np.ndarray, np.ndarray,
-                                                                      list[int]]:
+def _add_slot_rows(m: pyo.ConcreteModel, data: OracleData, grid: GridRows | None = None,
+                   segment_terms: Callable[[int, int], tuple[list[float], list[pyo.Var]]] | None = None
+                   ) -> tuple[float, list[np.ndarray], np.ndarray, np.ndarray, list[int]]:
     """The textbook model's per-slot rows and objective: GPU capacity, facility load, grid import (renewable first where
-    importing more would pay) and the cost. Returns (idle load, each job's load per mode above it, $ per MW of import
+    importing more would pay) and the cost; with the grid's side (``grid``), the caps' load, the call rows and
+    payments, the tiers and the training lost. Returns (idle load, each job's load per mode above it, $ per MW of import
     and of curtailment per slot, the slots with a renewable-first binary)."""
     inst, T = data.inst, data.inst.slots
 
@@ -345,12 +374,27 @@ def _add_slot_rows(m: pyo.ConcreteModel, data: OracleData) -> tuple[float, list[
     # The facility load is affine in the choices: L_t = L(0, 0) + Σ (L(n_m, P_m) − L(0, 0))·x.
     idle_load = float(facility_load_mw(inst, 0, 0.0))
     delta_load = [facility_load_mw(inst, coef.gpus, coef.it_power_kw) - idle_load for coef in data.jobs]
-    m.facility_load = pyo.Expression(range(T), rule=lambda m, t: linear(*slot_terms(t, delta_load), idle_load))
+    if grid is None:
+        m.facility_load = pyo.Expression(range(T), rule=lambda m, t: linear(*slot_terms(t, delta_load), idle_load))
+    else:
+        def capped_load(m, t):
+            coefs, variables = slot_terms(t, delta_load)
+            extra = grid.load_terms(t)
+            return linear(coefs + extra[0], variables + extra[1], idle_load)
+
+        m.facility_load = pyo.Expression(range(T), rule=capped_load)
     renewable = inst.renewable_mw
     m.grid_floor = pyo.Constraint(range(T), rule=lambda m, t: m.g[t] >= m.facility_load[t] - float(renewable[t]))
     # The simulator's cost of one MW of grid import and of curtailment in each slot.
     grid_coef = slot_decision_cost_usd(inst, np.ones(T), np.zeros(T))
     curt_coef = slot_decision_cost_usd(inst, np.zeros(T), np.ones(T))
+    constant = data.renewable_cost_usd
+    lost = None
+    if grid is not None:
+        grid_coef, paid = grid.add_calls(grid_coef)
+        grid.add_tiers(linear)
+        lost = grid.training_lost(segment_terms)
+        constant += paid + lost[2]
     low_load = idle_load + sum(min(0.0, float(d.min(initial=0.0))) for d in delta_load)
     high_load = idle_load + sum(max(0.0, float(d.max(initial=0.0))) for d in delta_load)
     negative = [t for t in range(T) if grid_coef[t] + curt_coef[t] < 0]
@@ -360,11 +404,11 @@ def _add_slot_rows(m: pyo.ConcreteModel, data: OracleData) -> tuple[float, list[
     m.import_only_if_deficit = pyo.Constraint(negative, rule=lambda m, t: m.g[t] <= max(
         0.0, high_load - float(renewable[t])) * m.importing[t])
     # Cost = Σ grid_coef·g + curt_coef·c with c = R − L + g, plus the constant PPA term.
-    m.cost = pyo.Objective(
-        expr=sum(float(grid_coef[t]) * m.g[t] + float(curt_coef[t]) * (float(renewable[t]) - m.facility_load[t]
-                                                                        + m.g[t]) for t in range(T))
-        + data.renewable_cost_usd,
-        sense=pyo.minimize)
+    energy = sum(float(grid_coef[t]) * m.g[t] + float(curt_coef[t]) * (float(renewable[t]) - m.facility_load[t]
+                                                                         + m.g[t]) for t in range(T))
+    if lost is not None:
+        energy = energy + linear(lost[0], lost[1])
+    m.cost = pyo.Objective(expr=energy + constant, sense=pyo.minimize)
     return idle_load, delta_load, grid_coef, curt_coef, negative
 
 

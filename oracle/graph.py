@@ -252,6 +252,8 @@ def decomposition_data(inst: Instance, placement: str = "move", allow_pause: boo
     """The pools and graphs of an instance (with several sites ``slot_hull`` on). Daily minimums over a multi-day
     horizon are refused."""
     require(placement in PLACEMENTS, "placement", f"must be one of {', '.join(PLACEMENTS)}, got {placement!r}")
+    require(not inst.has_grid_side, "method", "the decomposition does not model power caps, grid calls, tiers or a "
+            "training value yet: solve one site without fleet workloads with the textbook MILP")
     require(inst.horizon_days == 1 or inst.min_daily_share == 0, "min_daily_share",
             "the decomposition does not model daily minimums over several days: set it to 0 or solve each day")
     graphs = tuple(job_graph(inst, j, placement, allow_pause) for j in range(len(inst.jobs)))

@@ -79,8 +79,8 @@ def best_start(inst: Instance, allow_pause: bool = True) -> Incumbent | None:
         if not allow_pause and any(c == PAUSE for row in schedule for c in row):
             continue
         metrics = simulate(inst, schedule).metrics
-        if metrics.capacity_ok and metrics.tranches_met and (best is None or metrics.operating_cost_usd < best[1]):
-            best = (schedule, metrics.operating_cost_usd)
+        if metrics.feasible and metrics.calls_delivered and (best is None or metrics.objective_usd < best[1]):
+            best = (schedule, metrics.objective_usd)
     return best
 
 
@@ -257,10 +257,15 @@ class OracleModel:
             run = self._runner.solve(self.built.model, start=self.built.start_values(start[0]) if start else None,
                                      **settings)
             schedule = self.built.read_schedule() if run.has_solution else None
+        built = self._built  # the fast path may prove a day without building the Pyomo model
+        caps = built.read_caps() if schedule is not None and built is not None and built.read_caps else None
         build_seconds, self._pending_build_seconds = self._pending_build_seconds + run.load_seconds, 0.0
-        metrics = self._verify(schedule, run.objective) if schedule is not None else None
+        metrics = self._verify(schedule, run.objective, caps) if schedule is not None else None
         status, gap = run.status, relative_gap(run.objective, run.bound)
         reason = check.solver_reason(inst) if status == "infeasible" else run.message if status == "error" else ""
+        if status == "infeasible" and inst.has_grid_side:
+            reason = ("no schedule meets every target and tier while it delivers every call (within the pool, restarts "
+                      "and checkpoint boundaries counted); the solver proved it")
         if status == "time_limit":
             found = "before any schedule was found" if not run.has_solution else (
                 "before any lower bound was proved" if gap is None else f"with a gap of {gap:.2e}")
@@ -269,7 +274,7 @@ class OracleModel:
                             best_bound_usd=run.bound, gap=gap if run.has_solution else None,
                             build_seconds=build_seconds, solve_seconds=start_seconds + run.solve_seconds,
                             metrics=metrics, reason=reason, modes_used=modes_used(inst, schedule) if schedule else {},
-                            start_objective_usd=start[1] if start else None,
+                            start_objective_usd=start[1] if start else None, caps=caps,
                             proof=proof if status == "optimal" else "", details=details, **base)
 
     def _solve_reduced(self, start: Incumbent | None, *, time_limit_s: float, mip_gap: float, threads: int | None,
@@ -502,12 +507,15 @@ class OracleModel:
                 return False
         return True
 
-    def _verify(self, schedule: list[list[int]], objective: float | None) -> Metrics:
-        """The simulator's metrics of the schedule; AssertionError if the model's own objective of it or the solver's
-        disagrees, or the schedule breaks the model (a bug)."""
-        own = joint_objective_usd(self.data, schedule) if self.formulation == "fast" else \
-            self.built.objective_of(schedule)
-        return replay(self.inst, schedule, None, (own, objective), self.formulation)
+    def _verify(self, schedule: list[list[int]], objective: float | None,
+                caps: list[list[int]] | None = None) -> Metrics:
+        """The simulator's metrics of the schedule (and its caps); AssertionError if the model's own objective of it or
+        the solver's disagrees, or the schedule breaks the model (a bug)."""
+        if self.formulation == "fast":
+            own = joint_objective_usd(self.data, schedule)
+        else:
+            own = self.built.objective_of(schedule) if self.built.objective_of is not None else None
+        return replay(self.inst, schedule, None, (own, objective), self.formulation, caps)
 
 
 __all__ = ["DEFAULT_MIP_GAP", "DEFAULT_TIME_LIMIT_S", "OracleModel", "OracleResult", "STATUSES", "best_start",

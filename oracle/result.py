@@ -51,6 +51,8 @@ class OracleResult:
     method: str = "exact"
     sites: list[list[int]] | None = None
     site_names: tuple[str, ...] = ()
+    caps: list[list[int]] | None = None
+    """Per job and slot a power-cap level of the instance's cap curve (None: no cap anywhere)."""
     solver: str = DEFAULT_SOLVER
     case: str = ""
     day: str = ""
@@ -85,8 +87,10 @@ class OracleResult:
         out = {name: getattr(self, name) for name in (
             "status", "objective_usd", "best_bound_usd", "gap", "build_seconds", "solve_seconds", "reason", "case",
             "day", "method", "formulation", "solver", "start_objective_usd", "proof")}
+        caps = None if self.caps is None else dict(zip(self.job_names, self.caps, strict=True))
         return {**out, "metrics": self.metrics.to_dict() if self.metrics is not None else None,
-                "schedule": self.schedule_by_job(), "sites": self.sites_by_job(), "modes_used": self.modes_used}
+                "schedule": self.schedule_by_job(), "sites": self.sites_by_job(), "modes_used": self.modes_used,
+                **({} if caps is None else {"caps": caps})}
 
 
 def closed(objective: float | None, bound: float | None, mip_gap: float) -> bool:
@@ -113,17 +117,19 @@ def modes_used(inst: Instance, schedule: Sequence[Sequence[int]]) -> dict[str, l
 
 
 def replay(inst: Instance, schedule: Sequence[Sequence[int]], sites: Sequence[Sequence[int]] | None,
-           objectives: Sequence[float | None], who: str) -> Metrics:
-    """The simulator's metrics of a schedule; AssertionError if one of ``objectives`` (the model's own, the solver's)
-    disagrees with its objective or the schedule breaks the model (a bug)."""
-    metrics = simulate(inst, validate_schedule(inst, schedule, sites)).metrics
+           objectives: Sequence[float | None], who: str, caps: Sequence[Sequence[int]] | None = None) -> Metrics:
+    """The simulator's metrics of a schedule (and its caps); AssertionError if one of ``objectives`` (the model's own,
+    the solver's) disagrees with its objective or the schedule breaks the model (a bug: a target or tier missed, a call
+    not delivered)."""
+    metrics = simulate(inst, validate_schedule(inst, schedule, sites, caps)).metrics
     tolerance = OBJECTIVE_RTOL * max(abs(metrics.objective_usd), 1.0) + OBJECTIVE_ATOL_USD
     for value in objectives:
         if value is not None and abs(value - metrics.objective_usd) > tolerance:
             raise AssertionError(f"{who} objective ${value!r} != simulator replay ${metrics.objective_usd!r}")
-    if not metrics.feasible:
+    if not metrics.feasible or not metrics.calls_delivered:
         raise AssertionError(f"the {who}'s schedule is infeasible in the simulator (capacity ok: "
-                             f"{metrics.capacity_ok}, tranches met: {metrics.tranches_met})")
+                             f"{metrics.capacity_ok}, tranches met: {metrics.tranches_met}, tiers met: "
+                             f"{metrics.tiers_met}, calls delivered: {metrics.calls_delivered})")
     return metrics
 
 

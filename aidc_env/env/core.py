@@ -318,6 +318,9 @@ def instances_by_day(case: Any, overrides: Mapping[str, Any] | None = None,
     reference = instances[0]
     by_day: dict[str, Instance] = {}
     for inst in instances:
+        require(not inst.has_grid_side, "case", f"the env does not model power caps, grid calls, tiers or a training "
+                f"value yet (case {inst.case_name!r}): solve it with python -m oracle and score policies with "
+                "agents.policies (mpc-notice, call-rule)")
         require(inst.day not in by_day, "case", f"two instances for the day {inst.day}")
         require(_structure(inst) == _structure(reference) and _same_jobs(inst, reference), "case",
                 f"the instance of {inst.day} differs from the first in jobs, sites or parameters")

@@ -9,6 +9,7 @@ from typing import Annotated, Any, Literal
 from pydantic import AfterValidator, Field, model_validator
 
 from aidc_env.errors import MAX_MACHINE_INT, InputError, is_integer, number_text, require, require_unique
+from aidc_env.grid import FLEX_TIER_LOSS
 from aidc_env.hourly import HOURS_PER_DAY
 from aidc_env.io import path_component
 from aidc_env.limits import MAX_GPUS, MAX_RESTART_MINUTES, MAX_SLOTS_PER_DAY
@@ -52,6 +53,9 @@ class JobSpec:
     required for fine-tuning unless ``tranche_tokens`` is given)."""
     site: Str | None = None
     """Sites case: the site holding the job's checkpoint before t = 0 (default: the first site)."""
+    flex_tier: Annotated[Int, Field(ge=0, le=len(FLEX_TIER_LOSS) - 1)] | None = None
+    """Throughput tier of the demonstration (Flex 0..3: it may lose 0, 10, 25, 50% of its baseline throughput over
+    each grid call); None: no tier."""
 
 
 @dataclass(frozen=True)
@@ -92,6 +96,36 @@ class InferenceSpec:
     source: Str = ""
     site: Str | None = None
     """Sites case: the name of the site whose pool serves it (default: the first site)."""
+
+
+@dataclass(frozen=True)
+class CallSpec:
+    """One call as a case file (``[[grid_calls]]``) or a call stream states it; None: the program's preset."""
+
+    __pydantic_config__ = CONFIG
+    program: Name
+    start_hour: Annotated[Float, Field(ge=0, lt=24)]
+    """Local clock hour the call starts on its day."""
+    hours: Annotated[Float, Field(gt=0, le=24)]
+    day_offset: Annotated[Int, Field(ge=0)] = 0
+    """Day of the horizon (0: its first day)."""
+    notice_hours: Annotated[Float, Field(ge=0)] | None = None
+    reduction_share: Share | None = None
+    limit_mw: Annotated[Float, Field(ge=0)] | None = None
+    """A cap on the meter (MW) instead of a share of the baseline."""
+    payment_usd_per_mwh: Cost | None = None
+    payment_usd_per_mw: Cost | None = None
+    penalty_usd_per_mwh: Cost | None = None
+    site: Str | None = None
+    """Sites case: the name of the site called (default: the first)."""
+
+
+class PowerCaps(Table):
+    """``[power_caps]``: the cap curve a schedule may use (:mod:`aidc_env.power_caps`)."""
+
+    curve: Name = "a100-dvfs"
+    min_cap_share: Annotated[Float, Field(gt=0, le=1)] = 0.5
+    """Levels below this share of the GPU's rated power are not offered."""
 
 
 def _mode_params(table: dict[str, Any]) -> ModeParams:
@@ -141,6 +175,10 @@ class CaseDocument(Table):
     mode_pool_gpus: Gpus | None = None
     """GPU pool that defines the baseline modes and tranches; None: ``gpus``."""
     idle_value_usd_per_gpu_hour: IdleValue = 0.0
+    training_value_usd_per_gpu_hour: IdleValue = 0.0
+    """Value of a GPU-hour of pre-training at a job's baseline throughput (tokens short of it are training lost)."""
+    power_caps: PowerCaps | None = None
+    grid_calls: list[CallSpec] = []
     facility: Facility = Facility()
     energy: Energy = Energy()
     migration: Migration = Migration()

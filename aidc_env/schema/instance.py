@@ -12,7 +12,8 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Discriminator, Field
 
 from aidc_env.errors import is_integer, require, require_unique
 from aidc_env.hourly import is_valid_date
-from aidc_env.limits import MAX_GPUS, MAX_KW_PER_GPU, MAX_RESTART_MINUTES, MAX_SLOTS_PER_DAY, MAX_TRANCHE_TOKENS
+from aidc_env.limits import (MAX_CALL_USD_PER_MWH, MAX_GPUS, MAX_KW_PER_GPU, MAX_RESTART_MINUTES, MAX_SLOTS_PER_DAY,
+                             MAX_TRANCHE_TOKENS)
 from aidc_env.schema.base import (MINUTES_PER_HOUR, Capacity, Cost, Float, Gpus, Horizon, IdleValue, Int, KwPerGpu,
                                   Link, Name, Node, Plant, Prices, Pue, Ratio, Shapes, Share, Str, Table, Tokens,
                                   limit, shown)
@@ -64,6 +65,8 @@ class JobDocument(Table):
     kind: Literal[JOB_KINDS] = PRETRAINING
     release_slot: Annotated[Int, Field(ge=0)] = 0
     deadline_slot: Annotated[Int, Field(ge=1)] | None = None
+    max_throughput_loss: Share | None = None
+    """Throughput tier: the share of baseline throughput the job may lose over each grid call."""
     modes: list[ModeDocument]
 
     @model_validator(mode="after")
@@ -118,6 +121,33 @@ class ForecastDocument(Table):
                 "renewable_shape_scenarios", f"must have as many scenarios as the prices "
                 f"({len(self.price_scenarios_usd_per_mwh)})")
         return self
+
+
+class CapCurveDocument(Table):
+    """GPU power-cap levels (:class:`aidc_env.grid.CapCurve`), uncapped first."""
+
+    name: Name
+    cap_share: Annotated[list[Annotated[Float, Field(gt=0, le=1)]], Field(min_length=1)]
+    throughput_factor: Annotated[list[Annotated[Float, Field(gt=0, le=1)]], Field(min_length=1)]
+    power_factor: Annotated[list[Annotated[Float, Field(gt=0, le=1)]], Field(min_length=1)]
+    host_kw_per_gpu: KwPerGpu = 0.0
+    source: Str = ""
+
+
+class GridCallDocument(Table):
+    """A grid call (:class:`aidc_env.grid.GridCall`): its slots, baseline and limit per slot, payments and penalty."""
+
+    program: Name
+    notice_slot: Annotated[Int, Field(ge=0)]
+    start_slot: Annotated[Int, Field(ge=0)]
+    end_slot: Annotated[Int, Field(ge=1)]
+    baseline_mw: Annotated[list[Annotated[Float, Field(ge=0)]], Field(min_length=1)]
+    limit_mw: Annotated[list[Annotated[Float, Field(ge=0)]], Field(min_length=1)]
+    payment_usd_per_mwh: Annotated[Float, Field(ge=0), limit(MAX_CALL_USD_PER_MWH)] = 0.0
+    payment_usd_per_mw: Annotated[Float, Field(ge=0), limit(MAX_CALL_USD_PER_MWH)] = 0.0
+    penalty_usd_per_mwh: Annotated[Float, Field(ge=0), limit(MAX_CALL_USD_PER_MWH)] = 0.0
+    site: Annotated[Int, Field(ge=0)] = 0
+    baseline_rule: Str = ""
 
 
 class SiteDocument(Table):
@@ -196,6 +226,9 @@ class InstanceDocument(Table):
     min_daily_share: Share = 0.0
     idle_value_usd_per_gpu_hour: IdleValue = 0.0
     inference: list[InferenceDocument] = []
+    cap_curve: CapCurveDocument | None = None
+    grid_calls: list[GridCallDocument] = []
+    training_value_usd_per_gpu_hour: IdleValue = 0.0
     forecast: ForecastDocument | None = None
     network: NetworkDocument | None = None
 
@@ -272,3 +305,5 @@ class ScheduleDocument(BaseModel):
 
     schedule: _rows(Choice)
     sites: _rows(Annotated[Any, AfterValidator(_site_entry)]) | None = None
+    caps: _rows(Annotated[Union[Int, Float], Field(ge=0)]) | None = None
+    """Per job and slot a power-cap level position (0: none) of the instance's cap curve."""
