@@ -261,8 +261,8 @@ def plot(ph: dict[str, Any], path: Path) -> None:
 
     hours = np.arange(len(ph["policies"]["hindsight"]["load_kw"])) * ph["slot_hours"]
     fig, ax = plt.subplots(figsize=(8, 4))
-    for name, row in ph["policies"].items():
-        ax.step(hours, row["load_kw"], where="post", label=name)
+    for (name, row), style in zip(ph["policies"].items(), ("-", "--", ":", "-."), strict=False):
+        ax.step(hours, row["load_kw"], where="post", label=name, linestyle=style, linewidth=1.5)
     call = ph["call"]
     span = np.arange(call["start_slot"], call["end_slot"] + 1) * ph["slot_hours"]
     ax.step(span, [*np.array(call["limit_mw"]) * 1000, call["limit_mw"][-1] * 1000], where="post", color="k",
