@@ -237,14 +237,14 @@ def _phoenix_tables(ph: dict[str, Any]) -> list[str]:
 
 
 def _year_table(year: dict[str, Any]) -> list[str]:
-    out = ["| policy | call days | calls delivered | objective − no response ($, total) | penalties ($) | "
-           "targets met |", "|---|---|---|---|---|---|"]
+    out = ["| policy | call days | calls delivered | saving against no response ($, total) | penalties ($) | "
+           "days with every target met |", "|---|---|---|---|---|---|"]
     days = year["days"]
     for name in POLICIES:
         ok = [d for d in days if "objective_usd" in d[name]]
         delivered = sum(c["delivered"] for d in ok for c in d[name]["calls"])
         calls = sum(len(d[name]["calls"]) for d in ok)
-        saving = sum(d[name]["objective_usd"] - d["fixed"]["objective_usd"] for d in ok)
+        saving = sum(d["fixed"]["objective_usd"] - d[name]["objective_usd"] for d in ok)
         out.append(f"| {name} | {len(ok)} of {len(days)} | {delivered} of {calls} | {saving:,.0f} | "
                    f"{sum(d[name]['penalty_usd'] for d in ok):,.0f} | {sum(d[name]['tranches_met'] for d in ok)} |")
     return out + [""]

@@ -45,8 +45,8 @@ import pandas as pd
 
 REPOSITORY = "grid-coordination/caiso-flex-alert"
 PDF_PATH = "doc/pdf/grid-emergencies-history-report-1998-to-present.pdf"
-PUBLISHER = ("California ISO (CAISO), public PDF on caiso.com, file grid-emergencies-history-report-1998-to-present.pdf; "
-             "credit: California ISO")
+PUBLISHER = ("California ISO (CAISO), public PDF on caiso.com, file "
+             "grid-emergencies-history-report-1998-to-present.pdf; credit: California ISO")
 FIRST_YEAR, LAST_YEAR = 2005, 2025
 GENERATOR = "scripts/make_grid_call_stats.py"
 
@@ -63,8 +63,9 @@ EVENT_NAMES = {
 DROPPED = {"rmo", "restricted maintenance operations", "generation rmo", "transmission emergency"}
 SUMMARY_COLUMNS = {  # CAISO's yearly day-count tables: column header -> our event name
     "Flex Alert": "flex_alert", "Alert": "alert", "Warning": "warning", "Stage 1 Emergency": "stage1",
-    "Stage 2 Emergency": "stage2", "Stage 3 Emergency": "stage3", "1-Hour Probable Load Interruptions": "one_hour_notice",
-    "Voluntary Load Reduction Program": "vlrp", "EEA Watch": "eea_watch", "EEA1": "eea1", "EEA2": "eea2", "EEA3": "eea3",
+    "Stage 2 Emergency": "stage2", "Stage 3 Emergency": "stage3",
+    "1-Hour Probable Load Interruptions": "one_hour_notice", "Voluntary Load Reduction Program": "vlrp",
+    "EEA Watch": "eea_watch", "EEA1": "eea1", "EEA2": "eea2", "EEA3": "eea3",
 }
 MONTHS = {m: i for i, m in enumerate(["january", "february", "march", "april", "may", "june", "july", "august",
                                       "september", "october", "november", "december"], start=1)}
