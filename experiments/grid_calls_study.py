@@ -15,6 +15,13 @@
 - ``timing``: the oracle on ``--days`` held-out days (the ``weeks`` split) of the 2048 case with caps and one such call
   over 16:00-21:00, at K = 12: seconds (median, p90, max) and the share proven optimal.
 
+- ``headroom``: flexible interconnection on the 2048 case with caps: the grid curtails the site in the year's hours of
+  highest CAISO demand (0.25, 0.5 and 1% of them, the shares of Norris et al., *Rethinking Load Growth*, Duke 2025),
+  each day's curtailed hours one event; per event the oracle holds the site's import as low as it can (a payment of
+  :data:`CURTAIL_USD_PER_MWH` on every MWh below the baseline) while meeting the day's targets, without and with Flex 2
+  tiers. The firm capacity the site needs is the highest import it holds in any event; the headroom is its peak
+  import without flexibility less that.
+
 Writes ``grid_calls_study.json`` (every row), ``grid_calls_study.md`` (the tables) and ``phoenix_power.png`` into
 ``--out`` (default a new numbered folder runs/grid_calls_study_N), atomically.
 """
@@ -48,7 +55,7 @@ from aidc_env.simulator import Metrics, simulate
 from experiments.runs import result_folder
 from oracle import solve
 
-PARTS = ("phoenix", "knobs", "year", "timing")
+PARTS = ("phoenix", "knobs", "year", "timing", "headroom")
 PROFILES = "caiso-2023"
 STUDY_PROGRAM = "bip"
 STUDY_REDUCTION_SHARE = 0.25
@@ -142,6 +149,81 @@ def knobs(time_limit_s: float, log: Callable[[str], None]) -> dict[str, Any]:
     return rows
 
 
+CURTAILMENT_SHARES = (0.0025, 0.005, 0.01)
+"""Shares of the year's hours curtailed (Norris et al. 2025: 76 / 98 / 126 GW of new load fit at these shares)."""
+CURTAIL_USD_PER_MWH = 100_000.0
+"""The headroom part's weight on each MWh of import in a curtailed hour: far above any price, so the oracle cuts the
+import as deep as the targets and tiers allow first, and minimises cost second."""
+HEADROOM_TIER = 2
+"""The Flex tier of the headroom part's second row (25% of throughput may be lost over each event)."""
+
+
+def curtailment_events(share: float) -> dict[str, tuple[int, int]]:
+    """Per day, the (first, last + 1) local hour of its hours among the ``share`` of 2023's highest CAISO demand."""
+    import pandas as pd
+
+    from aidc_env.datasets import source_file
+
+    with source_file(PROFILES, "profiles") as (path, _, _):
+        table = pd.read_csv(path, usecols=["local_start", "demand_mw"]).dropna()
+    top = table.nlargest(round(len(table) * share), "demand_mw")
+    hours = top["local_start"].str[11:13].astype(int)
+    spans = hours.groupby(top["local_start"].str[:10]).agg(["min", "max"])
+    return {day: (int(row["min"]), int(row["max"]) + 1) for day, row in spans.iterrows()}
+
+
+def headroom(time_limit_s: float, log: Callable[[str], None]) -> dict[str, Any]:
+    """The headroom part (see the module docstring)."""
+    from aidc_env.grid import FLEX_TIER_LOSS
+
+    base = load_case("2048").with_overrides(power_caps=PowerCaps())
+    tiered = base.with_overrides(jobs=tuple(dataclasses.replace(j, flex_tier=HEADROOM_TIER) for j in base.jobs))
+    profiles = load_profiles(PROFILES)
+    peak = max(float(simulate(inst, fixed_schedule(inst)).flows.grid_mw.max())
+               for inst in build_instances("2048", profiles=profiles).values())
+    rows, free_cost = [], {}
+    for share in CURTAILMENT_SHARES:
+        for label, case in (("targets", base), (f"Flex {HEADROOM_TIER}", tiered)):
+            for day, (first, last) in curtailment_events(share).items():
+                spec = CallSpec(program="flexible-interconnection", start_hour=float(first), hours=float(last - first),
+                                reduction_share=0.0, payment_usd_per_mwh=CURTAIL_USD_PER_MWH)
+                inst = build_instance(case.with_overrides(grid_calls=(spec,)), day=day, profiles=profiles)
+                result = solve(inst, time_limit_s=time_limit_s)
+                if day not in free_cost:  # the day without curtailment (tiers bind only over a call)
+                    free = solve(build_instance(base, day=day, profiles=profiles), time_limit_s=time_limit_s)
+                    free_cost[day] = free.metrics.operating_cost_usd
+                row = {"share": share, "tiers": label, "day": day, "hours": last - first, "status": result.status}
+                if result.metrics is not None:
+                    call = result.metrics.calls[0]
+                    row |= {"firm_mw": float(np.max(np.array(call.baseline_mw) - np.array(call.reduction_mw))),
+                            "curtailed_mwh": call.reduction_mwh,
+                            "extra_cost_usd": result.metrics.operating_cost_usd - free_cost[day],
+                            "training_lost_usd": result.metrics.training_lost_usd, "targets_met":
+                            result.metrics.tranches_met}
+                rows.append(row)
+                log(f"headroom {share:.2%} {label} {day}: {result.status}, firm {row.get('firm_mw', np.nan):.3f} MW")
+    return {"peak_import_mw": peak, "tier_loss": FLEX_TIER_LOSS[HEADROOM_TIER], "rows": rows}
+
+
+def _headroom_table(record: dict[str, Any]) -> list[str]:
+    peak = record["peak_import_mw"]
+    out = [f"Peak import without flexibility: {peak:.3f} MW.", "",
+           "| curtailed hours | events | tiers | firm capacity needed (MW) | headroom (MW) | headroom (% of peak) | "
+           "extra operating cost per MWh curtailed ($) |", "|---|---|---|---|---|---|---|"]
+    for share in CURTAILMENT_SHARES:
+        for tiers in dict.fromkeys(r["tiers"] for r in record["rows"]):
+            rows = [r for r in record["rows"] if r["share"] == share and r["tiers"] == tiers]
+            if not rows or any("firm_mw" not in r for r in rows):
+                out.append(f"| {share:.2%} | {len(rows)} | {tiers} | no schedule on some day | - | - | - |")
+                continue
+            firm = max(r["firm_mw"] for r in rows)
+            curtailed = sum(r["curtailed_mwh"] for r in rows)
+            cost = sum(r["extra_cost_usd"] for r in rows) / curtailed if curtailed > 0 else 0.0
+            out.append(f"| {share:.2%} ({sum(r['hours'] for r in rows)} h) | {len(rows)} | {tiers} | {firm:.3f} | "
+                       f"{peak - firm:.3f} | {(peak - firm) / peak:.0%} | {cost:,.2f} |")
+    return out + [""]
+
+
 def held_out_year(seeds: int, time_limit_s: float, log: Callable[[str], None]) -> dict[str, Any]:
     """Held-out years of calls on the 2048 case with caps (see the module docstring)."""
     case = load_case("2048").with_overrides(power_caps=PowerCaps())
@@ -200,6 +282,8 @@ def tables(record: dict[str, Any]) -> str:
         out.append("")
     if "year" in record:
         out += _year_table(record["year"])
+    if "headroom" in record:
+        out += _headroom_table(record["headroom"])
     if "timing" in record:
         seconds = np.array([r["seconds"] for r in record["timing"]["rows"]])
         proven = sum(r["status"] == "optimal" for r in record["timing"]["rows"])
@@ -302,6 +386,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         record["year"] = held_out_year(args.seeds, args.time_limit, log)
     if "timing" in parts:
         record["timing"] = timing(args.days, args.time_limit, log)
+    if "headroom" in parts:
+        record["headroom"] = headroom(args.time_limit, log)
     write_json(out / "grid_calls_study.json", record)
     atomic_write_text(out / "grid_calls_study.md", tables(record))
     print(tables(record))
