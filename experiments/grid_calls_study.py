@@ -195,7 +195,7 @@ def headroom(time_limit_s: float, log: Callable[[str], None]) -> dict[str, Any]:
                 row = {"share": share, "tiers": label, "day": day, "hours": last - first, "status": result.status}
                 if result.metrics is not None:
                     call = result.metrics.calls[0]
-                    row |= {"firm_mw": float(np.max(np.array(call.baseline_mw) - np.array(call.reduction_mw))),
+                    row |= {"firm_mw": float(np.max(inst.grid_calls[0].baseline_mw - np.array(call.reduction_mw))),
                             "curtailed_mwh": call.reduction_mwh,
                             "extra_cost_usd": result.metrics.operating_cost_usd - free_cost[day],
                             "training_lost_usd": result.metrics.training_lost_usd, "targets_met":
