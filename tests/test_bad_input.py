@@ -137,6 +137,19 @@ BAD_CASES = [
     ("modes_unknown", "modes.warp_speed", 9, "modes.warp_speed"),
     ("modes_efficiency", "modes.compute_efficiency", 1.5, "modes.compute_efficiency"),
     ("modes_recompute", "modes.recompute", "sometimes", "modes.recompute"),
+    ("job_flex_tier", "jobs.0.flex_tier", 5, "jobs[0].flex_tier"),
+    ("training_value_negative", "training_value_usd_per_gpu_hour", -1.0, "training_value_usd_per_gpu_hour"),
+    ("power_caps_curve", "power_caps.curve", "h100-magic", "power_caps.curve"),
+    ("power_caps_share", "power_caps.min_cap_share", 0.0, "power_caps.min_cap_share"),
+    ("power_caps_unknown", "power_caps.level", 3, "power_caps.level"),
+    ("call_program", "grid_calls", [{"program": "nope", "start_hour": 16.0, "hours": 2.0, "reduction_share": 0.2}],
+     "grid_calls.program"),
+    ("call_hour", "grid_calls", [{"program": "bip", "start_hour": 25.0, "hours": 2.0}], "grid_calls[0].start_hour"),
+    ("call_reduction", "grid_calls", [{"program": "elrp", "start_hour": 16.0, "hours": 2.0}],
+     "grid_calls.reduction_share"),
+    ("call_overlap", "grid_calls", [{"program": "bip", "start_hour": 16.0, "hours": 2.0, "reduction_share": 0.2},
+                                    {"program": "bip", "start_hour": 17.0, "hours": 2.0, "reduction_share": 0.2}],
+     "grid_calls"),
 ]
 
 # (file name, instance field, bad value, field named in the message)

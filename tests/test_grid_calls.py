@@ -267,3 +267,12 @@ def test_python_m_oracle_reports_the_phoenix_call_per_slot(tmp_path):
     assert answer["status"] == "optimal" and call["delivered"] and len(call["reduction_mw"]) == 12
     assert set(answer["caps"]) == {job.name for job in build_instance("phoenix").jobs}
     assert 0 < call["weighted_performance"] < 1
+
+
+@pytest.mark.parametrize("argv, field", [(["--parts", "nope"], "parts"), (["--seeds", "0"], "seeds"),
+                                         (["--time-limit", "-1"], "time-limit")])
+def test_the_study_refuses_bad_input_in_one_line(argv, field, tmp_path):
+    out = subprocess.run([sys.executable, "-m", "experiments.grid_calls_study", *argv, "--out", str(tmp_path / "o")],
+                         capture_output=True, text=True)
+    assert out.returncode == 2 and len(out.stderr.strip().splitlines()) == 1 and field in out.stderr
+    assert not (tmp_path / "o").exists()
