@@ -172,7 +172,8 @@ def curtailment_events(share: float) -> dict[str, tuple[int, int]]:
     return {day: (int(row["min"]), int(row["max"]) + 1) for day, row in spans.iterrows()}
 
 
-def headroom(time_limit_s: float, log: Callable[[str], None]) -> dict[str, Any]:
+def headroom(time_limit_s: float, log: Callable[[str], None],
+             shares: Sequence[float] = CURTAILMENT_SHARES) -> dict[str, Any]:
     """The headroom part (see the module docstring)."""
     from aidc_env.grid import FLEX_TIER_LOSS
 
@@ -182,7 +183,7 @@ def headroom(time_limit_s: float, log: Callable[[str], None]) -> dict[str, Any]:
     peak = max(float(simulate(inst, fixed_schedule(inst)).flows.grid_mw.max())
                for inst in build_instances("2048", profiles=profiles).values())
     rows, free_cost = [], {}
-    for share in CURTAILMENT_SHARES:
+    for share in shares:
         for label, case in (("targets", base), (f"Flex {HEADROOM_TIER}", tiered)):
             for day, (first, last) in curtailment_events(share).items():
                 spec = CallSpec(program="flexible-interconnection", start_hour=float(first), hours=float(last - first),
@@ -210,7 +211,7 @@ def _headroom_table(record: dict[str, Any]) -> list[str]:
     out = [f"Peak import without flexibility: {peak:.3f} MW.", "",
            "| curtailed hours | events | tiers | firm capacity needed (MW) | headroom (MW) | headroom (% of peak) | "
            "extra operating cost per MWh curtailed ($) |", "|---|---|---|---|---|---|---|"]
-    for share in CURTAILMENT_SHARES:
+    for share in dict.fromkeys(r["share"] for r in record["rows"]):
         for tiers in dict.fromkeys(r["tiers"] for r in record["rows"]):
             rows = [r for r in record["rows"] if r["share"] == share and r["tiers"] == tiers]
             if not rows or any("firm_mw" not in r for r in rows):
@@ -360,6 +361,16 @@ def plot(ph: dict[str, Any], path: Path) -> None:
     save_figure(fig, path)
 
 
+def _shares(text: str) -> list[float]:
+    """The ``--shares`` list: numbers in (0, 1)."""
+    try:
+        shares = [float(x) for x in text.split(",") if x]
+    except ValueError:
+        shares = []
+    require(bool(shares) and all(0 < x < 1 for x in shares), "shares", f"must be numbers in (0, 1), got {text!r}")
+    return shares
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = CliParser(description="The grid-calls study: the Phoenix replay, held-out years of calls and the oracle's "
                        "times with calls and caps (docs/grid-calls.md).")
@@ -367,6 +378,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--seeds", type=int, default=DEFAULT_SEEDS, help="held-out call years (default: %(default)s)")
     parser.add_argument("--days", type=int, default=DEFAULT_DAYS, help="held-out days of the timing part")
     parser.add_argument("--time-limit", type=float, default=DEFAULT_TIME_LIMIT_S, help="seconds per oracle solve")
+    parser.add_argument("--shares", default=",".join(map(str, CURTAILMENT_SHARES)),
+                        help="headroom: shares of the year's hours curtailed (default: %(default)s)")
     parser.add_argument("--out", help="output folder (default runs/grid_calls_study_N, the next free N)")
     args = parser.parse_args(argv)
     parts = [p for p in args.parts.split(",") if p]
@@ -374,6 +387,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     require_number(args.seeds, "seeds", 1, len(HELD_OUT_SEEDS), integer=True)
     require_number(args.days, "days", 1, limits.MAX_DAYS, integer=True)
     require_number(args.time_limit, "time-limit", 0.0, limits.MAX_TIME_LIMIT_S, low_open=True)
+    shares = _shares(args.shares)
     out = result_folder(args.out, "runs", "grid_calls_study", RESULTS)
     log = lambda s: print(s, flush=True)  # noqa: E731
     record: dict[str, Any] = {}
@@ -387,7 +401,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if "timing" in parts:
         record["timing"] = timing(args.days, args.time_limit, log)
     if "headroom" in parts:
-        record["headroom"] = headroom(args.time_limit, log)
+        record["headroom"] = headroom(args.time_limit, log, shares)
     write_json(out / "grid_calls_study.json", record)
     atomic_write_text(out / "grid_calls_study.md", tables(record))
     print(tables(record))
