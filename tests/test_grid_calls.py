@@ -276,3 +276,14 @@ def test_the_study_refuses_bad_input_in_one_line(argv, field, tmp_path):
                          capture_output=True, text=True)
     assert out.returncode == 2 and len(out.stderr.strip().splitlines()) == 1 and field in out.stderr
     assert not (tmp_path / "o").exists()
+
+
+def test_curtailment_events_are_2023_s_peak_demand_hours_by_day():
+    from experiments.grid_calls_study import curtailment_events
+
+    events = {share: curtailment_events(share) for share in (0.0025, 0.005, 0.01)}
+    assert [len(e) for e in events.values()] == [9, 12, 19]
+    assert [sum(b - a for a, b in e.values()) for e in events.values()] == [21, 42, 85]
+    assert set(events[0.0025]) <= set(events[0.01])  # the deeper share holds the shallower's days
+    assert all(day[:7] in ("2023-07", "2023-08") and 15 <= a < b <= 23 for e in events.values()
+               for day, (a, b) in e.items())
