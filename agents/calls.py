@@ -40,11 +40,14 @@ def mpc_notice_schedule(inst: Instance, time_limit_s: float = 120.0, mip_gap: fl
     from oracle import solve
     from oracle.model import OracleModel
 
+    def record(slot: int, view: Instance, result) -> None:
+        if log is not None:
+            log.append({"slot": slot, "calls_known": len(view.grid_calls), "status": result.status,
+                        "seconds": result.build_seconds + result.solve_seconds, "gap": result.gap})
+
     if notice_slots(inst) == [0]:  # nothing is learnt after slot 0: the oracle's plan (any instance it solves)
         result = solve(inst, time_limit_s=time_limit_s, mip_gap=mip_gap)
-        if log is not None:
-            log.append({"slot": 0, "calls_known": len(inst.grid_calls), "status": result.status,
-                        "seconds": result.build_seconds + result.solve_seconds, "gap": result.gap})
+        record(0, inst, result)
         if result.schedule is None:
             raise RuntimeError(f"the oracle found no schedule on {inst.day}: {result.reason}")
         return validate_schedule(inst, result.schedule, result.sites, result.caps)
@@ -55,9 +58,7 @@ def mpc_notice_schedule(inst: Instance, time_limit_s: float = 120.0, mip_gap: fl
         if plan is not None:
             model.built.fix_before(plan[0], plan[1], slot)
         result = model.solve(time_limit_s=time_limit_s, mip_gap=mip_gap, warm_start=plan is None)
-        if log is not None:
-            log.append({"slot": slot, "calls_known": len(view.grid_calls), "status": result.status,
-                        "seconds": result.build_seconds + result.solve_seconds, "gap": result.gap})
+        record(slot, view, result)
         if result.schedule is not None:
             plan = (result.schedule, result.caps)
         elif plan is None:

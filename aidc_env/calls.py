@@ -30,7 +30,7 @@ BASELINE_RULE = "grid import of the baseline schedule (every job in its baseline
 @dataclass(frozen=True)
 class Program:
     """A grid program's terms: payment per MWh reduced below the baseline and per MW committed per call, penalty per MWh
-    above the limit, notice, and when its events may come (for the call generator)."""
+    above the limit, notice, the default reduction, and their source."""
 
     name: str
     payment_usd_per_mwh: float
@@ -117,11 +117,6 @@ def with_calls(inst: Instance, specs: Sequence[CallSpec]) -> Instance:
     baseline = baseline_import_mw(inst)
     calls = tuple(resolve_call(inst, spec, baseline) for spec in specs)
     return dataclasses.replace(inst, grid_calls=inst.grid_calls + calls)
-
-
-def without_calls(inst: Instance) -> Instance:
-    """The instance as a policy sees it before any notice: no call."""
-    return dataclasses.replace(inst, grid_calls=()) if inst.grid_calls else inst
 
 
 def noticed(inst: Instance, t: int) -> Instance:

@@ -146,18 +146,6 @@ class GridCall:
         """The reduction the call asks for: mean of baseline − limit over its slots (MW)."""
         return float(np.mean(self.baseline_mw - self.limit_mw))
 
-    def shifted(self, start: int, stop: int) -> GridCall | None:
-        """The call on the time axis of slots ``[start, stop)`` (a rest-of-horizon sub-instance), cut to them; None if
-        it has no slot there. Its notice keeps its place (clipped at the new slot 0)."""
-        lo, hi = max(self.start_slot, start), min(self.end_slot, stop)
-        if lo >= hi:
-            return None
-        cut = slice(lo - self.start_slot, hi - self.start_slot)
-        return GridCall(program=self.program, notice_slot=max(self.notice_slot - start, 0), start_slot=lo - start,
-                        end_slot=hi - start, baseline_mw=self.baseline_mw[cut], limit_mw=self.limit_mw[cut],
-                        payment_usd_per_mwh=self.payment_usd_per_mwh, payment_usd_per_mw=self.payment_usd_per_mw,
-                        penalty_usd_per_mwh=self.penalty_usd_per_mwh, site=self.site, baseline_rule=self.baseline_rule)
-
     def to_dict(self) -> dict[str, Any]:
         return {"program": self.program, "notice_slot": self.notice_slot, "start_slot": self.start_slot,
                 "end_slot": self.end_slot, "baseline_mw": self.baseline_mw.tolist(), "limit_mw": self.limit_mw.tolist(),
@@ -176,15 +164,6 @@ def check_calls(calls: Sequence[GridCall], slots: int, sites: int) -> None:
         spans = sorted((c.start_slot, c.end_slot) for c in calls if c.site == s)
         require(all(a[1] <= b[0] for a, b in zip(spans, spans[1:])), "grid_calls",
                 "two calls of one site overlap")
-
-
-def call_mask(calls: Sequence[GridCall], slots: int, site: int = 0) -> np.ndarray:
-    """Bool per slot: some call of ``site`` covers it."""
-    mask = np.zeros(slots, dtype=bool)
-    for call in calls:
-        if call.site == site:
-            mask[call.slots] = True
-    return mask
 
 
 def slot_limits_mw(calls: Sequence[GridCall], slots: int, site: int = 0) -> np.ndarray:

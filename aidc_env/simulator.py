@@ -207,7 +207,9 @@ def reaches(tokens: float, target: float) -> bool:
     return bool(tokens >= target * (1 - TRANCHE_TOLERANCE))
 
 
-def _job_metrics(inst: Instance, j: int, choices: np.ndarray, sites: np.ndarray, caps: np.ndarray | None) -> JobMetrics:
+def _job_metrics(inst: Instance, j: int, choices: np.ndarray, sites: np.ndarray, caps: np.ndarray | None,
+                 made: np.ndarray | None) -> JobMetrics:
+    """Job j's metrics (``made``: its tokens per slot, given when it is capped)."""
     job = inst.jobs[j]
     running, restarted, moved, productive_h = job_segments(inst, j, choices, sites)
     per_slot = slot_choices(inst, job, choices)
@@ -219,7 +221,6 @@ def _job_metrics(inst: Instance, j: int, choices: np.ndarray, sites: np.ndarray,
             for d in (slice(k * per_day, (k + 1) * per_day) for k in range(inst.horizon_days)))
         it_kw = job.it_power_kw_by_choice[per_slot]
     else:  # capped slots make tokens at their own rate: counted slot by slot
-        made = slot_tokens(inst, j, choices, sites, caps)
         tokens = float(np.sum(made))
         by_day = tuple(float(np.sum(made[inst.day_slots(d)])) for d in range(inst.horizon_days))
         it_kw = inst.cap_curve.it_power_kw(job.it_power_kw_by_choice[per_slot], job.gpus_by_choice[per_slot], caps)
@@ -299,7 +300,10 @@ def simulate(inst: Instance, schedule: Schedule | Sequence[Sequence[int]] | Mapp
             power = job.it_power_kw_by_choice[here]
             it_kw[s] += power if caps[j] is None else inst.cap_curve.it_power_kw(power, job.gpus_by_choice[here],
                                                                                caps[j])
-    job_metrics = tuple(_job_metrics(inst, j, choices, sites, caps[j])
+    per_slot_tokens = bool(inst.grid_calls) or inst.training_value_usd_per_gpu_hour > 0  # calls and value need them
+    made = [slot_tokens(inst, j, choices, sites, caps[j]) if caps[j] is not None or per_slot_tokens else None
+            for j, (choices, sites) in enumerate(zip(sched.modes, sched.sites, strict=True))]
+    job_metrics = tuple(_job_metrics(inst, j, choices, sites, caps[j], made[j])
                         for j, (choices, sites) in enumerate(zip(sched.modes, sched.sites, strict=True)))
     energies, flows = zip(*(_site_flows(view, gpus[s], it_kw[s]) for s, view in enumerate(views)), strict=True)
     site_metrics = []
@@ -326,7 +330,7 @@ def simulate(inst: Instance, schedule: Schedule | Sequence[Sequence[int]] | Mapp
     capacity_ok = all(m.capacity_ok for m in site_metrics)
     tranches_met = all(m.tranche_met for m in job_metrics)
     inference_served = all(bool(np.all(view.inference_gpus <= view.n_gpus)) for view in views)
-    grid_side = _grid_side(inst, sched, flows)
+    grid_terms = _grid_side(inst, made, flows) if per_slot_tokens else {"objective_usd": 0.0, "tiers_met": True}
     metrics = Metrics(
         **totals, peak_gpus=int(total.gpus_used.max()), capacity_ok=capacity_ok,
         capacity_violation_slots=int(sum(m.capacity_violation_slots for m in site_metrics)),
@@ -335,9 +339,9 @@ def simulate(inst: Instance, schedule: Schedule | Sequence[Sequence[int]] | Mapp
         inference_served=inference_served, idle_gpu_hours=float(sum(m.idle_gpu_hours for m in site_metrics)),
         idle_value_usd=idle_value_usd,
         objective_usd=(totals["operating_cost_usd"] - idle_value_usd if idle_value_usd
-                       else totals["operating_cost_usd"]) + grid_side.pop("objective_usd"),
-        feasible=capacity_ok and tranches_met and inference_served and grid_side["tiers_met"],
-        sites=tuple(site_metrics), **grid_side)
+                       else totals["operating_cost_usd"]) + grid_terms.pop("objective_usd"),
+        feasible=capacity_ok and tranches_met and inference_served and grid_terms["tiers_met"],
+        sites=tuple(site_metrics), **grid_terms)
     return SimulationResult(metrics=metrics, flows=total, site_flows=tuple(flows), schedule=sched,
                             job_choice=job_choice, job_site=job_site)
 
@@ -383,14 +387,9 @@ def _cap_rows(sched: Schedule) -> tuple[np.ndarray | None, ...]:
     return tuple(row if row.any() else None for row in sched.caps)
 
 
-def _grid_side(inst: Instance, sched: Schedule, flows: Sequence[SlotFlows]) -> dict[str, Any]:
-    """The calls' metrics, their payments and penalties, the training lost, and what they add to the objective (all
-    zero, and nothing computed, without calls and a training value)."""
-    if not inst.grid_calls and inst.training_value_usd_per_gpu_hour <= 0:
-        return {"objective_usd": 0.0, "tiers_met": True}
-    caps = _cap_rows(sched)
-    made = [slot_tokens(inst, j, choices, sites, caps[j])
-            for j, (choices, sites) in enumerate(zip(sched.modes, sched.sites, strict=True))]
+def _grid_side(inst: Instance, made: Sequence[np.ndarray], flows: Sequence[SlotFlows]) -> dict[str, Any]:
+    """The calls' metrics, their payments and penalties, the training lost, and what they add to the objective, from
+    the jobs' tokens per slot (``made``)."""
     calls = tuple(_call_metrics(inst, call, flows[call.site], made) for call in inst.grid_calls)
     lost = sum(inst.token_value_usd(job) * (baseline_tokens(inst, job, slice(None)) - float(np.sum(tokens)))
                for job, tokens in zip(inst.jobs, made, strict=True))

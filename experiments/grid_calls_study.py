@@ -41,6 +41,7 @@ import numpy as np
 
 from agents.calls import mpc_notice_schedule, rule_schedule
 from agents.days import held_out_starts, spread
+from agents.open_loop import oracle_schedule
 from aidc_env import limits
 from aidc_env.baselines import fixed_schedule
 from aidc_env.call_streams import HELD_OUT_SEEDS, events_by_day, generate_year
@@ -54,6 +55,7 @@ from aidc_env.schema.case import CallSpec, PowerCaps
 from aidc_env.simulator import Metrics, simulate
 from experiments.runs import result_folder
 from oracle import solve
+from oracle.rolling import RollingOracle
 
 PARTS = ("phoenix", "knobs", "year", "timing", "headroom")
 PROFILES = "caiso-2023"
@@ -68,10 +70,9 @@ RESULTS = ("grid_calls_study.json", "grid_calls_study.md", "phoenix_power.png")
 
 
 def _oracle(inst: Instance, time_limit_s: float) -> tuple[Schedule, dict[str, Any]]:
-    result = solve(inst, time_limit_s=time_limit_s)
-    require(result.schedule is not None, "oracle", f"no schedule on {inst.day}: {result.reason}")
-    return validate_schedule(inst, result.schedule, None, result.caps), {
-        "status": result.status, "gap": result.gap, "seconds": result.build_seconds + result.solve_seconds}
+    schedule, result = oracle_schedule(inst, RollingOracle(time_limit_s=time_limit_s))
+    return schedule, {"status": result.status, "gap": result.gap,
+                      "seconds": result.build_seconds + result.solve_seconds}
 
 
 POLICIES: dict[str, Callable[[Instance, float], tuple[Schedule, dict[str, Any]]]] = {

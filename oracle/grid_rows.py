@@ -25,7 +25,7 @@ from collections.abc import Callable
 import numpy as np
 import pyomo.environ as pyo
 
-from aidc_env.grid import CAP_TOLERANCE_MW
+from aidc_env.grid import CAP_TOLERANCE_MW, slot_limits_mw
 from aidc_env.instance import SECONDS_PER_HOUR
 from aidc_env.simulator import TRANCHE_TOLERANCE, baseline_tokens
 from oracle.data import OracleData
@@ -135,10 +135,9 @@ class GridRows:
         (the baseline's part of the payments, the per-MW payments)."""
         inst, m = self.data.inst, self.m
         grid_coef = np.array(grid_coef, dtype=float)
-        limit = np.full(inst.slots, np.inf)
+        limit = slot_limits_mw(inst.grid_calls, inst.slots)
         constant = 0.0
         for call in inst.grid_calls:
-            limit[call.slots] = np.minimum(limit[call.slots], call.limit_mw)
             grid_coef[call.slots] += call.payment_usd_per_mwh * inst.slot_hours
             constant -= call.payment_usd_per_mwh * float(np.sum(call.baseline_mw)) * inst.slot_hours
             constant -= call.payment_usd_per_mw * max(call.committed_mw, 0.0)
