@@ -41,6 +41,7 @@ from agents.selection import (WARM_START_FILE, Candidate, select_best, split_hor
                               validation_cost, write_selection)
 from agents.teacher import TEACHER_TIME_LIMIT_S, teacher_demonstrations, teacher_schedules
 from aidc_env import limits
+from aidc_env.call_streams import CallStream
 from aidc_env.case import add_case_arguments, build_instances, case_overrides, load_case, profiles_for
 from aidc_env.dayahead import add_price_issue_hour_argument, dayahead_instances, require_price_issue_hour
 from aidc_env.env.core import REWARD_CREDITS
@@ -93,6 +94,9 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
                         "boosting fitted on the training days (model, default) or the --forecasts CSV's "
                         "price_forecast_usd_per_mwh column (supplied, e.g. the day-ahead market's LMP)")
     add_price_issue_hour_argument(parser, DEFAULTS.price_issue_hour)
+    parser.add_argument("--call-stream", metavar="PROGRAM:SHARE", help="train on grid calls: each episode in a month "
+                        "with calls carries, half the time, a call drawn from the generated years 0-199 (e.g. "
+                        "bip:0.25, a firm cut of a quarter of the baseline; needs --power-caps or a case with caps)")
     parser.add_argument("--information", choices=INFORMATION, default=DEFAULTS.information,
                         help="what the agent sees: the truth (perfect) or day-ahead forecasts and realised past "
                         "values (dayahead; trains and holds out only days inside the forecast period)")
@@ -332,7 +336,9 @@ def run_config(args: argparse.Namespace) -> tuple[Path, PPOConfig, Path | None]:
     # every PPOConfig field that a flag of the same name sets
     flags = {f.name: getattr(args, f.name) for f in dataclasses.fields(PPOConfig) if hasattr(args, f.name)}
     config = PPOConfig(**flags, overrides=case_overrides(args),
-                       env_kwargs={**DEFAULTS.env_kwargs, "lookahead": args.lookahead, "information": args.information},
+                       env_kwargs={**DEFAULTS.env_kwargs, "lookahead": args.lookahead, "information": args.information,
+                                   **({"call_stream": CallStream.of(args.call_stream).to_dict()} if args.call_stream
+                                      else {})},
                        horizon_plan_time_limit_s=args.horizon_plan_time_limit,
                        total_timesteps=args.default_timesteps if args.timesteps is None else args.timesteps)
     case.with_overrides(**config.overrides)  # e.g. --segments 7 is refused here, before any work
@@ -424,7 +430,8 @@ def evaluate_command(config: PPOConfig, case_name: str, model_path: Path) -> str
                else "")
             + (f" --price-issue-hour {config.price_issue_hour}"
                if config.price_issue_hour != DEFAULTS.price_issue_hour else "")
-            + "".join(f" --{k.replace('_', '-')} {v}" for k, v in config.overrides.items()))
+            + "".join(f" --{k.replace('_', '-')} {v['curve'] if k == 'power_caps' else v}"
+                      for k, v in config.overrides.items()))
 
 
 def horizon_instances(config: PPOConfig, instances: dict, profiles) -> dict:

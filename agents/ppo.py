@@ -11,6 +11,7 @@ are :class:`PPOConfig` (:mod:`agents.ppo_config`). Both are re-exported here. Th
 
 from __future__ import annotations
 
+import dataclasses
 import platform
 import zipfile
 from collections.abc import Callable, Sequence
@@ -213,6 +214,7 @@ def ppo_schedule(model, inst: Instance, plans: ForecastPlans | None = None) -> S
     its forecasts). A model that observes the forecast plan rebuilds it (``plans``: a cache to reuse, e.g. one
     holding an oracle already built)."""
     config = model_config(model)
+    config = dataclasses.replace(config, env_kwargs={**config.env_kwargs, "call_stream": None})  # the instance's calls
     env = agent_env(config, [inst], plans)
     expected = model.observation_space.shape
     if env.observation_space.shape != expected or env.action_space.n != model.action_space.n:

@@ -17,7 +17,7 @@ from aidc_env.information import ISSUE_HOUR
 from aidc_env.schema import validate_dataclass
 
 ENV_KWARGS_KEYS = ("lookahead", "information", "forecast_noise", "reward_scale", "safety_mask",
-                   "pause_when_done", "terminal_penalty_factor")
+                   "pause_when_done", "terminal_penalty_factor", "call_stream")
 """Env kwargs that shape behaviour (stored in the config; the day source is given separately)."""
 
 HYPERPARAMETERS = ("learning_rate", "lr_schedule", "n_steps", "batch_size", "n_epochs", "gamma", "gae_lambda",

@@ -104,6 +104,9 @@ class AgentSteps(gym.Wrapper):
         template = dispatch.template
         self._sizes = [job.n_modes + 1 for job in template.jobs]
         self._gpu_share = [np.append(0.0, [m.gpus / template.n_gpus for m in job.modes]) for job in template.jobs]
+        if self.joint and dispatch.n_levels > 1:  # the cap level: the action's last digit, one more sub-step
+            self._sizes.append(dispatch.n_levels)
+            self._gpu_share.append(np.zeros(dispatch.n_levels))
         # Per job, by local choice: tokens per hour; the job's tranche, segment and restart hours.
         self._template = template
         self._tokens_per_h = [np.append(0.0, [m.tokens_per_s * SECONDS_PER_HOUR for m in job.modes])
@@ -275,7 +278,7 @@ class AgentSteps(gym.Wrapper):
                 keep = None
             else:
                 if keep is None:
-                    keep = env.encode(info["job_modes"])
+                    keep = env.encode(info["job_modes"], info.get("cap_level", 0))
                 action = keep
             obs, _, terminated, truncated, info = self.env.step(action)
             total += self._reward(info)
@@ -322,7 +325,7 @@ class AgentSteps(gym.Wrapper):
         parts = [table[t], errors[t], gap]
         if self.factored_actions:
             onehot = np.zeros(max(self._sizes), dtype=np.float32)
-            if k < len(self._sizes) and env.slot < env.n_slots:
+            if k < len(self._template.jobs) and env.slot < env.n_slots:  # a job's sub-step (not the cap level's)
                 onehot[local[k, env.slot]] = 1.0
             parts.append(onehot)
         return parts
@@ -334,7 +337,7 @@ class AgentSteps(gym.Wrapper):
         width = max(self._sizes)
         out = np.zeros(2 * width, dtype=np.float32)
         env = self.dispatch
-        if j >= len(self._sizes) or env.slot >= env.n_slots:
+        if j >= len(self._template.jobs) or env.slot >= env.n_slots:  # the cap level's sub-step: none
             return out
         n = self._sizes[j]
         inst, job = self._template, self._template.jobs[j]

@@ -38,7 +38,7 @@ def __getattr__(name: str) -> Any:
 
 def register_envs() -> None:
     """Register the env's ids (``aidc_env/CheckpointDispatch-v0``, ``FleetDispatch-v0``, ``SitesDispatch-v0``,
-    ``SitesFleetDispatch-v0``: one class, :class:`aidc_env.env.DispatchEnv`, with the default configurations of
+    ``SitesFleetDispatch-v0``, ``GridCallsDispatch-v0``: one class, :class:`aidc_env.env.DispatchEnv`, with the default configurations of
     :data:`aidc_env.env.core.VARIANTS`) with Gymnasium (idempotent).
 
     Only the entry point is registered: :mod:`aidc_env.env` is imported by ``gymnasium.make``, so that importing the
@@ -54,7 +54,10 @@ def register_envs() -> None:
 ENV_VARIANTS = {"aidc_env/CheckpointDispatch-v0": {"case": "2048", "action": "joint"},
                 "aidc_env/FleetDispatch-v0": {"case": "fleet", "action": "per_job"},
                 "aidc_env/SitesDispatch-v0": {"case": "sites3", "action": "per_job"},
-                "aidc_env/SitesFleetDispatch-v0": {"case": "sites-fleet", "action": "per_job"}}
+                "aidc_env/SitesFleetDispatch-v0": {"case": "sites-fleet", "action": "per_job"},
+                "aidc_env/GridCallsDispatch-v0": {"case": "2048", "action": "joint",
+                                                  "overrides": {"power_caps": {"curve": "a100-dvfs"}},
+                                                  "call_stream": "bip:0.25"}}
 """Registered ids → the env configuration keys they set (the rest: :func:`aidc_env.env.default_config`)."""
 
 

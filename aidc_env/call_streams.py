@@ -19,7 +19,9 @@ a real year's call days on the price data's calendar instead.
 from __future__ import annotations
 
 import calendar
+import dataclasses
 import datetime as dt
+import functools
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -27,7 +29,7 @@ from importlib import resources
 
 import numpy as np
 
-from aidc_env.errors import require
+from aidc_env.errors import InputError, require
 from aidc_env.schema.case import CallSpec
 
 HISTORY_FILE = "grid_calls_stats.json"
@@ -138,6 +140,83 @@ def replay_year(real_year: int, onto_year: int = 2023, history: Sequence[CallDay
             notice = default_notice_hours if day.notice_hours is None else max(day.notice_hours, MIN_NOTICE_HOURS)
             events.append(CallEvent(date=date, start_hour=day.start_hour, hours=day.hours, notice_hours=notice))
     return events
+
+
+TRAINING_SEEDS = range(0, 200)
+"""The call years a :class:`CallStream` draws from by default (below :data:`HELD_OUT_SEEDS`)."""
+DEFAULT_CALL_PROBABILITY = 0.5
+"""A stream's chance that an episode whose month has calls carries one."""
+
+
+@dataclass(frozen=True)
+class CallStream:
+    """Calls for training episodes (the env's ``call_stream``): the events of the generated years ``seeds`` pooled by
+    month; an episode on a day of a month with events carries, with ``probability``, one of that month's events (its
+    window and notice) as a call of ``program`` asking for ``reduction_share`` of the baseline. Seeds of
+    :data:`HELD_OUT_SEEDS` are refused: held-out years are for evaluation only."""
+
+    program: str = "bip"
+    reduction_share: float = 0.25
+    seeds: tuple[int, int] = (TRAINING_SEEDS.start, TRAINING_SEEDS.stop)
+    """[first, last + 1) of the years pooled."""
+    probability: float = DEFAULT_CALL_PROBABILITY
+
+    def __post_init__(self) -> None:
+        from aidc_env.calls import program
+
+        program(self.program)
+        require(isinstance(self.reduction_share, (int, float)) and 0 < self.reduction_share <= 1,
+                "call_stream.reduction_share", f"must be a number in (0, 1], got {self.reduction_share!r}")
+        require(isinstance(self.probability, (int, float)) and 0 <= self.probability <= 1, "call_stream.probability",
+                f"must be a number in [0, 1], got {self.probability!r}")
+        seeds = tuple(self.seeds) if isinstance(self.seeds, (list, tuple)) else ()
+        require(len(seeds) == 2 and all(isinstance(v, int) and v >= 0 for v in seeds) and seeds[0] < seeds[1],
+                "call_stream.seeds", f"must be [first, last + 1) with 0 <= first < last + 1, got {self.seeds!r}")
+        require(seeds[1] <= HELD_OUT_SEEDS.start or seeds[0] >= HELD_OUT_SEEDS.stop, "call_stream.seeds",
+                f"{HELD_OUT_SEEDS.start}-{HELD_OUT_SEEDS.stop - 1} are the held-out years: train on other seeds")
+        object.__setattr__(self, "seeds", seeds)
+
+    @classmethod
+    def of(cls, value: CallStream | dict | str | None) -> CallStream | None:
+        """A stream from itself, its dict (``to_dict``) or ``"PROGRAM:SHARE"`` (e.g. ``"bip:0.25"``); None stays."""
+        if value is None or isinstance(value, CallStream):
+            return value
+        if isinstance(value, str):
+            name, _, share = value.partition(":")
+            try:
+                reduction_share = float(share) if share else cls.reduction_share
+            except ValueError:
+                raise InputError("call_stream", f"expected PROGRAM:SHARE (e.g. bip:0.25), got {value!r}") from None
+            return cls(program=name, reduction_share=reduction_share)
+        require(isinstance(value, dict) and set(value) <= {f.name for f in dataclasses.fields(cls)}, "call_stream",
+                f"must be PROGRAM:SHARE or a mapping of {', '.join(f.name for f in dataclasses.fields(cls))}")
+        return cls(**value)
+
+    def to_dict(self) -> dict:
+        return {"program": self.program, "reduction_share": self.reduction_share, "seeds": list(self.seeds),
+                "probability": self.probability}
+
+    def events_of_month(self, month: int) -> tuple[CallEvent, ...]:
+        return _pooled_events(self.seeds)[month]
+
+    def draw(self, day: str, rng: np.random.Generator) -> tuple[CallSpec, ...]:
+        """The calls of an episode on ``day`` (none, or one event of its month)."""
+        events = self.events_of_month(dt.date.fromisoformat(day).month)
+        if not events or rng.random() >= self.probability:
+            return ()
+        event = events[int(rng.integers(len(events)))]
+        return (event.spec(self.program, reduction_share=self.reduction_share),)
+
+
+@functools.cache
+def _pooled_events(seeds: tuple[int, int]) -> dict[int, tuple[CallEvent, ...]]:
+    """The events of the years ``seeds`` by month (1..12)."""
+    history = load_history()
+    by_month: dict[int, list[CallEvent]] = {m: [] for m in range(1, 13)}
+    for seed in range(*seeds):
+        for event in generate_year(seed, history=history):
+            by_month[event.date.month].append(event)
+    return {m: tuple(events) for m, events in by_month.items()}
 
 
 def events_by_day(events: Sequence[CallEvent]) -> dict[str, list[CallEvent]]:

@@ -32,7 +32,7 @@ from aidc_env.grid import FLEX_TIER_LOSS
 from aidc_env.instance import DEFAULT_MIN_DAILY_SHARE, MINUTES_PER_HOUR, PAUSE, SECONDS_PER_HOUR, Instance, Job
 from aidc_env.io import atomic_write_text, check_output_file, read_input_text, safe_name
 from aidc_env.modes import Mode, ModeParams, generate_modes
-from aidc_env.power_caps import cap_curve
+from aidc_env.power_caps import CURVES, cap_curve
 from aidc_env.profiles import HOURS_PER_DAY, ProfileSet, hourly_to_slots, load_profiles
 from aidc_env.schema import CaseDocument, Energy, Facility, InferenceSpec, JobSpec, SiteSpec, validate
 from aidc_env.schema.case import CallSpec, PowerCaps
@@ -100,6 +100,10 @@ class Case:
         changes = {k: v.item() if isinstance(v, np.generic) else v for k, v in fields.items() if v is not None}
         unknown = set(changes) - {f.name for f in dataclasses.fields(self)}
         require(not unknown, ",".join(sorted(unknown)), "unknown case field")
+        if isinstance(changes.get("power_caps"), Mapping):  # the [power_caps] table as a mapping
+            require(set(changes["power_caps"]) <= set(PowerCaps.model_fields), "power_caps",
+                    f"unknown key; known: {', '.join(PowerCaps.model_fields)}")
+            changes["power_caps"] = PowerCaps(**changes["power_caps"])
         if self.mode_pool_gpus is None:
             changes.setdefault("mode_pool_gpus", self.n_gpus)
         if segments is not None:
@@ -423,11 +427,17 @@ def add_case_arguments(parser: argparse.ArgumentParser, *, day: bool = True, def
                         help="consecutive days D from --day in one instance (default: the case's, 1)")
     parser.add_argument("--min-daily-share", type=float, help="each day of a horizon makes at least this share (0..1) "
                         "of tranche / D tokens of every job; 1 = a daily tranche every day (default: the case's, 0)")
+    parser.add_argument("--power-caps", metavar="CURVE", help="offer GPU power caps on this curve (e.g. a100-dvfs; "
+                        "default: the case's [power_caps], if any)")
 
 
 def case_overrides(args: argparse.Namespace) -> dict[str, Any]:
     """The case overrides given on the command line (the options of :func:`add_case_arguments`), None left out."""
-    return {name: getattr(args, name) for name in OVERRIDE_ARGUMENTS if getattr(args, name, None) is not None}
+    overrides = {name: getattr(args, name) for name in OVERRIDE_ARGUMENTS if getattr(args, name, None) is not None}
+    if getattr(args, "power_caps", None) is not None:
+        require(args.power_caps in CURVES, "power-caps", f"unknown curve {args.power_caps!r}; known: {', '.join(CURVES)}")
+        overrides["power_caps"] = {"curve": args.power_caps}  # JSON, as a run's config stores its overrides
+    return overrides
 
 
 def instance_from_args(args: argparse.Namespace, profiles: ProfileSet | None = None) -> Instance:

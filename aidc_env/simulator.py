@@ -346,12 +346,22 @@ def simulate(inst: Instance, schedule: Schedule | Sequence[Sequence[int]] | Mapp
                             job_choice=job_choice, job_site=job_site)
 
 
+def call_slot_usd(call: GridCall, grid_mw: np.ndarray, slot_hours: float,
+                  slots: slice = slice(None)) -> tuple[np.ndarray, np.ndarray]:
+    """(payment, penalty) of a call's slots ``slots`` (positions within the call) whose grid import is ``grid_mw`` ($
+    per slot): the program's $/MWh on the import below the baseline, and its penalty on the import above the limit.
+    The payment per MW committed is paid once, on delivery (:func:`_call_metrics`)."""
+    payment = call.payment_usd_per_mwh * np.maximum(call.baseline_mw[slots] - grid_mw, 0.0) * slot_hours
+    return payment, call.penalty_usd_per_mwh * np.maximum(grid_mw - call.limit_mw[slots], 0.0) * slot_hours
+
+
 def _call_metrics(inst: Instance, call: GridCall, flows: SlotFlows, made: Sequence[np.ndarray]) -> CallMetrics:
     """One call scored on its site's grid import and the jobs' tokens per slot (``made``)."""
     dt = inst.slot_hours
     grid = flows.grid_mw[call.slots]
     reduction = call.baseline_mw - grid
     over = np.maximum(grid - call.limit_mw, 0.0)
+    payment, penalty = call_slot_usd(call, grid, dt)
     short = over > CAP_TOLERANCE_MW
     delivered = not bool(short.any())
     performance, tiers_met, weights = {}, True, []
@@ -373,9 +383,9 @@ def _call_metrics(inst: Instance, call: GridCall, flows: SlotFlows, made: Sequen
         shortfall_mwh=float(np.sum(over) * dt),
         reduction_share=float(np.sum(reduction) * dt / baseline_mwh) if baseline_mwh > 0 else 0.0,
         reduction_mw=tuple(float(x) for x in reduction),
-        payment_usd=call.payment_usd_per_mwh * float(np.sum(np.maximum(reduction, 0.0)) * dt)
-        + (call.payment_usd_per_mw * max(call.committed_mw, 0.0) if delivered else 0.0),
-        penalty_usd=call.penalty_usd_per_mwh * float(np.sum(over) * dt), performance=performance,
+        payment_usd=float(np.sum(payment)) + (call.payment_usd_per_mw * max(call.committed_mw, 0.0) if delivered
+                                              else 0.0),
+        penalty_usd=float(np.sum(penalty)), performance=performance,
         tiers_met=bool(tiers_met),
         weighted_performance=float(np.average(values, weights=weights)) if values else 1.0)
 

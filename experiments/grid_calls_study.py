@@ -1,6 +1,7 @@
 """The grid-calls study (docs/grid-calls.md): the Phoenix replay, a held-out year of calls, and the oracle's times.
 
-    python -m experiments.grid_calls_study [--parts phoenix,year,timing] [--seeds N] [--days N] [--out DIR]
+    python -m experiments.grid_calls_study [--parts phoenix,year,timing] [--seeds N] [--days N] [--model ZIP]
+                                           [--out DIR]
 
 - ``phoenix``: the ``phoenix`` case (the field demonstration's 256 GPUs, six jobs and tiers, its 3-hour 25% event) under
   every call policy (hindsight, mpc-notice, call-rule, fixed): per slot of the event the reduction against the
@@ -11,7 +12,8 @@
 - ``year``: held-out years of seeded calls (:data:`aidc_env.call_streams.HELD_OUT_SEEDS`, ``--seeds`` of them) on the
   2048 case with power caps, each call a firm 25% reduction of the baseline's import under PG&E's BIP terms ($6/kWh
   over the firm level), on the call days of 2023 in the CAISO year: per policy the calls delivered, the objective
-  against no response, the penalties and the tokens made.
+  against no response, the penalties and the tokens made; with ``--model``, also a PPO model trained on calls of
+  other years (the env's call stream).
 - ``timing``: the oracle on ``--days`` held-out days (the ``weeks`` split) of the 2048 case with caps and one such call
   over 16:00-21:00, at K = 12: seconds (median, p90, max) and the share proven optimal.
 
@@ -40,7 +42,7 @@ from typing import Any
 import numpy as np
 
 from agents.calls import mpc_notice_schedule, rule_schedule
-from agents.days import held_out_starts, spread
+from agents.days import held_out_starts, split_days, spread
 from agents.open_loop import oracle_schedule
 from aidc_env import limits
 from aidc_env.baselines import fixed_schedule
@@ -226,11 +228,20 @@ def _headroom_table(record: dict[str, Any]) -> list[str]:
     return out + [""]
 
 
-def held_out_year(seeds: int, time_limit_s: float, log: Callable[[str], None]) -> dict[str, Any]:
-    """Held-out years of calls on the 2048 case with caps (see the module docstring)."""
+def held_out_year(seeds: int, time_limit_s: float, log: Callable[[str], None],
+                  model_path: str | None = None) -> dict[str, Any]:
+    """Held-out years of calls on the 2048 case with caps (see the module docstring); with ``model_path``, also the
+    trained PPO model (``train.py --power-caps a100-dvfs --call-stream bip:0.25``) in the env."""
     case = load_case("2048").with_overrides(power_caps=PowerCaps())
     profiles = load_profiles(PROFILES)
     known = set(profiles.dates())
+    policies = dict(POLICIES)
+    if model_path is not None:
+        from agents.ppo import load_model, ppo_schedule
+
+        model = load_model(model_path)
+        policies["ppo"] = lambda inst, limit: (ppo_schedule(model, inst), {})
+    held_out_days = set(split_days(profiles.dates())[1])
     rows = []
     for seed in list(HELD_OUT_SEEDS)[:seeds]:
         for day, events in events_by_day(generate_year(seed)).items():
@@ -238,8 +249,9 @@ def held_out_year(seeds: int, time_limit_s: float, log: Callable[[str], None]) -
                 continue
             specs = tuple(e.spec(STUDY_PROGRAM, reduction_share=STUDY_REDUCTION_SHARE) for e in events)
             inst = build_instance(case.with_overrides(grid_calls=specs), day=day, profiles=profiles)
-            entry = {"seed": seed, "day": day, "calls": [dataclasses.asdict(e) | {"date": day} for e in events]}
-            for name, policy in POLICIES.items():
+            entry = {"seed": seed, "day": day, "held_out_day": day in held_out_days,
+                     "calls": [dataclasses.asdict(e) | {"date": day} for e in events]}
+            for name, policy in policies.items():
                 tick = time.perf_counter()
                 try:
                     schedule, info = policy(inst, time_limit_s)
@@ -250,8 +262,9 @@ def held_out_year(seeds: int, time_limit_s: float, log: Callable[[str], None]) -
                                "wall_seconds": time.perf_counter() - tick}
             rows.append(entry)
             log(f"year seed {seed} {day}: " + ", ".join(
-                f"{name} ${entry[name].get('objective_usd', float('nan')):,.0f}" for name in POLICIES))
-    return {"program": STUDY_PROGRAM, "reduction_share": STUDY_REDUCTION_SHARE, "seeds": seeds, "days": rows}
+                f"{name} ${entry[name].get('objective_usd', float('nan')):,.0f}" for name in policies))
+    return {"program": STUDY_PROGRAM, "reduction_share": STUDY_REDUCTION_SHARE, "seeds": seeds, "days": rows,
+            "policies": list(policies), "model": model_path}
 
 
 def timing(days: int, time_limit_s: float, log: Callable[[str], None]) -> dict[str, Any]:
@@ -323,17 +336,19 @@ def _phoenix_tables(ph: dict[str, Any]) -> list[str]:
 
 
 def _year_table(year: dict[str, Any]) -> list[str]:
-    out = ["| policy | call days | calls delivered | saving against no response ($, total) | penalties ($) | "
-           "days with every target met |", "|---|---|---|---|---|---|"]
+    out = ["| policy | call days | calls delivered | saving against no response ($, total) | on held-out days ($) | "
+           "penalties ($) | days with every target met |", "|---|---|---|---|---|---|---|"]
     days = year["days"]
-    for name in POLICIES:
+    for name in year.get("policies", POLICIES):
         ok = [d for d in days if "objective_usd" in d[name]]
         delivered = sum(c["delivered"] for d in ok for c in d[name]["calls"])
         calls = sum(len(d[name]["calls"]) for d in ok)
-        saving = sum(d["fixed"]["objective_usd"] - d[name]["objective_usd"] for d in ok)
-        out.append(f"| {name} | {len(ok)} of {len(days)} | {delivered} of {calls} | {saving:,.0f} | "
+        saving = [d["fixed"]["objective_usd"] - d[name]["objective_usd"] for d in ok]
+        held = sum(x for x, d in zip(saving, ok, strict=True) if d.get("held_out_day"))
+        out.append(f"| {name} | {len(ok)} of {len(days)} | {delivered} of {calls} | {sum(saving):,.0f} | {held:,.0f} | "
                    f"{sum(d[name]['penalty_usd'] for d in ok):,.0f} | {sum(d[name]['tranches_met'] for d in ok)} |")
-    return out + [""]
+    n_held = sum(d.get("held_out_day", False) for d in days)
+    return out + ["", f"{n_held} of the {len(days)} call days are held-out days of the weeks split.", ""]
 
 
 def plot(ph: dict[str, Any], path: Path) -> None:
@@ -381,6 +396,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--time-limit", type=float, default=DEFAULT_TIME_LIMIT_S, help="seconds per oracle solve")
     parser.add_argument("--shares", default=",".join(map(str, CURTAILMENT_SHARES)),
                         help="headroom: shares of the year's hours curtailed (default: %(default)s)")
+    parser.add_argument("--model", help="year: a PPO model trained on calls (train.py --power-caps a100-dvfs "
+                        "--call-stream bip:0.25), scored beside the other policies")
     parser.add_argument("--out", help="output folder (default runs/grid_calls_study_N, the next free N)")
     args = parser.parse_args(argv)
     parts = [p for p in args.parts.split(",") if p]
@@ -398,7 +415,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if "knobs" in parts:
         record["knobs"] = knobs(args.time_limit, log)
     if "year" in parts:
-        record["year"] = held_out_year(args.seeds, args.time_limit, log)
+        record["year"] = held_out_year(args.seeds, args.time_limit, log, args.model)
     if "timing" in parts:
         record["timing"] = timing(args.days, args.time_limit, log)
     if "headroom" in parts:

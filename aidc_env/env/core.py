@@ -23,6 +23,8 @@ import gymnasium as gym
 import numpy as np
 
 from aidc_env import ENV_VARIANTS as VARIANTS
+from aidc_env.call_streams import CallStream
+from aidc_env.calls import with_calls
 from aidc_env.case import Case, build_instances
 from aidc_env.env.observation import DEFAULT_LOOKAHEAD
 from aidc_env.env.rules import masked_action, penalty_usd_per_token
@@ -53,7 +55,7 @@ def default_config() -> dict[str, Any]:
         "action": "joint", "information": "perfect", "forecast_noise": 0.0, "lookahead": DEFAULT_LOOKAHEAD,
         "reward_scale": DEFAULT_REWARD_SCALE_USD, "reward_baseline": None, "reward_credit": "decision",
         "safety_mask": True, "pause_when_done": True, "terminal_penalty_factor": DEFAULT_TERMINAL_PENALTY_FACTOR,
-        "mask_search_nodes": DEFAULT_MASK_SEARCH_NODES, "render_mode": None,
+        "mask_search_nodes": DEFAULT_MASK_SEARCH_NODES, "call_stream": None, "render_mode": None,
     }
 
 
@@ -79,6 +81,7 @@ def check_config(config: Mapping[str, Any]) -> dict[str, Any]:
                 "is synthetic noise on the truth (information='perfect' only); 'dayahead' observes the forecasts")
         outlook = Perfect(float(c["forecast_noise"]))
     c["outlook"] = outlook
+    c["call_stream"] = CallStream.of(c["call_stream"])
     return c
 
 
@@ -151,7 +154,9 @@ class DispatchEnv(gym.Env):
     ``{"kind": ..., "noise": σ}``; ``forecast_noise``: σ of synthetic look-ahead noise on the truth. The rest:
     ``lookahead``, ``reward_scale``, ``reward_baseline``, ``reward_credit``, ``safety_mask``, ``pause_when_done``,
     ``terminal_penalty_factor``, ``mask_search_nodes`` (per job: states searched to rescue a choice the reservation
-    rule refuses), ``render_mode`` (None or ``"ansi"``).
+    rule refuses), ``call_stream`` (grid calls drawn for each episode: ``"PROGRAM:SHARE"``, a dict or a
+    :class:`~aidc_env.call_streams.CallStream`; needs a cap curve), ``render_mode`` (None or ``"ansi"``). Power caps,
+    grid calls and a training value run with the ``joint`` action (:mod:`aidc_env.env.calls`).
     """
 
     metadata = {"render_modes": ["ansi"], "render_fps": 4}
@@ -176,7 +181,9 @@ class DispatchEnv(gym.Env):
         self.pause_when_done = bool(c["pause_when_done"])
         self.terminal_penalty_factor = float(c["terminal_penalty_factor"])
         self.mask_search_nodes = int(c["mask_search_nodes"])
+        self.call_stream: CallStream | None = c["call_stream"]
         self._instances = instances_by_day(c["case"], c["overrides"], c["profiles"])
+        self._episode_instances: dict[tuple[str, tuple], Instance] = {}  # a day with the stream's calls
         for inst in self._instances.values():
             self.outlook.check(inst)
         self.days = episode_days(self._instances, c["days"])
@@ -184,6 +191,11 @@ class DispatchEnv(gym.Env):
         self.template = t = next(iter(self._instances.values()))
         self.n_jobs, self.n_sites, self.n_slots = len(t.jobs), len(t.sites), t.slots
         self.horizon_days, self.slots_per_day = t.horizon_days, t.slots_per_day
+        self.grid_side = self.call_stream is not None or any(i.has_grid_side for i in self._instances.values())
+        require(not self.grid_side or self.action_type == "joint", "action", "power caps, grid calls and a training "
+                "value are run by the joint action (one site, pre-training jobs): use action='joint'")
+        require(self.call_stream is None or t.cap_curve is not None, "call_stream",
+                "a call stream needs power caps in the case ([power_caps], or --power-caps)")
         if self.action_type == "joint":
             from aidc_env.env.joint import JointDynamics as Dynamics
         else:
@@ -202,6 +214,12 @@ class DispatchEnv(gym.Env):
         if day is None:
             day = self.days[int(self.np_random.integers(len(self.days)))]
         self._inst = self.instance(day)
+        if self.call_stream is not None:
+            specs = self.call_stream.draw(day, self.np_random)
+            key = (day, specs)
+            if key not in self._episode_instances:
+                self._episode_instances[key] = with_calls(self._inst, specs)
+            self._inst = self._episode_instances[key]
         return self.dynamics.reset(self._inst)
 
     def step(self, action):
@@ -288,7 +306,8 @@ def _structure(inst: Instance) -> tuple:
     return (inst.n_gpus, inst.slots, inst.slot_hours, inst.pue, inst.idle_kw_per_gpu, inst.rated_kw_per_gpu,
             inst.renewable_ratio, inst.curtailment_penalty_usd_per_mwh, inst.horizon_days, inst.min_daily_share,
             tuple((s.name, s.n_gpus, s.pue, s.idle_kw_per_gpu, s.rated_kw_per_gpu) for s in inst.sites),
-            inst.home_sites, inst.transfer_hours)
+            inst.home_sites, inst.transfer_hours, inst.training_value_usd_per_gpu_hour,
+            None if inst.cap_curve is None else str(inst.cap_curve.to_dict()))
 
 
 def _same_jobs(inst: Instance, reference: Instance) -> bool:
@@ -318,9 +337,6 @@ def instances_by_day(case: Any, overrides: Mapping[str, Any] | None = None,
     reference = instances[0]
     by_day: dict[str, Instance] = {}
     for inst in instances:
-        require(not inst.has_grid_side, "case", f"the env does not model power caps, grid calls, tiers or a training "
-                f"value yet (case {inst.case_name!r}): solve it with python -m oracle and score policies with "
-                "agents.policies (mpc-notice, call-rule)")
         require(inst.day not in by_day, "case", f"two instances for the day {inst.day}")
         require(_structure(inst) == _structure(reference) and _same_jobs(inst, reference), "case",
                 f"the instance of {inst.day} differs from the first in jobs, sites or parameters")

@@ -2,7 +2,10 @@
 
 Action ``Discrete(A)`` with A = Π_j (M_j + 1) joint choices (a few hundred in the 2048 case). Job j's local choice
 is 0 = pause or i = its Pareto mode i − 1; the joint index is the mixed-radix number of the local choices with job
-0 the most significant digit (``numpy.ravel_multi_index`` order): a = Σ_j local_j · Π_{k>j} (M_k + 1).
+0 the most significant digit (``numpy.ravel_multi_index`` order): a = Σ_j local_j · Π_{k>j} (M_k + 1). An instance
+with a cap curve (the grid side, :mod:`aidc_env.env.calls`) adds a last digit, the cap level ℓ of every running job
+(held, like the modes, until a job's next checkpoint): ``Discrete(A · L)``, action = joint · L + ℓ; in a call's slot
+the env caps deeper where the limit needs it.
 
 **Mask.** A job off its checkpoint boundary may only keep its choice (before t = 0 every job runs its
 ``initial_mode``; keeping it costs no restart); the joint choice's GPUs fit the pool; with ``pause_when_done`` a job
@@ -19,8 +22,8 @@ the global values (:func:`~aidc_env.env.observation.global_table`: time of day, 
 renewable share now, the next L slots' prices and renewable shares, [the last realised values and a flag]) and the
 free GPU share. The "current choice" is the one held in the previous slot.
 
-**Reward** every slot: −(grid cost + curtailment penalty of the slot) / ``reward_scale``; at the last step minus the
-terminal penalty of each job's missing tokens (and, with daily minimums, each day's missing minimum).
+**Reward** every slot: −(grid cost + curtailment penalty of the slot [+ the grid side's call payment, penalty and
+training value lost]) / ``reward_scale``; at the last step minus the terminal penalty of each job's missing tokens (and, with daily minimums, each day's missing minimum).
 
 **Info** every step: ``day``, ``slot``, ``slot_cost_usd``, ``load_mw``, ``grid_mw``, ``renewable_used_mw``,
 ``curtailment_mw``, ``gpus_used``, ``job_modes``, ``job_progress``, ``invalid_action``, ``terminal_penalty_usd``,
@@ -35,12 +38,13 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 from gymnasium import spaces
 
+from aidc_env.env.calls import CALL_FEATURES, CallResponse
 from aidc_env.env.rules import MaskedSteps, local_choice_tables, masked_action, penalty_usd_per_token
 from aidc_env.env.observation import (JOB_FEATURES, PROGRESS_OBS_HIGH, RATE_RATIO_OBS_HIGH, global_table,
                                       observation_layout, renewable_share_high)
 from aidc_env.env.safety import SafetyTest
 from aidc_env.errors import require
-from aidc_env.information import DayAhead
+from aidc_env.information import DayAhead, Perfect
 from aidc_env.instance import PAUSE, SECONDS_PER_HOUR, Instance
 from aidc_env.joint_choices import joint_choices
 from aidc_env.schedule import Schedule
@@ -82,7 +86,10 @@ class JointDynamics(MaskedSteps):
         self._slot_hours, self._n_gpus = inst.slot_hours, inst.n_gpus
         joint = joint_choices(inst)
         self._sizes = sizes = joint.sizes
-        self.n_actions = A = joint.n_choices
+        self.n_joint = A = joint.n_choices
+        # With a cap curve, each joint choice comes with a cap level for the running jobs (the last digit of the action).
+        self.n_levels = L = inst.cap_curve.levels if self.env.grid_side and inst.cap_curve is not None else 1
+        self.n_actions = A * L
         loc = joint.local  # (A, J) local choices, job 0 most significant
         self._loc_cols = [np.ascontiguousarray(loc[:, j]) for j in range(J)]
         self._strides = [int(np.prod(sizes[j + 1:])) for j in range(J)]
@@ -114,36 +121,42 @@ class JointDynamics(MaskedSteps):
             rate3600_loc=rate3600_loc, suffix_restart=suffix_restart, slots_per_day=inst.slots_per_day,
             daily_min_tokens=self._daily_min_list)
         self._daily = self._safety.daily
+        # The grid side (caps in calls, the delivery mask, the slot's call and training-value terms): aidc_env.env.calls.
+        self._grid = CallResponse(inst, loc, gpus_loc, power_loc, rate3600_loc, isinstance(self.env.outlook, Perfect)
+                                  and not self.env.forecast_noise) if self.env.grid_side else None
+        self._level_factor = inst.cap_curve.throughput.tolist() if self.n_levels > 1 else [1.0]
 
         # Observation layout and bounds.
         power_high = max(1.0, max(float(p.max()) / self._power_ref_kw for p in power_loc))
         self._ren_high = renewable_share_high(inst)
         self._observation_names, self.observation_space = observation_layout(
             [job.name for job in jobs], self.env.lookahead, power_high, self._ren_high, horizon=inst.horizon_days > 1,
-            last_realised=isinstance(self.env.outlook, DayAhead))
-        self.action_space = spaces.Discrete(A)
+            last_realised=isinstance(self.env.outlook, DayAhead), grid_side=CALL_FEATURES if self._grid else ())
+        self.action_space = spaces.Discrete(A * L)
         self._n_job_obs = len(JOB_FEATURES) * J
         self._obs_size = self.observation_space.shape[0]
+        self._n_grid_obs = len(CALL_FEATURES) if self._grid else 0
 
     def observation_names(self) -> list[str]:
         return list(self._observation_names)
 
     # ------------------------------------------------------------------ action encoding
 
-    def encode(self, choices: Sequence[int]) -> int:
-        """Joint action of per-job choices (``PAUSE`` or a mode index)."""
+    def encode(self, choices: Sequence[int], cap_level: int = 0) -> int:
+        """Joint action of per-job choices (``PAUSE`` or a mode index) and, with a cap curve, a cap level."""
         require(len(choices) == self.n_jobs, "choices", f"expected {self.n_jobs} values")
+        require(0 <= int(cap_level) < self.n_levels, "cap_level", f"must be a level < {self.n_levels}")
         action = 0
         for j, c in enumerate(choices):
             c = int(c)
             require(PAUSE <= c < self._sizes[j] - 1, f"choices[{j}]",
                     f"must be -1 or a mode index < {self._sizes[j] - 1}")
             action += (c + 1) * self._strides[j]
-        return action
+        return action * self.n_levels + int(cap_level)
 
     def decode(self, action: int) -> list[int]:
         """Per-job choices (``PAUSE`` or a mode index) of a joint action."""
-        return [int(c) for c in self._choice_table[int(action)]]
+        return [int(c) for c in self._choice_table[int(action) // self.n_levels]]
 
     def actions_for_schedule(self, schedule: Sequence[Sequence[int]] | Schedule) -> list[int]:
         """The joint action of every slot that replays a schedule (per job, per segment: mode or PAUSE)."""
@@ -155,8 +168,9 @@ class JointDynamics(MaskedSteps):
         return [self.encode([arr[t] for arr in per_slot]) for t in range(self.n_slots)]
 
     def schedule(self) -> Schedule:
+        caps = tuple(row.copy() for row in self._caps) if self._grid and any(row.any() for row in self._caps) else None
         return Schedule(modes=tuple(arr.copy() for arr in self._schedule),
-                        sites=tuple(np.zeros(arr.size, dtype=np.int64) for arr in self._schedule))
+                        sites=tuple(np.zeros(arr.size, dtype=np.int64) for arr in self._schedule), caps=caps)
 
     # ------------------------------------------------------------------ episode
 
@@ -172,7 +186,7 @@ class JointDynamics(MaskedSteps):
         self._tokens = [0.0] * self.n_jobs
         self._today = [0.0] * self.n_jobs
         self._daily_shortfall = np.zeros(self.n_jobs)
-        self._keep = sum(c * s for c, s in zip(self._cur, self._strides, strict=True))
+        self._keep = sum(c * s for c, s in zip(self._cur, self._strides, strict=True)) * self.n_levels
         self._schedule = [np.full(job.segments, PAUSE, dtype=np.int64) for job in inst.jobs]
         self._mask = None
         self._renewable = inst.renewable_mw
@@ -182,6 +196,9 @@ class JointDynamics(MaskedSteps):
                       penalty_usd_per_token(inst, env.terminal_penalty_factor))
             self._day_tables[inst.day] = tables
         self._global_obs, self._penalty_per_token = tables
+        if self._grid:
+            self._grid.reset(inst)
+            self._caps = [np.zeros(inst.slots) for _ in inst.jobs]
         self._compute_mask()  # the first slot's: whether it falls back (no joint choice passes the safety test)
         self.starts_safe = not self._fallback
         return self._observation(), {"day": inst.day, "slot": 0, "job_modes": [c - 1 for c in self._cur],
@@ -194,8 +211,12 @@ class JointDynamics(MaskedSteps):
         a, invalid = masked_action(action, mask, self._keep)
 
         cur = self._cur
-        loc = self._loc_rows[a]
+        choice, level = divmod(a, self.n_levels)
+        loc = self._loc_rows[choice]
         restarted = self._restarted
+        load = self._load_table[choice] if level == 0 else self._grid.level_load_mw[level][choice]
+        caps, deeper = self._grid.positions(t, loc, float(load), level) if self._grid else (None, False)
+        made_now = [0.0] * self.n_jobs
         for j, c in enumerate(loc):
             sps = self._sps[j]
             offset = t % sps
@@ -203,15 +224,25 @@ class JointDynamics(MaskedSteps):
                 restarted[j] = c != 0 and c != cur[j]
                 self._schedule[j][t // sps] = c - 1
             if c:
-                made = self._rate3600_list[j][c] * (self._prod_restart[j][offset] if restarted[j] else self._slot_hours)
+                rate = self._rate3600_list[j][c]
+                if caps is not None:  # the simulator's order: (rate × throughput factor) × hours
+                    rate = rate * self._grid.factor(self._grid.throughput_list, caps[j])
+                made = made_now[j] = rate * (self._prod_restart[j][offset] if restarted[j] else self._slot_hours)
                 self._tokens[j] += made
                 self._today[j] += made
             cur[j] = c
         self._keep = a
 
-        load = self._load_table[a]
+        if caps is not None:
+            if deeper:
+                load = self._capped_load(loc, caps)
+            for j, x in enumerate(caps):
+                self._caps[j][t] = x
         used, grid, curtailment = renewable_first(load, self._renewable[t])
         cost = float(slot_decision_cost_usd(inst, grid, curtailment, t))
+        if self._grid:
+            self._grid.record(caps)
+            cost += self._grid.slot_usd(t, float(grid), made_now)
         self._t = t = t + 1
         self._mask = None
         if t % self.slots_per_day == 0:
@@ -220,10 +251,22 @@ class JointDynamics(MaskedSteps):
         reward = -cost / self.env.reward_scale - penalty / self.env.reward_scale
         info = self._last_info = {
             "day": inst.day, "slot": t - 1, "slot_cost_usd": cost, "load_mw": float(load), "grid_mw": float(grid),
-            "renewable_used_mw": float(used), "curtailment_mw": float(curtailment), "gpus_used": self._gpus_list[a],
+            "renewable_used_mw": float(used), "curtailment_mw": float(curtailment), "gpus_used": self._gpus_list[choice],
             "job_modes": [c - 1 for c in loc], "job_progress": self._progress(), "invalid_action": invalid,
             "terminal_penalty_usd": penalty, "safety_fallback": fallback}
+        if self._grid:
+            info.update(cap_level=level, cap_positions=[0.0] * self.n_jobs if caps is None else caps,
+                        calls_accepted=list(self._grid.accepted))
         return self._observation(), reward, t == self.n_slots, False, info
+
+    def _capped_load(self, loc: Sequence[int], caps: Sequence[float]) -> float:
+        """Facility load (MW) of the joint choice ``loc`` with the jobs capped at ``caps`` (the simulator's sums)."""
+        gpus, it_kw = 0, 0.0
+        for j, c in enumerate(loc):
+            gpus += self._gpus_loc_list[j][c]
+            it_kw += self._grid.capped_it_kw(j, c, float(caps[j]))
+        inst = self._inst
+        return inst.pue * (it_kw + max(inst.n_gpus - gpus, 0) * inst.idle_kw_per_gpu) / 1000.0
 
     deciding_job = None
 
@@ -265,9 +308,12 @@ class JointDynamics(MaskedSteps):
         t = self._t
         at_boundary = [t % sps == 0 for sps in self._sps]
         self._fallback = False
+        ends = [t - t % sps + sps for sps in self._sps]
         if not any(at_boundary):  # nobody may change: only "keep", which is valid (the previous slot was)
             mask = self._mask = np.zeros(self.n_actions, dtype=bool)
             mask[self._keep] = True
+            if self._grid:
+                self._grid.notice(t, mask.reshape(self.n_joint, self.n_levels).any(axis=1), ends)
             return mask
         done = self._done()
         mask = self._cap_ok.copy()
@@ -276,12 +322,25 @@ class JointDynamics(MaskedSteps):
                 mask &= self._loc_cols[j] == self._cur[j]
             elif self.env.pause_when_done and done[j]:
                 mask &= self._loc_cols[j] == 0
+        if self._grid:  # accept the calls noticed now if they can be delivered, and keep the accepted ones deliverable
+            self._grid.notice(t, mask, ends)
+            delivering = mask & self._grid.deliverable(t, ends)
+            mask = delivering if delivering.any() else mask
         if self.env.safety_mask:
-            safe = mask & self._safety.safe(t, at_boundary, self._tokens, self._cur, self._restarted, self._today)
+            safe = self._safe_by_level(t, at_boundary, mask)
             self._fallback = not safe.any()
-            mask = mask if self._fallback else safe
+            mask = np.repeat(mask, self.n_levels) if self._fallback else safe
+        elif self.n_levels > 1:
+            mask = np.repeat(mask, self.n_levels)
         self._mask = mask
         return mask
+
+    def _safe_by_level(self, t: int, at_boundary: Sequence[bool], mask: np.ndarray) -> np.ndarray:
+        """The completion rule per (joint choice, cap level), flattened as the actions are."""
+        lost = self._grid.lost_hours() if self._grid else None
+        factor = self._level_factor if self.n_levels > 1 else 1.0
+        safe = self._safety.safe(t, at_boundary, self._tokens, self._cur, self._restarted, self._today, lost, factor)
+        return mask & safe if self.n_levels == 1 else (mask[:, None] & safe.T).ravel()
 
     # ------------------------------------------------------------------ observation
 
@@ -307,7 +366,11 @@ class JointDynamics(MaskedSteps):
                       (sps - offset) / sps)  # JOB_FEATURES
         obs = np.empty(self._obs_size, dtype=np.float32)
         obs[: self._n_job_obs] = feats
-        obs[self._n_job_obs: -1] = self._global_obs[t]
+        if self._grid:
+            obs[self._n_job_obs: -1 - self._n_grid_obs] = self._global_obs[t]
+            obs[-1 - self._n_grid_obs: -1] = self._grid.features(min(t, self.n_slots - 1))
+        else:
+            obs[self._n_job_obs: -1] = self._global_obs[t]
         obs[-1] = min(max((n_gpus - gpus_used) / n_gpus, 0.0), 1.0)
         return obs
 

@@ -44,12 +44,15 @@ def renewable_share_high(inst: Instance) -> float:
 
 
 def observation_layout(job_names: Sequence[str], lookahead: int, power_share_high: float, renewable_high: float, *,
-                       horizon: bool = False, last_realised: bool = False) -> tuple[list[str], spaces.Box]:
+                       horizon: bool = False, last_realised: bool = False, grid_side: Sequence[str] = ()
+                       ) -> tuple[list[str], spaces.Box]:
     """The name of every observation entry and the observation Box: 7 values per job, then the global values (see
     the env's docstring).
 
     ``horizon``: a horizon-progress entry after the time of day (instances of D > 1 days); ``last_realised``: the last
-    realised price and renewable share and their validity flag after the look-ahead (``information="dayahead"``).
+    realised price and renewable share and their validity flag after the look-ahead (``information="dayahead"``);
+    ``grid_side``: the names of the grid side's entries, each in [0, 1], before the free GPU share
+    (:data:`aidc_env.env.calls.CALL_FEATURES`).
     """
     price, renewable, share = (PRICE_OBS_LOW, PRICE_OBS_HIGH), (0.0, renewable_high), (0.0, 1.0)
     job = list(zip(JOB_FEATURES, [(0.0, PROGRESS_OBS_HIGH), (0.0, RATE_RATIO_OBS_HIGH), share,
@@ -61,6 +64,7 @@ def observation_layout(job_names: Sequence[str], lookahead: int, power_share_hig
     entries += [(f"renewable_ahead_{k}", *renewable) for k in range(1, lookahead + 1)]
     if last_realised:
         entries += [("price_last", *price), ("renewable_last", *renewable), ("last_known", *share)]
+    entries += [(name, *share) for name in grid_side]
     names, low, high = zip(*entries, ("free_gpu_share", *share), strict=True)
     return list(names), spaces.Box(low=np.array(low, dtype=np.float32), high=np.array(high, dtype=np.float32),
                                    dtype=np.float32)

@@ -60,7 +60,8 @@ class SafetyTest:
                                 "seg_tokens_keep": r * (sps * slot_hours)})
 
     def safe(self, t: int, at_boundary: Sequence[bool], tokens: Sequence[float], current: Sequence[int],
-             restarted: Sequence[bool], tokens_today: Sequence[float] | None = None) -> np.ndarray:
+             restarted: Sequence[bool], tokens_today: Sequence[float] | None = None,
+             lost_hours: np.ndarray | None = None, segment_factor: float | Sequence[float] = 1.0) -> np.ndarray:
         """Joint actions after which some capacity-feasible held joint mode still finishes every tranche.
 
         Per job j and local choice c for its current segment (ending at slot e_j), g_j(c) is the fewest GPUs
@@ -74,7 +75,13 @@ class SafetyTest:
         also make what today's minimum still needs after the current segment (nothing left to do if the
         segment ends the day: the current choice must then make it), and at least the minimum on every later
         day (the first of them pays the restart when e_j is midnight).
+
+        ``lost_hours`` (per slot, from the grid side): the hours of each slot in which a job makes no tokens, e.g. the
+        share of a call's slot that its deepest cap takes; they come off the current segment's and the held mode's
+        hours (not off the daily minimums). ``segment_factor``: the share of its throughput each job keeps until the end of
+        its current segment (a cap level's; afterwards none is assumed); several give one row of the result each.
         """
+        factors = np.atleast_1d(np.asarray(segment_factor, dtype=float))[:, None]  # (levels, 1)
         T, N, dt = self.n_slots, self.n_gpus, self.slot_hours
         ends, g_list = [], []
         for j, (sps, sf) in enumerate(zip(self.sps, self.tables, strict=True)):
@@ -83,13 +90,16 @@ class SafetyTest:
             ends.append(end)
             missing = self.tranche_safe[j] - tokens[j]
             if at_boundary[j]:
-                need = missing - sf["seg_tokens_restart"]
+                need = missing - factors * sf["seg_tokens_restart"]
                 cur = current[j]
-                need[cur] = missing - sf["seg_tokens_keep"][cur]
+                need[:, cur] = missing - factors[:, 0] * sf["seg_tokens_keep"][cur]
             else:
                 h = self.suffix_restart[j][offset] if restarted[j] else (sps - offset) * dt
-                need = missing - self.rate3600_loc[j] * h
+                need = missing - factors * (self.rate3600_loc[j] * h)
             rest_hours = (T - end) * dt
+            if lost_hours is not None:
+                need = need + self.rate3600_loc[j] * float(lost_hours[t:end].sum())
+                rest_hours -= float(lost_hours[end:].sum())
             if self.daily and self.daily_safe[j] > 0:
                 made_now = missing - need  # tokens of the current segment, per choice
                 need_today = self.daily_safe[j] - tokens_today[j] - made_now  # type: ignore[index]
@@ -103,6 +113,13 @@ class SafetyTest:
             else:
                 g = np.where(need <= 0, 0, N + 1)
             g_list.append(g)
+        rows = [self._combine([g[k] for g in g_list], ends) for k in range(factors.shape[0])]
+        return rows[0] if np.ndim(segment_factor) == 0 else np.stack(rows)
+
+    def _combine(self, g_list: Sequence[np.ndarray], ends: Sequence[int]) -> np.ndarray:
+        """The joint actions whose held modes (``g_list``: per job its held GPUs by local choice) fit the pool at every
+        segment end (see :meth:`safe`)."""
+        T, N = self.n_slots, self.n_gpus
         safe = np.ones(self.n_actions, dtype=bool)
         for e in sorted(set(ends)):  # the held GPUs of the jobs past their boundary, the others' current GPUs
             if e < T:
