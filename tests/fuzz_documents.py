@@ -216,6 +216,16 @@ def config_seeds() -> list[dict[str, Any]]:
     return [full, {"config": full}, {"config": {k: full[k] for k in HYPERPARAMETERS}}]
 
 
+@functools.cache
+def tariff_seeds() -> list[dict[str, Any]]:
+    """The bundled tariffs' URDB documents, as a URDB API response and as a single item."""
+    from aidc_env.tariffs import BUNDLED
+
+    data = resources.files("aidc_env").joinpath("data")
+    items = [json.loads(data.joinpath(name).read_text()) for name in BUNDLED.values()]
+    return [*items, {"items": [items[0]]}]
+
+
 def _csv_rows(text: str, days: int) -> list[list[str]]:
     rows = list(csv.reader(io.StringIO(text)))
     complete = [r for r in rows[1:] if all(cell for cell in r)]
@@ -308,6 +318,15 @@ def read_config(item: tuple[str, Any]) -> Any:
     return train.parse_args(["--config", str(file_of(doc, ".json")), "--out", str(_folder() / "run")])
 
 
+def read_tariff(item: tuple[str, Any]) -> Any:
+    """A tariff document, then its bill of a flat day (a tariff that loads must also bill)."""
+    from aidc_env.tariffs import Tariff, bill, load_tariff
+
+    kind, doc = item
+    tariff = Tariff.from_urdb(doc) if kind == "doc" else load_tariff(file_of(doc, ".json"))
+    return bill(tariff, [1000.0] * 96, dt.date(2023, 7, 3))
+
+
 def read_csv(loader: str) -> Callable[[Any], Any]:
     def read(text: str | bytes) -> Any:
         if loader == "forecasts":
@@ -336,12 +355,14 @@ def strategies() -> dict[str, Any]:
         "profile_csv": csv_documents("profiles"),
         "site_csv": csv_documents("sites"),
         "forecast_csv": csv_documents("forecasts"),
+        "tariff": _text_or_doc(documents(tariff_seeds(), keys_of(*tariff_seeds())), json_text),
     }
 
 
 READERS: dict[str, Callable[[Any], Any]] = {
     "case": read_case, "instance": read_instance, "schedule": read_schedule, "config": read_config,
     "profile_csv": read_csv("profiles"), "site_csv": read_csv("sites"), "forecast_csv": read_csv("forecasts"),
+    "tariff": read_tariff,
 }
 
 

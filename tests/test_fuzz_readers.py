@@ -22,6 +22,7 @@ from aidc_env import case as case_cli
 from aidc_env import forecasts as forecasts_cli
 from aidc_env import profiles as profiles_cli
 from aidc_env import simulator as simulate_cli
+from aidc_env import tariffs as tariffs_cli
 from aidc_env.errors import EXIT_BAD_INPUT, run_cli
 from tests.fuzz_documents import READERS, file_of, instances, json_text, outcome, strategies, toml_text
 
@@ -85,10 +86,11 @@ def _command(reader: str, path: str, files: dict[str, str]) -> tuple[Any, list[s
         "schedule": (simulate_cli.main, ["--instance", files["instance"], "--schedule", path]),
         "profile_csv": (profiles_cli.main, ["--profiles", path]),
         "forecast_csv": (forecasts_cli.main, ["--forecasts", path]),
+        "tariff": (tariffs_cli.main, ["--tariff", path]),
     }[reader]
 
 
-@pytest.mark.parametrize("reader", ["case", "instance", "schedule", "profile_csv", "forecast_csv"])
+@pytest.mark.parametrize("reader", ["case", "instance", "schedule", "profile_csv", "forecast_csv", "tariff"])
 def test_a_refused_document_ends_the_command_with_exit_2_and_one_line(reader, files, capsys):
     @settings(max_examples=CLI_EXAMPLES, deadline=None, database=None, suppress_health_check=list(HealthCheck))
     @given(doc=STRATEGIES[reader])
@@ -101,7 +103,8 @@ def test_a_refused_document_ends_the_command_with_exit_2_and_one_line(reader, fi
         as_file = text if reader.endswith("_csv") else ("day" if reader == "schedule" else "text", text)
         if outcome(READERS[reader], as_file) == "valid" and reader in ("case", "instance"):
             return  # a valid case or instance would be resolved or need its own schedule: the reader said enough
-        path = file_of(text, {"case": ".toml", "instance": ".json", "schedule": ".json"}.get(reader, ".csv"))
+        path = file_of(text, {"case": ".toml", "instance": ".json", "schedule": ".json", "tariff": ".json"}.get(reader,
+                                                                                                           ".csv"))
         main, argv = _command(reader, str(path), files)
         capsys.readouterr()
         code = run_cli(main, argv)
