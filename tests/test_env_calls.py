@@ -20,7 +20,7 @@ from aidc_env.env.calls import CALL_FEATURES, LIMIT_MARGIN_MW
 from aidc_env.errors import InputError
 from aidc_env.instance import Instance
 from aidc_env.schema.case import CallSpec, PowerCaps
-from aidc_env.simulator import simulate
+from aidc_env.simulator import baseline_tokens, simulate, slot_tokens
 
 
 @pytest.fixture(scope="module")
@@ -127,6 +127,51 @@ def test_nothing_observed_before_a_notice_depends_on_the_call(capped):
         np.testing.assert_array_equal(obs_a[t], obs_b[t])
     assert obs_a[notice][known] == 1.0 and obs_b[notice][known] == 0.0
     assert names[-1 - len(CALL_FEATURES): -1] == list(CALL_FEATURES)
+
+
+@pytest.fixture(scope="module")
+def phoenix_env() -> DispatchEnv:
+    return DispatchEnv(case=build_instance("phoenix"))
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_phoenix_masked_policies_deliver_the_call_and_hold_every_tier(phoenix_env, seed):
+    """The field demonstration's six tiered jobs: random masked actions (cap levels included) deliver the accepted
+    25% call in every slot and keep every job's tier (the env lifts a cap its tier does not allow), and the episode's
+    costs sum to the simulator's objective."""
+    inst = phoenix_env.instance(phoenix_env.days[0])
+    costs, _, infos = _episode(phoenix_env, seed)
+    metrics = simulate(inst, phoenix_env.schedule()).metrics
+    assert infos[-1]["calls_accepted"] == [True]
+    call = metrics.calls[0]
+    assert call.delivered and call.tiers_met
+    assert min(call.performance[job.name] / (1 - job.max_throughput_loss) for job in inst.jobs) >= 1 - 1e-9
+    assert sum(costs) == pytest.approx(metrics.objective_usd - metrics.renewable_cost_usd, rel=1e-9)
+
+
+def test_phoenix_the_deepest_level_is_lifted_to_each_tier(phoenix_env):
+    """Asking the deepest cap for every job through the call: each job is capped only as deep as its tier allows, so
+    that every slot of the call makes at least its tier's share of the baseline's tokens (a Flex 1 job 90%), and some
+    caps are lifted above the deepest level."""
+    inst = phoenix_env.instance(phoenix_env.days[0])
+    deepest = inst.cap_curve.levels - 1
+
+    def choose(mask):
+        actions = np.flatnonzero(mask)
+        deep = actions[actions % phoenix_env.n_levels == deepest]
+        return int(deep[0] if deep.size else actions[0])
+
+    _, _, infos = _episode(phoenix_env, 0, choose=choose)
+    schedule = phoenix_env.schedule()
+    call = inst.grid_calls[0]
+    for j, job in enumerate(inst.jobs):
+        made = slot_tokens(inst, j, schedule.modes[j], schedule.sites[j], schedule.caps[j])[call.slots]
+        floor = (1 - job.max_throughput_loss) * baseline_tokens(inst, job, slice(0, 1))
+        assert np.all(made >= floor * (1 - 1e-12)), job.name
+    lifted = [x for info in infos[call.start_slot: call.end_slot] for x in info["cap_positions"] if 0 < x < deepest]
+    assert lifted
+    metrics = simulate(inst, schedule).metrics
+    assert metrics.calls[0].tiers_met and metrics.calls_delivered
 
 
 def test_the_call_stream_env_passes_check_env_and_draws_calls_in_season(capped):

@@ -214,8 +214,6 @@ def test_what_cannot_model_calls_refuses_them_in_one_line(phoenix):
     from aidc_env.env import DispatchEnv
     with pytest.raises(InputError, match="run by the joint action"):
         DispatchEnv(case=phoenix, action="per_job")
-    with pytest.raises(InputError, match="does not guarantee throughput tiers"):
-        DispatchEnv(case=phoenix)
 
 
 def test_an_unknown_program_or_an_overlap_is_refused(day):

@@ -24,13 +24,17 @@ caps deeper where the limit needs it, the way a cluster's power controller does:
   every slot, and the training value lost against the baseline mode, so that the episode's total equals the
   simulator's objective of the schedule.
 
-Throughput tiers are not guaranteed by this mask: an instance whose jobs have tiers is refused by the env (the oracle
-and :mod:`agents.calls` handle them).
+**Tiers** (``Job.max_throughput_loss``) are kept slot by slot, which is sufficient for the call's total: in every slot
+of a call a tiered job makes at least its tier's share of its baseline mode's tokens. The caps never go deeper than that
+allows (:meth:`CallResponse.ceilings`; the agent's level is lifted where it would), and the delivery continuation keeps
+a tiered job in its choice through the call at that ceiling instead of pausing it; a choice that cannot make the
+tier's tokens in an accepted call's slot (a pause, a mode too slow, a restart inside the call) is masked.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -43,10 +47,24 @@ LIMIT_MARGIN_MW = 0.5 * CAP_TOLERANCE_MW
 """The caps aim this far below a call's limit (the oracle's call rows do the same), half the simulator's tolerance."""
 DEFAULT_VALUE_USD_PER_GPU_HOUR = 1.0
 """Without a training value, caps are ranked as if a GPU-hour of training at the baseline mode were worth $1."""
+TIER_POSITION_SLACK = 1e-9
+"""A tier's deepest cap position is taken this much shallower, so that rounding never leaves a slot short of its
+tier's tokens."""
 CALL_FEATURES = ("call_known", "call_starts_in", "call_left", "call_depth", "cap_depth")
 """Observation entries of the grid side (all in [0, 1]): a known call ahead or on now; slots to its start and slots
 left in it, per day's slots; its depth now or at its start (1 − limit / baseline); the mean cap position of the last
 slot over the deepest."""
+
+
+@dataclass(frozen=True)
+class JobState:
+    """What the rules read of the jobs at a decision: per job the end of the segment it is committed to, whether it
+    is at a checkpoint, its current local choice and whether its current segment restarted."""
+
+    ends: Sequence[int]
+    at_boundary: Sequence[bool]
+    current: Sequence[int]
+    restarted: Sequence[bool]
 
 
 class CallResponse:
@@ -54,10 +72,8 @@ class CallResponse:
     built once; :meth:`reset` takes each episode's instance."""
 
     def __init__(self, inst: Instance, local: np.ndarray, gpus_loc: Sequence[np.ndarray],
-                 it_kw_loc: Sequence[np.ndarray], rate3600_loc: Sequence[np.ndarray], knows_renewable: bool):
-        require(all(job.max_throughput_loss is None for job in inst.jobs), "case",
-                "the env does not guarantee throughput tiers (flex_tier): score tiered jobs with python -m oracle or "
-                "agents.policies (mpc-notice, call-rule)")
+                 it_kw_loc: Sequence[np.ndarray], rate3600_loc: Sequence[np.ndarray], knows_renewable: bool,
+                 restart_hours_by_offset: Sequence[Sequence[float]], slots_per_segment: Sequence[int]):
         self.curve = curve = inst.cap_curve
         self.levels = curve.levels if curve is not None else 1
         self.n_jobs = len(gpus_loc)
@@ -78,6 +94,14 @@ class CallResponse:
         self.throughput_list = curve.throughput.tolist() if curve is not None else [1.0]
         self.gpus_list = [g.tolist() for g in gpus_loc]
         self.it_kw_list = [p.tolist() for p in it_kw_loc]
+        # Tiers: per job the tokens a slot of a call must make (None: no tier), and per job the productive hours of each
+        # slot of a (re)started segment, by its offset in the segment.
+        self.local = local
+        self.tier_tokens = [None if job.max_throughput_loss is None else (1.0 - job.max_throughput_loss)
+                            * job.baseline_rate[1] * SECONDS_PER_HOUR * inst.slot_hours for job in inst.jobs]
+        self.tiered = any(n is not None for n in self.tier_tokens)
+        self.restart_hours_by_offset = [np.asarray(h, float) for h in restart_hours_by_offset]
+        self.sps = list(slots_per_segment)
         # Facility load (MW) of every joint choice with the running jobs at each cap level (the simulator's sums).
         self.level_load_mw = [facility_load_mw(inst, sum(self.gpus_a), sum(
             np.where(self.gpus_a[j] > 0, curve.it_power_kw(it_kw_loc[j][local[:, j]], self.gpus_a[j], level), 0.0)
@@ -111,13 +135,13 @@ class CallResponse:
         self.call_table = self._call_table(inst)
         self.cap_depth = 0.0
 
-    def notice(self, t: int, feasible: np.ndarray, ends: Sequence[int]) -> None:
+    def notice(self, t: int, feasible: np.ndarray, state: JobState) -> None:
         """Accept or decline the calls noticed at slot ``t`` (in order), given the joint choices ``feasible`` by the
-        other rules and each job's committed segment end."""
+        other rules and the jobs' state."""
         for k, call in enumerate(self.inst.grid_calls):
             if self.accepted[k] is None and call.notice_slot <= t:
                 self.accepted[k] = True
-                self.accepted[k] = bool(np.any(feasible & self.deliverable(t, ends)))
+                self.accepted[k] = bool(np.any(feasible & self.deliverable(t, state)))
 
     def lost_hours(self) -> np.ndarray | None:
         """Per slot, the hours of throughput the deepest cap takes in the slots of the accepted calls (for the
@@ -131,9 +155,10 @@ class CallResponse:
             lost[call.slots] = share * self.inst.slot_hours
         return lost
 
-    def deliverable(self, t: int, ends: Sequence[int]) -> np.ndarray:
-        """(A,) whether, after each joint choice at ``t``, every accepted call stays deliverable: each job at the deepest
-        cap until ``ends[j]`` (the end of the segment it is committed to), paused after it."""
+    def deliverable(self, t: int, state: JobState) -> np.ndarray:
+        """(A,) whether, after each joint choice at ``t``, every accepted call stays deliverable: each job without a
+        tier at the deepest cap until the end of the segment it is committed to, paused after it; each job with a
+        tier in its choice through the call, at the deepest cap at which every slot still makes the tier's tokens."""
         inst = self.inst
         slots = [s for k, call in enumerate(inst.grid_calls) if self.accepted[k]
                  for s in range(max(call.start_slot, t), call.end_slot)]
@@ -142,7 +167,11 @@ class CallResponse:
             return ok
         slots_arr = np.array(slots)
         room = self.limit_mw[slots_arr] + self.known_renewable[slots_arr] - LIMIT_MARGIN_MW
-        ends_arr = np.asarray(ends)
+        if self.tiered:
+            for s, room_s in zip(slots, room, strict=True):
+                ok &= self._slot_deliverable(s, room_s, state)
+            return ok
+        ends_arr = np.asarray(state.ends)
         for locked in {tuple(s < ends_arr) for s in slots}:  # the jobs still in their committed segment
             in_group = np.all((slots_arr[:, None] < ends_arr[None, :]) == np.array(locked), axis=1)
             gpus = sum(g for g, lock in zip(self.gpus_a, locked, strict=True) if lock)
@@ -150,38 +179,107 @@ class CallResponse:
             ok &= facility_load_mw(inst, gpus, it_kw) <= room[in_group].min()
         return ok
 
+    def _slot_deliverable(self, s: int, room_mw: float, state: JobState) -> np.ndarray:
+        """(A,) the continuation of :meth:`deliverable` meets slot ``s``'s limit (``room_mw``: the load it allows) and
+        every tier."""
+        ok = np.ones(self.gpus_a[0].size, dtype=bool)
+        gpus, it_kw = 0, 0.0
+        for j in range(self.n_jobs):
+            locked = s < state.ends[j]
+            if self.tier_tokens[j] is None:
+                if locked:
+                    gpus, it_kw = gpus + self.gpus_a[j], it_kw + self.it_min_a[j]
+                continue
+            hours = self.slot_hours_by_choice(j, s, state) if locked else np.full(self.gpus_loc[j].size,
+                                                                                   self.inst.slot_hours)
+            x, meets = self.ceilings(j, hours)
+            it_loc = np.where(self.gpus_loc[j] > 0, self.curve.it_power_kw(self.it_kw_loc[j], self.gpus_loc[j], x), 0.0)
+            ok &= meets[self.local[:, j]]
+            gpus, it_kw = gpus + self.gpus_a[j], it_kw + it_loc[self.local[:, j]]
+        return ok & (facility_load_mw(self.inst, gpus, it_kw) <= room_mw)
+
+    def slot_hours_by_choice(self, j: int, s: int, state: JobState) -> np.ndarray:
+        """Per local choice of job j, its productive hours in slot ``s`` of its committed segment (less after a
+        restart: a choice other than the current one at a checkpoint)."""
+        start = state.ends[j] - self.sps[j]
+        if state.at_boundary[j]:
+            c = np.arange(self.gpus_loc[j].size)
+            restart = (c != 0) & (c != state.current[j])
+        else:
+            restart = np.full(self.gpus_loc[j].size, bool(state.restarted[j]))
+        return np.where(restart, self.restart_hours_by_offset[j][s - start], self.inst.slot_hours)
+
+    def ceilings(self, j: int, hours: np.ndarray | float) -> tuple[np.ndarray, np.ndarray]:
+        """Per local choice of job j making tokens for ``hours`` of a call's slot: the deepest cap position at which it
+        still makes its tier's tokens (the deepest level without a tier), and whether it makes them at all."""
+        rate = self.rate3600_loc[j]
+        if self.tier_tokens[j] is None:
+            return np.full(rate.size, self.levels - 1.0), np.ones(rate.size, dtype=bool)
+        made = rate * hours
+        meets = made >= self.tier_tokens[j]
+        share = np.divide(self.tier_tokens[j], made, out=np.full(rate.size, np.inf), where=made > 0)
+        x = np.interp(-share, -self.curve.throughput, np.arange(self.levels)) if self.curve is not None else 0.0 * share
+        return np.where(meets, np.maximum(x - TIER_POSITION_SLACK, 0.0), 0.0), meets
+
     # ------------------------------------------------------------------ the slot
 
-    def positions(self, t: int, loc: Sequence[int], load_mw: float, floor: int = 0) -> tuple[list[float] | None, bool]:
+    def positions(self, t: int, loc: Sequence[int], load_mw: float, floor: int = 0,
+                  hours: Sequence[float] = ()) -> tuple[list[float] | None, bool]:
         """Cap positions of the jobs in slot ``t`` under the joint choice ``loc`` (local choices) capped at level
-        ``floor`` (the agent's), whose load is then ``load_mw``: in a call's slot, deeper where needed, the least value
-        lost that brings the import to the call's limit. Returns (positions, None if no job is capped; whether any is
-        deeper than ``floor``)."""
+        ``floor`` (the agent's), whose load is then ``load_mw``; ``hours``: each job's productive hours in the slot. In
+        a call's slot no job is capped deeper than its tier allows, and the caps go deeper where needed, the least value
+        lost that brings the import to the call's limit. Returns (the positions, None if no job is capped; whether
+        they differ from ``floor``, so that the load must be computed again)."""
         if self.curve is None:
             return None, False
         x = [float(floor) if c else 0.0 for c in loc]
         limit = self.limit_mw[t]
-        if limit == np.inf or load_mw - self.renewable[t] - (limit - LIMIT_MARGIN_MW) <= 0:  # a limit of 0: import 0
+        if limit == np.inf:
             return (x if floor else None), False
-        need_kw = (load_mw - self.renewable[t] - (limit - LIMIT_MARGIN_MW)) * 1000.0 / self.inst.pue
+        ceiling = [self.levels - 1.0] * self.n_jobs
+        changed = False
+        if self.tiered:
+            for j, c in enumerate(loc):
+                if c and self.tier_tokens[j] is not None:
+                    ceiling[j] = float(self.ceilings(j, hours[j])[0][c])
+                    if x[j] > ceiling[j]:
+                        x[j], changed = ceiling[j], True
+            if changed:
+                load_mw = self.load_mw(loc, x)
+        excess_mw = load_mw - self.renewable[t] - (limit - LIMIT_MARGIN_MW)  # a limit of 0: import 0
+        if excess_mw <= 0:
+            return (x if any(x) else None), changed
+        need_kw = excess_mw * 1000.0 / self.inst.pue
         power, throughput = self.power_list, self.throughput_list
-        steps = []  # (cost per kW, job, level, kW the step cuts)
+        steps = []  # (cost per kW, job, level, kW of the whole step, the share of the step allowed)
         for j, c in enumerate(loc):
             gpu_kw = float(self.gpu_kw_loc[j][c])
             if c == 0 or gpu_kw <= 0:
                 continue
             rate = float(self.rate3600_loc[j][c])
-            for level in range(floor, self.levels - 1):
+            for level in range(int(x[j]), self.levels - 1):
+                allowed = min(level + 1.0, ceiling[j]) - max(float(level), x[j])
+                if allowed <= 0:
+                    break
                 kw = gpu_kw * (power[level] - power[level + 1])
                 cost = self.cap_weight[j] * rate * (throughput[level] - throughput[level + 1])
-                steps.append((cost / kw, j, level, kw))
-        for _, j, level, kw in sorted(steps):  # ties: job order, then level order
-            share = min(need_kw / kw, 1.0)
-            x[j] = level + share
+                steps.append((cost / kw, j, level, kw, allowed))
+        for _, j, level, kw, allowed in sorted(steps):  # ties: job order, then level order
+            share = min(need_kw / kw, allowed)
+            x[j] = max(float(level), x[j]) + share
             need_kw -= kw * share
             if need_kw <= 0:
                 break
         return x, True
+
+    def load_mw(self, loc: Sequence[int], caps: Sequence[float]) -> float:
+        """Facility load (MW) of the joint choice ``loc`` with the jobs capped at ``caps`` (the simulator's sums)."""
+        gpus, it_kw = 0, 0.0
+        for j, c in enumerate(loc):
+            gpus += self.gpus_list[j][c]
+            it_kw += self.capped_it_kw(j, c, float(caps[j]))
+        inst = self.inst
+        return inst.pue * (it_kw + max(inst.n_gpus - gpus, 0) * inst.idle_kw_per_gpu) / 1000.0
 
     def factor(self, values: list[float], x: float) -> float:
         """``numpy.interp(x, range(levels), values)`` for one position, as numpy computes it."""

@@ -38,7 +38,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 from gymnasium import spaces
 
-from aidc_env.env.calls import CALL_FEATURES, CallResponse
+from aidc_env.env.calls import CALL_FEATURES, CallResponse, JobState
 from aidc_env.env.rules import MaskedSteps, local_choice_tables, masked_action, penalty_usd_per_token
 from aidc_env.env.observation import (JOB_FEATURES, PROGRESS_OBS_HIGH, RATE_RATIO_OBS_HIGH, global_table,
                                       observation_layout, renewable_share_high)
@@ -123,7 +123,8 @@ class JointDynamics(MaskedSteps):
         self._daily = self._safety.daily
         # The grid side (caps in calls, the delivery mask, the slot's call and training-value terms): aidc_env.env.calls.
         self._grid = CallResponse(inst, loc, gpus_loc, power_loc, rate3600_loc, isinstance(self.env.outlook, Perfect)
-                                  and not self.env.forecast_noise) if self.env.grid_side else None
+                                  and not self.env.forecast_noise, self._prod_restart, self._sps
+                                  ) if self.env.grid_side else None
         self._level_factor = inst.cap_curve.throughput.tolist() if self.n_levels > 1 else [1.0]
 
         # Observation layout and bounds.
@@ -214,28 +215,31 @@ class JointDynamics(MaskedSteps):
         choice, level = divmod(a, self.n_levels)
         loc = self._loc_rows[choice]
         restarted = self._restarted
-        load = self._load_table[choice] if level == 0 else self._grid.level_load_mw[level][choice]
-        caps, deeper = self._grid.positions(t, loc, float(load), level) if self._grid else (None, False)
-        made_now = [0.0] * self.n_jobs
+        hours = [0.0] * self.n_jobs  # each job's productive hours in the slot
         for j, c in enumerate(loc):
             sps = self._sps[j]
             offset = t % sps
             if offset == 0:
                 restarted[j] = c != 0 and c != cur[j]
                 self._schedule[j][t // sps] = c - 1
+            hours[j] = self._prod_restart[j][offset] if restarted[j] else self._slot_hours
+        load = self._load_table[choice] if level == 0 else self._grid.level_load_mw[level][choice]
+        caps, changed = self._grid.positions(t, loc, float(load), level, hours) if self._grid else (None, False)
+        made_now = [0.0] * self.n_jobs
+        for j, c in enumerate(loc):
             if c:
                 rate = self._rate3600_list[j][c]
                 if caps is not None:  # the simulator's order: (rate × throughput factor) × hours
                     rate = rate * self._grid.factor(self._grid.throughput_list, caps[j])
-                made = made_now[j] = rate * (self._prod_restart[j][offset] if restarted[j] else self._slot_hours)
+                made = made_now[j] = rate * hours[j]
                 self._tokens[j] += made
                 self._today[j] += made
             cur[j] = c
         self._keep = a
 
         if caps is not None:
-            if deeper:
-                load = self._capped_load(loc, caps)
+            if changed:
+                load = self._grid.load_mw(loc, caps)
             for j, x in enumerate(caps):
                 self._caps[j][t] = x
         used, grid, curtailment = renewable_first(load, self._renewable[t])
@@ -258,15 +262,6 @@ class JointDynamics(MaskedSteps):
             info.update(cap_level=level, cap_positions=[0.0] * self.n_jobs if caps is None else caps,
                         calls_accepted=list(self._grid.accepted))
         return self._observation(), reward, t == self.n_slots, False, info
-
-    def _capped_load(self, loc: Sequence[int], caps: Sequence[float]) -> float:
-        """Facility load (MW) of the joint choice ``loc`` with the jobs capped at ``caps`` (the simulator's sums)."""
-        gpus, it_kw = 0, 0.0
-        for j, c in enumerate(loc):
-            gpus += self._gpus_loc_list[j][c]
-            it_kw += self._grid.capped_it_kw(j, c, float(caps[j]))
-        inst = self._inst
-        return inst.pue * (it_kw + max(inst.n_gpus - gpus, 0) * inst.idle_kw_per_gpu) / 1000.0
 
     deciding_job = None
 
@@ -308,12 +303,11 @@ class JointDynamics(MaskedSteps):
         t = self._t
         at_boundary = [t % sps == 0 for sps in self._sps]
         self._fallback = False
-        ends = [t - t % sps + sps for sps in self._sps]
         if not any(at_boundary):  # nobody may change: only "keep", which is valid (the previous slot was)
             mask = self._mask = np.zeros(self.n_actions, dtype=bool)
             mask[self._keep] = True
             if self._grid:
-                self._grid.notice(t, mask.reshape(self.n_joint, self.n_levels).any(axis=1), ends)
+                self._grid.notice(t, mask.reshape(self.n_joint, self.n_levels).any(axis=1), self._job_state(t))
             return mask
         done = self._done()
         mask = self._cap_ok.copy()
@@ -323,8 +317,9 @@ class JointDynamics(MaskedSteps):
             elif self.env.pause_when_done and done[j]:
                 mask &= self._loc_cols[j] == 0
         if self._grid:  # accept the calls noticed now if they can be delivered, and keep the accepted ones deliverable
-            self._grid.notice(t, mask, ends)
-            delivering = mask & self._grid.deliverable(t, ends)
+            state = self._job_state(t)
+            self._grid.notice(t, mask, state)
+            delivering = mask & self._grid.deliverable(t, state)
             mask = delivering if delivering.any() else mask
         if self.env.safety_mask:
             safe = self._safe_by_level(t, at_boundary, mask)
@@ -334,6 +329,10 @@ class JointDynamics(MaskedSteps):
             mask = np.repeat(mask, self.n_levels)
         self._mask = mask
         return mask
+
+    def _job_state(self, t: int) -> JobState:
+        return JobState(ends=[t - t % sps + sps for sps in self._sps], at_boundary=[t % sps == 0 for sps in self._sps],
+                        current=list(self._cur), restarted=list(self._restarted))
 
     def _safe_by_level(self, t: int, at_boundary: Sequence[bool], mask: np.ndarray) -> np.ndarray:
         """The completion rule per (joint choice, cap level), flattened as the actions are."""
