@@ -38,7 +38,8 @@ def __getattr__(name: str) -> Any:
 
 def register_envs() -> None:
     """Register the env's ids (``aidc_env/CheckpointDispatch-v0``, ``FleetDispatch-v0``, ``SitesDispatch-v0``,
-    ``SitesFleetDispatch-v0``, ``GridCallsDispatch-v0``: one class, :class:`aidc_env.env.DispatchEnv`, with the default configurations of
+    ``SitesFleetDispatch-v0``, ``GridCallsDispatch-v0``: one class, :class:`aidc_env.env.DispatchEnv`, with the default
+    configurations of
     :data:`aidc_env.env.core.VARIANTS`) with Gymnasium (idempotent).
 
     Only the entry point is registered: :mod:`aidc_env.env` is imported by ``gymnasium.make``, so that importing the

@@ -435,7 +435,8 @@ def case_overrides(args: argparse.Namespace) -> dict[str, Any]:
     """The case overrides given on the command line (the options of :func:`add_case_arguments`), None left out."""
     overrides = {name: getattr(args, name) for name in OVERRIDE_ARGUMENTS if getattr(args, name, None) is not None}
     if getattr(args, "power_caps", None) is not None:
-        require(args.power_caps in CURVES, "power-caps", f"unknown curve {args.power_caps!r}; known: {', '.join(CURVES)}")
+        require(args.power_caps in CURVES, "power-caps",
+                f"unknown curve {args.power_caps!r}; known: {', '.join(CURVES)}")
         overrides["power_caps"] = {"curve": args.power_caps}  # JSON, as a run's config stores its overrides
     return overrides
 

@@ -45,7 +45,8 @@ def _episode(env: DispatchEnv, seed: int, choose=None, day: str | None = None):
 
 
 calls = st.builds(CallSpec, program=st.sampled_from(["bip", "elrp"]), start_hour=st.integers(0, 22).map(float),
-                  hours=st.sampled_from([0.5, 1.0, 3.0, 5.0, 9.0]), notice_hours=st.sampled_from([0.25, 0.5, 2.0, 24.0]),
+                  hours=st.sampled_from([0.5, 1.0, 3.0, 5.0, 9.0]),
+                  notice_hours=st.sampled_from([0.25, 0.5, 2.0, 24.0]),
                   reduction_share=st.sampled_from([0.1, 0.25, 0.4, 0.6]))
 
 
@@ -77,8 +78,9 @@ def test_a_call_noticed_a_day_ahead_is_always_accepted_and_delivered(capped):
 
 
 def test_an_undeliverable_call_is_declined_scored_and_penalised(capped):
-    """A limit of 0 MW at 5 am (the idle GPUs draw more than the plant gives) cannot be met: declined at its notice, the episode goes on, and the
-    penalty is paid on the import over the limit (the env's costs still equal the simulator's)."""
+    """A limit of 0 MW at 5 am (the idle GPUs draw more than the plant gives) cannot be met: declined at its notice,
+    the episode goes on, and the penalty is paid on the import over the limit (the env's costs still equal the
+    simulator's)."""
     spec = CallSpec(program="bip", start_hour=5.0, hours=1.0, notice_hours=0.5, limit_mw=0.0)
     inst = with_calls(capped, [spec])
     env = DispatchEnv(case=inst)

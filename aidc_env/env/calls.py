@@ -1,4 +1,4 @@
-"""The joint action's grid side: GPU power caps set within the slot, and the mask that keeps an accepted call deliverable.
+"""The joint action's grid side: GPU power caps set within the slot, and the mask that keeps accepted calls deliverable.
 
 An instance with a cap curve, grid calls or a training value (``Instance.has_grid_side``) is run by the joint action
 with :class:`CallResponse` beside it. The agent chooses modes and pauses at checkpoints and, with a cap curve, a cap
@@ -6,11 +6,11 @@ level for the running jobs (the action's last digit: caps save energy per token 
 caps deeper where the limit needs it, the way a cluster's power controller does:
 
 - **Caps** (:meth:`CallResponse.positions`): in a call's slot, after the joint choice at the agent's level, if the
-  site's import would exceed the call's limit, the running jobs are capped just enough to meet it, cheapest first: every (job, level step) is a
-  cut of GPU power at a cost in training value (the job's value per token, or a value of $1 per GPU-hour of its
-  baseline mode without a training value), and the steps are taken in order of cost per kW. The curve is concave, so
-  this is the least value lost for the cut (a fractional knapsack), and a job's steps are taken in level order. Outside
-  calls the agent's level alone.
+  site's import would exceed the call's limit, the running jobs are capped just enough to meet it, cheapest first:
+  every (job, level step) is a cut of GPU power at a cost in training value (the job's value per token, or a value of
+  $1 per GPU-hour of its baseline mode without a training value), and the steps are taken in order of cost per kW.
+  The curve is concave, so this is the least value lost for the cut (a fractional knapsack), and a job's steps are
+  taken in level order. Outside calls the agent's level alone.
 - **Acceptance and the delivery mask** (:meth:`CallResponse.deliverable`). A call is accepted at its notice if,
   together with the calls accepted before it, it can still be delivered from the state reached: every job keeps its
   choice to the end of its committed segment at the deepest cap, and pauses at its next checkpoint. From then on a

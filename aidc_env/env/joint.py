@@ -23,7 +23,8 @@ renewable share now, the next L slots' prices and renewable shares, [the last re
 free GPU share. The "current choice" is the one held in the previous slot.
 
 **Reward** every slot: −(grid cost + curtailment penalty of the slot [+ the grid side's call payment, penalty and
-training value lost]) / ``reward_scale``; at the last step minus the terminal penalty of each job's missing tokens (and, with daily minimums, each day's missing minimum).
+training value lost]) / ``reward_scale``; at the last step minus the terminal penalty of each job's missing tokens
+(and, with daily minimums, each day's missing minimum).
 
 **Info** every step: ``day``, ``slot``, ``slot_cost_usd``, ``load_mw``, ``grid_mw``, ``renewable_used_mw``,
 ``curtailment_mw``, ``gpus_used``, ``job_modes``, ``job_progress``, ``invalid_action``, ``terminal_penalty_usd``,
@@ -87,7 +88,7 @@ class JointDynamics(MaskedSteps):
         joint = joint_choices(inst)
         self._sizes = sizes = joint.sizes
         self.n_joint = A = joint.n_choices
-        # With a cap curve, each joint choice comes with a cap level for the running jobs (the last digit of the action).
+        # With a cap curve, each joint choice comes with a cap level for the running jobs (the action's last digit).
         self.n_levels = L = inst.cap_curve.levels if self.env.grid_side and inst.cap_curve is not None else 1
         self.n_actions = A * L
         loc = joint.local  # (A, J) local choices, job 0 most significant
@@ -121,7 +122,7 @@ class JointDynamics(MaskedSteps):
             rate3600_loc=rate3600_loc, suffix_restart=suffix_restart, slots_per_day=inst.slots_per_day,
             daily_min_tokens=self._daily_min_list)
         self._daily = self._safety.daily
-        # The grid side (caps in calls, the delivery mask, the slot's call and training-value terms): aidc_env.env.calls.
+        # The grid side (caps in calls, the delivery mask, the call and training-value terms): aidc_env.env.calls.
         self._grid = CallResponse(inst, loc, gpus_loc, power_loc, rate3600_loc, isinstance(self.env.outlook, Perfect)
                                   and not self.env.forecast_noise, self._prod_restart, self._sps
                                   ) if self.env.grid_side else None
@@ -255,7 +256,8 @@ class JointDynamics(MaskedSteps):
         reward = -cost / self.env.reward_scale - penalty / self.env.reward_scale
         info = self._last_info = {
             "day": inst.day, "slot": t - 1, "slot_cost_usd": cost, "load_mw": float(load), "grid_mw": float(grid),
-            "renewable_used_mw": float(used), "curtailment_mw": float(curtailment), "gpus_used": self._gpus_list[choice],
+            "renewable_used_mw": float(used), "curtailment_mw": float(curtailment),
+            "gpus_used": self._gpus_list[choice],
             "job_modes": [c - 1 for c in loc], "job_progress": self._progress(), "invalid_action": invalid,
             "terminal_penalty_usd": penalty, "safety_fallback": fallback}
         if self._grid:

@@ -78,8 +78,8 @@ class SafetyTest:
 
         ``lost_hours`` (per slot, from the grid side): the hours of each slot in which a job makes no tokens, e.g. the
         share of a call's slot that its deepest cap takes; they come off the current segment's and the held mode's
-        hours (not off the daily minimums). ``segment_factor``: the share of its throughput each job keeps until the end of
-        its current segment (a cap level's; afterwards none is assumed); several give one row of the result each.
+        hours (not off the daily minimums). ``segment_factor``: the share of its throughput each job keeps until the end
+        of its current segment (a cap level's; afterwards none is assumed); several give one row of the result each.
         """
         factors = np.atleast_1d(np.asarray(segment_factor, dtype=float))[:, None]  # (levels, 1)
         T, N, dt = self.n_slots, self.n_gpus, self.slot_hours
