@@ -54,6 +54,8 @@ CALL_FEATURES = ("call_known", "call_starts_in", "call_left", "call_depth", "cap
 """Observation entries of the grid side (all in [0, 1]): a known call ahead or on now; slots to its start and slots
 left in it, per day's slots; its depth now or at its start (1 − limit / baseline); the mean cap position of the last
 slot over the deepest."""
+NO_CALL = [0.0, 0.0, 0.0, 0.0]
+"""The call entries of :data:`CALL_FEATURES` where no call is known."""
 
 
 @dataclass(frozen=True)
@@ -135,6 +137,11 @@ class CallResponse:
         self.call_table = self._call_table(inst)
         self.cap_depth = 0.0
 
+    def pending(self, t: int) -> bool:
+        """Whether a call is noticed by slot ``t`` and not yet accepted or declined."""
+        return any(a is None and call.notice_slot <= t for a, call in zip(self.accepted, self.inst.grid_calls,
+                                                                           strict=True))
+
     def notice(self, t: int, feasible: np.ndarray, state: JobState) -> None:
         """Accept or decline the calls noticed at slot ``t`` (in order), given the joint choices ``feasible`` by the
         other rules and the jobs' state."""
@@ -171,9 +178,11 @@ class CallResponse:
             for s, room_s in zip(slots, room, strict=True):
                 ok &= self._slot_deliverable(s, room_s, state)
             return ok
-        ends_arr = np.asarray(state.ends)
-        for locked in {tuple(s < ends_arr) for s in slots}:  # the jobs still in their committed segment
-            in_group = np.all((slots_arr[:, None] < ends_arr[None, :]) == np.array(locked), axis=1)
+        locked_by_slot = slots_arr[:, None] < np.asarray(state.ends)[None, :]  # the jobs still in their segment
+        codes = locked_by_slot @ (1 << np.arange(self.n_jobs))  # one integer per set of locked jobs
+        for code in np.unique(codes):
+            in_group = codes == code
+            locked = locked_by_slot[np.argmax(in_group)]
             gpus = sum(g for g, lock in zip(self.gpus_a, locked, strict=True) if lock)
             it_kw = sum(p for p, lock in zip(self.it_min_a, locked, strict=True) if lock)
             ok &= facility_load_mw(inst, gpus, it_kw) <= room[in_group].min()
@@ -230,12 +239,12 @@ class CallResponse:
         a call's slot no job is capped deeper than its tier allows, and the caps go deeper where needed, the least value
         lost that brings the import to the call's limit. Returns (the positions, None if no job is capped; whether
         they differ from ``floor``, so that the load must be computed again)."""
-        if self.curve is None:
+        limit = self.limit_mw[t]
+        if self.curve is None or (floor == 0 and limit == np.inf):
             return None, False
         x = [float(floor) if c else 0.0 for c in loc]
-        limit = self.limit_mw[t]
         if limit == np.inf:
-            return (x if floor else None), False
+            return x, False
         ceiling = [self.levels - 1.0] * self.n_jobs
         changed = False
         if self.tiered:
@@ -316,14 +325,14 @@ class CallResponse:
 
     def features(self, t: int) -> list[float]:
         """The :data:`CALL_FEATURES` at slot ``t`` (calls known by then only)."""
-        return self.call_table[t] + [self.cap_depth]
+        return self.call_table.get(t, NO_CALL) + [self.cap_depth]
 
     @staticmethod
-    def _call_table(inst: Instance) -> list[list[float]]:
+    def _call_table(inst: Instance) -> dict[int, list[float]]:
         """Per slot t the call entries of :data:`CALL_FEATURES` (all but ``cap_depth``): of the call known at t (its
-        notice ≤ t) that has not ended."""
+        notice ≤ t) that has not ended (slots without one: :data:`NO_CALL`)."""
         spd = inst.slots_per_day
-        table = [[0.0, 0.0, 0.0, 0.0] for _ in range(inst.slots)]
+        table: dict[int, list[float]] = {}
         for call in inst.grid_calls:
             for t in range(call.notice_slot, call.end_slot):
                 i = max(t, call.start_slot) - call.start_slot

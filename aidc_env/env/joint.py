@@ -308,7 +308,7 @@ class JointDynamics(MaskedSteps):
         if not any(at_boundary):  # nobody may change: only "keep", which is valid (the previous slot was)
             mask = self._mask = np.zeros(self.n_actions, dtype=bool)
             mask[self._keep] = True
-            if self._grid:
+            if self._grid and self._grid.pending(t):
                 self._grid.notice(t, mask.reshape(self.n_joint, self.n_levels).any(axis=1), self._job_state(t))
             return mask
         done = self._done()
