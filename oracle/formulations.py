@@ -260,8 +260,10 @@ def build_fast(data: OracleData, *, allow_pause: bool = True) -> Built:
 # ============================================================================================ textbook
 
 
-def build_textbook(data: OracleData, *, allow_pause: bool = True) -> Built:
-    """The textbook formulation (see the module docstring)."""
+def build_textbook(data: OracleData, *, allow_pause: bool = True, group_slots: bool = True) -> Built:
+    """The textbook formulation (see the module docstring); ``group_slots``: the caps of alike slots share their
+    variables (:func:`oracle.grid_rows.slot_groups`; a past that :attr:`Built.fix_before` fixes unlike over a group
+    rebuilds the model without)."""
     inst, T = data.inst, data.inst.slots
     m = pyo.ConcreteModel(name="aidc_oracle_textbook")
     jsm = [(j, s, c) for j, job in enumerate(inst.jobs) for s in range(job.segments) for c in range(job.n_modes)]
@@ -295,7 +297,7 @@ def build_textbook(data: OracleData, *, allow_pause: bool = True) -> Built:
             variables += [m.x[j, s, c], m.z[j, s, c]]
         return coefs, variables
 
-    grid = GridRows(m, data) if inst.has_grid_side else None
+    grid = GridRows(m, data, group_slots) if inst.has_grid_side else None
     if grid is not None:  # the caps' tokens join each segment's
         plain_terms = segment_terms
 
@@ -333,6 +335,10 @@ def build_textbook(data: OracleData, *, allow_pause: bool = True) -> Built:
         return data.renewable_cost_usd + float(np.sum(grid_coef * grid + curt_coef * (renewable - load + grid)))
 
     def fix_before(schedule: Sequence[Sequence[int]], caps: Sequence[Sequence[float]] | None, slot: int) -> None:
+        if grid is not None and not grid.expresses(caps, slot):  # the same model with a variable per slot
+            vars(built).update(vars(build_textbook(data, allow_pause=allow_pause, group_slots=False)))
+            built.fix_before(schedule, caps, slot)
+            return
         for j, job in enumerate(inst.jobs):
             started = -(-slot // data.jobs[j].slots_per_segment)  # segments that start before the slot
             for s in range(min(started, job.segments)):
@@ -342,11 +348,12 @@ def build_textbook(data: OracleData, *, allow_pause: bool = True) -> Built:
             grid.fix_caps(schedule, caps, slot)
 
     modes = [list(range(job.n_modes)) for job in inst.jobs]
-    return Built(model=m, formulation="textbook", read_schedule=lambda: _read_choices(m, inst, modes, True),
-                 fix_before=fix_before,
-                 start_values=start_values, objective_of=None if grid is not None else objective_of,
-                 set_tranches=set_tranches, update_costs=None, tranche_scales=scales,
-                 read_caps=grid.read_caps if grid is not None else None)
+    built = Built(model=m, formulation="textbook", read_schedule=lambda: _read_choices(m, inst, modes, True),
+                  fix_before=fix_before,
+                  start_values=start_values, objective_of=None if grid is not None else objective_of,
+                  set_tranches=set_tranches, update_costs=None, tranche_scales=scales,
+                  read_caps=grid.read_caps if grid is not None else None)
+    return built
 
 
 def _add_slot_rows(m: pyo.ConcreteModel, data: OracleData, grid: GridRows | None = None,

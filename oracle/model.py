@@ -49,6 +49,10 @@ TARGET_MARGIN = 1e-9
 rounding cannot leave the proven gap a hair above mip_gap."""
 MIN_SOLVE_SECONDS = 0.01
 """Time given to a last solve when the time limit is already spent (it returns the MIP start, if any)."""
+GRID_SIDE_HIGHS_OPTIONS = {"mip_allow_restart": False}
+"""HiGHS options of the textbook MILP with the grid's side: a restart after root reduced-cost fixing repeats the root's
+cut rounds, which cost more there than the smaller model saves (the 2048 case with caps and a call at K = 12: 0.6-0.9×
+the seconds, ``experiments/grid_calls_study.py --parts timing``). The proof is unchanged."""
 LABELING_TIME_SHARE = 0.5
 """Share of the time limit the label-setting proof may use before branch and bound takes over
 (``benchmarks/oracle_speed.py`` gives each phase's seconds)."""
@@ -241,8 +245,9 @@ class OracleModel:
         tick = time.perf_counter()
         start = best_start(inst, self.allow_pause) if warm_start else None
         start_seconds = time.perf_counter() - tick
+        options = dict(GRID_SIDE_HIGHS_OPTIONS) if inst.has_grid_side and isinstance(self._runner, HighsRunner) else {}
         settings = {"time_limit_s": float(time_limit_s), "mip_gap": float(mip_gap), "threads": threads, "tee": tee,
-                    "options": {}}
+                    "options": options}
         proof = "branch-and-bound"
         details: dict[str, float] = {}
         if self.reduce and self.formulation == "fast" and isinstance(self._runner, HighsRunner):
