@@ -111,6 +111,7 @@ class CallResponse:
         # What does not change from day to day (instances of one env share jobs and parameters).
         T = inst.slots
         self.value_usd_per_token = [inst.token_value_usd(job) for job in inst.jobs]
+        self.has_value = any(v > 0 for v in self.value_usd_per_token)
         self.baseline_value_usd = [sum(v * baseline_tokens(inst, job, slice(t, t + 1))
                                        for v, job in zip(self.value_usd_per_token, inst.jobs, strict=True))
                                    for t in range(T)]
@@ -118,6 +119,7 @@ class CallResponse:
         self.cap_weight = [value * job.baseline_rate[0] / (job.baseline_rate[1] * SECONDS_PER_HOUR)
                            for job in inst.jobs]
         self.inst: Instance | None = None
+        self._tables: dict[int, tuple] = {}
 
     # ------------------------------------------------------------------ episode
 
@@ -125,22 +127,26 @@ class CallResponse:
         require(all(call.site == 0 for call in inst.grid_calls) and len(inst.sites) == 1, "case",
                 "the joint action takes one site")
         self.inst = inst
-        T = inst.slots
-        self.limit_mw = slot_limits_mw(inst.grid_calls, T)
-        self.call_of_slot = np.full(T, -1, dtype=np.int64)
-        for k, call in enumerate(inst.grid_calls):
-            self.call_of_slot[call.slots] = k
-        self.renewable = np.asarray(inst.renewable_mw, float).tolist()
-        self.known_renewable = np.asarray(inst.renewable_mw, float) if self.knows_renewable else np.zeros(T)
+        tables = self._tables.get(id(inst))
+        if tables is None or tables[0] is not inst:  # built once per instance (the env keeps its instances)
+            T = inst.slots
+            call_of_slot = np.full(T, -1, dtype=np.int64)
+            for k, call in enumerate(inst.grid_calls):
+                call_of_slot[call.slots] = k
+            renewable = np.asarray(inst.renewable_mw, float)
+            tables = self._tables[id(inst)] = (
+                inst, slot_limits_mw(inst.grid_calls, T).tolist(), call_of_slot.tolist(), renewable.tolist(),
+                renewable if self.knows_renewable else np.zeros(T), self._call_table(inst))
+        _, self.limit_mw, self.call_of_slot, self.renewable, self.known_renewable, self.call_table = tables
         self.accepted: list[bool | None] = [None] * len(inst.grid_calls)  # None: not noticed yet
         self.shortfall = [False] * len(inst.grid_calls)
-        self.call_table = self._call_table(inst)
         self.cap_depth = 0.0
+        self.next_notice = min((call.notice_slot for call in inst.grid_calls), default=inst.slots)
 
     def pending(self, t: int) -> bool:
         """Whether a call is noticed by slot ``t`` and not yet accepted or declined."""
-        return any(a is None and call.notice_slot <= t for a, call in zip(self.accepted, self.inst.grid_calls,
-                                                                           strict=True))
+        return t >= self.next_notice and any(a is None and call.notice_slot <= t for a, call
+                                             in zip(self.accepted, self.inst.grid_calls, strict=True))
 
     def notice(self, t: int, feasible: np.ndarray, state: JobState) -> None:
         """Accept or decline the calls noticed at slot ``t`` (in order), given the joint choices ``feasible`` by the
@@ -149,6 +155,8 @@ class CallResponse:
             if self.accepted[k] is None and call.notice_slot <= t:
                 self.accepted[k] = True
                 self.accepted[k] = bool(np.any(feasible & self.deliverable(t, state)))
+        self.next_notice = min((call.notice_slot for a, call in zip(self.accepted, self.inst.grid_calls, strict=True)
+                                if a is None), default=self.inst.slots)
 
     def lost_hours(self) -> np.ndarray | None:
         """Per slot, the hours of throughput the deepest cap takes in the slots of the accepted calls (for the
@@ -173,7 +181,7 @@ class CallResponse:
         if not slots:
             return ok
         slots_arr = np.array(slots)
-        room = self.limit_mw[slots_arr] + self.known_renewable[slots_arr] - LIMIT_MARGIN_MW
+        room = np.asarray(self.limit_mw)[slots_arr] + self.known_renewable[slots_arr] - LIMIT_MARGIN_MW
         if self.tiered:
             for s, room_s in zip(slots, room, strict=True):
                 ok &= self._slot_deliverable(s, room_s, state)
@@ -310,8 +318,10 @@ class CallResponse:
         """The slot's call payment (negative) and penalty, the committed payment of a call delivered when its last slot
         closes, and the training value lost against the baseline (``made``: each job's tokens in the slot)."""
         inst = self.inst
-        usd = self.baseline_value_usd[t] - sum(v * x for v, x in zip(self.value_usd_per_token, made, strict=True))
-        k = int(self.call_of_slot[t])
+        usd = 0.0
+        if self.has_value:
+            usd = self.baseline_value_usd[t] - sum(v * x for v, x in zip(self.value_usd_per_token, made, strict=True))
+        k = self.call_of_slot[t]
         if k < 0:
             return usd
         call = inst.grid_calls[k]

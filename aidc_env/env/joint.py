@@ -75,6 +75,7 @@ class JointDynamics(MaskedSteps):
         self._daily_shortfall = np.zeros(self.n_jobs)
         self._schedule: list[np.ndarray] = []
         self._day_tables: dict[str, tuple[np.ndarray, np.ndarray]] = {}  # per day: global observation, penalty
+        self._start_masks: dict[int, tuple] = {}  # grid side, per instance: its first slot's mask and acceptances
         self._last_info: dict[str, Any] = {}
         self._fallback = False
         self.starts_safe = True
@@ -201,7 +202,14 @@ class JointDynamics(MaskedSteps):
         if self._grid:
             self._grid.reset(inst)
             self._caps = [np.zeros(inst.slots) for _ in inst.jobs]
-        self._compute_mask()  # the first slot's: whether it falls back (no joint choice passes the safety test)
+            start = self._start_masks.get(id(inst))
+            if start is None or start[0] is not inst:  # the first slot's mask depends on the instance alone
+                self._compute_mask()
+                start = self._start_masks[id(inst)] = (inst, self._mask, self._fallback, list(self._grid.accepted))
+            _, self._mask, self._fallback, accepted = start
+            self._grid.accepted = list(accepted)
+        else:
+            self._compute_mask()  # the first slot's: whether it falls back (no joint choice passes the safety test)
         self.starts_safe = not self._fallback
         return self._observation(), {"day": inst.day, "slot": 0, "job_modes": [c - 1 for c in self._cur],
                                      "job_progress": self._progress()}

@@ -13,7 +13,6 @@ stays exact in the same sense: the plan that made a choice safe stays available 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from functools import reduce
 
 import numpy as np
 
@@ -113,21 +112,30 @@ class SafetyTest:
             else:
                 g = np.where(need <= 0, 0, N + 1)
             g_list.append(g)
-        rows = [self._combine([g[k] for g in g_list], ends) for k in range(factors.shape[0])]
-        return rows[0] if np.ndim(segment_factor) == 0 else np.stack(rows)
+        rows = self._combine(g_list, ends)
+        return rows[0] if np.ndim(segment_factor) == 0 else rows
 
     def _combine(self, g_list: Sequence[np.ndarray], ends: Sequence[int]) -> np.ndarray:
-        """The joint actions whose held modes (``g_list``: per job its held GPUs by local choice) fit the pool at every
-        segment end (see :meth:`safe`)."""
+        """(levels, A): the joint actions whose held modes (``g_list``: per job its held GPUs, (levels, local choices))
+        fit the pool at every segment end (see :meth:`safe`); a joint action's index is its local choices' mixed-radix
+        number, job 0 the most significant (``numpy.add.outer`` raveled)."""
         T, N = self.n_slots, self.n_gpus
-        safe = np.ones(self.n_actions, dtype=bool)
+        levels = g_list[0].shape[0]
+
+        def outer(parts: Sequence[np.ndarray], op: np.ufunc) -> np.ndarray:
+            total = parts[0]
+            for part in parts[1:]:
+                total = op(total[:, :, None], part[:, None, :]).reshape(levels, -1)
+            return total
+
+        safe = np.ones((levels, self.n_actions), dtype=bool)
         for e in sorted(set(ends)):  # the held GPUs of the jobs past their boundary, the others' current GPUs
             if e < T:
-                safe &= reduce(np.add.outer, [g if end <= e else gpus for g, gpus, end
-                                              in zip(g_list, self.gpus_loc, ends, strict=True)]).ravel() <= N
+                safe &= outer([g if end <= e else np.broadcast_to(gpus, g.shape) for g, gpus, end
+                               in zip(g_list, self.gpus_loc, ends, strict=True)], np.add) <= N
         if any(e >= T for e in ends):  # the jobs whose segment ends the day finish with their current choice
-            safe &= reduce(np.logical_and.outer, [g <= N if end >= T else np.ones(n, dtype=bool) for g, end, n
-                                                  in zip(g_list, ends, self.sizes, strict=True)]).ravel()
+            safe &= outer([g <= N if end >= T else np.ones(g.shape, dtype=bool) for g, end
+                           in zip(g_list, ends, strict=True)], np.logical_and)
         return safe
 
     def _held_gpus_daily(self, j: int, t: int, end: int, need: np.ndarray, need_today: np.ndarray) -> np.ndarray:
