@@ -14,8 +14,13 @@ phases, each within its share of the time limit:
    is the optimum (proof ``enumeration``) when the enumeration stays small;
 4. **branch and price** on the path master (:mod:`oracle.branching`, when the pattern master did not set the bound),
    then a large-neighbourhood search with the time left;
-5. **infeasibility**: inference beyond a pool, or a job that cannot reach its target alone, is refused at once; with no
-   schedule found, a phase-one column generation (or, on a tiny instance, every path) proves it.
+5. **infeasibility**: inference beyond a pool, a grid call that even the lightest load breaks, or a job that cannot
+   reach its target alone, is refused at once; with no schedule found, a phase-one column generation (or, on a tiny
+   instance, every path) proves it.
+
+Grid calls (:mod:`oracle.call_rows`) are rows of both masters and a limit on each pattern's load; every schedule a
+phase offers passes :meth:`~oracle.graph.DecompositionData.fits`, which holds them: the incumbent delivers every
+call.
 
 The answer's objective, ``Metrics.objective_usd`` of the simulator's replay, is checked equal to the model's own.
 """
@@ -32,6 +37,7 @@ import numpy as np
 from aidc_env.baselines import fixed_schedule, greedy_schedule
 from aidc_env.errors import require
 from aidc_env.instance import Instance
+from oracle.call_rows import undeliverable
 from oracle.constants import DEFAULT_MIP_GAP, DEFAULT_TIME_LIMIT_S
 from oracle.graph import DecompositionData, decomposition_data
 from oracle.master import (Column, MasterLP, Prices, integer_master, lagrangian_bound, make_column, rounding,
@@ -123,11 +129,18 @@ class Decomposition:
         return np.zeros((graph.n_stages, graph.n_states))
 
     def _infeasible_reason(self) -> str:
-        """A quick proof of infeasibility (inference beyond a pool, a job that cannot reach its target alone)."""
-        for pool in self.data.pools:
+        """A quick proof of infeasibility (inference beyond a pool, a call even the lightest load breaks, a job that
+        cannot reach its target alone)."""
+        pools = self.data.pools
+        for pool in pools:
             short = np.flatnonzero(pool.capacity_gpus < 0)
             if short.size:
                 return f"inference needs more GPUs than the pool of {pool.name} holds in slot {int(short[0])}"
+        if self.inst.grid_calls:
+            reason = undeliverable([pool.name for pool in pools], [pool.base_load_mw for pool in pools],
+                                   self.data.least_added_mw(), [pool.load_limit_mw for pool in pools])
+            if reason:
+                return reason
         for j, search in enumerate(self.searches):
             if not search.cheapest(self._zero(j)):
                 return f"job {search.graph.name} cannot make its target within its window, even alone in the pool"
@@ -259,6 +272,8 @@ class Decomposition:
         from oracle.patterns import PatternMaster, column_generation, prices_from
 
         t0 = time.perf_counter()
+        if not fitting and run.incumbent is not None:  # no start fits (a grid call): the incumbent seeds the patterns
+            fitting = [run.incumbent[0]]
         if not fitting or time.perf_counter() >= until:
             run.details["patterns"] = "no start fits" if not fitting else "no time"
             return None
@@ -358,7 +373,7 @@ class Decomposition:
         optimum (a schedule costs at least the bound plus its paths' excesses). Gives up when too many."""
         costs, cheapest, lagrangian = run.closing
         out = self._enumerated(run, costs, [c + run.incumbent[1] - lagrangian for c in cheapest], run.incumbent[0])
-        if out is None or out.status != "optimal" or out.paths is None:
+        if out is None or out.status != "optimal" or out.paths is None or not self.data.fits(out.paths):
             return
         run.offer(out.paths, data=self.data)
         run.raise_bound(run.incumbent[1], "enumeration")
@@ -394,7 +409,7 @@ class Decomposition:
             out = integer_master(data, pool, time_limit_s=max(0.5, INTEGER_SHARE * run.left()),
                                  mip_gap=max(1e-6, INTEGER_MIN_GAP / 10), start=run.incumbent[0], threads=run.threads)
             before = run.incumbent[1]
-            if out.paths is not None:
+            if out.paths is not None and data.fits(out.paths):
                 run.offer(*self.best_responses(out.paths, data.objective_usd(out.paths), run.deadline))
             if run.incumbent[1] >= before - REDUCED_COST_TOL_USD:
                 delta *= 2
@@ -405,17 +420,18 @@ class Decomposition:
     def _unsolved(self, master: MasterLP, run: Search, tick: float, time_limit_s: float,
                   converged: bool) -> OracleResult:
         """No schedule found: prove infeasibility (phase one, or every path of a tiny instance), or say why not."""
-        if converged and master.slack_gpus() > 0 and self._phase_one(run):
+        if converged and master.slack_gpus() + master.slack_mw() > 0 and self._phase_one(run):
+            calls = " or more load than the grid calls allow" if self.inst.grid_calls else ""
             return self._result(run, tick, time_limit_s, status="infeasible", reason=(
-                "the jobs' targets and windows need more GPUs than the pools leave them (proved by the relaxation: "
-                "a phase-one column generation)"))
+                f"the jobs' targets and windows need more GPUs than the pools leave them{calls} (proved by the "
+                "relaxation: a phase-one column generation)"))
         n = len(self.data.graphs)
         out = self._enumerated(run, [self._zero(j) for j in range(n)], [np.inf] * n)
         if out is not None and out.status == "infeasible":
             return self._result(run, tick, time_limit_s, status="infeasible", reason=(
-                "no combination of the jobs' paths that meet their targets in their windows fits the pools (proved "
-                "by enumerating every path)"))
-        if out is not None and out.status == "optimal" and out.paths is not None:
+                "no combination of the jobs' paths that meet their targets in their windows fits the pools and the "
+                "grid calls (proved by enumerating every path)"))
+        if out is not None and out.status == "optimal" and out.paths is not None and self.data.fits(out.paths):
             run.offer(out.paths, data=self.data)
             run.raise_bound(run.incumbent[1], "enumeration")
             return self._result(run, tick, time_limit_s)
@@ -423,8 +439,8 @@ class Decomposition:
                             reason=f"time limit of {time_limit_s:g} s reached before any schedule was found")
 
     def _phase_one(self, run: Search) -> bool:
-        """Minimise the GPUs beyond the pools over the convex hulls of the jobs' paths: a positive Lagrangian bound
-        proves that no schedule fits."""
+        """Minimise the GPUs beyond the pools and the MW beyond the calls over the convex hulls of the jobs' paths: a
+        positive Lagrangian bound proves that no schedule fits."""
         master = MasterLP(self.data, run.threads, phase_one=True)
         for j, (graph, search) in enumerate(zip(self.data.graphs, self.searches, strict=True)):
             master.add(make_column(graph, j, search.cheapest(self._zero(j))[0].path))

@@ -4,11 +4,13 @@
 - ``exact``: the day oracle (:class:`oracle.model.OracleModel`, fast formulation): one site, no fleet workloads
   (fine-tuning, inference, an idle-GPU value), at most two jobs; optimality proved by label setting or branch and bound,
   the textbook MILP raced as the guard;
-- ``decomposition``: column generation with a proven Lagrangian bound (:mod:`oracle.decomposition`), any instance;
+- ``decomposition``: column generation with a proven Lagrangian bound (:mod:`oracle.decomposition`), any instance
+  without power caps, tiers or a training value (grid calls it models: :mod:`oracle.call_rows`);
 - ``textbook``: the day's direct MILP (the textbook formulation of :mod:`oracle.formulations`): one site, no fleet
-  workloads, no placement or start (any number of jobs); the one method that models the grid's side (GPU power caps,
-  grid calls, throughput tiers, a training value: :mod:`oracle.grid_rows`);
-- ``auto`` (the default): ``textbook`` for an instance with the grid's side, else ``exact`` where it applies, else
+  workloads, no placement or start (any number of jobs); the one method that models all the grid's side (GPU power
+  caps, grid calls, throughput tiers, a training value: :mod:`oracle.grid_rows`);
+- ``auto`` (the default): ``textbook`` for an instance with the grid's side (``decomposition`` for grid calls alone
+  where the textbook does not apply), else ``exact`` where it applies, else
   ``decomposition``. The exact oracle proves its days (its
   joint-state network is exact, its answers are the regression pins), but its states multiply with every job and site;
   the decomposition scales to fleets and sites and reports its proven bound and gap.
@@ -25,6 +27,7 @@ from aidc_env.case import Case, build_instance
 from aidc_env.errors import require
 from aidc_env.instance import Instance
 from aidc_env.profiles import ProfileSet
+from oracle.call_rows import refusal
 from oracle.constants import DEFAULT_MIP_GAP, DEFAULT_SOLVER, DEFAULT_TIME_LIMIT_S, METHODS
 from oracle.race import RACE_AFTER_S
 from oracle.result import OracleResult, Start
@@ -42,8 +45,11 @@ def route(inst: Instance, method: str = "auto", placement: str = "move", start: 
     day_model = exact_applies(inst) and placement == "move" and start is None
     textbook = not inst.has_sites and not inst.has_fleet_workloads and placement == "move" and start is None
     if method == "auto" and inst.has_grid_side:
-        require(textbook, "method", "power caps, grid calls, tiers and a training value are solved by the textbook "
-                "MILP of one site without fine-tuning, inference or idle-GPU value (no placement or start either)")
+        if not textbook and not refusal(inst):  # grid calls only, on sites or fleets
+            return "decomposition"
+        require(textbook, "method", "power caps, tiers and a training value are solved by the textbook MILP of one "
+                "site without fine-tuning, inference or idle-GPU value (no placement or start either); grid calls "
+                "alone also by the decomposition")
         return "textbook"
     if method == "auto":
         return "exact" if day_model else "decomposition"
@@ -52,8 +58,7 @@ def route(inst: Instance, method: str = "auto", placement: str = "move", start: 
                 "idle-GPU value, power caps, grid calls, tiers or training value (no placement or start either): use "
                 "'decomposition', 'textbook' or 'auto'")
     if method == "decomposition":
-        require(not inst.has_grid_side, "method", "the decomposition does not model power caps, grid calls, tiers or "
-                "a training value yet: use 'textbook' or 'auto' (one site without fleet workloads)")
+        require(not refusal(inst), "method", refusal(inst))
     if method == "textbook":
         require(textbook, "method", "textbook solves the day MILP of one site without fine-tuning, inference or "
                 "idle-GPU value (no placement or start either): use 'decomposition' or 'auto'")

@@ -5,7 +5,8 @@ where it runs if it runs. A path is a job's (schedule row, site row): one state 
 only between stages.
 
 - :class:`Pool`: per slot, the GPUs left to the jobs (the pool less its inference), the load with no job running, the
-  renewable output and the simulator's cost of a MW of import and of curtailment;
+  renewable output, the simulator's cost of a MW of import and of curtailment, and its grid calls' load limits
+  (:mod:`oracle.call_rows`: a call's payment per MWh adds to the cost of a MW of import);
 - :class:`JobGraph`: the states allowed in each stage (a fine-tuning window, or a state needing more GPUs than its site
   leaves, is masked), the tokens of each arc (held: the whole segment; else the hours after a (re)start, less the
   transfer time after a move; a pause makes nothing), the target, and per state its GPUs and load at its site and its
@@ -29,6 +30,7 @@ from aidc_env.errors import require
 from aidc_env.instance import PAUSE, SECONDS_PER_HOUR, Instance
 from aidc_env.simulator import (TRANCHE_TOLERANCE, facility_load_mw, pool_load_mw, renewable_first,
                                 segment_productive_hours, slot_decision_cost_usd, slot_idle_value_usd)
+from oracle.call_rows import FIT_TOL_MW, pool_calls, refusal
 from oracle.constants import PLACEMENTS
 from oracle.data import renewable_cost_usd
 
@@ -43,8 +45,9 @@ TARGET_MARGIN = TRANCHE_TOLERANCE / 2
 class Pool:
     """One site's pool (arrays over the T slots): the GPUs the jobs may use (the pool less the inference GPUs), the
     facility load with no job running (inference, every other GPU idle; MW), the renewable output, the simulator's
-    decision cost of 1 MW of grid import and of curtailment held over a slot ($), and the lowest and highest load any
-    schedule can reach (for the convex envelope of the slot cost where it is concave: negative prices)."""
+    decision cost of 1 MW of grid import (a call's payment per MWh included: ``call_usd_per_mw``) and of curtailment
+    held over a slot ($), the lowest and highest load any schedule can reach (for the convex envelope of the slot cost
+    where it is concave: negative prices), and the most load the grid calls allow (MW; ∞ outside calls)."""
 
     name: str
     capacity_gpus: np.ndarray
@@ -56,11 +59,16 @@ class Pool:
     load_high_mw: np.ndarray
     inst: Instance
     """The site's one-site view."""
+    load_limit_mw: np.ndarray
+    call_usd_per_mw: np.ndarray
+    """The calls' payment per MW of import held over a slot ($, in ``grid_usd_per_mw``; 0 outside calls)."""
 
     def slot_cost_usd(self, load_mw: np.ndarray) -> np.ndarray:
-        """The simulator's decision cost of each slot at the given facility loads (renewable first)."""
+        """The simulator's decision cost of each slot at the given facility loads (renewable first), less the calls'
+        payments for the import below the baseline (their constant part aside: :mod:`oracle.call_rows`)."""
         _, grid, curtailment = renewable_first(np.asarray(load_mw, dtype=float), self.renewable_mw)
-        return slot_decision_cost_usd(self.inst, grid, curtailment)
+        cost = slot_decision_cost_usd(self.inst, grid, curtailment)
+        return cost + self.call_usd_per_mw * grid if self.inst.grid_calls else cost
 
     @property
     def convex(self) -> np.ndarray:
@@ -176,11 +184,13 @@ def site_pool(view: Instance, loads: Sequence[np.ndarray], gpus: Sequence[np.nda
                   default=0.0)
     low = base + sum(float(min(0.0, ld.min(initial=0.0))) for ld in loads)
     high = base + np.minimum(sum(float(max(0.0, ld.max(initial=0.0))) for ld in loads), max(per_gpu, 0.0) * capacity)
+    calls = pool_calls(view)
     return Pool(name=view.case_name or "site", capacity_gpus=view.n_gpus - view.inference_gpus.astype(np.int64),
                 base_load_mw=base, renewable_mw=view.renewable_mw,
-                grid_usd_per_mw=slot_decision_cost_usd(view, np.ones(T), np.zeros(T)),
+                grid_usd_per_mw=slot_decision_cost_usd(view, np.ones(T), np.zeros(T)) + calls.payment_usd_per_mw,
                 curtailment_usd_per_mw=slot_decision_cost_usd(view, np.zeros(T), np.ones(T)),
-                load_low_mw=low, load_high_mw=high, inst=view)
+                load_low_mw=low, load_high_mw=high, inst=view, load_limit_mw=calls.load_limit_mw,
+                call_usd_per_mw=calls.payment_usd_per_mw)
 
 
 @dataclass(frozen=True, eq=False)
@@ -191,7 +201,8 @@ class DecompositionData:
     pools: tuple[Pool, ...]
     graphs: tuple[JobGraph, ...]
     constant_usd: float
-    """What no decision changes: the take-or-pay PPA terms less the idle value of the pools with no job running."""
+    """What no decision changes: the take-or-pay PPA terms less the idle value of the pools with no job running and the
+    calls' constant payments (:mod:`oracle.call_rows`)."""
     placement: str = "move"
     slot_hull: bool = False
     """The master LP prices each (pool, slot) cost by its convex envelope over the loads the jobs' states can sum to
@@ -216,8 +227,19 @@ class DecompositionData:
         return self.constant_usd + energy + own
 
     def fits(self, paths: Sequence[Sequence[int]]) -> bool:
-        gpus, _ = self.pool_loads(paths)
-        return bool(np.all(gpus <= np.array([pool.capacity_gpus for pool in self.pools])))
+        """The paths' GPUs fit every pool in every slot, and their loads every call's row (:mod:`oracle.call_rows`)."""
+        gpus, load = self.pool_loads(paths)
+        return bool(np.all(gpus <= np.array([pool.capacity_gpus for pool in self.pools]))) and all(
+            bool(np.all(load[k] <= pool.load_limit_mw + FIT_TOL_MW)) for k, pool in enumerate(self.pools))
+
+    def least_added_mw(self) -> list[np.ndarray]:
+        """Per pool, (T,): the least load the jobs can add in each slot (each at its lightest allowed state)."""
+        out = [np.zeros(self.inst.slots) for _ in self.pools]
+        for graph in self.graphs:
+            for k in range(len(self.pools)):
+                low = np.where(graph.allowed, graph.load_mw[:, k][None, :], np.inf).min(axis=1)
+                out[k] += np.repeat(np.where(np.isfinite(low), low, 0.0), np.diff(graph.stage_slots))
+        return out
 
     def tokens_ok(self, paths: Sequence[np.ndarray]) -> bool:
         return all(graph.path_ok(path) for graph, path in zip(self.graphs, paths, strict=True))
@@ -252,8 +274,8 @@ def decomposition_data(inst: Instance, placement: str = "move", allow_pause: boo
     """The pools and graphs of an instance (with several sites ``slot_hull`` on). Daily minimums over a multi-day
     horizon are refused."""
     require(placement in PLACEMENTS, "placement", f"must be one of {', '.join(PLACEMENTS)}, got {placement!r}")
-    require(not inst.has_grid_side, "method", "the decomposition does not model power caps, grid calls, tiers or a "
-            "training value yet: solve one site without fleet workloads with the textbook MILP")
+    reason = refusal(inst)
+    require(not reason, "method", reason)
     require(inst.horizon_days == 1 or inst.min_daily_share == 0, "min_daily_share",
             "the decomposition does not model daily minimums over several days: set it to 0 or solve each day")
     graphs = tuple(job_graph(inst, j, placement, allow_pause) for j in range(len(inst.jobs)))
@@ -261,6 +283,6 @@ def decomposition_data(inst: Instance, placement: str = "move", allow_pause: boo
     pools = tuple(site_pool(view, [g.load_mw[:, s] for g in graphs], [g.gpus[:, s] for g in graphs])
                   for s, view in enumerate(views))
     constant = sum(renewable_cost_usd(view) - float(np.sum(slot_idle_value_usd(view, view.inference_gpus)))
-                   for view in views)
+                   + pool_calls(view).constant_usd for view in views)
     return DecompositionData(inst=inst, pools=pools, graphs=graphs, constant_usd=float(constant), placement=placement,
                              slot_hull=len(views) > 1)

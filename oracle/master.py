@@ -7,9 +7,13 @@ of the pool's load L. Where f is convex (a + b ≥ 0) h ≥ each affine piece is
 prices) the LP takes its convex envelope over the reachable loads (a lower bound) and the integer master the exact
 minimum of the two pieces with one binary.
 
+Per (pool, slot) of a grid call, the call's row Σ load·λ − s ≤ limit − base load (:mod:`oracle.call_rows`; s ≥ 0 an
+artificial slack at :data:`CALL_SLACK_USD_PER_MW` in the LP, none in the integer master).
+
 The objective is Σ h + Σ own costs·λ + the constant. The pricing's prices are the capacity duals (≥ 0 per GPU) and per
-slot the piece duals ρ (≥ 0, Σ ρ = 1) giving a price per MW Σ ρ·β. :func:`lagrangian_bound` evaluates the Lagrangian
-dual at any such prices from its definition (never the LP's value), so the bound holds whatever the solver's tolerances.
+slot the piece duals ρ (≥ 0, Σ ρ = 1) giving a price per MW Σ ρ·β, plus the call row's dual (≥ 0 per MW).
+:func:`lagrangian_bound` evaluates the Lagrangian dual at any such prices from its definition (never the LP's value),
+so the bound holds whatever the solver's tolerances.
 """
 
 from __future__ import annotations
@@ -28,6 +32,9 @@ from oracle.solvers import run_highs
 SLACK_USD_PER_GPU = 1e4
 """Cost of an artificial GPU beyond the capacity in the restricted LP ($ per GPU per slot): far above any GPU's worth in
 a slot (an A100 slot costs well under $10), so the LP uses it only while no column fits."""
+CALL_SLACK_USD_PER_MW = 1e6
+"""Cost of an artificial MW above a call's limit in the restricted LP ($ per MW per slot): far above what a MW of load
+is worth in a slot (a MW holds ~2,000 A100s, worth well under $10 each: the same scale as :data:`SLACK_USD_PER_GPU`)."""
 CHORD_MIN_SPAN_MW = 1e-9
 """Below this load range a concave slot's cost is taken as constant (its value at the low end)."""
 INF = highspy.kHighsInf
@@ -175,7 +182,8 @@ def _cost_pieces(data: DecompositionData) -> tuple[Pieces, Pieces]:
 
 
 class _Rows:
-    """Row layout shared by both masters: convexity (J), capacity (K·T), then the cost pieces."""
+    """Row layout shared by both masters: convexity (J), capacity (K·T), the cost pieces, then the call rows (one per
+    (pool, slot) of a grid call: ``called`` their flat indices k·T + t, ``call_rhs`` the load the jobs may add, MW)."""
 
     def __init__(self, data: DecompositionData, pieces: Pieces) -> None:
         self.n_jobs = len(data.graphs)
@@ -183,13 +191,18 @@ class _Rows:
         self.pieces = pieces
         self.capacity = np.concatenate([pool.capacity_gpus for pool in data.pools]).astype(float)
         self.base_load = np.concatenate([pool.base_load_mw for pool in data.pools])
+        limit = np.concatenate([pool.load_limit_mw for pool in data.pools])
+        self.called = np.flatnonzero(np.isfinite(limit))
+        self.call_rhs = limit[self.called] - self.base_load[self.called]
         self.cap0 = self.n_jobs
         self.piece0 = self.n_jobs + self.n_slots
+        self.call0 = self.piece0 + pieces.slot.size
 
     def add_to(self, h: highspy.Highs) -> None:
-        J, S, P = self.n_jobs, self.n_slots, self.pieces
-        lower = np.concatenate([np.ones(J), np.full(S, -INF), P.alpha + P.beta * self.base_load[P.slot]])
-        upper = np.concatenate([np.ones(J), self.capacity, np.full(P.slot.size, INF)])
+        J, S, P, C = self.n_jobs, self.n_slots, self.pieces, self.called.size
+        lower = np.concatenate([np.ones(J), np.full(S, -INF), P.alpha + P.beta * self.base_load[P.slot],
+                                np.full(C, -INF)])
+        upper = np.concatenate([np.ones(J), self.capacity, np.full(P.slot.size, INF), self.call_rhs])
         h.addRows(lower.size, lower, upper, 0, np.zeros(lower.size, dtype=np.int32), np.array([], dtype=np.int32),
                   np.array([], dtype=float))
 
@@ -198,8 +211,10 @@ class _Rows:
         used = np.flatnonzero(gpus)
         piece_values = -self.pieces.beta * load[self.pieces.slot]
         pieces = np.flatnonzero(piece_values)
-        index = np.concatenate(([column.job], self.cap0 + used, self.piece0 + pieces)).astype(np.int32)
-        return index, np.concatenate(([1.0], gpus[used], piece_values[pieces]))
+        call_values = load[self.called]
+        calls = np.flatnonzero(call_values)
+        index = np.concatenate(([column.job], self.cap0 + used, self.piece0 + pieces, self.call0 + calls))
+        return index.astype(np.int32), np.concatenate(([1.0], gpus[used], piece_values[pieces], call_values[calls]))
 
     def add_h_columns(self, h: highspy.Highs, cost: float = 1.0) -> None:
         """h (one free column per pool-slot, cost 1) in its piece rows."""
@@ -226,13 +241,15 @@ def _quiet(threads: int | None) -> highspy.Highs:
 @dataclass(frozen=True)
 class Prices:
     """Lagrangian prices of the shared rows: ``gpu`` and ``load``, (pools, T) $ per GPU (in [0, SLACK_USD_PER_GPU]) and
-    per MW; ``weights``, per LP piece row ρ ≥ 0 with Σ ρ = 1 over each slot's pieces; ``convexity``, per job the LP's
-    convexity dual (a path enters when it costs less)."""
+    per MW (the call rows' included); ``weights``, per LP piece row ρ ≥ 0 with Σ ρ = 1 over each slot's pieces;
+    ``convexity``, per job the LP's convexity dual (a path enters when it costs less); ``call``, per call row its price
+    ($ per MW, in [0, CALL_SLACK_USD_PER_MW])."""
 
     gpu: np.ndarray
     load: np.ndarray
     weights: np.ndarray
     convexity: np.ndarray
+    call: np.ndarray
 
 
 class MasterLP:
@@ -240,8 +257,9 @@ class MasterLP:
 
     def __init__(self, data: DecompositionData, threads: int | None = None, *, phase_one: bool = False) -> None:
         self.data = data
-        self.phase_one = phase_one  # minimise the GPUs beyond the pool only (a proof of infeasibility)
+        self.phase_one = phase_one  # minimise the GPUs beyond the pools and MW beyond the calls (infeasibility)
         self.slack_usd = 1.0 if phase_one else SLACK_USD_PER_GPU
+        self.call_slack_usd = 1.0 if phase_one else CALL_SLACK_USD_PER_MW
         self.pieces, self.exact_pieces = cost_pieces(data)
         self.rows = _Rows(data, self.pieces)
         self.h = _quiet(threads)
@@ -250,7 +268,10 @@ class MasterLP:
         S = self.rows.n_slots
         self.h.addCols(S, np.full(S, self.slack_usd), np.zeros(S), np.full(S, INF), S,
                        np.arange(S, dtype=np.int32), (self.rows.cap0 + np.arange(S)).astype(np.int32), -np.ones(S))
-        self.first_column = 2 * S
+        C = self.rows.called.size
+        self.h.addCols(C, np.full(C, self.call_slack_usd), np.zeros(C), np.full(C, INF), C,
+                       np.arange(C, dtype=np.int32), (self.rows.call0 + np.arange(C)).astype(np.int32), -np.ones(C))
+        self.first_column = 2 * S + C
         self.columns: list[Column] = []
         self.keys: set[tuple[int, bytes]] = set()
         self.value = np.nan
@@ -274,13 +295,21 @@ class MasterLP:
         count = np.bincount(P.slot, minlength=rows.n_slots)
         rho = np.where(total[P.slot] > 0, rho / np.where(total[P.slot] > 0, total[P.slot], 1.0), 1.0 / count[P.slot])
         load = np.bincount(P.slot, weights=rho * P.beta, minlength=rows.n_slots) * (not self.phase_one)
+        call = np.clip(-dual[rows.call0:rows.call0 + rows.called.size], 0.0, self.call_slack_usd)
+        load[rows.called] += call
         K, T = len(self.data.pools), self.data.inst.slots
-        return Prices(gpu=gpu.reshape(K, T), load=load.reshape(K, T), weights=rho, convexity=dual[:rows.n_jobs].copy())
+        return Prices(gpu=gpu.reshape(K, T), load=load.reshape(K, T), weights=rho, convexity=dual[:rows.n_jobs].copy(),
+                      call=call)
 
     def slack_gpus(self) -> float:
         """GPUs beyond the pool the LP's solution uses (summed over slots)."""
         x = np.asarray(self.h.getSolution().col_value, dtype=float)
-        return float(x[self.rows.n_slots:self.first_column].sum())
+        return float(x[self.rows.n_slots:2 * self.rows.n_slots].sum())
+
+    def slack_mw(self) -> float:
+        """MW above the calls' limits the LP's solution uses (summed over the call rows)."""
+        x = np.asarray(self.h.getSolution().col_value, dtype=float)
+        return float(x[2 * self.rows.n_slots:self.first_column].sum())
 
     def fractional(self) -> list[tuple[Column, float]]:
         x = np.asarray(self.h.getSolution().col_value, dtype=float)[self.first_column:]
@@ -317,12 +346,14 @@ def run_lp(h: highspy.Highs, what: str) -> tuple[float, np.ndarray]:
 
 
 def lagrangian_constant(master: MasterLP, prices: Prices) -> float:
-    """The part of the Lagrangian dual that no path changes: Σ ρ·(α + β·L0) − Σ price·capacity + constant."""
+    """The part of the Lagrangian dual that no path changes: Σ ρ·(α + β·L0) − Σ price·capacity − Σ call price·(limit
+    − L0) + constant."""
     rows, P = master.rows, master.pieces
+    shared = -float(np.sum(prices.gpu.ravel() * rows.capacity)) - float(np.sum(prices.call * rows.call_rhs))
     if master.phase_one:
-        return -float(np.sum(prices.gpu.ravel() * rows.capacity))
+        return shared
     pieces = float(np.sum(prices.weights * (P.alpha + P.beta * rows.base_load[P.slot])))
-    return master.data.constant_usd + pieces - float(np.sum(prices.gpu.ravel() * rows.capacity))
+    return master.data.constant_usd + pieces + shared
 
 
 def lagrangian_bound(master: MasterLP, prices: Prices, cheapest_usd: Sequence[float]) -> float:
@@ -341,7 +372,7 @@ class IntegerOutcome:
 
 def integer_master(data: DecompositionData, columns: Sequence[Column], *, time_limit_s: float, mip_gap: float,
                    start: Sequence[np.ndarray] | None = None, threads: int | None = None) -> IntegerOutcome:
-    """One column per job among ``columns``, exact costs (a binary per concave slot), capacity held."""
+    """One column per job among ``columns``, exact costs (a binary per concave slot), capacity and calls held."""
     _, pieces = cost_pieces(data)
     rows = _Rows(data, pieces)
     h = _quiet(threads)

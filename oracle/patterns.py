@@ -3,7 +3,8 @@
 The path master (:mod:`oracle.master`) prices a site's slot cost f_t(L) at the *mixed* load of its jobs' paths, at most
 the average of f (Jensen): its bound is weakest where jobs share a site. This master also has, for each site s and block
 b (the common refinement of the jobs' segments), *pattern* columns μ: one option per job (a running state at s, or not
-running at s) whose GPUs fit the site in every slot of the block, at the exact cost Σ_{t∈b} f_t(base_t + Σ loads). Rows:
+running at s) whose GPUs fit the site in every slot of the block (and whose load every grid call's row:
+:mod:`oracle.call_rows`), at the exact cost Σ_{t∈b} f_t(base_t + Σ loads). Rows:
 per job Σ λ = 1; per (site, block) Σ μ = 1; per (job, block, running state) the link Σ_{paths in the state} λ −
 Σ_{patterns with the job in it} μ = 0.
 
@@ -22,6 +23,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from aidc_env.instance import PAUSE
+from oracle.call_rows import FIT_TOL_MW
 from oracle.graph import DecompositionData
 from oracle.master import INF, Column, _quiet, make_column, run_lp
 from oracle.pricing import stage_costs
@@ -68,7 +70,8 @@ def running_states(graph, site: int, stage: int) -> np.ndarray:
 
 
 def enumerate_patterns(data: DecompositionData, site: int, b: int, block: Block, budget: int) -> SiteBlock:
-    """Every GPU-feasible pattern of (site, block); ValueError when they would be more than ``budget``."""
+    """Every GPU-feasible pattern of (site, block) within its grid calls' load limits; ValueError when they would be
+    more than ``budget``."""
     pool = data.pools[site]
     slots = np.arange(block.start, block.stop)
     cap = int(pool.capacity_gpus[slots].min())
@@ -96,6 +99,9 @@ def enumerate_patterns(data: DecompositionData, site: int, b: int, block: Block,
     R = pool.renewable_mw[slots][None, :]
     total = pool.base_load_mw[slots][None, :] + load[:, None]
     cost = (a * np.maximum(total - R, 0.0) + c * np.maximum(R - total, 0.0)).sum(axis=1)
+    if np.isfinite(pool.load_limit_mw[slots]).any():  # a grid call: its patterns above the limit are no schedule's
+        keep = np.all(total <= pool.load_limit_mw[slots][None, :] + FIT_TOL_MW, axis=1)
+        options, cost = options[keep], cost[keep]
     return SiteBlock(site, b, options, cost)
 
 
@@ -120,6 +126,8 @@ class PatternMaster:
             for b, blk in enumerate(self.blocks):
                 budget = MAX_PATTERNS - sum(sb.cost.size for sb in self.site_blocks)
                 self.site_blocks.append(enumerate_patterns(data, s, b, blk, budget))
+                if not self.site_blocks[-1].cost.size:  # a grid call no pattern keeps: no schedule either
+                    raise ValueError(f"no pattern of site {s} in block {b} keeps its grid calls")
         # rows: jobs' convexity, (site, block) convexity, then linking rows per (job, block, running state)
         self.link_row = []
         row = J + S * B

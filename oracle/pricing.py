@@ -24,6 +24,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from oracle.call_rows import FIT_TOL_MW
 from oracle.graph import DecompositionData, JobGraph
 from oracle.master import Column, MasterLP, Prices, make_column
 
@@ -88,9 +89,9 @@ def stage_costs(graph: JobGraph, gpu_price: np.ndarray, load_price: np.ndarray, 
 
 def exact_stage_costs(data: DecompositionData, j: int, paths: Sequence[np.ndarray]) -> np.ndarray:
     """(stages, states): job j's exact cost of each state in each stage with the other jobs' paths fixed (the pools'
-    slot costs at the resulting loads, plus its own cost); +inf where the state does not fit the GPUs the others leave.
-    A cheapest path at these costs is job j's best response (exact: the cost is separable by slot once the others are
-    fixed)."""
+    slot costs at the resulting loads, plus its own cost); +inf where the state does not fit the GPUs the others leave
+    or the load a grid call allows (:mod:`oracle.call_rows`). A cheapest path at these costs is job j's best response
+    (exact: the cost is separable by slot once the others are fixed)."""
     graph = data.graphs[j]
     others = [p if i != j else np.full(graph.n_stages, graph.initial_state) for i, p in enumerate(paths)]
     gpus, load = data.pool_loads(others)
@@ -100,8 +101,10 @@ def exact_stage_costs(data: DecompositionData, j: int, paths: Sequence[np.ndarra
     per_slot = np.tile(graph.own_usd_per_slot[:, None], (1, data.inst.slots))
     for k, pool in enumerate(data.pools):
         per_slot = per_slot + pool.slot_cost_usd(load[k][None, :] + graph.load_mw[:, k][:, None])
-        per_slot = np.where(gpus[k][None, :] + graph.gpus[:, k][:, None] <= pool.capacity_gpus[None, :], per_slot,
-                            np.inf)
+        fit = gpus[k][None, :] + graph.gpus[:, k][:, None] <= pool.capacity_gpus[None, :]
+        if data.inst.grid_calls:
+            fit &= load[k][None, :] + graph.load_mw[:, k][:, None] <= pool.load_limit_mw[None, :] + FIT_TOL_MW
+        per_slot = np.where(fit, per_slot, np.inf)
     return np.add.reduceat(per_slot.T, graph.stage_slots[:-1], axis=0)
 
 
