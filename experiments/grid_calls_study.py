@@ -17,7 +17,8 @@
 - ``timing``: the oracle on ``--days`` held-out days (the ``weeks`` split) of the 2048 case with caps and one such call
   over 16:00-21:00, at K = 12: seconds (median, p90, max) and the share proven optimal.
 
-- ``headroom``: flexible interconnection on the 2048 case with caps: the grid curtails the site in the year's hours of
+- ``headroom``: flexible interconnection on the 2048 case with caps (``--headroom-case fleet``: the fleet site by the
+  decomposition, without caps or tiers): the grid curtails the site in the year's hours of
   highest CAISO demand (0.25, 0.5 and 1% of them, the shares of Norris et al., *Rethinking Load Growth*, Duke 2025),
   each day's curtailed hours one event; per event the oracle holds the site's import as low as it can (a payment of
   :data:`CURTAIL_USD_PER_MWH` on every MWh below the baseline) while meeting the day's targets, without and with Flex 2
@@ -157,6 +158,9 @@ CURTAILMENT_SHARES = (0.0025, 0.005, 0.01)
 CURTAIL_USD_PER_MWH = 100_000.0
 """The headroom part's weight on each MWh of import in a curtailed hour: far above any price, so the oracle cuts the
 import as deep as the targets and tiers allow first, and minimises cost second."""
+HEADROOM_WITHOUT_CAPS = ("fleet",)
+"""Cases whose headroom is solved by the decomposition (fine-tuning, inference, idle value), which models calls but
+not caps or tiers."""
 HEADROOM_TIER = 2
 """The Flex tier of the headroom part's second row (25% of throughput may be lost over each event)."""
 
@@ -175,19 +179,22 @@ def curtailment_events(share: float) -> dict[str, tuple[int, int]]:
     return {day: (int(row["min"]), int(row["max"]) + 1) for day, row in spans.iterrows()}
 
 
-def headroom(time_limit_s: float, log: Callable[[str], None],
-             shares: Sequence[float] = CURTAILMENT_SHARES) -> dict[str, Any]:
-    """The headroom part (see the module docstring)."""
+def headroom(time_limit_s: float, log: Callable[[str], None], shares: Sequence[float] = CURTAILMENT_SHARES,
+             case_name: str = "2048") -> dict[str, Any]:
+    """The headroom part (see the module docstring); ``case_name`` "fleet": by the decomposition, which models calls
+    but not caps or tiers, so without caps and with the targets row only."""
     from aidc_env.grid import FLEX_TIER_LOSS
 
-    base = load_case("2048").with_overrides(power_caps=PowerCaps())
+    fleet = case_name in HEADROOM_WITHOUT_CAPS
+    base = load_case(case_name) if fleet else load_case(case_name).with_overrides(power_caps=PowerCaps())
     tiered = base.with_overrides(jobs=tuple(dataclasses.replace(j, flex_tier=HEADROOM_TIER) for j in base.jobs))
     profiles = load_profiles(PROFILES)
     peak = max(float(simulate(inst, fixed_schedule(inst)).flows.grid_mw.max())
-               for inst in build_instances("2048", profiles=profiles).values())
+               for inst in build_instances(case_name, profiles=profiles).values())
     rows, free_cost = [], {}
+    variants = (("targets", base),) if fleet else (("targets", base), (f"Flex {HEADROOM_TIER}", tiered))
     for share in shares:
-        for label, case in (("targets", base), (f"Flex {HEADROOM_TIER}", tiered)):
+        for label, case in variants:
             for day, (first, last) in curtailment_events(share).items():
                 spec = CallSpec(program="flexible-interconnection", start_hour=float(first), hours=float(last - first),
                                 reduction_share=0.0, payment_usd_per_mwh=CURTAIL_USD_PER_MWH)
@@ -206,12 +213,15 @@ def headroom(time_limit_s: float, log: Callable[[str], None],
                             result.metrics.tranches_met}
                 rows.append(row)
                 log(f"headroom {share:.2%} {label} {day}: {result.status}, firm {row.get('firm_mw', np.nan):.3f} MW")
-    return {"peak_import_mw": peak, "tier_loss": FLEX_TIER_LOSS[HEADROOM_TIER], "rows": rows}
+    return {"case": case_name, "caps": not fleet, "peak_import_mw": peak, "tier_loss": FLEX_TIER_LOSS[HEADROOM_TIER],
+            "rows": rows}
 
 
 def _headroom_table(record: dict[str, Any]) -> list[str]:
     peak = record["peak_import_mw"]
-    out = [f"Peak import without flexibility: {peak:.3f} MW.", "",
+    proven = sum(r["status"] == "optimal" for r in record["rows"])
+    out = [f"Site: {record.get('case', '2048')}{' with caps' if record.get('caps', True) else ', no caps'}; peak "
+           f"import without flexibility: {peak:.3f} MW; {proven} of {len(record['rows'])} events proven.", "",
            "| curtailed hours | events | tiers | firm capacity needed (MW) | headroom (MW) | headroom (% of peak) | "
            "extra operating cost per MWh curtailed ($) |", "|---|---|---|---|---|---|---|"]
     for share in dict.fromkeys(r["share"] for r in record["rows"]):
@@ -396,6 +406,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--time-limit", type=float, default=DEFAULT_TIME_LIMIT_S, help="seconds per oracle solve")
     parser.add_argument("--shares", default=",".join(map(str, CURTAILMENT_SHARES)),
                         help="headroom: shares of the year's hours curtailed (default: %(default)s)")
+    parser.add_argument("--headroom-case", choices=("2048", *HEADROOM_WITHOUT_CAPS), default="2048",
+                        help="headroom: the site (fleet: without caps or tiers; default: %(default)s)")
     parser.add_argument("--model", help="year: a PPO model trained on calls (train.py --power-caps a100-dvfs "
                         "--call-stream bip:0.25), scored beside the other policies")
     parser.add_argument("--out", help="output folder (default runs/grid_calls_study_N, the next free N)")
@@ -419,7 +431,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if "timing" in parts:
         record["timing"] = timing(args.days, args.time_limit, log)
     if "headroom" in parts:
-        record["headroom"] = headroom(args.time_limit, log, shares)
+        record["headroom"] = headroom(args.time_limit, log, shares, args.headroom_case)
     write_json(out / "grid_calls_study.json", record)
     atomic_write_text(out / "grid_calls_study.md", tables(record))
     print(tables(record))
