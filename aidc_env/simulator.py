@@ -425,11 +425,38 @@ def main(argv: Sequence[str] | None = None) -> int:
                         "or an oracle output")
     parser.add_argument("--json", action="store_true", help="print the metrics as JSON")
     parser.add_argument("--flows", action="store_true", help="with --json, include the per-slot flows")
+    parser.add_argument("--tariff", metavar="NAME|FILE", help="also the bill of each site's grid import under a utility "
+                        "tariff (a bundled name, python -m aidc_env.tariffs --list, or a URDB JSON file)")
     args = parser.parse_args(argv)
+    tariff = None
+    if args.tariff is not None:
+        from aidc_env.tariffs import load_tariff
+
+        tariff = load_tariff(args.tariff)
     inst = load_instance(args.instance)
     result = simulate(inst, read_schedule(args.schedule, inst))
-    print(dumps_json(result.to_dict(inst, flows=args.flows), indent=1) if args.json else format_metrics(result.metrics))
+    bills = site_bills(inst, result, tariff) if tariff is not None else {}
+    if args.json:
+        print(dumps_json({**result.to_dict(inst, flows=args.flows),
+                          **({"bills": {name: b.to_dict() for name, b in bills.items()}} if bills else {})}, indent=1))
+    else:
+        print(format_metrics(result.metrics))
+        for name, b in bills.items():
+            print(f"bill at {name} under {b.tariff}: ${b.total_usd:,.2f} (energy ${b.energy_usd:,.2f}, demand "
+                  f"${b.demand_usd:,.2f}, fixed ${b.fixed_usd:,.2f})")
     return 0
+
+
+def site_bills(inst: Instance, result: SimulationResult, tariff: Any) -> dict[str, Any]:
+    """Per site, the bill of its grid import (kW per slot, from the instance's first day) under ``tariff``
+    (:func:`aidc_env.tariffs.bill`). A report beside the metrics: the objective stays the real-time LMP's."""
+    import datetime as dt
+
+    from aidc_env.tariffs import bill
+
+    start = dt.date.fromisoformat(inst.day)
+    return {site.name: bill(tariff, flows.grid_mw * 1000.0, start, slot_hours=inst.slot_hours)
+            for site, flows in zip(inst.sites, result.site_flows, strict=True)}
 
 
 

@@ -46,7 +46,7 @@ import datetime as dt
 import json
 import sys
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -349,6 +349,12 @@ class Bill:
     @property
     def fixed_usd(self) -> float:
         return float(sum(m.fixed_usd + m.minimum_usd for m in self.months))
+
+    def to_dict(self) -> dict[str, Any]:
+        """The bill as JSON: its totals and every month's items."""
+        return {"tariff": self.tariff, "start": self.start.isoformat(), "total_usd": self.total_usd,
+                "energy_usd": self.energy_usd, "demand_usd": self.demand_usd, "fixed_usd": self.fixed_usd,
+                "months": [{**asdict(m), "total_usd": m.total_usd} for m in self.months]}
 
     def to_frame(self) -> pd.DataFrame:
         """One row per month: kWh, peak kW, energy / demand / fixed / minimum charges and the total ($)."""

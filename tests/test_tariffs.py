@@ -302,3 +302,27 @@ def test_charges_scale_with_the_load_and_demand_with_the_peak(load, scale, name,
         assert b.peak_kw == pytest.approx(a.peak_kw * scale) and b.fixed_usd == a.fixed_usd
         flat = tariff.flat_rate[tariff.flat_months[a.month - 1], 0]
         assert a.flat_demand_usd == pytest.approx(a.peak_kw * flat)
+
+
+def test_the_simulator_prints_each_site_bill_of_a_schedule(tmp_path, capsys):
+    """``python -m aidc_env.simulate --tariff``: the bill of the schedule's grid import, equal to ``bill`` of the
+    simulator's flows (kW = MW × 1000), beside unchanged metrics; a bad tariff ends in exit 2 and one line."""
+    from aidc_env import simulator
+    from aidc_env.baselines import fixed_schedule
+    from aidc_env.case import build_instance
+    from aidc_env.errors import EXIT_BAD_INPUT, run_cli
+
+    inst = build_instance("2048")
+    (tmp_path / "i.json").write_text(inst.to_json())
+    (tmp_path / "s.json").write_text(json.dumps([list(map(int, row)) for row in fixed_schedule(inst)]))
+    argv = ["--instance", str(tmp_path / "i.json"), "--schedule", str(tmp_path / "s.json"), "--json"]
+    assert run_cli(simulator.main, [*argv, "--tariff", "sce-tou8"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    result = simulator.simulate(inst, fixed_schedule(inst))
+    expected = bill(load_tariff("sce-tou8"), result.flows.grid_mw * 1000.0, dt.date.fromisoformat(inst.day))
+    site = inst.sites[0].name
+    assert out["bills"][site]["total_usd"] == pytest.approx(expected.total_usd, rel=1e-12)
+    assert out["metrics"]["objective_usd"] == pytest.approx(result.metrics.objective_usd, rel=1e-12)
+    assert expected.demand_usd > 0 and len(out["bills"][site]["months"]) == 1
+    assert run_cli(simulator.main, [*argv, "--tariff", "no-such-tariff"]) == EXIT_BAD_INPUT
+    assert len(capsys.readouterr().err.strip().splitlines()) == 1
