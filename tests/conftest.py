@@ -7,12 +7,18 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from hypothesis import settings
 
 from aidc_env.information import Forecast
 from aidc_env.instance import PAUSE, Instance, Job
 from aidc_env.modes import Mode
 
 SHARED_YEAR_CSV = Path(__file__).resolve().parents[2] / "shared" / "data" / "caiso" / "caiso_2023_hourly.csv"
+
+# Property tests draw the same examples in every process and on every machine (no example database, a fixed seed
+# derived from each test), so that a failure in CI reproduces locally; ``--hypothesis-profile default`` explores anew.
+settings.register_profile("deterministic", derandomize=True, database=None)
+settings.load_profile("deterministic")
 
 
 def pytest_addoption(parser):
