@@ -83,10 +83,10 @@ def load_history() -> tuple[CallDay, ...]:
                          hours=row["duration_h"], notice_hours=row["notice_h"]) for row in rows)
 
 
-def _runs(dates: Sequence[dt.date]) -> list[int]:
-    """Lengths of the runs of consecutive days."""
+def run_lengths(dates: Sequence[dt.date]) -> list[int]:
+    """Lengths of the runs of consecutive days (each date counted once)."""
     runs, previous = [], None
-    for date in sorted(dates):
+    for date in sorted(set(dates)):
         if previous is not None and (date - previous).days == 1:
             runs[-1] += 1
         else:
@@ -104,7 +104,7 @@ def generate_year(seed: int, year: int = 2023, history: Sequence[CallDay] | None
     rng = np.random.default_rng(seed)
     counts = [sum(day.date.year == y for day in fit) for y in fit_years]
     months = np.bincount([day.date.month for day in fit], minlength=13)[1:].astype(float)
-    runs = _runs([day.date for day in fit])
+    runs = run_lengths([day.date for day in fit])
     timed = [day for day in fit if day.start_hour is not None and day.hours]
     notices = [max(day.notice_hours, MIN_NOTICE_HOURS) for day in fit if day.notice_hours is not None]
     wanted = int(rng.choice(counts))

@@ -43,6 +43,8 @@ from pathlib import Path
 
 import pandas as pd
 
+from aidc_env.call_streams import run_lengths
+
 REPOSITORY = "grid-coordination/caiso-flex-alert"
 PDF_PATH = "doc/pdf/grid-emergencies-history-report-1998-to-present.pdf"
 PUBLISHER = ("California ISO (CAISO), public PDF on caiso.com, file "
@@ -362,21 +364,8 @@ def family_stats(days: pd.DataFrame, years: list[int]) -> dict:
         "notice_h_hist_rounded": histogram([round(v) for v in notice]),
         "lead_days_hist": histogram(lead),
         "lead_days_known": len(lead),
-        "consecutive_runs_hist": histogram(runs(list(dates.dt.date))),
+        "consecutive_runs_hist": histogram(run_lengths(list(dates.dt.date))),
     }
-
-
-def runs(dates: list[dt.date]) -> list[int]:
-    """Lengths of the runs of consecutive call days (heat waves come as runs)."""
-    lengths: list[int] = []
-    prev: dt.date | None = None
-    for day in sorted(set(dates)):
-        if prev is not None and (day - prev).days == 1:
-            lengths[-1] += 1
-        else:
-            lengths.append(1)
-        prev = day
-    return lengths
 
 
 def check_counts(events: pd.DataFrame, summary: dict) -> dict:

@@ -127,7 +127,6 @@ class JointDynamics(MaskedSteps):
         self._grid = CallResponse(inst, loc, gpus_loc, power_loc, rate3600_loc, isinstance(self.env.outlook, Perfect)
                                   and not self.env.forecast_noise, self._prod_restart, self._sps
                                   ) if self.env.grid_side else None
-        self._level_factor = inst.cap_curve.throughput.tolist() if self.n_levels > 1 else [1.0]
 
         # Observation layout and bounds.
         power_high = max(1.0, max(float(p.max()) / self._power_ref_kw for p in power_loc))
@@ -347,7 +346,7 @@ class JointDynamics(MaskedSteps):
     def _safe_by_level(self, t: int, at_boundary: Sequence[bool], mask: np.ndarray) -> np.ndarray:
         """The completion rule per (joint choice, cap level), flattened as the actions are."""
         lost = self._grid.lost_hours() if self._grid else None
-        factor = self._level_factor if self.n_levels > 1 else 1.0
+        factor = self._grid.throughput_list if self.n_levels > 1 else 1.0  # each level's throughput share
         safe = self._safety.safe(t, at_boundary, self._tokens, self._cur, self._restarted, self._today, lost, factor)
         return mask & safe if self.n_levels == 1 else (mask[:, None] & safe.T).ravel()
 
