@@ -33,6 +33,7 @@ from aidc_env.instance import DEFAULT_MIN_DAILY_SHARE, MINUTES_PER_HOUR, PAUSE, 
 from aidc_env.io import atomic_write_text, check_output_file, read_input_text, safe_name
 from aidc_env.modes import Mode, ModeParams, generate_modes
 from aidc_env.power_caps import CURVES, cap_curve
+from aidc_env.tariffs import load_tariff
 from aidc_env.profiles import HOURS_PER_DAY, ProfileSet, hourly_to_slots, load_profiles
 from aidc_env.schema import CaseDocument, Energy, Facility, InferenceSpec, JobSpec, SiteSpec, validate
 from aidc_env.schema.case import CallSpec, PowerCaps
@@ -86,6 +87,9 @@ class Case:
     """``[power_caps]``: the GPU power-cap curve schedules may use (:mod:`aidc_env.power_caps`); None: no caps."""
     grid_calls: tuple[CallSpec, ...] = ()
     """``[[grid_calls]]``: calls on every instance of the case (:mod:`aidc_env.calls`)."""
+    tariff: str | None = None
+    """The utility tariff billing the grid import (a bundled name or a URDB JSON file, :mod:`aidc_env.billing`);
+    None: the real-time LMP."""
 
     @property
     def slot_hours(self) -> float:
@@ -128,6 +132,7 @@ class Case:
         return {**table(("name", "description", "slots", "day", "horizon_days", "min_daily_share", "mode_pool_gpus",
                          "idle_value_usd_per_gpu_hour", "training_value_usd_per_gpu_hour")), "gpus": self.n_gpus,
                 **({} if self.power_caps is None else {"power_caps": dict(self.power_caps)}),
+                **({} if self.tariff is None else {"tariff": self.tariff}),
                 "facility": table(Facility.model_fields), "energy": table(Energy.model_fields),
                 "migration": {"link_gbps": self.link_gbps}, "modes": self.mode_params.to_dict(),
                 **{name: [dataclasses.asdict(spec) for spec in getattr(self, name)]
@@ -176,7 +181,7 @@ def case_from_dict(data: Mapping[str, Any], source: str = "") -> Case:
                 idle_value_usd_per_gpu_hour=doc.idle_value_usd_per_gpu_hour, sites=tuple(doc.sites),
                 link_gbps=DEFAULT_LINK_GBPS if doc.migration.link_gbps is None else doc.migration.link_gbps,
                 training_value_usd_per_gpu_hour=doc.training_value_usd_per_gpu_hour, power_caps=doc.power_caps,
-                grid_calls=tuple(doc.grid_calls),
+                grid_calls=tuple(doc.grid_calls), tariff=doc.tariff,
                 **dict(doc.facility), **dict(doc.energy))
 
 
@@ -395,7 +400,10 @@ def _instance_on_days(case: Case, first_day: str, profiles: ProfileSet | SitePro
 
 
 def _grid_side(case: Case, inst: Instance) -> Instance:
-    """The case's power caps, training value and grid calls on an instance (the instance itself without them)."""
+    """The case's tariff, power caps, training value and grid calls on an instance (the instance itself without
+    them). The tariff comes first: it sets the prices a call's baseline schedule is planned on."""
+    if case.tariff is not None:
+        inst = inst.with_tariff(load_tariff(case.tariff))
     if case.power_caps is None and not case.grid_calls and case.training_value_usd_per_gpu_hour <= 0:
         return inst
     curve = None if case.power_caps is None else cap_curve(
@@ -429,6 +437,9 @@ def add_case_arguments(parser: argparse.ArgumentParser, *, day: bool = True, def
                         "of tranche / D tokens of every job; 1 = a daily tranche every day (default: the case's, 0)")
     parser.add_argument("--power-caps", metavar="CURVE", help="offer GPU power caps on this curve (e.g. a100-dvfs; "
                         "default: the case's [power_caps], if any)")
+    parser.add_argument("--tariff", metavar="NAME|FILE", help="bill the grid import by a utility tariff instead of the "
+                        "real-time LMP: a bundled name (python -m aidc_env.tariffs --list) or a URDB JSON file; its "
+                        "demand charges join the objective (default: the case's tariff, if any)")
 
 
 def case_overrides(args: argparse.Namespace) -> dict[str, Any]:
@@ -438,6 +449,9 @@ def case_overrides(args: argparse.Namespace) -> dict[str, Any]:
         require(args.power_caps in CURVES, "power-caps",
                 f"unknown curve {args.power_caps!r}; known: {', '.join(CURVES)}")
         overrides["power_caps"] = {"curve": args.power_caps}  # JSON, as a run's config stores its overrides
+    if getattr(args, "tariff", None) is not None:
+        load_tariff(args.tariff)  # a bad name or file is refused here, before any work
+        overrides["tariff"] = args.tariff
     return overrides
 
 

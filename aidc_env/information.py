@@ -277,6 +277,8 @@ def _dayahead_view(inst, t: int, scenario: int | None) -> tuple[np.ndarray, np.n
         require(later.shape[0] == inst.horizon_days, "forecast.issue_outlook_price_usd_per_mwh",
                 f"has {later.shape[0]} rows, the instance {inst.horizon_days} days")
         later = later[priced - 1]
+    if getattr(inst, "tariff", None) is not None:  # a tariff's rates are known: only renewables are forecast
+        return inst.price_usd_per_mwh[t:].copy(), _forward(inst, t, shape, issued)
     return _forward(inst, t, price, priced, later), _forward(inst, t, shape, issued)
 
 

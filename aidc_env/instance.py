@@ -40,6 +40,7 @@ from typing import Any
 
 import numpy as np
 
+from aidc_env.billing import TariffTerms, tariff_terms
 from aidc_env.errors import is_finite, is_integer, require, require_date, require_unique
 from aidc_env.grid import CapCurve, GridCall, check_calls
 from aidc_env.information import Forecast
@@ -50,6 +51,7 @@ from aidc_env.site_profiles import SOLAR_WIND
 from aidc_env.schema import INSTANCE_FORMAT, InstanceDocument, validate
 from aidc_env.schema.instance import JobDocument
 from aidc_env.sites import DEFAULT_LINK_GBPS, Site, SiteNetwork
+from aidc_env.tariffs import Tariff
 from aidc_env.workloads import FINETUNING, PRETRAINING, Inference
 
 SECONDS_PER_HOUR = 3600.0
@@ -174,6 +176,9 @@ class Instance:
     training_value_usd_per_gpu_hour: float = 0.0
     """Value of a GPU-hour of pre-training at a job's baseline throughput ($): tokens short of the baseline's over the
     horizon count as training lost in ``Metrics.objective_usd`` (0: none; targets only)."""
+    tariff: Tariff | None = None
+    """The utility tariff that bills every site's grid import (:mod:`aidc_env.billing`): the prices are then its energy
+    rates (set by :meth:`with_tariff`), and its demand and fixed charges join the objective. None: the real-time LMP."""
     network: SiteNetwork | None = None
     """Several sites (:mod:`aidc_env.sites`): their pools, plants and price nodes, each job's home site and
     transfer time. None: one site, the instance's own fields (the day model). With a network, the top-level
@@ -197,6 +202,7 @@ class Instance:
         self._check_workloads(price.size)
         self._check_grid(price.size)
         self._check_network(price.size)
+        self._check_tariff(price)
         require(self.forecast is None or (isinstance(self.forecast, Forecast) and self.forecast.slots == price.size),
                 "forecast", f"must be a Forecast of {price.size} slots")
         renewable = self.renewable_ratio * self.rated_facility_mw * shape
@@ -210,6 +216,8 @@ class Instance:
     """GPUs of every inference service per slot (int, zeros without inference)."""
     inference_it_kw: np.ndarray = field(init=False, repr=False)
     """IT power of every inference service per slot (kW, zeros without inference)."""
+    tariff_terms: TariffTerms | None = field(init=False, repr=False)
+    """The :attr:`tariff` on the instance's slots (energy rates, demand and fixed charges of a meter); None without."""
     @property
     def site_views(self) -> tuple[Instance, ...]:
         """Per site, the one-site instance of its pool, facility, plant, price and forecast (same jobs and slots): what
@@ -238,6 +246,29 @@ class Instance:
             grid_calls=tuple(dataclasses.replace(call, site=0) for call in self.grid_calls if call.site == s),
             network=None) for s, site in enumerate(network.sites))
         object.__setattr__(self, "_site_views", views)  # not a field: derived, and compared through the network
+
+    def _check_tariff(self, price: np.ndarray) -> None:
+        """Under a tariff, every site's prices are its energy rates; its terms (:attr:`tariff_terms`)."""
+        terms = None
+        if self.tariff is not None:
+            require(isinstance(self.tariff, Tariff), "tariff", "must be an aidc_env.tariffs.Tariff")
+            terms = tariff_terms(self.tariff, self.day, price.size, self.slot_hours)
+            for name, prices in [("price_usd_per_mwh", price)] + [
+                    (f"network.sites[{s}].price_usd_per_mwh", site.price_usd_per_mwh)
+                    for s, site in enumerate(self.network.sites if self.network is not None else ())]:
+                require(np.array_equal(prices, terms.energy_usd_per_mwh), name, f"must be the energy rates of the "
+                        f"tariff {self.tariff.name!r} (Instance.with_tariff sets them)")
+        object.__setattr__(self, "tariff_terms", terms)
+
+    def with_tariff(self, tariff: Tariff | None) -> Instance:
+        """The instance billed by ``tariff``: every site's prices become its energy rates per slot (None: unchanged;
+        a tariff on an instance billed by one already replaces it)."""
+        if tariff is None:
+            return self
+        rates = tariff_terms(tariff, self.day, self.slots, self.slot_hours).energy_usd_per_mwh
+        network = self.network and dataclasses.replace(self.network, sites=tuple(
+            dataclasses.replace(site, price_usd_per_mwh=rates) for site in self.network.sites))
+        return dataclasses.replace(self, tariff=tariff, price_usd_per_mwh=rates, network=network)
 
     def with_forecasts(self, forecasts: Sequence[Forecast | None]) -> Instance:
         """The instance with one forecast per site, in site order (one site: its :attr:`forecast`; with a network:
@@ -316,6 +347,12 @@ class Instance:
         model (the textbook MILP does)."""
         return (self.cap_curve is not None or bool(self.grid_calls) or self.training_value_usd_per_gpu_hour > 0
                 or any(job.max_throughput_loss is not None for job in self.jobs))
+
+    @property
+    def has_demand_charges(self) -> bool:
+        """A tariff with demand charges: they couple every slot of a month, which the exact day oracle and the
+        decomposition do not model (the textbook MILP does)."""
+        return self.tariff_terms is not None and bool(self.tariff_terms.demand)
 
     def token_value_usd(self, job: Job) -> float:
         """Value of one token of ``job`` ($): the training value of a GPU-hour over the tokens its baseline mode makes
@@ -406,9 +443,10 @@ class Instance:
                   "network": self.network and self.network.to_dict(),
                   "cap_curve": self.cap_curve and self.cap_curve.to_dict(),
                   "grid_calls": [call.to_dict() for call in self.grid_calls],
+                  "tariff": self.tariff and dict(self.tariff.document),
                   **{name: getattr(self, name).tolist() for name in ("price_usd_per_mwh", "renewable_shape",
                                                                      "renewable_mw")}}
-        optional = {"forecast": None, "network": None, "cap_curve": None, "grid_calls": [],
+        optional = {"forecast": None, "network": None, "cap_curve": None, "grid_calls": [], "tariff": None,
                     "training_value_usd_per_gpu_hour": 0.0}  # written only when set: the day model's JSON unchanged
         return {key: values[key] if key in values else getattr(self, key) for key in InstanceDocument.model_fields
                 if key not in optional or (values[key] if key in values else getattr(self, key)) != optional[key]}
@@ -435,6 +473,7 @@ class Instance:
             cap_curve=None if doc.cap_curve is None else CapCurve(**dict(doc.cap_curve)),
             grid_calls=tuple(GridCall(**dict(call)) for call in doc.grid_calls),
             training_value_usd_per_gpu_hour=doc.training_value_usd_per_gpu_hour,
+            tariff=None if doc.tariff is None else Tariff.from_urdb(doc.tariff, source="instance JSON"),
             network=None if network is None else SiteNetwork(
                 sites=tuple(Site(**site.model_dump(exclude={"gpus", "plant_mw", "forecast"}), n_gpus=site.gpus,
                                  forecast=site.forecast and Forecast.from_document(site.forecast))

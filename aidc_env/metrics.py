@@ -85,6 +85,10 @@ class SiteMetrics(EnergyMetrics):
     """GPU-hours of the jobs and inference at this site (a move's destination holds the GPUs during the transfer)."""
     idle_gpu_hours: float
     idle_value_usd: float
+    demand_charge_usd: float = 0.0
+    """Under a tariff: its demand charges on this site's meter (in the operating cost; 0 without)."""
+    fixed_charge_usd: float = 0.0
+    """Under a tariff: its fixed charges of the horizon's days (in the operating cost; 0 without)."""
 
 
 @dataclass(frozen=True)
@@ -145,6 +149,11 @@ class Metrics(EnergyMetrics):
     tiers_met: bool = True
     training_lost_usd: float = 0.0
     """The training value of the tokens short of the baseline modes' over the horizon (negative: ahead of them)."""
+    demand_charge_usd: float = 0.0
+    """Under a tariff (``Instance.tariff``): the sites' demand charges, in the operating cost (the grid cost is then
+    the tariff's energy charge)."""
+    fixed_charge_usd: float = 0.0
+    """Under a tariff: the sites' fixed charges of the horizon's days, in the operating cost."""
 
     def to_dict(self) -> dict[str, Any]:
         return {**asdict(self), "jobs": {job.name: asdict(job) for job in self.jobs},
@@ -202,6 +211,9 @@ def format_metrics(m: Metrics) -> str:
              f"MWh, green share {m.green_share:.2%}",
              f"peak {m.peak_gpus} GPUs ({'within' if m.capacity_ok else 'OVER'} capacity), tranches "
              f"{'met' if m.tranches_met else 'NOT met'}"]
+    if m.demand_charge_usd or m.fixed_charge_usd:
+        lines.append(f"tariff: energy ${m.grid_cost_usd:,.2f}, demand charges ${m.demand_charge_usd:,.2f}, fixed "
+                     f"${m.fixed_charge_usd:,.2f} (in the operating cost)")
     if m.inference_gpu_hours or m.idle_value_usd:
         served = "served" if m.inference_served else "NOT served"
         lines.append(f"inference {m.inference_gpu_hours:,.0f} GPU-h ({served}), idle {m.idle_gpu_hours:,.0f} GPU-h "

@@ -243,7 +243,7 @@ def _job_metrics(inst: Instance, j: int, choices: np.ndarray, sites: np.ndarray,
 
 _ADDITIVE = ("operating_cost_usd", "grid_cost_usd", "renewable_cost_usd", "curtailment_penalty_usd",
              "decision_cost_usd", "load_energy_mwh", "grid_energy_mwh", "renewable_available_mwh",
-             "renewable_used_mwh", "curtailment_mwh")
+             "renewable_used_mwh", "curtailment_mwh", "demand_charge_usd", "fixed_charge_usd")
 
 
 def _sum_energy(per_site: Sequence[dict[str, float]], flows: Sequence[SlotFlows], slots: slice) -> dict[str, float]:
@@ -251,7 +251,7 @@ def _sum_energy(per_site: Sequence[dict[str, float]], flows: Sequence[SlotFlows]
     site, that site's figures unchanged."""
     if len(per_site) == 1:
         return dict(per_site[0])
-    out = {key: float(sum(e[key] for e in per_site)) for key in _ADDITIVE}
+    out = {key: float(sum(e[key] for e in per_site)) for key in _ADDITIVE if key in per_site[0]}
     out["green_share"] = out["renewable_used_mwh"] / out["load_energy_mwh"] if out["load_energy_mwh"] > 0 else 0.0
     out["peak_load_mw"] = float(sum(f.load_mw[slots] for f in flows).max())
     out["peak_grid_mw"] = float(sum(f.grid_mw[slots] for f in flows).max())
@@ -265,6 +265,10 @@ def _site_flows(view: Instance, gpus: np.ndarray, it_kw: np.ndarray) -> tuple[di
         it_kw = it_kw + view.inference_it_kw
     load = facility_load_mw(view, gpus, it_kw)
     energy, (used, grid, curtailment, decision) = energy_accounting(view, load)
+    if view.tariff_terms is not None:  # the month's demand charges on the site's meter, and the fixed charges
+        energy["demand_charge_usd"] = view.tariff_terms.demand_usd(grid)
+        energy["fixed_charge_usd"] = view.tariff_terms.fixed_usd
+        energy["operating_cost_usd"] += energy["demand_charge_usd"] + energy["fixed_charge_usd"]
     return energy, SlotFlows(gpus_used=gpus, it_power_kw=it_kw, load_mw=load, renewable_mw=view.renewable_mw,
                              renewable_used_mw=used, grid_mw=grid, curtailment_mw=curtailment,
                              price_usd_per_mwh=view.price_usd_per_mwh, decision_cost_usd=decision,
@@ -319,7 +323,7 @@ def simulate(inst: Instance, schedule: Schedule | Sequence[Sequence[int]] | Mapp
     for d, day in enumerate(inst.days):
         tokens_today = {m.name: m.tokens_by_day[d] for m in job_metrics}
         slots = inst.day_slots(d)
-        energy = energies if inst.horizon_days == 1 else [
+        energy = energies if inst.horizon_days == 1 and inst.tariff is None else [  # monthly charges: no day's
             energy_totals(view, f.load_mw, (f.renewable_used_mw, f.grid_mw, f.curtailment_mw, f.decision_cost_usd),
                           slots) for view, f in zip(views, flows, strict=True)]
         days.append(DayMetrics(
@@ -425,8 +429,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                         "or an oracle output")
     parser.add_argument("--json", action="store_true", help="print the metrics as JSON")
     parser.add_argument("--flows", action="store_true", help="with --json, include the per-slot flows")
-    parser.add_argument("--tariff", metavar="NAME|FILE", help="also the bill of each site's grid import under a utility "
-                        "tariff (a bundled name, python -m aidc_env.tariffs --list, or a URDB JSON file)")
+    parser.add_argument("--tariff", metavar="NAME|FILE", help="also the bill of each site's grid import under a "
+                        "utility tariff (a bundled name, python -m aidc_env.tariffs --list, or a URDB JSON file; default: "
+                        "the instance's own tariff, if any)")
     args = parser.parse_args(argv)
     tariff = None
     if args.tariff is not None:
@@ -434,6 +439,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         tariff = load_tariff(args.tariff)
     inst = load_instance(args.instance)
+    tariff = tariff if tariff is not None else inst.tariff
     result = simulate(inst, read_schedule(args.schedule, inst))
     bills = site_bills(inst, result, tariff) if tariff is not None else {}
     if args.json:
@@ -442,14 +448,20 @@ def main(argv: Sequence[str] | None = None) -> int:
     else:
         print(format_metrics(result.metrics))
         for name, b in bills.items():
-            print(f"bill at {name} under {b.tariff}: ${b.total_usd:,.2f} (energy ${b.energy_usd:,.2f}, demand "
-                  f"${b.demand_usd:,.2f}, fixed ${b.fixed_usd:,.2f})")
+            print(bill_line(name, b))
     return 0
+
+
+def bill_line(site: str, bill: Any) -> str:
+    """One line of a site's bill (:class:`aidc_env.tariffs.Bill`)."""
+    return (f"bill at {site} under {bill.tariff}: ${bill.total_usd:,.2f} (energy ${bill.energy_usd:,.2f}, demand "
+            f"${bill.demand_usd:,.2f}, fixed ${bill.fixed_usd:,.2f})")
 
 
 def site_bills(inst: Instance, result: SimulationResult, tariff: Any) -> dict[str, Any]:
     """Per site, the bill of its grid import (kW per slot, from the instance's first day) under ``tariff``
-    (:func:`aidc_env.tariffs.bill`). A report beside the metrics: the objective stays the real-time LMP's."""
+    (:func:`aidc_env.tariffs.bill`), itemised per month. Under the instance's own tariff (``inst.tariff``) its total is
+    the metrics' grid cost + demand + fixed charges; under another, a report beside the metrics."""
     import datetime as dt
 
     from aidc_env.tariffs import bill

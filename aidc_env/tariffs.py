@@ -55,6 +55,7 @@ import numpy as np
 import pandas as pd
 
 from aidc_env.errors import CliParser, InputError, is_finite, require, run_cli
+from aidc_env.io import read_json_file
 
 TIMEZONE = "America/Los_Angeles"
 """The local time of every bundled tariff and of the project's CAISO data: months, days and hours are read in it."""
@@ -128,6 +129,8 @@ class Tariff:
     min_unit: str = "$/month"
     left_out: tuple[str, ...] = field(default=())
     """Charges the document holds that the bill does not include (export credits, reactive power, ...)."""
+    document: Mapping[str, Any] = field(default_factory=dict, repr=False)
+    """The URDB item it was read from (what an instance's JSON stores: :meth:`from_urdb` reads it back)."""
 
     @property
     def energy_periods(self) -> int:
@@ -266,7 +269,7 @@ def _parse(doc: Mapping[str, Any], source: str) -> Tariff:
                   demand_rate=demand_rate, demand_tier_max=demand_max, demand_weekday=demand_weekday,
                   demand_weekend=demand_weekend, flat_rate=flat_rate, flat_tier_max=flat_max,
                   flat_months=flat_months, fixed_charge=fixed, fixed_unit=fixed_unit, min_charge=minimum,
-                  min_unit=min_unit, left_out=left_out)
+                  min_unit=min_unit, left_out=left_out, document=json.loads(json.dumps(doc)))
 
 
 def load_tariff(name_or_path: str | Path) -> Tariff:
@@ -278,11 +281,7 @@ def load_tariff(name_or_path: str | Path) -> Tariff:
     path = Path(name_or_path)
     require(path.suffix != "" or path.exists(), "tariff",
             f"unknown tariff {str(name_or_path)!r}; bundled: {', '.join(BUNDLED)} (or a URDB JSON file)")
-    try:
-        document = json.loads(path.read_text(encoding="utf-8"))
-    except (json.JSONDecodeError, UnicodeDecodeError) as err:
-        raise InputError("tariff", f"{path}: not a JSON document ({err})") from None
-    return Tariff.from_urdb(document, source=str(path))
+    return Tariff.from_urdb(read_json_file(path, "tariff"), source=str(path))
 
 
 # ------------------------------------------------------------------------------------------------ the bill
@@ -365,7 +364,7 @@ class Bill:
                              for m in self.months])
 
 
-def _tiered(amount: float, bounds: np.ndarray, rates: np.ndarray) -> float:
+def tiered_charge(amount: float, bounds: np.ndarray, rates: np.ndarray) -> float:
     """The charge of ``amount`` (kW) over tiers with upper ``bounds`` and ``rates``."""
     lower = np.concatenate(([0.0], bounds[:-1]))
     return float(np.sum(rates * np.clip(amount - lower, 0.0, bounds - lower)))
@@ -383,7 +382,7 @@ def _energy_charges(kwh: np.ndarray, tariff: Tariff) -> np.ndarray:
     return np.sum(tariff.energy_rate * in_tier * (kwh / total)[:, None], axis=1)
 
 
-def _fraction_charge(amount: float, unit: str, days: int, days_in_month: int) -> float:
+def fraction_charge(amount: float, unit: str, days: int, days_in_month: int) -> float:
     """A fixed or minimum charge for ``days`` of a month: $/day × days, $/month (or $/year / 12) prorated by days."""
     if unit == "$/day":
         return amount * days
@@ -419,6 +418,18 @@ def _check_profile(load_kw: Any, start: Any, slot_hours: float) -> tuple[np.ndar
     return load, first, per_hour
 
 
+def calendar_days(first: dt.date, n_days: int, holidays: Iterable[dt.date] = ()) -> tuple[np.ndarray, np.ndarray]:
+    """Per local day from ``first``: whether it takes the weekend schedules (Saturday, Sunday or one of ``holidays``),
+    and its month as ``year × 12 + month − 1`` (the key of its monthly charges)."""
+    days = pd.date_range(first, periods=n_days, freq="D")
+    try:
+        off = {pd.Timestamp(day).date() for day in holidays}
+    except (TypeError, ValueError):
+        raise InputError("holidays", "must be dates") from None
+    weekend = np.array([d.weekday() in WEEKEND_DAYS or d.date() in off for d in days], dtype=bool)
+    return weekend, (days.year * MONTHS + days.month - 1).to_numpy()
+
+
 def bill(tariff: Tariff, load_kw: Sequence[float] | np.ndarray, start: dt.date | pd.Timestamp,
          slot_hours: float = DEMAND_INTERVAL_HOURS, holidays: Iterable[dt.date] = ()) -> Bill:
     """The bill of a grid load (kW per slot of ``slot_hours``, local wall-clock time from midnight of ``start``, whole
@@ -426,17 +437,11 @@ def bill(tariff: Tariff, load_kw: Sequence[float] | np.ndarray, start: dt.date |
     schedules."""
     load, first, per_hour = _check_profile(load_kw, start, slot_hours)
     per_day = HOURS * per_hour
-    days = pd.date_range(first, periods=load.size // per_day, freq="D")
-    try:
-        off = {pd.Timestamp(day).date() for day in holidays}
-    except (TypeError, ValueError):
-        raise InputError("holidays", "must be dates") from None
-    weekend = np.array([d.weekday() in WEEKEND_DAYS or d.date() in off for d in days])
-    month_of_day = (days.year * MONTHS + days.month - 1).to_numpy()
+    weekend, month_of_day = calendar_days(first, load.size // per_day, holidays)
     hour = np.arange(per_day) // per_hour
-    kwh = (load * slot_hours).reshape(len(days), per_day)
+    kwh = (load * slot_hours).reshape(len(weekend), per_day)
     per_interval = max(per_hour // 4, 1)  # slots per 15-minute demand interval (1 when a slot is longer)
-    demand = load.reshape(-1, per_interval).mean(axis=1).reshape(len(days), -1)
+    demand = load.reshape(-1, per_interval).mean(axis=1).reshape(len(weekend), -1)
     demand_hour = hour[::per_interval]
     months = []
     for key in dict.fromkeys(month_of_day.tolist()):
@@ -453,12 +458,13 @@ def bill(tariff: Tariff, load_kw: Sequence[float] | np.ndarray, start: dt.date |
             sched_d = np.where(weekend[rows, None], tariff.demand_weekend[m][demand_hour],
                                tariff.demand_weekday[m][demand_hour])
             np.maximum.at(demand_peaks, sched_d.ravel(), month_demand.ravel())
-        demand_usd = [_tiered(p, tariff.demand_tier_max[i], tariff.demand_rate[i]) for i, p in enumerate(demand_peaks)]
+        demand_usd = [tiered_charge(p, tariff.demand_tier_max[i], tariff.demand_rate[i])
+                      for i, p in enumerate(demand_peaks)]
         flat = int(tariff.flat_months[m])
-        flat_usd = _tiered(peak, tariff.flat_tier_max[flat], tariff.flat_rate[flat]) if flat >= 0 else 0.0
+        flat_usd = tiered_charge(peak, tariff.flat_tier_max[flat], tariff.flat_rate[flat]) if flat >= 0 else 0.0
         n_days, in_month = int(rows.sum()), calendar.monthrange(year, month + 1)[1]
-        fixed = _fraction_charge(tariff.fixed_charge, tariff.fixed_unit, n_days, in_month)
-        minimum = _fraction_charge(tariff.min_charge, tariff.min_unit, n_days, in_month)
+        fixed = fraction_charge(tariff.fixed_charge, tariff.fixed_unit, n_days, in_month)
+        minimum = fraction_charge(tariff.min_charge, tariff.min_unit, n_days, in_month)
         subtotal = float(energy_usd.sum()) + float(sum(demand_usd)) + flat_usd + fixed
         months.append(MonthBill(year=year, month=month + 1, days=n_days, days_in_month=in_month,
                                 energy_kwh=tuple(float(x) for x in period_kwh),

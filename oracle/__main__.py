@@ -4,14 +4,15 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from aidc_env import limits
 from aidc_env.case import add_case_arguments, instance_from_args
 from aidc_env.errors import CliParser, require, require_number, run_cli
-from aidc_env.instance import load_instance
+from aidc_env.instance import Instance, load_instance
 from aidc_env.io import atomic_path, check_output_file, dumps_json
-from aidc_env.simulator import format_metrics
+from aidc_env.schedule import validate_schedule
+from aidc_env.simulator import bill_line, format_metrics, simulate, site_bills
 from oracle.constants import DEFAULT_MIP_GAP, DEFAULT_SOLVER, DEFAULT_TIME_LIMIT_S, METHODS, PLACEMENTS
 
 if TYPE_CHECKING:
@@ -90,8 +91,21 @@ def main(argv: Sequence[str] | None = None) -> int:
                        threads=args.threads, tee=args.log, placement=args.placement)
     finally:
         sys.stdout = stdout
-    print(dumps_json(result.to_dict(), indent=1) if args.json else summary(result))
+    bills = tariff_bills(inst, result)
+    if args.json:
+        print(dumps_json({**result.to_dict(), **({"bills": {name: b.to_dict() for name, b in bills.items()}}
+                                                 if bills else {})}, indent=1))
+    else:
+        print("\n".join([summary(result)] + [bill_line(name, b) for name, b in bills.items()]))
     return 0
+
+
+def tariff_bills(inst: Instance, result: OracleResult) -> dict[str, Any]:
+    """Under a tariff, each site's itemised bill of the answer's schedule (the simulator's replay); else none."""
+    if inst.tariff is None or result.schedule is None:
+        return {}
+    replayed = simulate(inst, validate_schedule(inst, result.schedule, result.sites, result.caps))
+    return site_bills(inst, replayed, inst.tariff)
 
 
 def summary(result: OracleResult) -> str:

@@ -3,17 +3,18 @@
 
 - ``exact``: the day oracle (:class:`oracle.model.OracleModel`, fast formulation): one site, no fleet workloads
   (fine-tuning, inference, an idle-GPU value), at most two jobs; optimality proved by label setting or branch and bound,
-  the textbook MILP raced as the guard;
+  the textbook MILP raced as the guard; a tariff's demand charges (peak rows over the joint states) by branch and
+  bound alone;
 - ``decomposition``: column generation with a proven Lagrangian bound (:mod:`oracle.decomposition`), any instance
   without power caps, tiers or a training value (grid calls it models: :mod:`oracle.call_rows`);
 - ``textbook``: the day's direct MILP (the textbook formulation of :mod:`oracle.formulations`): one site, no fleet
   workloads, no placement or start (any number of jobs); the one method that models all the grid's side (GPU power
-  caps, grid calls, throughput tiers, a training value: :mod:`oracle.grid_rows`);
+  caps, grid calls, throughput tiers, a training value: :mod:`oracle.grid_rows`) and a tariff's demand charges;
 - ``auto`` (the default): ``textbook`` for an instance with the grid's side (``decomposition`` for grid calls alone
-  where the textbook does not apply), else ``exact`` where it applies, else
-  ``decomposition``. The exact oracle proves its days (its
-  joint-state network is exact, its answers are the regression pins), but its states multiply with every job and site;
-  the decomposition scales to fleets and sites and reports its proven bound and gap.
+  where the textbook does not apply) or a tariff's demand charges (its model is the smaller), else ``exact`` where it
+  applies, else ``decomposition``. The exact oracle proves its days (its joint-state network is exact, its answers are
+  the regression pins), but its states multiply with every job and site; the decomposition scales to fleets and sites
+  and reports its proven bound and gap.
 
 Every answer is an :class:`~oracle.result.OracleResult` whose metrics are the simulator's replay of its schedule.
 """
@@ -44,10 +45,11 @@ def route(inst: Instance, method: str = "auto", placement: str = "move", start: 
     require(method in METHODS, "method", f"must be one of {', '.join(METHODS)}, got {method!r}")
     day_model = exact_applies(inst) and placement == "move" and start is None
     textbook = not inst.has_sites and not inst.has_fleet_workloads and placement == "move" and start is None
-    if method == "auto" and inst.has_grid_side:
+    if method == "auto" and (inst.has_grid_side or inst.has_demand_charges):
         if not textbook and not refusal(inst):  # grid calls only, on sites or fleets
             return "decomposition"
-        require(textbook, "method", "power caps, tiers and a training value are solved by the textbook MILP of one "
+        require(textbook, "method", "power caps, tiers, a training value and demand charges are solved by the "
+                "textbook MILP of one "
                 "site without fine-tuning, inference or idle-GPU value (no placement or start either); grid calls "
                 "alone also by the decomposition")
         return "textbook"

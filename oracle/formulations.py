@@ -26,6 +26,8 @@ import numpy as np
 import pyomo.environ as pyo
 from pyomo.core.expr.numeric_expr import LinearExpression
 
+from aidc_env.billing import KW_PER_MW, TariffTerms
+from aidc_env.errors import require
 from aidc_env.instance import PAUSE, Instance
 from aidc_env.simulator import TRANCHE_TOLERANCE, facility_load_mw, slot_decision_cost_usd
 from oracle.constants import FORMULATIONS
@@ -226,7 +228,10 @@ def build_fast(data: OracleData, *, allow_pause: bool = True) -> Built:
         return linear(cost.ravel(), [m.y[b, i] for b in range(d.n_blocks) for i in range(len(states))],
                       d.renewable_cost_usd)
 
-    m.cost = pyo.Objective(expr=objective_expr(data), sense=pyo.minimize)
+    terms = inst.tariff_terms
+    charges = _add_fast_demand_rows(m, data, state_ids) if terms is not None else 0.0
+    fixed = terms.fixed_usd if terms is not None else 0.0
+    m.cost = pyo.Objective(expr=objective_expr(data) + charges + fixed, sense=pyo.minimize)
     current = {"data": data}
     state_index = {tuple(int(v) for v in row): i for i, row in enumerate(states)}
 
@@ -243,11 +248,15 @@ def build_fast(data: OracleData, *, allow_pause: bool = True) -> Built:
             chosen = state_index.get(joint)
             for i in range(len(states)):
                 yield m.y[b, i], float(i == chosen)
+        if terms is not None:
+            yield from demand_start_values(m, terms, joint_grid_mw(data, schedule))
 
     def objective_of(schedule: Sequence[Sequence[int]]) -> float:
-        return joint_objective_usd(current["data"], schedule)
+        extra = 0.0 if terms is None else terms.demand_usd(joint_grid_mw(current["data"], schedule)) + fixed
+        return joint_objective_usd(current["data"], schedule) + extra
 
     def update_costs(new: OracleData) -> None:
+        require(new.inst.tariff_terms is None, "tariff", "a model under a tariff is rebuilt, not re-priced")
         m.del_component(m.cost)
         m.cost = pyo.Objective(expr=objective_expr(new), sense=pyo.minimize)
         current["data"] = new
@@ -328,11 +337,15 @@ def build_textbook(data: OracleData, *, allow_pause: bool = True, group_slots: b
             yield m.g[t], max(0.0, float(deficit[t]))
         for t in negative:
             yield m.importing[t], float(deficit[t] > 0)
+        yield from demand_start_values(m, inst.tariff_terms, np.maximum(0.0, deficit))
 
     def objective_of(schedule: Sequence[Sequence[int]]) -> float:
         load = slot_loads(schedule)
         grid = np.maximum(0.0, load - renewable)
-        return data.renewable_cost_usd + float(np.sum(grid_coef * grid + curt_coef * (renewable - load + grid)))
+        terms = inst.tariff_terms
+        charges = 0.0 if terms is None else terms.demand_usd(grid) + terms.fixed_usd
+        return data.renewable_cost_usd + charges + float(np.sum(grid_coef * grid + curt_coef * (renewable - load
+                                                                                               + grid)))
 
     def fix_before(schedule: Sequence[Sequence[int]], caps: Sequence[Sequence[float]] | None, slot: int) -> None:
         if grid is not None and not grid.expresses(caps, slot):  # the same model with a variable per slot
@@ -415,8 +428,84 @@ def _add_slot_rows(m: pyo.ConcreteModel, data: OracleData, grid: GridRows | None
                                                                          + m.g[t]) for t in range(T))
     if lost is not None:
         energy = energy + linear(lost[0], lost[1])
+    if inst.tariff_terms is not None:
+        energy = energy + _add_demand_rows(m, inst.tariff_terms)
+        constant += inst.tariff_terms.fixed_usd
     m.cost = pyo.Objective(expr=energy + constant, sense=pyo.minimize)
     return idle_load, delta_load, grid_coef, curt_coef, negative
+
+
+def _add_fast_demand_rows(m: pyo.ConcreteModel, data: OracleData, state_ids: np.ndarray) -> LinearExpression | float:
+    """The fast model's demand charges: the pieces of :func:`_add_demand_rows`, one row per (charge, block) instead of
+    per slot: a joint state's load is constant over a block, so its import is highest in the slot of the block (within
+    the charge) with the least renewable, and Σ_i p[k,i] ≥ Σ_S y[b,S]·max(L_S − min R, 0) is the slots' rows exactly
+    (in the LP relaxation too: each term falls as R rises)."""
+    terms, renewable = data.inst.tariff_terms, data.inst.renewable_mw
+    load = data.joint_load_mw[state_ids]
+    rows: dict[tuple[int, int], tuple[list[float], list[int]]] = {}
+    for k, charge in enumerate(terms.demand):
+        in_charge = np.zeros(data.inst.slots, dtype=bool)
+        in_charge[charge.slots] = True
+        for b in range(data.n_blocks):
+            where = data.block_slots(b)
+            if in_charge[where].any():
+                grid = np.maximum(load - float(renewable[where][in_charge[where]].min()), 0.0)
+                ids = np.flatnonzero(grid > 0)
+                if ids.size:
+                    rows[k, b] = (grid[ids].tolist(), ids.tolist())
+    return _add_demand_rows(m, terms, rows)
+
+
+def joint_grid_mw(data: OracleData, schedule: Sequence[Sequence[int]]) -> np.ndarray:
+    """A schedule's grid import per slot (MW), from the fast model's joint states and loads."""
+    index = {tuple(int(v) for v in row): i for i, row in enumerate(data.joint_states)}
+    load = np.empty(data.inst.slots)
+    for b, joint in enumerate(joint_path(data, schedule)):
+        load[data.block_slots(b)] = data.joint_load_mw[index[joint]]
+    return np.maximum(load - data.inst.renewable_mw, 0.0)
+
+
+def _add_demand_rows(m: pyo.ConcreteModel, terms: TariffTerms,
+                     fast_rows: dict[tuple[int, int], tuple[list[float], list[int]]] | None = None
+                     ) -> LinearExpression | float:
+    """A tariff's demand charges (:mod:`aidc_env.billing`): per charge k and tier i a peak piece p[k,i] (MW, at most
+    the tier's width), Σ_i p[k,i] ≥ g_t for every slot t of the charge (``fast_rows``: the fast model's rows instead),
+    cost Σ rate·1000·p. Rates rise with the tier
+    (convex), so the pieces fill in tier order and the cost is the tiered charge of the highest import."""
+    if not terms.demand:
+        return 0.0
+    pieces = [(k, i) for k, charge in enumerate(terms.demand) for i in range(charge.rate_usd_per_kw.size)]
+
+    def width(m, k, i):
+        bounds = terms.demand[k].tier_max_kw
+        upper = float(bounds[i] - (bounds[i - 1] if i else 0.0)) / KW_PER_MW
+        return (0.0, upper if np.isfinite(upper) else None)
+
+    m.peak = pyo.Var(pieces, domain=pyo.NonNegativeReals, bounds=width)
+    tiers = {k: range(charge.rate_usd_per_kw.size) for k, charge in enumerate(terms.demand)}
+
+    def peak(k: int) -> LinearExpression:
+        return linear([1.0] * len(tiers[k]), [m.peak[k, i] for i in tiers[k]])
+
+    if fast_rows is None:  # textbook: one row per slot of each charge
+        rows = [(k, int(t)) for k, charge in enumerate(terms.demand) for t in charge.slots]
+        m.peak_floor = pyo.Constraint(rows, rule=lambda m, k, t: peak(k) >= m.g[t])
+    else:  # fast: one row per (charge, block) over the joint states
+        m.peak_floor = pyo.Constraint(list(fast_rows), rule=lambda m, k, b: peak(k) >= linear(
+            fast_rows[k, b][0], [m.y[b, i] for i in fast_rows[k, b][1]]))
+    return linear([float(terms.demand[k].rate_usd_per_kw[i]) * KW_PER_MW for k, i in pieces],
+                  [m.peak[k, i] for k, i in pieces])
+
+
+def demand_start_values(m: pyo.ConcreteModel, terms: TariffTerms | None,
+                        grid_mw: np.ndarray) -> Iterator[tuple[pyo.Var, float]]:
+    """The peak pieces of :func:`_add_demand_rows` for a schedule's import (MW per slot): its tiers filled in order."""
+    for k, charge in enumerate(terms.demand if terms is not None else ()):
+        peak = charge.peak_kw(grid_mw) / KW_PER_MW
+        lower = 0.0
+        for i, bound in enumerate(charge.tier_max_kw / KW_PER_MW):
+            yield m.peak[k, i], float(min(max(peak - lower, 0.0), bound - lower))
+            lower = float(bound)
 
 
 def _read_choices(m: pyo.ConcreteModel, inst: Instance, choices: Sequence[Sequence[int]],

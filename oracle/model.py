@@ -29,6 +29,7 @@ from aidc_env.simulator import Metrics, simulate
 from oracle import labeling
 from oracle.constants import DEFAULT_MIP_GAP, DEFAULT_SOLVER, DEFAULT_TIME_LIMIT_S, FORMULATIONS, STATUSES
 from oracle.data import MAX_JOINT_STATES, OracleData, joint_objective_usd, oracle_data, span_days
+from oracle.demand_start import level_schedules
 from oracle.decomposition import Decomposition
 from oracle.feasibility import FeasibilityCheck, precheck
 from oracle.formulations import Built, build, tranche_tokens, usable_state_ids
@@ -71,13 +72,14 @@ def structure_key(inst: Instance) -> tuple:
 
 
 def best_start(inst: Instance, allow_pause: bool = True) -> Incumbent | None:
-    """The cheapest feasible MIP start among holding the initial modes, fixed continuous and the greedy rule (None if
-    none is feasible)."""
+    """The cheapest feasible MIP start among holding the initial modes, fixed continuous, the greedy rule and, under
+    demand charges, the level heuristic (:mod:`oracle.demand_start`); None if none is feasible."""
     candidates = [[[job.initial_mode] * job.segments for job in inst.jobs]]
     if all(job.baseline_mode != PAUSE for job in inst.jobs):
         candidates.append(fixed_schedule(inst))
         with contextlib.suppress(ValueError):  # the rule has no mode within a job's share of a small pool
             candidates.append(greedy_schedule(inst))
+    candidates += level_schedules(inst)  # under demand charges: flat imports
     best = None
     for schedule in candidates:
         if not allow_pause and any(c == PAUSE for row in schedule for c in row):
@@ -188,7 +190,8 @@ class OracleModel:
     def update(self, inst: Instance) -> None:
         """Point the model at another instance (in place if the structure is the same, else rebuilt)."""
         same = structure_key(inst) == structure_key(self.inst) and self.formulation == "fast" and \
-            self.decomposition is None and not inst.has_fleet_workloads
+            self.decomposition is None and not inst.has_fleet_workloads and inst.tariff is None and \
+            self.inst.tariff is None
         if not same:
             spent = self._pending_build_seconds
             self._build(inst)
@@ -250,7 +253,9 @@ class OracleModel:
                     "options": options}
         proof = "branch-and-bound"
         details: dict[str, float] = {}
-        if self.reduce and self.formulation == "fast" and isinstance(self._runner, HighsRunner):
+        # The reduction's bounds and label search price slots apart: demand charges couple a month's slots.
+        if (self.reduce and self.formulation == "fast" and isinstance(self._runner, HighsRunner)
+                and not inst.has_demand_charges):
             race = None if self.race_after_s is None else TextbookRace(
                 inst, time_limit_s=time_limit_s, mip_gap=mip_gap, allow_pause=self.allow_pause, threads=threads,
                 after_s=threshold_s(self.race_after_s, self.data.n_blocks))
@@ -516,7 +521,7 @@ class OracleModel:
                 caps: list[list[int]] | None = None) -> Metrics:
         """The simulator's metrics of the schedule (and its caps); AssertionError if the model's own objective of it or
         the solver's disagrees, or the schedule breaks the model (a bug)."""
-        if self.formulation == "fast":
+        if self.formulation == "fast" and self._built is None:  # proven by the label search: the model's costs
             own = joint_objective_usd(self.data, schedule)
         else:
             own = self.built.objective_of(schedule) if self.built.objective_of is not None else None

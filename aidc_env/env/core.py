@@ -186,6 +186,9 @@ class DispatchEnv(gym.Env):
         self._episode_instances: dict[tuple[str, tuple], Instance] = {}  # a day with the stream's calls
         for inst in self._instances.values():
             self.outlook.check(inst)
+            require(not inst.has_demand_charges, "tariff", f"the env bills a tariff's energy rates but not its demand "
+                    f"charges yet ({inst.tariff.name if inst.tariff else ''}): use a tariff without them, or the "
+                    "oracle and the simulator")
         self.days = episode_days(self._instances, c["days"])
         # The first instance: every instance of the env has its structure (jobs, sites, slots).
         self.template = t = next(iter(self._instances.values()))

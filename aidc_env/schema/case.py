@@ -179,6 +179,9 @@ class CaseDocument(Table):
     """Value of a GPU-hour of pre-training at a job's baseline throughput (tokens short of it are training lost)."""
     power_caps: PowerCaps | None = None
     grid_calls: list[CallSpec] = []
+    tariff: Str | None = None
+    """The utility tariff that bills the grid import: a bundled name (``python -m aidc_env.tariffs --list``) or a URDB
+    JSON file; None: the real-time LMP."""
     facility: Facility = Facility()
     energy: Energy = Energy()
     migration: Migration = Migration()

@@ -230,6 +230,8 @@ class InstanceDocument(Table):
     grid_calls: list[GridCallDocument] = []
     training_value_usd_per_gpu_hour: IdleValue = 0.0
     forecast: ForecastDocument | None = None
+    tariff: dict[str, Any] | None = None
+    """The URDB item of the tariff that bills the grid import (:mod:`aidc_env.tariffs` reads it)."""
     network: NetworkDocument | None = None
 
     @model_validator(mode="after")
