@@ -36,7 +36,7 @@ from oracle.formulations import Built, build, tranche_tokens, usable_state_ids
 from oracle.race import PROOF as TEXTBOOK_PROOF
 from oracle.race import RACE_AFTER_S, TextbookRace, threshold_s
 from oracle.reduction import excluded, lagrangian_prices, through_bounds
-from oracle.result import OracleResult, closed, modes_used, relative_gap, replay
+from oracle.result import OracleResult, closed, modes_used, relative_gap, replay, require_at_least
 from oracle.solvers import HighsRunner, PyomoRunner, RunOutcome, make_runner
 
 REDUCTION_DELTA0, REDUCTION_DELTA0_HORIZON = 1e-3, 2.5e-4
@@ -270,8 +270,15 @@ class OracleModel:
         built = self._built  # the fast path may prove a day without building the Pyomo model
         caps = built.read_caps() if schedule is not None and built is not None and built.read_caps else None
         build_seconds, self._pending_build_seconds = self._pending_build_seconds + run.load_seconds, 0.0
-        metrics = self._verify(schedule, run.objective, caps) if schedule is not None else None
-        status, gap = run.status, relative_gap(run.objective, run.bound)
+        # A schedule found before the proof may leave continuous variables above their floor (an import or a peak
+        # piece with slack): its true cost, the replay's, is then below the solver's value, and is what is reported.
+        proven = run.status == "optimal"
+        metrics = self._verify(schedule, run.objective if proven else None, caps) if schedule is not None else None
+        objective = run.objective
+        if metrics is not None and not proven and run.objective is not None:
+            require_at_least(run.objective, metrics.objective_usd, self.formulation)
+            objective = metrics.objective_usd
+        status, gap = run.status, relative_gap(objective, run.bound)
         reason = check.solver_reason(inst) if status == "infeasible" else run.message if status == "error" else ""
         if status == "infeasible" and inst.has_grid_side:
             reason = ("no schedule meets every target and tier while it delivers every call (within the pool, restarts "
@@ -280,7 +287,7 @@ class OracleModel:
             found = "before any schedule was found" if not run.has_solution else (
                 "before any lower bound was proved" if gap is None else f"with a gap of {gap:.2e}")
             reason = f"time limit of {time_limit_s:g} s reached {found}"
-        return OracleResult(status=status, schedule=schedule, objective_usd=run.objective if run.has_solution else None,
+        return OracleResult(status=status, schedule=schedule, objective_usd=objective if run.has_solution else None,
                             best_bound_usd=run.bound, gap=gap if run.has_solution else None,
                             build_seconds=build_seconds, solve_seconds=start_seconds + run.solve_seconds,
                             metrics=metrics, reason=reason, modes_used=modes_used(inst, schedule) if schedule else {},

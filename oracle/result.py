@@ -116,6 +116,13 @@ def modes_used(inst: Instance, schedule: Sequence[Sequence[int]]) -> dict[str, l
     return out
 
 
+def require_at_least(model_usd: float, replay_usd: float, who: str) -> None:
+    """AssertionError (a bug) if a model values a schedule below its replay: a model may over-count a schedule found
+    before its proof (slack in its continuous variables), never under-count it."""
+    if model_usd < replay_usd - (OBJECTIVE_RTOL * max(abs(replay_usd), 1.0) + OBJECTIVE_ATOL_USD):
+        raise AssertionError(f"{who} objective ${model_usd!r} < simulator replay ${replay_usd!r}")
+
+
 def replay(inst: Instance, schedule: Sequence[Sequence[int]], sites: Sequence[Sequence[int]] | None,
            objectives: Sequence[float | None], who: str, caps: Sequence[Sequence[int]] | None = None) -> Metrics:
     """The simulator's metrics of a schedule (and its caps); AssertionError if one of ``objectives`` (the model's own,

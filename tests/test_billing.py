@@ -220,3 +220,12 @@ def test_env_refuses_demand_charges_in_one_line(small: Instance) -> None:
 
     with pytest.raises(InputError, match="demand charges"):
         DispatchEnv(case=small)
+
+
+@pytest.mark.parametrize(("argv", "field"), [(["--months", "13"], "months"), (["--tariffs", "nope"], "tariff"),
+                                              (["--time-limit", "0"], "time-limit")])
+def test_the_bills_study_refuses_bad_input_in_one_line(argv, field, tmp_path) -> None:
+    out = subprocess.run([sys.executable, "-m", "experiments.bills_study", *argv, "--out", str(tmp_path / "o")],
+                         capture_output=True, text=True)
+    assert out.returncode == 2 and len(out.stderr.strip().splitlines()) == 1 and field in out.stderr
+    assert not (tmp_path / "o").exists()

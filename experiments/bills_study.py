@@ -1,0 +1,199 @@
+"""The bills study (docs/bills.md): what flexibility saves under each bill, month by month; the month oracle's times.
+
+    python -m experiments.bills_study [--case 2048] [--months 1-12] [--tariffs sce-tou8] [--time-limit S] [--out DIR]
+
+For each calendar month of 2023 (``caiso-2023``, a horizon of the month's days, the case's K) and each bill:
+
+- ``lmp``: the real-time LMP on the grid import (every figure of the project before bills);
+- each tariff of ``--tariffs`` (bundled or URDB files): its TOU energy rates, its monthly demand charges and fixed
+  charges (``Instance.with_tariff``; the oracle minimises the bill itself);
+
+the row holds fixed training's bill (:func:`aidc_env.baselines.fixed_schedule`, the inflexible reference), the
+oracle's (``oracle.solve``, ``--time-limit`` seconds: its status, proven bound, gap and seconds), the saving
+flexibility earns (fixed − oracle; at most fixed − bound), the part of it that is demand charge, and, under a tariff,
+the bill of the LMP oracle's schedule (what following prices earns when the bill is a tariff). Every figure is the
+simulator's replay.
+
+Writes ``bills_study.json`` (every row), ``bills_study.md`` (the tables) and ``bills_saving.png`` into ``--out``
+(default a new numbered folder runs/bills_study_N), atomically.
+"""
+
+from __future__ import annotations
+
+import calendar
+import sys
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from aidc_env import limits
+from aidc_env.baselines import fixed_schedule
+from aidc_env.case import build_instance
+from aidc_env.errors import CliParser, require, require_number, run_cli
+from aidc_env.instance import Instance
+from aidc_env.io import atomic_write_text, write_json
+from aidc_env.metrics import Metrics
+from aidc_env.simulator import simulate
+from aidc_env.tariffs import load_tariff
+from experiments.runs import result_folder
+from oracle import solve
+
+PROFILES = "caiso-2023"
+YEAR = 2023
+LMP = "lmp"
+DEFAULT_TARIFFS = ("sce-tou8",)
+"""SCE's TOU-8 Option D: the 2048 case's site prices at the SCE node, so SCE's large-customer tariff is its bill."""
+DEFAULT_TIME_LIMIT_S = 120.0
+RESULTS = ("bills_study.json", "bills_study.md", "bills_saving.png")
+
+
+def _bill(metrics: Metrics) -> dict[str, float]:
+    """A schedule's bill from its metrics: the objective, and its energy (grid), demand and fixed parts ($)."""
+    return {"objective_usd": metrics.objective_usd, "energy_usd": metrics.grid_cost_usd,
+            "demand_usd": metrics.demand_charge_usd, "fixed_usd": metrics.fixed_charge_usd,
+            "peak_grid_mw": metrics.peak_grid_mw, "feasible": metrics.feasible}
+
+
+def month_instance(case: str, month: int, bill: str) -> Instance:
+    """The case over a calendar month of 2023, billed at the real-time LMP or by a tariff."""
+    inst = build_instance(case, day=f"{YEAR}-{month:02d}-01", profiles=PROFILES,
+                          horizon_days=calendar.monthrange(YEAR, month)[1])
+    return inst if bill == LMP else inst.with_tariff(load_tariff(bill))
+
+
+def month_rows(case: str, month: int, bills: Sequence[str], time_limit_s: float,
+               log: Callable[[str], None]) -> list[dict[str, Any]]:
+    """One row per bill of a month (module docstring); the LMP oracle's schedule is billed under every tariff."""
+    rows, lmp_schedule = [], None
+    for bill in bills:
+        inst = month_instance(case, month, bill)
+        fixed = simulate(inst, fixed_schedule(inst)).metrics
+        tick = time.perf_counter()
+        result = solve(inst, time_limit_s=time_limit_s)
+        seconds = time.perf_counter() - tick
+        row = {"case": case, "month": month, "bill": bill, "status": result.status, "gap": result.gap,
+               "seconds": seconds, "method": result.method, "bound_usd": result.best_bound_usd,
+               "fixed": _bill(fixed), "oracle": _bill(result.metrics) if result.metrics is not None else None}
+        if result.metrics is not None:
+            row["saving_usd"] = fixed.objective_usd - result.metrics.objective_usd
+            row["saving_at_most_usd"] = (fixed.objective_usd - result.best_bound_usd
+                                         if result.best_bound_usd is not None else None)
+            row["demand_saving_usd"] = fixed.demand_charge_usd - result.metrics.demand_charge_usd
+        if bill == LMP:
+            lmp_schedule = (result.schedule, result.sites, result.caps)
+        elif lmp_schedule is not None and lmp_schedule[0] is not None:
+            row["lmp_schedule"] = _bill(simulate(inst, lmp_schedule[0]).metrics)
+        rows.append(row)
+        log(f"{case} {YEAR}-{month:02d} {bill}: {result.status} in {seconds:.1f} s (gap "
+            f"{'-' if result.gap is None else f'{result.gap:.2%}'}), saving "
+            f"${row.get('saving_usd', float('nan')):,.0f}")
+    return rows
+
+
+# ------------------------------------------------------------------------------------------------ tables
+
+
+def _money(x: float | None) -> str:
+    return "–" if x is None else f"${x:,.0f}"
+
+
+def tables(rows: Sequence[dict[str, Any]]) -> str:
+    """The study's markdown: the saving by bill and month, and the oracle's times."""
+    lines = ["| case | month | bill | fixed | oracle | saving | saving at most | of it demand | LMP schedule |",
+             "|---|---|---|---:|---:|---:|---:|---:|---:|"]
+    for r in rows:
+        saving, demand = r.get("saving_usd"), r.get("demand_saving_usd")
+        share = f"{demand / saving:.0%}" if saving and demand is not None and r["bill"] != LMP else "–"
+        lines.append(f"| {r['case']} | {r['month']:02d} | {r['bill']} | {_money(r['fixed']['objective_usd'])} | "
+                     f"{_money(r['oracle'] and r['oracle']['objective_usd'])} | {_money(saving)} | "
+                     f"{_money(r.get('saving_at_most_usd'))} | {share} | "
+                     f"{_money(r.get('lmp_schedule', {}).get('objective_usd'))} |")
+    lines += ["", "| case | bill | months | proven | seconds median | p90 | max | gap median | gap max |",
+              "|---|---|---:|---:|---:|---:|---:|---:|---:|"]
+    for case in dict.fromkeys(r["case"] for r in rows):
+        for bill in dict.fromkeys(r["bill"] for r in rows):
+            group = [r for r in rows if r["case"] == case and r["bill"] == bill]
+            if not group:
+                continue
+            seconds = np.array([r["seconds"] for r in group])
+            gaps = np.array([r["gap"] if r["gap"] is not None else np.nan for r in group])
+            proven = sum(r["status"] == "optimal" for r in group)
+            gap_text = ("–", "–") if np.all(np.isnan(gaps)) else (f"{np.nanmedian(gaps):.2%}", f"{np.nanmax(gaps):.2%}")
+            lines.append(f"| {case} | {bill} | {len(group)} | {proven} | {np.median(seconds):.1f} | "
+                         f"{np.percentile(seconds, 90):.1f} | {seconds.max():.1f} | {gap_text[0]} | {gap_text[1]} |")
+    return "\n".join(lines) + "\n"
+
+
+def plot(rows: Sequence[dict[str, Any]], path: Path) -> None:
+    """The saving per month, one bar group per bill (and its upper end where the oracle is not proven)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from experiments.plots import save_figure
+
+    bills = list(dict.fromkeys(r["bill"] for r in rows))
+    months = sorted({r["month"] for r in rows})
+    fig, ax = plt.subplots(figsize=(9, 4))
+    width = 0.8 / max(len(bills), 1)
+    for i, bill in enumerate(bills):
+        by_month = {r["month"]: r for r in rows if r["bill"] == bill}
+        x = np.array(months) + (i - (len(bills) - 1) / 2) * width
+        saving = [by_month[m].get("saving_usd") or 0.0 for m in months]
+        upper = [(by_month[m].get("saving_at_most_usd") or 0.0) - s for m, s in zip(months, saving, strict=True)]
+        ax.bar(x, saving, width, label=bill, yerr=[np.zeros(len(months)), np.maximum(upper, 0.0)], capsize=2)
+    ax.set_xticks(months, [calendar.month_abbr[m] for m in months])
+    ax.set_ylabel("saving against fixed training ($ a month)")
+    ax.legend()
+    save_figure(fig, path)
+
+
+def _months(text: str) -> list[int]:
+    try:
+        if "-" in text:
+            lo, hi = (int(x) for x in text.split("-"))
+            months = list(range(lo, hi + 1))
+        else:
+            months = [int(x) for x in text.split(",") if x]
+    except ValueError:
+        months = []
+    require(bool(months) and all(1 <= m <= 12 for m in months), "months", f"must be months 1-12 (e.g. 1-12 or 1,7), "
+            f"got {text!r}")
+    return months
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = CliParser(description="The bills study: the saving flexibility earns under each bill, month by month, and "
+                       "the month oracle's times (docs/bills.md).")
+    parser.add_argument("--case", default="2048", help="bundled case or TOML file (default: %(default)s)")
+    parser.add_argument("--months", default="1-12", help="months of 2023: a range or a list (default: %(default)s)")
+    parser.add_argument("--tariffs", default=",".join(DEFAULT_TARIFFS),
+                        help="tariffs beside the real-time LMP, bundled names or URDB files (default: %(default)s)")
+    parser.add_argument("--time-limit", type=float, default=DEFAULT_TIME_LIMIT_S, help="seconds per oracle solve")
+    parser.add_argument("--out", help="output folder (default runs/bills_study_N, the next free N)")
+    args = parser.parse_args(argv)
+    months = _months(args.months)
+    tariffs = [t for t in args.tariffs.split(",") if t]
+    for tariff in tariffs:
+        load_tariff(tariff)  # a bad name is refused before any work
+    require_number(args.time_limit, "time-limit", 0.0, limits.MAX_TIME_LIMIT_S, low_open=True)
+    month_instance(args.case, months[0], LMP)  # a bad case is refused before any work
+    out = result_folder(args.out, "runs", "bills_study", RESULTS)
+    log = lambda s: print(s, flush=True)  # noqa: E731
+    rows: list[dict[str, Any]] = []
+    for month in months:
+        rows += month_rows(args.case, month, [LMP, *tariffs], args.time_limit, log)
+        write_json(out / "bills_study.json", {"rows": rows})  # what is done is kept
+    atomic_write_text(out / "bills_study.md", tables(rows))
+    plot(rows, out / "bills_saving.png")
+    print(tables(rows))
+    print(f"wrote {out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(run_cli(main))
