@@ -2,7 +2,8 @@
 
     python -m experiments.bills_study [--case 2048] [--months 1-12] [--tariffs sce-tou8] [--time-limit S] [--out DIR]
 
-For each calendar month of 2023 (``caiso-2023``, a horizon of the month's days, the case's K) and each bill:
+For each calendar month of 2023 (``caiso-2023``, a horizon of the month's days, the case's K; the data lacks 14 days, so
+January, November and December are their longest run of days, :func:`month_days`) and each bill:
 
 - ``lmp``: the real-time LMP on the grid import (every figure of the project before bills);
 - each tariff of ``--tariffs`` (bundled or URDB files): its TOU energy rates, its monthly demand charges and fixed
@@ -36,6 +37,7 @@ from aidc_env.errors import CliParser, require, require_number, run_cli
 from aidc_env.instance import Instance
 from aidc_env.io import atomic_write_text, write_json
 from aidc_env.metrics import Metrics
+from aidc_env.profiles import load_profiles
 from aidc_env.simulator import simulate
 from aidc_env.tariffs import load_tariff
 from experiments.runs import result_folder
@@ -57,10 +59,26 @@ def _bill(metrics: Metrics) -> dict[str, float]:
             "peak_grid_mw": metrics.peak_grid_mw, "feasible": metrics.feasible}
 
 
+def month_days(month: int, available: set[str]) -> tuple[str, int]:
+    """(first day, days) of the longest run of consecutive days of a 2023 month that the data has (the whole month
+    where it has every day; the first such run on ties)."""
+    best, run = (None, 0), []
+    for day in range(1, calendar.monthrange(YEAR, month)[1] + 2):
+        date = f"{YEAR}-{month:02d}-{day:02d}" if day <= calendar.monthrange(YEAR, month)[1] else None
+        if date in available:
+            run.append(date)
+            continue
+        if len(run) > best[1]:
+            best = (run[0], len(run))
+        run = []
+    require(best[0] is not None, "months", f"{PROFILES} has no day of {YEAR}-{month:02d}")
+    return best
+
+
 def month_instance(case: str, month: int, bill: str) -> Instance:
-    """The case over a calendar month of 2023, billed at the real-time LMP or by a tariff."""
-    inst = build_instance(case, day=f"{YEAR}-{month:02d}-01", profiles=PROFILES,
-                          horizon_days=calendar.monthrange(YEAR, month)[1])
+    """The case over a calendar month of 2023 (:func:`month_days`), billed at the real-time LMP or by a tariff."""
+    first, days = month_days(month, set(load_profiles(PROFILES).dates()))
+    inst = build_instance(case, day=first, profiles=PROFILES, horizon_days=days)
     return inst if bill == LMP else inst.with_tariff(load_tariff(bill))
 
 
@@ -74,7 +92,8 @@ def month_rows(case: str, month: int, bills: Sequence[str], time_limit_s: float,
         tick = time.perf_counter()
         result = solve(inst, time_limit_s=time_limit_s)
         seconds = time.perf_counter() - tick
-        row = {"case": case, "month": month, "bill": bill, "status": result.status, "gap": result.gap,
+        row = {"case": case, "month": month, "first_day": inst.day, "days": inst.horizon_days, "bill": bill,
+               "status": result.status, "gap": result.gap,
                "seconds": seconds, "method": result.method, "bound_usd": result.best_bound_usd,
                "fixed": _bill(fixed), "oracle": _bill(result.metrics) if result.metrics is not None else None}
         if result.metrics is not None:
@@ -102,12 +121,13 @@ def _money(x: float | None) -> str:
 
 def tables(rows: Sequence[dict[str, Any]]) -> str:
     """The study's markdown: the saving by bill and month, and the oracle's times."""
-    lines = ["| case | month | bill | fixed | oracle | saving | saving at most | of it demand | LMP schedule |",
-             "|---|---|---|---:|---:|---:|---:|---:|---:|"]
+    lines = ["| case | month | days | bill | fixed | oracle | saving | saving at most | of it demand | LMP schedule |",
+             "|---|---|---:|---|---:|---:|---:|---:|---:|---:|"]
     for r in rows:
         saving, demand = r.get("saving_usd"), r.get("demand_saving_usd")
         share = f"{demand / saving:.0%}" if saving and demand is not None and r["bill"] != LMP else "–"
-        lines.append(f"| {r['case']} | {r['month']:02d} | {r['bill']} | {_money(r['fixed']['objective_usd'])} | "
+        lines.append(f"| {r['case']} | {r['month']:02d} | {r['days']} | {r['bill']} | "
+                     f"{_money(r['fixed']['objective_usd'])} | "
                      f"{_money(r['oracle'] and r['oracle']['objective_usd'])} | {_money(saving)} | "
                      f"{_money(r.get('saving_at_most_usd'))} | {share} | "
                      f"{_money(r.get('lmp_schedule', {}).get('objective_usd'))} |")
