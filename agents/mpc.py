@@ -28,6 +28,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from aidc_env.errors import require
 from aidc_env.information import Forecast, outlook
 from aidc_env.instance import PAUSE, Instance
 from aidc_env.schedule import Schedule, validate_schedule
@@ -116,7 +117,8 @@ def sub_instance(inst: Instance, start: int, stop: int, current: list[int], toke
     proof): it chooses them by the days an instance spans (:func:`oracle.data.span_days`), so a re-solve from inside
     a week is proven like a week, and every sub-instance of a one-day instance keeps the day's path. Daily minimums
     (``min_daily_share``) are not carried: the re-solve would need the minimum left of the current day, a per-day
-    target the instance does not hold (the oracle itself models σ on whole-day horizons).
+    target the instance does not hold (the oracle itself models σ on whole-day horizons). Under a tariff the prices
+    are its energy rates and the sub-instance bills them as prices; demand charges are refused (one line).
     """
     span = stop - start
     keep = active_jobs(inst, start)
@@ -129,7 +131,10 @@ def sub_instance(inst: Instance, start: int, stop: int, current: list[int], toke
             changes = {"release_slot": max(release - start, 0), "deadline_slot": min(deadline, stop) - start}
         jobs.append(dataclasses.replace(job, segments=span // inst.slots_per_segment(job), initial_mode=current[j],
                                         tranche_tokens=max(0.0, job.tranche_tokens - tokens_done[j]), **changes))
-    changes: dict = {"jobs": tuple(jobs), "horizon_days": 1, "min_daily_share": 0.0}
+    require(not inst.has_demand_charges, "tariff", "a re-plan from inside a month would need the month's peaks so "
+            "far, which sub-instances do not carry yet: MPC takes a tariff's energy rates, not its demand charges")
+    # The tariff's energy rates are the sub-instance's prices already; it bills no whole days of its own.
+    changes: dict = {"jobs": tuple(jobs), "horizon_days": 1, "min_daily_share": 0.0, "tariff": None}
     if inst.inference:
         changes["inference"] = tuple(dataclasses.replace(service, gpus=service.gpus[start:stop],
                                                          demand_share=service.demand_share[start:stop])

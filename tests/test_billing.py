@@ -215,11 +215,38 @@ def test_level_heuristic_starts_flat_and_feasible(e19: Tariff) -> None:
     assert level_schedules(build_instance("2048", day="2023-07-03", profiles="caiso-2023")) == []  # no tariff
 
 
-def test_env_refuses_demand_charges_in_one_line(small: Instance) -> None:
+@settings(max_examples=10, deadline=None)
+@given(seed=st.integers(0, 10_000), tariff=st.sampled_from(sorted(BUNDLED)))
+def test_env_pays_demand_charges_as_the_peaks_rise(seed: int, tariff: str) -> None:
+    """Random masked actions on a two-day July horizon: the slot costs sum to the simulator's objective (less the
+    take-or-pay renewable cost), demand and fixed charges included; the peaks observed never fall; check_env passes."""
+    from gymnasium.utils.env_checker import check_env
+
+    from aidc_env.env import DispatchEnv
+
+    inst = build_instance("2048", day=DAY, profiles="caiso-2023", horizon_days=2).with_tariff(load_tariff(tariff))
+    env = DispatchEnv(case=inst)
+    obs, _ = env.reset(seed=seed)
+    names = env.unwrapped.observation_names()
+    flat = names.index("peak_flat")
+    rng, costs, peaks, done = np.random.default_rng(seed), [], [obs[flat]], False
+    while not done:
+        action = int(rng.choice(np.flatnonzero(env.unwrapped.action_masks())))
+        obs, _, done, _, info = env.step(action)
+        costs.append(info["slot_cost_usd"])
+        peaks.append(obs[flat])
+    metrics = simulate(inst, env.unwrapped.schedule()).metrics
+    assert metrics.demand_charge_usd > 0
+    assert sum(costs) == pytest.approx(metrics.objective_usd - metrics.renewable_cost_usd, rel=1e-9, abs=1e-6)
+    assert np.all(np.diff(peaks) >= 0)
+    check_env(DispatchEnv(case=inst), skip_render_check=True)
+
+
+def test_per_job_action_refuses_demand_charges_in_one_line(small: Instance) -> None:
     from aidc_env.env import DispatchEnv
 
     with pytest.raises(InputError, match="demand charges"):
-        DispatchEnv(case=small)
+        DispatchEnv(case=small, action="per_job")
 
 
 @pytest.mark.parametrize(("argv", "field"), [(["--months", "13"], "months"), (["--tariffs", "nope"], "tariff"),
@@ -229,3 +256,19 @@ def test_the_bills_study_refuses_bad_input_in_one_line(argv, field, tmp_path) ->
                          capture_output=True, text=True)
     assert out.returncode == 2 and len(out.stderr.strip().splitlines()) == 1 and field in out.stderr
     assert not (tmp_path / "o").exists()
+
+
+def test_mpc_bills_energy_rates_and_refuses_demand_charges(small: Instance) -> None:
+    """A re-plan's sub-instance keeps a tariff's energy rates as its prices; demand charges are refused in one line."""
+    from agents.mpc import site_views, sub_instance
+
+    doc = _document()
+    for key in ("demandratestructure", "demandweekdayschedule", "demandweekendschedule", "flatdemandstructure",
+                "flatdemandmonths"):
+        doc.pop(key, None)
+    energy_only = build_instance("2048", day=DAY, profiles="caiso-2023").with_tariff(Tariff.from_urdb(doc))
+    assert not energy_only.has_demand_charges
+    sub = sub_instance(energy_only, 24, 96, [0, 0], [0.0, 0.0], site_views(energy_only, 24, "perfect"))
+    assert sub.tariff is None and np.array_equal(sub.price_usd_per_mwh, energy_only.price_usd_per_mwh[24:])
+    with pytest.raises(InputError, match="demand charges"):
+        sub_instance(small, 0, small.slots, [0, 0], [0.0, 0.0], site_views(small, 0, "perfect"))

@@ -186,15 +186,15 @@ class DispatchEnv(gym.Env):
         self._episode_instances: dict[tuple[str, tuple], Instance] = {}  # a day with the stream's calls
         for inst in self._instances.values():
             self.outlook.check(inst)
-            require(not inst.has_demand_charges, "tariff", f"the env bills a tariff's energy rates but not its demand "
-                    f"charges yet ({inst.tariff.name if inst.tariff else ''}): use a tariff without them, or the "
-                    "oracle and the simulator")
         self.days = episode_days(self._instances, c["days"])
         # The first instance: every instance of the env has its structure (jobs, sites, slots).
         self.template = t = next(iter(self._instances.values()))
         self.n_jobs, self.n_sites, self.n_slots = len(t.jobs), len(t.sites), t.slots
         self.horizon_days, self.slots_per_day = t.horizon_days, t.slots_per_day
         self.grid_side = self.call_stream is not None or any(i.has_grid_side for i in self._instances.values())
+        self.demand_charges = any(i.has_demand_charges for i in self._instances.values())
+        require(not self.demand_charges or self.action_type == "joint", "action", "a tariff's demand charges are run "
+                "by the joint action (one site, pre-training jobs): use action='joint'")
         require(not self.grid_side or self.action_type == "joint", "action", "power caps, grid calls and a training "
                 "value are run by the joint action (one site, pre-training jobs): use action='joint'")
         require(self.call_stream is None or t.cap_curve is not None, "call_stream",

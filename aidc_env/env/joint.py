@@ -40,6 +40,7 @@ import numpy as np
 from gymnasium import spaces
 
 from aidc_env.env.calls import CALL_FEATURES, CallResponse, JobState
+from aidc_env.env.demand import DEMAND_FEATURES, DemandCharges
 from aidc_env.env.rules import MaskedSteps, local_choice_tables, masked_action, penalty_usd_per_token
 from aidc_env.env.observation import (JOB_FEATURES, PROGRESS_OBS_HIGH, RATE_RATIO_OBS_HIGH, global_table,
                                       observation_layout, renewable_share_high)
@@ -127,17 +128,20 @@ class JointDynamics(MaskedSteps):
         self._grid = CallResponse(inst, loc, gpus_loc, power_loc, rate3600_loc, isinstance(self.env.outlook, Perfect)
                                   and not self.env.forecast_noise, self._prod_restart, self._sps
                                   ) if self.env.grid_side else None
+        self._demand = DemandCharges() if self.env.demand_charges else None  # a tariff's: aidc_env.env.demand
 
         # Observation layout and bounds.
         power_high = max(1.0, max(float(p.max()) / self._power_ref_kw for p in power_loc))
         self._ren_high = renewable_share_high(inst)
         self._observation_names, self.observation_space = observation_layout(
             [job.name for job in jobs], self.env.lookahead, power_high, self._ren_high, horizon=inst.horizon_days > 1,
-            last_realised=isinstance(self.env.outlook, DayAhead), grid_side=CALL_FEATURES if self._grid else ())
+            last_realised=isinstance(self.env.outlook, DayAhead),
+            grid_side=(CALL_FEATURES if self._grid else ()) + (DEMAND_FEATURES if self._demand else ()))
         self.action_space = spaces.Discrete(A * L)
         self._n_job_obs = len(JOB_FEATURES) * J
         self._obs_size = self.observation_space.shape[0]
-        self._n_grid_obs = len(CALL_FEATURES) if self._grid else 0
+        self._n_demand_obs = len(DEMAND_FEATURES) if self._demand else 0
+        self._n_grid_obs = (len(CALL_FEATURES) if self._grid else 0) + self._n_demand_obs
 
     def observation_names(self) -> list[str]:
         return list(self._observation_names)
@@ -198,6 +202,8 @@ class JointDynamics(MaskedSteps):
                       penalty_usd_per_token(inst, env.terminal_penalty_factor))
             self._day_tables[inst.day] = tables
         self._global_obs, self._penalty_per_token = tables
+        if self._demand:
+            self._demand.reset(inst)
         if self._grid:
             self._grid.reset(inst)
             self._caps = [np.zeros(inst.slots) for _ in inst.jobs]
@@ -255,6 +261,8 @@ class JointDynamics(MaskedSteps):
         if self._grid:
             self._grid.record(caps)
             cost += self._grid.slot_usd(t, float(grid), made_now)
+        if self._demand:
+            cost += self._demand.slot_usd(t, float(grid))
         self._t = t = t + 1
         self._mask = None
         if t % self.slots_per_day == 0:
@@ -374,11 +382,11 @@ class JointDynamics(MaskedSteps):
                       (sps - offset) / sps)  # JOB_FEATURES
         obs = np.empty(self._obs_size, dtype=np.float32)
         obs[: self._n_job_obs] = feats
+        obs[self._n_job_obs: -1 - self._n_grid_obs] = self._global_obs[t]
         if self._grid:
-            obs[self._n_job_obs: -1 - self._n_grid_obs] = self._global_obs[t]
-            obs[-1 - self._n_grid_obs: -1] = self._grid.features(min(t, self.n_slots - 1))
-        else:
-            obs[self._n_job_obs: -1] = self._global_obs[t]
+            obs[-1 - self._n_grid_obs: -1 - self._n_demand_obs] = self._grid.features(min(t, self.n_slots - 1))
+        if self._demand:
+            obs[-1 - self._n_demand_obs: -1] = self._demand.features(min(t, self.n_slots - 1))
         obs[-1] = min(max((n_gpus - gpus_used) / n_gpus, 0.0), 1.0)
         return obs
 

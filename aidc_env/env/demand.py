@@ -1,0 +1,59 @@
+"""A tariff's demand charges in the joint action's episode: paid as the month's peaks rise.
+
+A demand charge bills the highest import over its slots (:mod:`aidc_env.billing`), which no single slot owns. The env
+pays it incrementally: in each slot, for every charge the slot belongs to, the tiered charge of the new peak less that
+of the old one when the import raises it. The increments telescope to the charges, so an episode's slot costs still
+sum to the simulator's objective; the tariff's fixed charges are paid in the first slot. The running peaks make the
+state Markov; the observation holds two of them (:data:`DEMAND_FEATURES`), each as a share of the facility's rated
+load: the flat charge's, and the highest of the TOU charges the slot belongs to (0 in a slot outside every TOU
+demand period).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from aidc_env.billing import KW_PER_MW
+from aidc_env.instance import Instance
+from aidc_env.tariffs import tiered_charge
+
+DEMAND_FEATURES = ("peak_flat", "peak_tou")
+"""The observation's demand entries (shares of the rated facility load, in [0, 1])."""
+
+
+class DemandCharges:
+    """The running peaks of an instance's demand charges (one site: the joint action's)."""
+
+    def reset(self, inst: Instance) -> None:
+        terms = inst.tariff_terms
+        self._charges = terms.demand
+        self._fixed_usd = terms.fixed_usd
+        self._rated_mw = inst.rated_facility_mw
+        at: list[list[int]] = [[] for _ in range(inst.slots)]
+        for k, charge in enumerate(self._charges):
+            for t in charge.slots:
+                at[int(t)].append(k)
+        self._at = [tuple(ks) for ks in at]
+        self._flat = tuple(k for k, charge in enumerate(self._charges) if charge.flat)
+        self._peaks = np.zeros(len(self._charges))
+
+    def slot_usd(self, t: int, grid_mw: float) -> float:
+        """What slot t pays: the charges' increases (and the fixed charges at t = 0)."""
+        paid = self._fixed_usd if t == 0 else 0.0
+        for k in self._at[t]:
+            old = self._peaks[k]
+            if grid_mw > old:
+                charge = self._charges[k]
+                paid += (tiered_charge(grid_mw * KW_PER_MW, charge.tier_max_kw, charge.rate_usd_per_kw)
+                         - tiered_charge(old * KW_PER_MW, charge.tier_max_kw, charge.rate_usd_per_kw))
+                self._peaks[k] = grid_mw
+        return paid
+
+    def features(self, t: int) -> tuple[float, float]:
+        """:data:`DEMAND_FEATURES` at slot t."""
+        flat = max((self._peaks[k] for k in self._flat if k in self._at[t]), default=0.0)
+        tou = max((self._peaks[k] for k in self._at[t] if k not in self._flat), default=0.0)
+        return min(flat / self._rated_mw, 1.0), min(tou / self._rated_mw, 1.0)
+
+
+__all__ = ["DEMAND_FEATURES", "DemandCharges"]
