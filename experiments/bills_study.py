@@ -12,8 +12,9 @@ January, November and December are their longest run of days, :func:`month_days`
 the row holds fixed training's bill (:func:`aidc_env.baselines.fixed_schedule`, the inflexible reference), the
 oracle's (``oracle.solve``, ``--time-limit`` seconds: its status, proven bound, gap and seconds), the saving
 flexibility earns (fixed − oracle; at most fixed − bound), the part of it that is demand charge, and, under a tariff,
-the bill of the LMP oracle's schedule (what following prices earns when the bill is a tariff). Every figure is the
-simulator's replay.
+the bill of the LMP oracle's schedule (what following prices earns when the bill is a tariff). With ``--calls SEED``,
+every bill again with the calls of a held-out year in the month (``bill+calls``; the oracle delivers them, the fixed
+schedule pays their penalties). Every figure is the simulator's replay.
 
 Writes ``bills_study.json`` (every row), ``bills_study.md`` (the tables) and ``bills_saving.png`` into ``--out``
 (default a new numbered folder runs/bills_study_N), atomically.
@@ -22,6 +23,7 @@ Writes ``bills_study.json`` (every row), ``bills_study.md`` (the tables) and ``b
 from __future__ import annotations
 
 import calendar
+import datetime as dt
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -32,12 +34,15 @@ import numpy as np
 
 from aidc_env import limits
 from aidc_env.baselines import fixed_schedule
+from aidc_env.call_streams import HELD_OUT_SEEDS, generate_year
+from aidc_env.calls import with_calls
 from aidc_env.case import build_instance
 from aidc_env.errors import CliParser, require, require_number, run_cli
 from aidc_env.instance import Instance
 from aidc_env.io import atomic_write_text, write_json
 from aidc_env.metrics import Metrics
 from aidc_env.profiles import load_profiles
+from aidc_env.schema.case import CallSpec
 from aidc_env.simulator import simulate
 from aidc_env.tariffs import load_tariff
 from experiments.runs import result_folder
@@ -49,6 +54,9 @@ LMP = "lmp"
 DEFAULT_TARIFFS = ("sce-tou8",)
 """SCE's TOU-8 Option D: the 2048 case's site prices at the SCE node, so SCE's large-customer tariff is its bill."""
 DEFAULT_TIME_LIMIT_S = 120.0
+CALL_PROGRAM, CALL_REDUCTION_SHARE = "bip", 0.25
+"""``--calls``: each call a firm cut of a quarter of the baseline's import (the Phoenix event's depth) under PG&E's
+Base Interruptible Program terms, as in the grid-calls study."""
 RESULTS = ("bills_study.json", "bills_study.md", "bills_saving.png")
 
 
@@ -75,24 +83,39 @@ def month_days(month: int, available: set[str]) -> tuple[str, int]:
     return best
 
 
-def month_instance(case: str, month: int, bill: str) -> Instance:
-    """The case over a calendar month of 2023 (:func:`month_days`), billed at the real-time LMP or by a tariff."""
+def month_instance(case: str, month: int, bill: str, call_seed: int | None = None) -> Instance:
+    """The case over a calendar month of 2023 (:func:`month_days`), billed at the real-time LMP or by a tariff; with
+    ``call_seed``, the calls of that held-out year that fall in the month (:func:`month_calls`)."""
     first, days = month_days(month, set(load_profiles(PROFILES).dates()))
     inst = build_instance(case, day=first, profiles=PROFILES, horizon_days=days)
-    return inst if bill == LMP else inst.with_tariff(load_tariff(bill))
+    inst = inst if bill == LMP else inst.with_tariff(load_tariff(bill))
+    return inst if call_seed is None else with_calls(inst, month_calls(inst, call_seed))
 
 
-def month_rows(case: str, month: int, bills: Sequence[str], time_limit_s: float,
-               log: Callable[[str], None]) -> list[dict[str, Any]]:
-    """One row per bill of a month (module docstring); the LMP oracle's schedule is billed under every tariff."""
+def month_calls(inst: Instance, seed: int) -> list[CallSpec]:
+    """The calls of held-out year ``seed`` (:func:`aidc_env.call_streams.generate_year`) on the instance's days, each
+    a firm cut of :data:`CALL_REDUCTION_SHARE` of the baseline's import under PG&E's BIP terms."""
+    first = dt.date.fromisoformat(inst.day)
+    return [event.spec(CALL_PROGRAM, day_offset=(event.date - first).days, reduction_share=CALL_REDUCTION_SHARE)
+            for event in generate_year(seed) if 0 <= (event.date - first).days < inst.horizon_days]
+
+
+def month_rows(case: str, month: int, bills: Sequence[str], time_limit_s: float, log: Callable[[str], None],
+               call_seed: int | None = None) -> list[dict[str, Any]]:
+    """One row per bill of a month (module docstring); the LMP oracle's schedule is billed under every tariff. With
+    ``call_seed``: the same bills with the month's calls of that held-out year (no rows in a month without calls)."""
     rows, lmp_schedule = [], None
     for bill in bills:
-        inst = month_instance(case, month, bill)
+        inst = month_instance(case, month, bill, call_seed)
+        if call_seed is not None and not inst.grid_calls:
+            continue
         fixed = simulate(inst, fixed_schedule(inst)).metrics
         tick = time.perf_counter()
         result = solve(inst, time_limit_s=time_limit_s)
         seconds = time.perf_counter() - tick
-        row = {"case": case, "month": month, "first_day": inst.day, "days": inst.horizon_days, "bill": bill,
+        row = {"case": case, "month": month, "first_day": inst.day, "days": inst.horizon_days,
+               "bill": bill if call_seed is None else f"{bill}+calls", "calls": len(inst.grid_calls),
+               "calls_delivered": result.metrics.calls_delivered if result.metrics is not None else None,
                "status": result.status, "gap": result.gap,
                "seconds": seconds, "method": result.method, "bound_usd": result.best_bound_usd,
                "fixed": _bill(fixed), "oracle": _bill(result.metrics) if result.metrics is not None else None}
@@ -101,12 +124,14 @@ def month_rows(case: str, month: int, bills: Sequence[str], time_limit_s: float,
             row["saving_at_most_usd"] = (fixed.objective_usd - result.best_bound_usd
                                          if result.best_bound_usd is not None else None)
             row["demand_saving_usd"] = fixed.demand_charge_usd - result.metrics.demand_charge_usd
+        if call_seed is not None:
+            row["call_payment_usd"] = result.metrics and result.metrics.call_payment_usd
         if bill == LMP:
             lmp_schedule = (result.schedule, result.sites, result.caps)
         elif lmp_schedule is not None and lmp_schedule[0] is not None:
             row["lmp_schedule"] = _bill(simulate(inst, lmp_schedule[0]).metrics)
         rows.append(row)
-        log(f"{case} {YEAR}-{month:02d} {bill}: {result.status} in {seconds:.1f} s (gap "
+        log(f"{case} {YEAR}-{month:02d} {row['bill']}: {result.status} in {seconds:.1f} s (gap "
             f"{'-' if result.gap is None else f'{result.gap:.2%}'}), saving "
             f"${row.get('saving_usd', float('nan')):,.0f}")
     return rows
@@ -194,6 +219,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--tariffs", default=",".join(DEFAULT_TARIFFS),
                         help="tariffs beside the real-time LMP, bundled names or URDB files (default: %(default)s)")
     parser.add_argument("--time-limit", type=float, default=DEFAULT_TIME_LIMIT_S, help="seconds per oracle solve")
+    parser.add_argument("--calls", type=int, metavar="SEED", help="also every bill with the calls of this held-out "
+                        f"year ({HELD_OUT_SEEDS.start}-{HELD_OUT_SEEDS.stop - 1}) in each month")
     parser.add_argument("--out", help="output folder (default runs/bills_study_N, the next free N)")
     args = parser.parse_args(argv)
     months = _months(args.months)
@@ -201,12 +228,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     for tariff in tariffs:
         load_tariff(tariff)  # a bad name is refused before any work
     require_number(args.time_limit, "time-limit", 0.0, limits.MAX_TIME_LIMIT_S, low_open=True)
+    require(args.calls is None or args.calls in HELD_OUT_SEEDS, "calls",
+            f"must be a held-out call year {HELD_OUT_SEEDS.start}-{HELD_OUT_SEEDS.stop - 1}, got {args.calls}")
     month_instance(args.case, months[0], LMP)  # a bad case is refused before any work
     out = result_folder(args.out, "runs", "bills_study", RESULTS)
     log = lambda s: print(s, flush=True)  # noqa: E731
     rows: list[dict[str, Any]] = []
     for month in months:
         rows += month_rows(args.case, month, [LMP, *tariffs], args.time_limit, log)
+        if args.calls is not None:
+            rows += month_rows(args.case, month, [LMP, *tariffs], args.time_limit, log, args.calls)
         write_json(out / "bills_study.json", {"rows": rows})  # what is done is kept
     atomic_write_text(out / "bills_study.md", tables(rows))
     plot(rows, out / "bills_saving.png")
