@@ -15,13 +15,16 @@ spread alone (whatever B). Policies (:data:`POLICIES`), each returning q, B and 
   (:func:`agents.mpc.mpc_schedule`, day-ahead information). Under the point forecast the RT price *is* expected to be
   the DA price, so every q has the same expected bill; buying the plan one expects to run is the tie-break that
   hedges (the RT exposure is the deviation only);
-- ``stochastic``: A minimises the expected bill over the forecast's S RT price scenarios: as the recourse B does not
-  depend on A, that is the oracle on λDA − mean_s λRT_s (negative where real time is expected dearer) with the
-  point renewables; the same MPC dispatch. The renewable scenarios do not enter: for a fixed q the expected bill
-  depends on them only through the recourse, which q does not change;
-- ``hindsight``: A is the oracle on λDA − λRT (the true RT price) with the true renewables, B the oracle on the truth
-  (:func:`agents.open_loop.oracle_schedule`): the perfect-information bound of commitments that are one feasible
-  plan's import (not a policy; see the caveat below).
+- ``stochastic``: the purchase may be anything from nothing to the plan's import in each slot,
+  q_t ∈ [0, max(L_A − R̂, 0)], and minimises the expected bill over the forecast's S RT price scenarios. The bill is
+  linear in q, so each slot buys all of the plan's import where real time is expected dearer (the expected spread
+  s_t = λDA − mean_s λRT_s < 0) and nothing elsewhere; as the recourse B does not depend on A, A is the oracle on
+  min(s, 0) with the point renewables; the same MPC dispatch. Buying nothing is one choice, so its expected bill is at
+  most rt-only's. The renewable scenarios do not enter: for a fixed q the expected bill depends on them only through
+  the recourse, which q does not change;
+- ``hindsight``: the same on the true spread λDA − λRT with the true renewables, B the oracle on the truth
+  (:func:`agents.open_loop.oracle_schedule`): the perfect-information bound of every policy here (not a policy; see
+  the caveat below).
 
 **When each commitment is made.** Day d's purchase is made at 10:00 of d − 1 (:data:`aidc_env.information.
 ISSUE_HOUR`, when CAISO's day-ahead market closes: :func:`aidc_env.information.issue_slot`; the first day's before the
@@ -66,10 +69,9 @@ policy's q is made against the forecast R̂, which can in principle beat it, so 
 (4) The commitment plan is the oracle's on the view's price, whose objective also holds the PPA, curtailment
 penalty, idle value and calls terms; with none of them (the 2048 case) it is exactly Σ price · q Δ + constant.
 (5) A plan must meet its targets, so its import cannot be cut to nothing: where the DA price is dearer than real time
-on average (SCE in Jun–Nov 2023, by $5.7/MWh over the 165 days with both prices), every commitment of this class pays
-that premium on most of its energy, even in hindsight, and q = 0 (``rt-only``) wins. A purchase allowed below the
-plan's import, q_t ∈ [0, max(L_A − R̂, 0)], is the natural extension (linear in q: buy the plan's import where real
-time is expected dearer, nothing elsewhere); it is not built here.
+on average (SCE in Jun–Nov 2023, by $5.7/MWh over the 165 days with both prices), buying the plan's whole import
+(``deterministic``) pays that premium on most of its energy; the stochastic and hindsight purchases buy only where
+real time is (expected) dearer.
 
 One site, no tariff (:func:`aidc_env.settlement.require_wholesale`). Power caps are not carried by the commitment
 plan (as in MPC's re-plans).
@@ -259,17 +261,16 @@ def make_commitment(inst: Instance, policy: str, *, oracle=None, n_scenarios: in
             f"must be {inst.slots} finite values")
     oracle = _oracle(oracle)
     if policy == "hindsight":  # the truth's spread and renewables: a bound, not a policy
-        plan, _ = oracle_schedule(dataclasses.replace(inst, price_usd_per_mwh=dayahead - inst.price_usd_per_mwh),
-                                  oracle)
-        q, solves = committed_import_mw(inst, plan, inst.renewable_shape), 1
-    else:
-        if policy == "deterministic":
-            view: Callable[[int], View] = lambda d: point_view(inst, d, dayahead)  # noqa: E731
-        else:
-            spread = scenario_spread(inst, dayahead, n_scenarios)
-            view = lambda d: spread_view(inst, d, spread)  # noqa: E731
-        plan, solves = rolling_plan(inst, view, oracle)
+        spread = dayahead - inst.price_usd_per_mwh
+        plan, _ = oracle_schedule(dataclasses.replace(inst, price_usd_per_mwh=np.minimum(spread, 0.0)), oracle)
+        q, solves = committed_import_mw(inst, plan, inst.renewable_shape) * (spread < 0), 1
+    elif policy == "deterministic":
+        plan, solves = rolling_plan(inst, lambda d: point_view(inst, d, dayahead), oracle)
         q = committed_import_mw(inst, plan, forecast.renewable_shape)  # each day's as issued at its commitment time
+    else:  # the plan's import bought where real time is expected dearer, nothing elsewhere
+        spread = scenario_spread(inst, dayahead, n_scenarios)
+        plan, solves = rolling_plan(inst, lambda d: spread_view(inst, d, np.minimum(spread, 0.0)), oracle)
+        q = committed_import_mw(inst, plan, forecast.renewable_shape) * (spread < 0)
     return Commitment(policy, q, plan, solves, time.perf_counter() - tick)
 
 
