@@ -30,6 +30,10 @@ penalty, each job's performance over the call against its baseline and the demon
 training value counts tokens short of the baseline's as training lost. The objective adds penalties and training lost
 and subtracts payments. Without caps, calls or a training value every number is computed as before they existed.
 
+The bill (:mod:`aidc_env.billing`): under a utility tariff (``Instance.tariff``) the price of a slot is the tariff's
+energy rate, and each site's demand charges (on its meter's highest import in each charge's slots) and fixed charges
+join its operating cost (``demand_charge_usd``, ``fixed_charge_usd``; a month's charges belong to no day).
+
 Costs in $, energy in MWh, power in MW, time in hours unless a name says otherwise.
 """
 
