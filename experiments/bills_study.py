@@ -150,7 +150,7 @@ def tables(rows: Sequence[dict[str, Any]]) -> str:
              "|---|---|---:|---|---:|---:|---:|---:|---:|---:|"]
     for r in rows:
         saving, demand = r.get("saving_usd"), r.get("demand_saving_usd")
-        share = f"{demand / saving:.0%}" if saving and demand is not None and r["bill"] != LMP else "–"
+        share = f"{demand / saving:.0%}" if saving and demand is not None and r["fixed"]["demand_usd"] > 0 else "–"
         lines.append(f"| {r['case']} | {r['month']:02d} | {r['days']} | {r['bill']} | "
                      f"{_money(r['fixed']['objective_usd'])} | "
                      f"{_money(r['oracle'] and r['oracle']['objective_usd'])} | {_money(saving)} | "
