@@ -470,8 +470,8 @@ def _add_demand_rows(m: pyo.ConcreteModel, terms: TariffTerms,
                      ) -> LinearExpression | float:
     """A tariff's demand charges (:mod:`aidc_env.billing`): per charge k and tier i a peak piece p[k,i] (MW, at most
     the tier's width), Σ_i p[k,i] ≥ g_t for every slot t of the charge (``fast_rows``: the fast model's rows instead),
-    cost Σ rate·1000·p. Rates rise with the tier
-    (convex), so the pieces fill in tier order and the cost is the tiered charge of the highest import."""
+    cost Σ rate·1000·p. Rates rise with the tier (convex), so the pieces fill in tier order and the cost is the tiered
+    charge of the highest import."""
     if not terms.demand:
         return 0.0
     pieces = [(k, i) for k, charge in enumerate(terms.demand) for i in range(charge.rate_usd_per_kw.size)]
