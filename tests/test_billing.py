@@ -272,3 +272,22 @@ def test_mpc_bills_energy_rates_and_refuses_demand_charges(small: Instance) -> N
     assert sub.tariff is None and np.array_equal(sub.price_usd_per_mwh, energy_only.price_usd_per_mwh[24:])
     with pytest.raises(InputError, match="demand charges"):
         sub_instance(small, 0, small.slots, [0, 0], [0.0, 0.0], site_views(small, 0, "perfect"))
+
+
+def test_env_increments_telescope_to_a_tiered_charge() -> None:
+    """With kW tiers (rates rising), the increments paid as the peak rises sum to the tiered charge of the peak."""
+    from aidc_env.env.demand import DemandCharges
+    from aidc_env.tariffs import tiered_charge
+
+    tiered = Tariff.from_urdb(_document(flatdemandstructure=[[{"rate": 10.0, "max": 300.0}, {"rate": 25.0}]] * 2))
+    inst = build_instance("2048", day=DAY, profiles="caiso-2023").with_tariff(tiered)
+    charges = DemandCharges()
+    charges.reset(inst)
+    rng = np.random.default_rng(0)
+    grid = rng.uniform(0.0, 0.9, inst.slots)
+    paid = sum(charges.slot_usd(t, float(g)) for t, g in enumerate(grid))
+    expected = inst.tariff_terms.fixed_usd + inst.tariff_terms.demand_usd(grid)
+    assert paid == pytest.approx(expected, rel=1e-12)
+    flat = next(c for c in inst.tariff_terms.demand if c.flat)
+    assert flat.charge_usd(grid) == pytest.approx(tiered_charge(grid.max() * 1000, np.array([300.0, np.inf]),
+                                                                np.array([10.0, 25.0])))

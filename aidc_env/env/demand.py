@@ -11,8 +11,6 @@ demand period).
 
 from __future__ import annotations
 
-import numpy as np
-
 from aidc_env.billing import KW_PER_MW
 from aidc_env.instance import Instance
 from aidc_env.tariffs import tiered_charge
@@ -29,13 +27,17 @@ class DemandCharges:
         self._charges = terms.demand
         self._fixed_usd = terms.fixed_usd
         self._rated_mw = inst.rated_facility_mw
+        # $/MW of a one-tier charge (the step's fast path), None for a tiered one.
+        self._flat_rate = [float(c.rate_usd_per_kw[0]) * KW_PER_MW if c.rate_usd_per_kw.size == 1 else None
+                           for c in self._charges]
         at: list[list[int]] = [[] for _ in range(inst.slots)]
         for k, charge in enumerate(self._charges):
             for t in charge.slots:
                 at[int(t)].append(k)
         self._at = [tuple(ks) for ks in at]
-        self._flat = tuple(k for k, charge in enumerate(self._charges) if charge.flat)
-        self._peaks = np.zeros(len(self._charges))
+        self._flat_at = [next((k for k in ks if self._charges[k].flat), -1) for ks in at]
+        self._tou_at = [tuple(k for k in ks if not self._charges[k].flat) for ks in at]
+        self._peaks = [0.0] * len(self._charges)
 
     def slot_usd(self, t: int, grid_mw: float) -> float:
         """What slot t pays: the charges' increases (and the fixed charges at t = 0)."""
@@ -43,16 +45,21 @@ class DemandCharges:
         for k in self._at[t]:
             old = self._peaks[k]
             if grid_mw > old:
-                charge = self._charges[k]
-                paid += (tiered_charge(grid_mw * KW_PER_MW, charge.tier_max_kw, charge.rate_usd_per_kw)
-                         - tiered_charge(old * KW_PER_MW, charge.tier_max_kw, charge.rate_usd_per_kw))
+                rate = self._flat_rate[k]
+                if rate is not None:
+                    paid += rate * (grid_mw - old)
+                else:
+                    charge = self._charges[k]
+                    paid += (tiered_charge(grid_mw * KW_PER_MW, charge.tier_max_kw, charge.rate_usd_per_kw)
+                             - tiered_charge(old * KW_PER_MW, charge.tier_max_kw, charge.rate_usd_per_kw))
                 self._peaks[k] = grid_mw
         return paid
 
     def features(self, t: int) -> tuple[float, float]:
         """:data:`DEMAND_FEATURES` at slot t."""
-        flat = max((self._peaks[k] for k in self._flat if k in self._at[t]), default=0.0)
-        tou = max((self._peaks[k] for k in self._at[t] if k not in self._flat), default=0.0)
+        k = self._flat_at[t]
+        flat = self._peaks[k] if k >= 0 else 0.0
+        tou = max((self._peaks[k] for k in self._tou_at[t]), default=0.0)
         return min(flat / self._rated_mw, 1.0), min(tou / self._rated_mw, 1.0)
 
 
