@@ -434,8 +434,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--json", action="store_true", help="print the metrics as JSON")
     parser.add_argument("--flows", action="store_true", help="with --json, include the per-slot flows")
     parser.add_argument("--tariff", metavar="NAME|FILE", help="also the bill of each site's grid import under a "
-                        "utility tariff (a bundled name, python -m aidc_env.tariffs --list, or a URDB JSON file; default: "
-                        "the instance's own tariff, if any)")
+                        "utility tariff (a bundled name, python -m aidc_env.tariffs --list, or a URDB JSON file; "
+                        "default: the instance's own tariff, if any)")
     args = parser.parse_args(argv)
     tariff = None
     if args.tariff is not None:
