@@ -8,8 +8,9 @@ in sunny hours, as flat as the targets allow at night. Bisection finds the least
 (restart losses counted by the simulator, which scores every candidate); each ratio ρ of :data:`TOU_CAP_RATIOS` gives
 one candidate, and the cheapest feasible one is returned.
 
-The heuristic needs the joint states (one site, no fleet workloads, every job on the same checkpoint grid); otherwise
-it offers nothing. It only starts the search: the oracle's bound and proof are unchanged.
+A grid call's limit caps the import of its slots too, so the candidates deliver the calls. The heuristic needs the
+joint states (one site, no fleet workloads, every job on the same checkpoint grid) and takes no power caps, tiers or
+training value; otherwise it offers nothing. It only starts the search: the oracle's bound and proof are unchanged.
 """
 
 from __future__ import annotations
@@ -36,8 +37,20 @@ MAX_STATES = 200_000
 
 
 def _applies(inst: Instance) -> bool:
-    return (inst.has_demand_charges and not inst.has_sites and not inst.has_fleet_workloads and not inst.has_grid_side
+    """Demand charges, one site, no fleet workloads, every job on one checkpoint grid, and of the grid's side at most
+    grid calls (their limits join the caps; caps, tiers and a training value are not modelled here)."""
+    return (inst.has_demand_charges and not inst.has_sites and not inst.has_fleet_workloads
+            and inst.cap_curve is None and inst.training_value_usd_per_gpu_hour <= 0
+            and all(job.max_throughput_loss is None for job in inst.jobs)
             and len({job.segments for job in inst.jobs}) == 1)
+
+
+def _call_limits_mw(inst: Instance) -> np.ndarray:
+    """Per slot the least import a grid call allows (MW; +inf outside calls)."""
+    limit = np.full(inst.slots, np.inf)
+    for call in inst.grid_calls:
+        limit[call.start_slot:call.end_slot] = np.minimum(limit[call.start_slot:call.end_slot], call.limit_mw)
+    return limit
 
 
 def level_schedules(inst: Instance) -> list[list[list[int]]]:
@@ -56,13 +69,14 @@ def level_schedules(inst: Instance) -> list[list[list[int]]]:
     order = np.argsort(load, kind="stable")
     sorted_load = load[order]
     flat, tou = _charge_slots(inst)
+    calls = _call_limits_mw(inst)
     out = []
     for weights in _job_weights(len(inst.jobs)):
         score = (tokens / targets * weights).sum(axis=1)[order]
         best_upto = order[_running_argmax(score)]  # per load rank: the state of most score at or below that load
 
         def schedule(cap: float, ratio: float, best_upto: np.ndarray = best_upto) -> tuple[np.ndarray, np.ndarray]:
-            cap_t = np.where(tou, cap * ratio, np.where(flat, cap, np.inf))
+            cap_t = np.minimum(np.where(tou, cap * ratio, np.where(flat, cap, np.inf)), calls)
             threshold = (inst.renewable_mw + cap_t).reshape(-1, per).min(axis=1)
             index = np.searchsorted(sorted_load, threshold, side="right") - 1
             chosen = np.where(index >= 0, best_upto[np.maximum(index, 0)], order[0])  # nothing fits: the least load
@@ -92,7 +106,8 @@ def _least_caps(inst: Instance, states: np.ndarray, schedule, targets: np.ndarra
             lo, hi = (lo, mid) if np.all(schedule(mid, ratio)[1] >= targets) else (mid, hi)
         for _ in range(RESTART_STEPS):
             rows = states[schedule(hi, ratio)[0]].T.tolist()
-            if simulate(inst, rows).metrics.feasible:
+            metrics = simulate(inst, rows).metrics
+            if metrics.feasible and metrics.calls_delivered:
                 out.append(rows)
                 break
             hi *= CAP_STEP

@@ -291,3 +291,17 @@ def test_env_increments_telescope_to_a_tiered_charge() -> None:
     flat = next(c for c in inst.tariff_terms.demand if c.flat)
     assert flat.charge_usd(grid) == pytest.approx(tiered_charge(grid.max() * 1000, np.array([300.0, np.inf]),
                                                                 np.array([10.0, 25.0])))
+
+
+def test_level_heuristic_delivers_grid_calls(e19: Tariff) -> None:
+    """With a grid call, the level heuristic caps the call's slots at its limit: every candidate delivers it."""
+    from aidc_env.calls import with_calls
+    from aidc_env.schema.case import CallSpec
+    from oracle.demand_start import level_schedules
+
+    inst = build_instance("2048", day="2023-07-03", profiles="caiso-2023", horizon_days=3).with_tariff(e19)
+    called = with_calls(inst, [CallSpec(program="bip", start_hour=16.0, hours=4.0, reduction_share=0.25,
+                                        day_offset=1)])
+    candidates = level_schedules(called)
+    assert candidates
+    assert all(simulate(called, rows).metrics.calls_delivered for rows in candidates)
