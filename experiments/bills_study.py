@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import calendar
 import datetime as dt
+import functools
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -67,7 +68,7 @@ def _bill(metrics: Metrics) -> dict[str, float]:
             "peak_grid_mw": metrics.peak_grid_mw, "feasible": metrics.feasible}
 
 
-def month_days(month: int, available: set[str]) -> tuple[str, int]:
+def month_days(month: int, available: frozenset[str] | set[str]) -> tuple[str, int]:
     """(first day, days) of the longest run of consecutive days of a 2023 month that the data has (the whole month
     where it has every day; the first such run on ties)."""
     best, run = (None, 0), []
@@ -83,10 +84,16 @@ def month_days(month: int, available: set[str]) -> tuple[str, int]:
     return best
 
 
+@functools.cache
+def _available_days() -> frozenset[str]:
+    """The days :data:`PROFILES` has (read once)."""
+    return frozenset(load_profiles(PROFILES).dates())
+
+
 def month_instance(case: str, month: int, bill: str, call_seed: int | None = None) -> Instance:
     """The case over a calendar month of 2023 (:func:`month_days`), billed at the real-time LMP or by a tariff; with
     ``call_seed``, the calls of that held-out year that fall in the month (:func:`month_calls`)."""
-    first, days = month_days(month, set(load_profiles(PROFILES).dates()))
+    first, days = month_days(month, _available_days())
     inst = build_instance(case, day=first, profiles=PROFILES, horizon_days=days)
     inst = inst if bill == LMP else inst.with_tariff(load_tariff(bill))
     return inst if call_seed is None else with_calls(inst, month_calls(inst, call_seed))

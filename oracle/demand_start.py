@@ -116,13 +116,8 @@ def _least_caps(inst: Instance, states: np.ndarray, schedule, targets: np.ndarra
 
 def _running_argmax(values: np.ndarray) -> np.ndarray:
     """Per position i, the index of the largest of ``values[:i + 1]`` (the first one on ties)."""
-    best = np.empty(len(values), dtype=np.int64)
-    top = 0
-    for i, v in enumerate(values):
-        if v > values[top]:
-            top = i
-        best[i] = top
-    return best
+    rises = np.concatenate(([True], values[1:] > np.maximum.accumulate(values)[:-1]))
+    return np.maximum.accumulate(np.where(rises, np.arange(len(values)), 0))
 
 
 def _charge_slots(inst: Instance) -> tuple[np.ndarray, np.ndarray]:

@@ -22,21 +22,15 @@ DEMAND_FEATURES = ("peak_flat", "peak_tou")
 class DemandCharges:
     """The running peaks of an instance's demand charges (one site: the joint action's)."""
 
+    def __init__(self) -> None:
+        self._tables: dict[str, tuple] = {}  # per day: what reset derives from the instance's tariff terms
+
     def reset(self, inst: Instance) -> None:
-        terms = inst.tariff_terms
-        self._charges = terms.demand
-        self._fixed_usd = terms.fixed_usd
-        self._rated_mw = inst.rated_facility_mw
-        # $/MW of a one-tier charge (the step's fast path), None for a tiered one.
-        self._flat_rate = [float(c.rate_usd_per_kw[0]) * KW_PER_MW if c.rate_usd_per_kw.size == 1 else None
-                           for c in self._charges]
-        at: list[list[int]] = [[] for _ in range(inst.slots)]
-        for k, charge in enumerate(self._charges):
-            for t in charge.slots:
-                at[int(t)].append(k)
-        self._at = [tuple(ks) for ks in at]
-        self._flat_at = [next((k for k in ks if self._charges[k].flat), -1) for ks in at]
-        self._tou_at = [tuple(k for k in ks if not self._charges[k].flat) for ks in at]
+        tables = self._tables.get(inst.day)
+        if tables is None:
+            tables = self._tables[inst.day] = _tables(inst)
+        (self._charges, self._fixed_usd, self._rated_mw, self._flat_rate, self._at, self._flat_at,
+         self._tou_at) = tables
         self._peaks = [0.0] * len(self._charges)
 
     def slot_usd(self, t: int, grid_mw: float) -> float:
@@ -61,6 +55,21 @@ class DemandCharges:
         flat = self._peaks[k] if k >= 0 else 0.0
         tou = max((self._peaks[k] for k in self._tou_at[t]), default=0.0)
         return min(flat / self._rated_mw, 1.0), min(tou / self._rated_mw, 1.0)
+
+
+def _tables(inst: Instance) -> tuple:
+    """The charges, fixed charges, rated load, each charge's $/MW if it has one tier (the step's fast path; None if
+    tiered), and per slot its charges, its flat charge (-1: none) and its TOU charges."""
+    terms = inst.tariff_terms
+    charges = terms.demand
+    flat_rate = [float(c.rate_usd_per_kw[0]) * KW_PER_MW if c.rate_usd_per_kw.size == 1 else None for c in charges]
+    at: list[list[int]] = [[] for _ in range(inst.slots)]
+    for k, charge in enumerate(charges):
+        for t in charge.slots:
+            at[int(t)].append(k)
+    return (charges, terms.fixed_usd, inst.rated_facility_mw, flat_rate, [tuple(ks) for ks in at],
+            [next((k for k in ks if charges[k].flat), -1) for ks in at],
+            [tuple(k for k in ks if not charges[k].flat) for ks in at])
 
 
 __all__ = ["DEMAND_FEATURES", "DemandCharges"]
