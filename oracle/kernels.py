@@ -175,3 +175,80 @@ def table_bound(best: np.ndarray, table: np.ndarray, rows: np.ndarray, short: np
 
 
 __all__ = ["back_rows", "staircase_keep", "table_bound"]
+
+
+@numba.njit(cache=True)
+def grid_shortest_path(weight: np.ndarray, first: np.ndarray, loss0: np.ndarray, loss1: np.ndarray) -> tuple:
+    """The least-length path over blocks on a grid of two jobs' choices (:mod:`oracle.peak_search`).
+
+    ``weight`` (blocks, A, B): the length of each state (a, b) in each block (+inf where it may not be); ``first``
+    (A, B): what entering block 0 in a state adds; ``loss0``/``loss1`` (A, B): what entering a state costs when job 0 /
+    job 1 changed its choice (a restart). Every move between blocks is allowed, so the least length into (a, b) is the
+    least of four cases: no job changed (from (a, b)), only job 0 changed (the least of column b), only job 1 (the least
+    of row a), both (the least of all); each case over-counts the moves of a smaller case, which its own case counts
+    exactly. Returns (least length, the path's a per block, its b per block)."""
+    n_blocks, n_a, n_b = weight.shape
+    fwd = weight[0] + first
+    parent = np.empty((n_blocks, n_a, n_b), dtype=np.int64)
+    row_best = np.empty(n_a)
+    row_arg = np.empty(n_a, dtype=np.int64)
+    col_best = np.empty(n_b)
+    col_arg = np.empty(n_b, dtype=np.int64)
+    nxt = np.empty((n_a, n_b))
+    for blk in range(1, n_blocks):
+        all_best, all_arg = np.inf, 0
+        for a in range(n_a):
+            row_best[a] = np.inf
+            row_arg[a] = 0
+        for b in range(n_b):
+            col_best[b] = np.inf
+            col_arg[b] = 0
+        for a in range(n_a):
+            for b in range(n_b):
+                v = fwd[a, b]
+                if v < row_best[a]:
+                    row_best[a] = v
+                    row_arg[a] = a * n_b + b
+                if v < col_best[b]:
+                    col_best[b] = v
+                    col_arg[b] = a * n_b + b
+                if v < all_best:
+                    all_best = v
+                    all_arg = a * n_b + b
+        for a in range(n_a):
+            for b in range(n_b):
+                w = weight[blk, a, b]
+                if w == np.inf:
+                    nxt[a, b] = np.inf
+                    parent[blk, a, b] = 0
+                    continue
+                best, arg = fwd[a, b], a * n_b + b
+                v = col_best[b] + loss0[a, b]
+                if v < best:
+                    best, arg = v, col_arg[b]
+                v = row_best[a] + loss1[a, b]
+                if v < best:
+                    best, arg = v, row_arg[a]
+                v = all_best + loss0[a, b] + loss1[a, b]
+                if v < best:
+                    best, arg = v, all_arg
+                nxt[a, b] = best + w
+                parent[blk, a, b] = arg
+        for a in range(n_a):
+            for b in range(n_b):
+                fwd[a, b] = nxt[a, b]
+    end, least = 0, np.inf
+    for a in range(n_a):
+        for b in range(n_b):
+            if fwd[a, b] < least:
+                least = fwd[a, b]
+                end = a * n_b + b
+    path_a = np.empty(n_blocks, dtype=np.int64)
+    path_b = np.empty(n_blocks, dtype=np.int64)
+    state = end
+    for blk in range(n_blocks - 1, -1, -1):
+        path_a[blk] = state // n_b
+        path_b[blk] = state % n_b
+        if blk > 0:
+            state = parent[blk, path_a[blk], path_b[blk]]
+    return least, path_a, path_b

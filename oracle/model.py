@@ -14,6 +14,7 @@ Every result is checked against the simulator: the model's objective of its sche
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import math
 import time
 from dataclasses import dataclass
@@ -33,10 +34,12 @@ from oracle.demand_start import level_schedules
 from oracle.decomposition import Decomposition
 from oracle.feasibility import FeasibilityCheck, precheck
 from oracle.formulations import Built, build, tranche_tokens, usable_state_ids
+from oracle.peak_search import PeakSearch, peak_network
+from oracle.peak_search import applies as peak_search_applies
 from oracle.race import PROOF as TEXTBOOK_PROOF
 from oracle.race import RACE_AFTER_S, TextbookRace, threshold_s
 from oracle.reduction import excluded, lagrangian_prices, through_bounds
-from oracle.result import OracleResult, closed, modes_used, relative_gap, replay, require_at_least
+from oracle.result import OracleResult, answer, closed, modes_used, relative_gap, replay, require_at_least
 from oracle.solvers import HighsRunner, PyomoRunner, RunOutcome, make_runner
 
 REDUCTION_DELTA0, REDUCTION_DELTA0_HORIZON = 1e-3, 2.5e-4
@@ -59,6 +62,13 @@ LABELING_TIME_SHARE = 0.5
 (``benchmarks/oracle_speed.py`` gives each phase's seconds)."""
 
 Incumbent = tuple[list[list[int]], float]
+MIN_TIME_LIMIT_S = 1.0
+"""The MILP after the peak-level search gets at least this long (s), to load its start."""
+PEAK_SEARCH_SHARE = 0.5
+"""Under demand charges the peak-level search may take this share of the time limit; the MILP, started from its
+incumbent, takes the rest (the search usually ends sooner, at its leaves)."""
+PEAK_PROOF = "peak-level search"
+"""How a result was proved when the peak-level search's bound (:mod:`oracle.peak_search`) closes its gap."""
 """A schedule and its objective ($)."""
 Answer = tuple[RunOutcome, list | None, str]
 """A solve's outcome, its schedule (None: none) and its proof."""
@@ -253,6 +263,22 @@ class OracleModel:
                     "options": options}
         proof = "branch-and-bound"
         details: dict[str, float] = {}
+        peak_bound, first_usd = -math.inf, None if start is None else start[1]
+        if warm_start and peak_search_applies(inst):  # demand charges: the peak-level search first
+            search = PeakSearch(peak_network(inst, self.allow_pause), start)
+            peak_bound = search.run(mip_gap, tick + PEAK_SEARCH_SHARE * time_limit_s)
+            details.update(peak_search_seconds=time.perf_counter() - tick - start_seconds, peak_boxes=search.boxes,
+                           peak_leaves=search.leaves)
+            start = None if search.best_schedule is None else (search.best_schedule, search.best_usd)
+            left_s = tick + time_limit_s - time.perf_counter()
+            if start is not None and (closed(start[1], peak_bound, mip_gap) or left_s <= 0):
+                build_seconds, self._pending_build_seconds = self._pending_build_seconds, 0.0
+                return answer(inst, start[0], None, peak_bound, mip_gap, objective_usd=start[1],
+                              time_limit_s=time_limit_s, proof=PEAK_PROOF, build_seconds=build_seconds,
+                              solve_seconds=time.perf_counter() - tick, start_objective_usd=first_usd, details=details,
+                              formulation=self.formulation, solver=self.solver)
+            settings["time_limit_s"] = max(left_s, MIN_TIME_LIMIT_S)
+            start_seconds = time.perf_counter() - tick  # the search is part of the start
         # The reduction's bounds and label search price slots apart: demand charges couple a month's slots.
         if (self.reduce and self.formulation == "fast" and isinstance(self._runner, HighsRunner)
                 and not inst.has_demand_charges):
@@ -267,6 +293,8 @@ class OracleModel:
             run = self._runner.solve(self.built.model, start=self.built.start_values(start[0]) if start else None,
                                      **settings)
             schedule = self.built.read_schedule() if run.has_solution else None
+        if schedule is None and math.isfinite(peak_bound) and start is not None:  # the MILP returned nothing in time
+            schedule, run = start[0], dataclasses.replace(run, objective=start[1], has_solution=True)
         built = self._built  # the fast path may prove a day without building the Pyomo model
         caps = built.read_caps() if schedule is not None and built is not None and built.read_caps else None
         build_seconds, self._pending_build_seconds = self._pending_build_seconds + run.load_seconds, 0.0
@@ -278,7 +306,10 @@ class OracleModel:
         if metrics is not None and not proven and run.objective is not None:
             require_at_least(run.objective, metrics.objective_usd, self.formulation)
             objective = metrics.objective_usd
-        status, gap = run.status, relative_gap(objective, run.bound)
+        bound = run.bound if math.isinf(peak_bound) else max(peak_bound, -math.inf if run.bound is None else run.bound)
+        status, gap = run.status, relative_gap(objective, bound)
+        if status == "time_limit" and closed(objective, bound, mip_gap):  # the peak-level search's bound closes it
+            status, proof = "optimal", PEAK_PROOF
         reason = check.solver_reason(inst) if status == "infeasible" else run.message if status == "error" else ""
         if status == "infeasible" and inst.has_grid_side:
             reason = ("no schedule meets every target and tier while it delivers every call (within the pool, restarts "
@@ -288,10 +319,10 @@ class OracleModel:
                 "before any lower bound was proved" if gap is None else f"with a gap of {gap:.2e}")
             reason = f"time limit of {time_limit_s:g} s reached {found}"
         return OracleResult(status=status, schedule=schedule, objective_usd=objective if run.has_solution else None,
-                            best_bound_usd=run.bound, gap=gap if run.has_solution else None,
+                            best_bound_usd=bound, gap=gap if run.has_solution else None,
                             build_seconds=build_seconds, solve_seconds=start_seconds + run.solve_seconds,
                             metrics=metrics, reason=reason, modes_used=modes_used(inst, schedule) if schedule else {},
-                            start_objective_usd=start[1] if start else None, caps=caps,
+                            start_objective_usd=first_usd, caps=caps,
                             proof=proof if status == "optimal" else "", details=details, **base)
 
     def _solve_reduced(self, start: Incumbent | None, *, time_limit_s: float, mip_gap: float, threads: int | None,

@@ -28,6 +28,7 @@ which explain infeasibility.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -126,8 +127,11 @@ class DualOutcome:
     """The maximiser sits on the price box: the tranches may be out of reach together (use the LP)."""
 
 
-def lagrangian_prices(search: LabelSearch) -> DualOutcome:
-    """Maximise the Lagrangian bound over μ ≥ 0 (see the module docstring)."""
+def lagrangian_prices(search: LabelSearch, mu_start: np.ndarray | None = None, stop_at_usd: float = np.inf,
+                      known_cuts: Sequence[tuple[float, np.ndarray]] = ()) -> DualOutcome:
+    """Maximise the Lagrangian bound over μ ≥ 0 (see the module docstring), from ``mu_start`` (default 0) and the
+    ``known_cuts`` (cost, tokens) of schedules known to be in the search; stop as soon as a bound reaches
+    ``stop_at_usd``. ``search`` needs ``tranche``, ``most_cost_usd`` and ``lagrangian(μ)``."""
     need = search.tranche
     n_jobs = need.size
     priced = need > 0
@@ -143,7 +147,14 @@ def lagrangian_prices(search: LabelSearch) -> DualOutcome:
     lp.addVar(-inf, inf)
     lp.changeColCost(n_jobs, -1.0)  # HiGHS minimises: min −z
 
-    nu = np.zeros(n_jobs)
+    def add_cut(cost: float, tokens: np.ndarray) -> None:  # z − Σ ν_j·(1 − tokens_j / W_j) ≤ cost
+        slope = np.where(priced, 1.0 - tokens / scale, 0.0)
+        lp.addRow(-inf, cost, n_jobs + 1, np.arange(n_jobs + 1, dtype=np.int32), np.append(-slope, 1.0).astype(float))
+
+    for cost, tokens in known_cuts:
+        add_cut(cost, tokens)
+
+    nu = np.zeros(n_jobs) if mu_start is None else np.where(priced, np.clip(mu_start * scale, 0.0, box), 0.0)
     best: tuple[float, np.ndarray] | None = None
     cuts = 0
     while cuts < MAX_CUTS:
@@ -152,9 +163,9 @@ def lagrangian_prices(search: LabelSearch) -> DualOutcome:
         cuts += 1
         if best is None or value > best[0]:
             best = (value, mu)
-        # z − Σ ν_j·(1 − tokens_j / W_j) ≤ cost
-        slope = np.where(priced, 1.0 - tokens / scale, 0.0)
-        lp.addRow(-inf, cost, n_jobs + 1, np.arange(n_jobs + 1, dtype=np.int32), np.append(-slope, 1.0).astype(float))
+        if best[0] >= stop_at_usd:
+            break
+        add_cut(cost, tokens)
         lp.run()
         if lp.getModelStatus() != highspy.HighsModelStatus.kOptimal:
             break
