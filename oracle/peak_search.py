@@ -42,6 +42,13 @@ from oracle.formulations import TRANCHE_MARGIN
 from oracle.kernels import grid_shortest_path
 from oracle.reduction import joint_tokens, lagrangian_prices
 
+LEAF_REPAIRS = 12
+"""Leaves whose shortest paths are repaired into schedules (:func:`repair`) before the search ends (the first fixes
+the bound)."""
+REPAIR_PRICE_FACTORS = (1.0, 1.001, 1.003, 1.01)
+"""A leaf's paths are repaired at its token prices times these (dearer tokens: paths nearer the targets)."""
+REPAIR_MOVES = 400
+"""Most single-block changes of a repair."""
 LEAF_RTOL = 1e-6
 """A box whose charges range over less than this share of the incumbent's cost is a leaf: not split further."""
 DUAL_STOP_RTOL = 1e-6
@@ -173,6 +180,7 @@ class _Box:
         moved[1:, 0] = path_a[1:] != path_a[:-1]
         moved[1:, 1] = path_b[1:] != path_b[:-1]
         tokens = np.sum(kept - loss * moved, axis=0)
+        self.last_path = (path_a, path_b)
         energy = float(self.cost[blocks, path_a, path_b].sum() + net.constant_usd)
         peaks = net.import_mw[:, blocks, path_a, path_b].max(axis=1)
         self.cuts.append((energy, tokens, peaks))
@@ -233,8 +241,13 @@ class PeakSearch:
                       for c in range(len(levels))]
             c = int(np.argmax(widths))
             if hi[c] == lo[c] or widths[c] <= LEAF_RTOL * abs(self.best_usd):
-                leaves.append(bound)  # best first: no box left holds a lower bound, and no split raises this one
-                break
+                # Best first: no box left bounds lower, and no split raises a leaf's bound; the next few leaves only
+                # seek schedules, by repairing their shortest paths.
+                leaves.append(bound)
+                self._repair_leaf(hi, dual)
+                if len(leaves) >= LEAF_REPAIRS:
+                    break
+                continue
             middle = 0.5 * (levels[c][lo[c]] + levels[c][hi[c]])
             split = int(np.clip(np.searchsorted(levels[c], middle, side="right") - 1, lo[c], hi[c] - 1))
             upper = lo[:c] + (split + 1,) + lo[c + 1:]  # the same caps: the same dual, a dearer charge
@@ -245,6 +258,15 @@ class PeakSearch:
             self._push(heap, base + child.value_usd, lo, lower, child, mip_gap)
         self.leaves = len(leaves)
         return min([b for b, *_ in heap] + leaves + [self._target(mip_gap)])
+
+    def _repair_leaf(self, hi: tuple[int, ...], dual: _Dual) -> None:
+        """Offer the repaired shortest paths of a leaf's caps at its prices (times :data:`REPAIR_PRICE_FACTORS`)."""
+        box = _Box(self, np.array([levels[i] for levels, i in zip(self.net.levels_mw, hi, strict=True)]))
+        for factor in REPAIR_PRICE_FACTORS:
+            if np.isfinite(box.lagrangian(dual.mu * factor)[0]):
+                fixed = repair(self.net, box.cost, *box.last_path)
+                if fixed is not None:
+                    self.offer(*fixed)
 
     def _push(self, heap: list, bound: float, lo: tuple[int, ...], hi: tuple[int, ...], dual: _Dual,
               mip_gap: float) -> None:
@@ -257,3 +279,64 @@ class PeakSearch:
         best = self.best_usd
         return best - max(mip_gap * abs(best), 0.0) * (1.0 - DUAL_STOP_RTOL) if np.isfinite(best) else np.inf
 
+
+
+
+def repair(net: PeakNetwork, cost_usd: np.ndarray, path_a: np.ndarray, path_b: np.ndarray
+           ) -> tuple[float, np.ndarray, np.ndarray, np.ndarray] | None:
+    """A schedule near a path: while a target is short, the single-block change of least cost per share of the
+    shortfall it makes up; then, while one saves, the single-block change that saves most and keeps every target
+    (restart losses at both ends of the block counted). ``cost_usd`` (blocks, A, B): the states' block costs, +inf
+    where not allowed. Returns (energy with the constant terms, peaks per charge, path a, path b) or None."""
+    n_blocks, n_a, n_b = cost_usd.shape
+    cost = cost_usd.reshape(n_blocks, -1)
+    kept, loss = net.kept.reshape(-1, 2), net.loss.reshape(-1, 2)
+    states = np.arange(kept.shape[0])
+    first = kept - loss * net.first_changed.reshape(-1, 2)
+    digit_a, digit_b = np.divmod(states, n_b)
+    path = path_a * n_b + path_b
+    need = net.tranche_tokens
+
+    def made_in(k: int, state: np.ndarray | int, before: int | np.ndarray) -> np.ndarray:
+        """Block k's tokens in ``state`` after ``before`` (the initial choices at k = 0)."""
+        if k == 0:
+            return first[state]
+        moved = np.stack([digit_a[before] != digit_a[state], digit_b[before] != digit_b[state]], axis=-1)
+        return kept[state] - loss[state] * moved
+
+    made = np.array([made_in(k, path[k], path[k - 1] if k else 0) for k in range(n_blocks)])
+    change = np.empty((n_blocks, states.size, 2))  # the tokens a change of block k to each state adds
+    extra = np.empty((n_blocks, states.size))  # and the cost it adds
+
+    def refresh(k: int) -> None:
+        gained = made_in(k, states, path[k - 1] if k else 0) - made[k]
+        if k + 1 < n_blocks:
+            gained = gained + made_in(k + 1, path[k + 1], states) - made[k + 1]
+        change[k] = gained
+        extra[k] = cost[k] - cost[k, path[k]]
+
+    for k in range(n_blocks):
+        refresh(k)
+    for _ in range(REPAIR_MOVES):
+        tokens = made.sum(axis=0)
+        after = tokens + change
+        if np.any(tokens < need):
+            progress = np.sum((np.minimum(after, need) - np.minimum(tokens, need)) / need, axis=-1)
+            score = np.where(progress > 0, extra / np.maximum(progress, 1e-300), np.inf)
+        else:
+            score = np.where(np.all(after >= need, axis=-1) & (extra < 0), extra, np.inf)
+        best = int(np.argmin(score))
+        if not np.isfinite(score.flat[best]):
+            break
+        k, path[best // states.size] = best // states.size, best % states.size
+        made[k] = made_in(k, path[k], path[k - 1] if k else 0)
+        if k + 1 < n_blocks:
+            made[k + 1] = made_in(k + 1, path[k + 1], path[k])
+        for row in range(max(k - 1, 0), min(k + 2, n_blocks)):
+            refresh(row)
+    if np.any(made.sum(axis=0) < need):
+        return None
+    rows = np.arange(n_blocks)
+    energy = float(cost[rows, path].sum() + net.constant_usd)
+    peaks = net.import_mw.reshape(len(net.levels_mw), n_blocks, -1)[:, rows, path].max(axis=1)
+    return energy, peaks, path // n_b, path % n_b

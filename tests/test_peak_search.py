@@ -18,7 +18,7 @@ from aidc_env.tariffs import BUNDLED, load_tariff
 from oracle.data import oracle_data
 from oracle.labeling import LabelSearch
 from oracle.model import best_start
-from oracle.peak_search import PeakSearch, _Box, applies, peak_network
+from oracle.peak_search import PeakSearch, _Box, applies, peak_network, repair
 
 
 def _instance(tariff: str, day: str = "2023-07-05", days: int = 1, segments: int = 4) -> Instance:
@@ -85,3 +85,17 @@ def test_the_oracle_runs_the_search_first(day: Instance) -> None:
     assert result.metrics.objective_usd == pytest.approx(result.objective_usd, rel=1e-9)
     assert result.best_bound_usd <= result.objective_usd
 
+
+
+def test_repair_meets_the_targets_from_the_cheapest_path(day: Instance) -> None:
+    """At zero token prices the shortest path is the cheapest (far short of the targets); the repair turns it into a
+    schedule that meets them, priced as the simulator prices it."""
+    net = peak_network(day)
+    box = _Box(PeakSearch(net, None), np.full(len(net.levels_mw), np.inf))
+    _, _, tokens = box.lagrangian(np.zeros(2))
+    assert np.any(tokens < net.tranche_tokens)
+    energy, peaks, path_a, path_b = repair(net, box.cost, *box.last_path)
+    metrics = simulate(day, net.schedule(path_a, path_b)).metrics
+    assert metrics.feasible
+    charges = sum(net.charge_usd(c, float(p)) for c, p in enumerate(peaks))
+    assert metrics.objective_usd == pytest.approx(energy + charges, rel=1e-9)
