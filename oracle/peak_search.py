@@ -81,6 +81,8 @@ class PeakNetwork:
     """(charges, blocks, A, B): the highest import of each state over the block's slots of each charge (0 outside)."""
     levels_mw: tuple[np.ndarray, ...]
     """Per charge: the distinct imports of its states over its blocks (0 first), ascending: the peaks it can bill."""
+    covers: np.ndarray
+    """(charges, charges) bool: charge c's slots hold charge d's (c's peak is at least d's; the diagonal is True)."""
     tranche_tokens: np.ndarray
     """What the targets ask, as the other formulations ask it (less their margin)."""
     constant_usd: float
@@ -136,6 +138,8 @@ def peak_network(inst: Instance, allow_pause: bool = True) -> PeakNetwork:
     return PeakNetwork(data=data, cost_usd=on_grid(data.block_cost_usd, np.inf), kept=np.moveaxis(kept, 0, -1),
                        loss=np.moveaxis(loss, 0, -1), first_changed=np.moveaxis(changed, 0, -1) > 0,
                        import_mw=np.stack(imports), levels_mw=tuple(levels),
+                       covers=np.array([[np.isin(d.slots, c.slots).all() for d in inst.tariff_terms.demand]
+                                        for c in inst.tariff_terms.demand]),
                        tranche_tokens=np.array([job.tranche_tokens for job in jobs]
                                                + ([0.0] if len(jobs) == 1 else [])) * (1.0 - TRANCHE_MARGIN),
                        constant_usd=data.renewable_cost_usd + inst.tariff_terms.fixed_usd)
@@ -207,7 +211,11 @@ class PeakSearch:
             self.best_usd, self.best_schedule = cost, net.schedule(path_a, path_b)
 
     def _charges(self, index: tuple[int, ...]) -> float:
-        return sum(self.net.charge_usd(c, float(self.net.levels_mw[c][i])) for c, i in enumerate(index))
+        """The charges at the least peaks of a box's lower ends: a charge whose slots hold another's peaks at least
+        as high as the other's."""
+        low = np.array([levels[i] for levels, i in zip(self.net.levels_mw, index, strict=True)])
+        low = np.max(np.where(self.net.covers, low[None, :], 0.0), axis=1, initial=0.0)
+        return sum(self.net.charge_usd(c, float(peak)) for c, peak in enumerate(low))
 
     def _dual(self, hi: tuple[int, ...], mu: np.ndarray | None, cuts: list, stop_at_usd: float) -> _Dual:
         """max_μ L of the states within the caps ``hi`` (stopping early at ``stop_at_usd``), from the parent's prices
