@@ -304,6 +304,7 @@ def repair(net: PeakNetwork, cost_usd: np.ndarray, path_a: np.ndarray, path_b: n
     digit_a, digit_b = np.divmod(states, n_b)
     path = path_a * n_b + path_b
     need = net.tranche_tokens
+    share = np.where(need > 0, need, 1.0)  # a target's tokens (1 for an absent second job's zero)
 
     def made_in(k: int, state: np.ndarray | int, before: int | np.ndarray) -> np.ndarray:
         """Block k's tokens in ``state`` after ``before`` (the initial choices at k = 0)."""
@@ -329,7 +330,7 @@ def repair(net: PeakNetwork, cost_usd: np.ndarray, path_a: np.ndarray, path_b: n
         tokens = made.sum(axis=0)
         after = tokens + change
         if np.any(tokens < need):
-            progress = np.sum((np.minimum(after, need) - np.minimum(tokens, need)) / need, axis=-1)
+            progress = np.sum((np.minimum(after, need) - np.minimum(tokens, need)) / share, axis=-1)
             score = np.where(progress > 0, extra / np.maximum(progress, 1e-300), np.inf)
         else:
             score = np.where(np.all(after >= need, axis=-1) & (extra < 0), extra, np.inf)
