@@ -45,9 +45,9 @@ from oracle.reduction import joint_tokens, lagrangian_prices
 LEAF_REPAIRS = 12
 """Leaves whose shortest paths are repaired into schedules (:func:`repair`) before the search ends (the first fixes
 the bound)."""
-REPAIR_PRICE_FACTORS = (1.0, 1.001, 1.003, 1.01)
+REPAIR_PRICE_FACTORS = (1.0, 1.003)
 """A leaf's paths are repaired at its token prices times these (dearer tokens: paths nearer the targets)."""
-REPAIR_MOVES = 400
+REPAIR_MOVES = 150
 """Most single-block changes of a repair."""
 LEAF_RTOL = 1e-6
 """A box whose charges range over less than this share of the incumbent's cost is a leaf: not split further."""
@@ -299,9 +299,9 @@ def repair(net: PeakNetwork, cost_usd: np.ndarray, path_a: np.ndarray, path_b: n
     n_blocks, n_a, n_b = cost_usd.shape
     cost = cost_usd.reshape(n_blocks, -1)
     kept, loss = net.kept.reshape(-1, 2), net.loss.reshape(-1, 2)
-    states = np.arange(kept.shape[0])
     first = kept - loss * net.first_changed.reshape(-1, 2)
-    digit_a, digit_b = np.divmod(states, n_b)
+    digit_a, digit_b = np.divmod(np.arange(kept.shape[0]), n_b)
+    states = np.flatnonzero(np.isfinite(cost).any(axis=0))  # the candidates: allowed somewhere
     path = path_a * n_b + path_b
     need = net.tranche_tokens
     share = np.where(need > 0, need, 1.0)  # a target's tokens (1 for an absent second job's zero)
@@ -322,7 +322,7 @@ def repair(net: PeakNetwork, cost_usd: np.ndarray, path_a: np.ndarray, path_b: n
         if k + 1 < n_blocks:
             gained = gained + made_in(k + 1, path[k + 1], states) - made[k + 1]
         change[k] = gained
-        extra[k] = cost[k] - cost[k, path[k]]
+        extra[k] = cost[k, states] - cost[k, path[k]]
 
     for k in range(n_blocks):
         refresh(k)
@@ -337,7 +337,7 @@ def repair(net: PeakNetwork, cost_usd: np.ndarray, path_a: np.ndarray, path_b: n
         best = int(np.argmin(score))
         if not np.isfinite(score.flat[best]):
             break
-        k, path[best // states.size] = best // states.size, best % states.size
+        k, path[best // states.size] = best // states.size, states[best % states.size]
         made[k] = made_in(k, path[k], path[k - 1] if k else 0)
         if k + 1 < n_blocks:
             made[k + 1] = made_in(k + 1, path[k + 1], path[k])
