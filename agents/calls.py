@@ -1,7 +1,8 @@
 """Policies for grid calls (docs/grid-calls.md): each learns of a call only at its notice (prices are the truth), and
 each returns a schedule with its caps, scored afterwards by the simulator.
 
-- ``mpc-notice``: the oracle's plan on the calls known at slot 0, re-solved at each later notice with everything before
+- ``mpc-notice``: the oracle's plan (without a coincident-peak charge: the system's peak is known only after the
+  month) on the calls known at slot 0, re-solved at each later notice with everything before
   it fixed (the segments already started, the caps already applied): the textbook MILP of :mod:`oracle.grid_rows` with
   the past fixed (:attr:`oracle.formulations.Built.fix_before`). A call that the fixed past makes impossible to deliver
   is declined (the plan continues; the simulator reports it undelivered).
@@ -16,6 +17,8 @@ each returns a schedule with its caps, scored afterwards by the simulator.
 """
 
 from __future__ import annotations
+
+import dataclasses
 
 import numpy as np
 
@@ -45,12 +48,15 @@ def mpc_notice_schedule(inst: Instance, time_limit_s: float = 120.0, mip_gap: fl
             log.append({"slot": slot, "calls_known": len(view.grid_calls), "status": result.status,
                         "seconds": result.build_seconds + result.solve_seconds, "gap": result.gap})
 
+    truth = inst
+    if inst.coincident_peak is not None:  # the system's peak is known only after the month: planned without it
+        inst = dataclasses.replace(inst, coincident_peak=None)
     if notice_slots(inst) == [0]:  # nothing is learnt after slot 0: the oracle's plan (any instance it solves)
         result = solve(inst, time_limit_s=time_limit_s, mip_gap=mip_gap)
         record(0, inst, result)
         if result.schedule is None:
             raise RuntimeError(f"the oracle found no schedule on {inst.day}: {result.reason}")
-        return validate_schedule(inst, result.schedule, result.sites, result.caps)
+        return validate_schedule(truth, result.schedule, result.sites, result.caps)
     plan: tuple[list[list[int]], list[list[float]] | None] | None = None
     for slot in notice_slots(inst):
         view = noticed(inst, slot)
@@ -64,7 +70,7 @@ def mpc_notice_schedule(inst: Instance, time_limit_s: float = 120.0, mip_gap: fl
         elif plan is None:
             raise RuntimeError(f"the oracle found no schedule at slot 0 on {inst.day}: {result.reason}")
     assert plan is not None
-    return validate_schedule(inst, plan[0], None, plan[1])
+    return validate_schedule(truth, plan[0], None, plan[1])
 
 
 def _tier_floor(inst: Instance, j: int) -> float:

@@ -131,10 +131,13 @@ def sub_instance(inst: Instance, start: int, stop: int, current: list[int], toke
             changes = {"release_slot": max(release - start, 0), "deadline_slot": min(deadline, stop) - start}
         jobs.append(dataclasses.replace(job, segments=span // inst.slots_per_segment(job), initial_mode=current[j],
                                         tranche_tokens=max(0.0, job.tranche_tokens - tokens_done[j]), **changes))
-    require(not inst.has_demand_charges, "tariff", "a re-plan from inside a month would need the month's peaks so "
-            "far, which sub-instances do not carry yet: MPC takes a tariff's energy rates, not its demand charges")
+    field = "tariff" if inst.tariff is not None else "coincident_peak"
+    require(not inst.has_demand_charges and inst.coincident_peak is None, field, "a re-plan from inside a month "
+            "would need the month's peaks so far, which sub-instances do not carry yet, and a coincident-peak charge "
+            "the system's peak, known only after the month: MPC takes a tariff's energy rates, not its demand charges")
     # The tariff's energy rates are the sub-instance's prices already; it bills no whole days of its own.
-    changes: dict = {"jobs": tuple(jobs), "horizon_days": 1, "min_daily_share": 0.0, "tariff": None}
+    changes: dict = {"jobs": tuple(jobs), "horizon_days": 1, "min_daily_share": 0.0, "tariff": None,
+                     "coincident_peak": None}
     if inst.inference:
         changes["inference"] = tuple(dataclasses.replace(service, gpus=service.gpus[start:stop],
                                                          demand_share=service.demand_share[start:stop])

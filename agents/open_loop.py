@@ -14,18 +14,21 @@ import numpy as np
 from agents.mpc import site_views, with_series
 from aidc_env.baselines import greedy_schedule
 from aidc_env.errors import require
-from aidc_env.information import realised
+from aidc_env.information import PERFECT, realised
 from aidc_env.instance import Instance
 from aidc_env.schedule import Schedule, validate_schedule
 
 
 def viewed(inst: Instance, information: str, t: int = 0, scenario: int | None = None) -> Instance:
     """The instance as known at the start of slot ``t``, every site's: the realised truth before t, the outlook
-    from t."""
+    from t. A coincident-peak charge is known only after the month (:mod:`aidc_env.coincident`): the view drops it,
+    but with perfect information (the truth)."""
     past = [realised(view, t) for view in inst.site_views]
     prices, shapes = site_views(inst, t, information, scenario)
+    known = information is PERFECT or information == "perfect"
     return with_series(inst, [np.concatenate([p[0], price]) for p, price in zip(past, prices, strict=True)],
-                       [np.concatenate([p[1], shape]) for p, shape in zip(past, shapes, strict=True)])
+                       [np.concatenate([p[1], shape]) for p, shape in zip(past, shapes, strict=True)],
+                       **({} if known else {"coincident_peak": None}))
 
 
 def oracle_schedule(inst: Instance, oracle) -> tuple[Schedule, object]:

@@ -12,6 +12,10 @@ of at the real-time LMP. :func:`tariff_terms` turns the tariff and the instance'
   15 minutes and a slot is at least that long, so a slot's import is its interval's demand;
 - the **fixed charges** of the horizon's days ($, prorated per month as :func:`aidc_env.tariffs.bill` does).
 
+A coincident-peak charge (:mod:`aidc_env.coincident`, ``Instance.coincident_peak``) joins the terms as demand
+charges of one slot each (:func:`with_demand_charges`), with a tariff or without one (then the energy is the real-time
+LMP, the instance's prices, and there is no fixed charge).
+
 The terms are the bill: for a schedule's import, energy + demand + fixed charges equal
 :func:`aidc_env.tariffs.bill`'s total (a test asserts it). Each site is billed on its own meter under the same tariff.
 A month's demand charge is paid in full on the part of the month a horizon covers: a horizon of a calendar month bills
@@ -52,6 +56,9 @@ class DemandCharge:
     """$/kW of each tier (non-decreasing: the charge is convex in the peak)."""
     flat: bool = False
     """The month's flat demand charge (every slot), else a TOU demand period's."""
+    coincident: bool = False
+    """A coincident-peak charge (:mod:`aidc_env.coincident`): one slot of the system's peak, billed apart from the
+    tariff's demand charges."""
 
     def peak_kw(self, grid_mw: np.ndarray) -> float:
         """The highest import over its slots, kW."""
@@ -74,6 +81,17 @@ class TariffTerms:
     def demand_usd(self, grid_mw: np.ndarray) -> float:
         """All demand charges of a per-slot import (MW)."""
         return float(sum(charge.charge_usd(grid_mw) for charge in self.demand))
+
+
+def with_demand_charges(terms: TariffTerms | None, energy_usd_per_mwh: np.ndarray,
+                        charges: tuple[DemandCharge, ...]) -> TariffTerms:
+    """``terms`` with ``charges`` added to its demand charges (e.g. coincident-peak charges,
+    :mod:`aidc_env.coincident`); without a tariff's terms (None), the terms of energy at ``energy_usd_per_mwh`` (the
+    real-time LMP) and the ``charges`` alone, no fixed charge."""
+    if terms is None:
+        return TariffTerms(energy_usd_per_mwh=energy_usd_per_mwh, demand=tuple(charges), fixed_usd=0.0)
+    return TariffTerms(energy_usd_per_mwh=terms.energy_usd_per_mwh, demand=terms.demand + tuple(charges),
+                       fixed_usd=terms.fixed_usd)
 
 
 def _check_objective(tariff: Tariff) -> None:
@@ -137,4 +155,4 @@ def tariff_terms(tariff: Tariff, first_day: str, slots: int, slot_hours: float) 
     return TariffTerms(energy_usd_per_mwh=energy, demand=tuple(charges), fixed_usd=float(fixed))
 
 
-__all__ = ["KW_PER_MW", "DemandCharge", "TariffTerms", "tariff_terms"]
+__all__ = ["KW_PER_MW", "DemandCharge", "TariffTerms", "tariff_terms", "with_demand_charges"]

@@ -27,6 +27,7 @@ from typing import Any
 import numpy as np
 
 from aidc_env.calls import with_calls
+from aidc_env.coincident import load_coincident_peak, on_days
 from aidc_env.errors import CliParser, InputError, is_integer, require, run_cli
 from aidc_env.grid import FLEX_TIER_LOSS
 from aidc_env.instance import DEFAULT_MIN_DAILY_SHARE, MINUTES_PER_HOUR, PAUSE, SECONDS_PER_HOUR, Instance, Job
@@ -90,6 +91,9 @@ class Case:
     tariff: str | None = None
     """The utility tariff billing the grid import (a bundled name or a URDB JSON file, :mod:`aidc_env.billing`);
     None: the real-time LMP."""
+    coincident_peak: str | None = None
+    """A coincident-peak charge on the grid import in the system's monthly peak (a bundled name, e.g. ``ercot-4cp``,
+    or a JSON file, :mod:`aidc_env.coincident`), with the tariff or the real-time LMP; None: none."""
 
     @property
     def slot_hours(self) -> float:
@@ -133,6 +137,7 @@ class Case:
                          "idle_value_usd_per_gpu_hour", "training_value_usd_per_gpu_hour")), "gpus": self.n_gpus,
                 **({} if self.power_caps is None else {"power_caps": dict(self.power_caps)}),
                 **({} if self.tariff is None else {"tariff": self.tariff}),
+                **({} if self.coincident_peak is None else {"coincident_peak": self.coincident_peak}),
                 "facility": table(Facility.model_fields), "energy": table(Energy.model_fields),
                 "migration": {"link_gbps": self.link_gbps}, "modes": self.mode_params.to_dict(),
                 **{name: [dataclasses.asdict(spec) for spec in getattr(self, name)]
@@ -181,7 +186,7 @@ def case_from_dict(data: Mapping[str, Any], source: str = "") -> Case:
                 idle_value_usd_per_gpu_hour=doc.idle_value_usd_per_gpu_hour, sites=tuple(doc.sites),
                 link_gbps=DEFAULT_LINK_GBPS if doc.migration.link_gbps is None else doc.migration.link_gbps,
                 training_value_usd_per_gpu_hour=doc.training_value_usd_per_gpu_hour, power_caps=doc.power_caps,
-                grid_calls=tuple(doc.grid_calls), tariff=doc.tariff,
+                grid_calls=tuple(doc.grid_calls), tariff=doc.tariff, coincident_peak=doc.coincident_peak,
                 **dict(doc.facility), **dict(doc.energy))
 
 
@@ -400,10 +405,14 @@ def _instance_on_days(case: Case, first_day: str, profiles: ProfileSet | SitePro
 
 
 def _grid_side(case: Case, inst: Instance) -> Instance:
-    """The case's tariff, power caps, training value and grid calls on an instance (the instance itself without
-    them). The tariff comes first: it sets the prices a call's baseline schedule is planned on."""
+    """The case's tariff, coincident-peak charge, power caps, training value and grid calls on an instance (the
+    instance itself without them). The tariff comes first: it sets the prices a call's baseline schedule is planned
+    on. The coincident-peak charge takes the system's peaks of the horizon's months here (:func:`on_days`)."""
     if case.tariff is not None:
         inst = inst.with_tariff(load_tariff(case.tariff))
+    if case.coincident_peak is not None:
+        peak = on_days(load_coincident_peak(case.coincident_peak), inst.day, inst.horizon_days)
+        inst = dataclasses.replace(inst, coincident_peak=peak)
     if case.power_caps is None and not case.grid_calls and case.training_value_usd_per_gpu_hour <= 0:
         return inst
     curve = None if case.power_caps is None else cap_curve(
@@ -440,6 +449,10 @@ def add_case_arguments(parser: argparse.ArgumentParser, *, day: bool = True, def
     parser.add_argument("--tariff", metavar="NAME|FILE", help="bill the grid import by a utility tariff instead of the "
                         "real-time LMP: a bundled name (python -m aidc_env.tariffs --list) or a URDB JSON file; its "
                         "demand charges join the objective (default: the case's tariff, if any)")
+    parser.add_argument("--coincident-peak", metavar="NAME|FILE", help="also a coincident-peak transmission charge on "
+                        "the import in the system's monthly peak hour: a bundled name (ercot-4cp: ERCOT 4CP on CAISO "
+                        "2023 demand) or a JSON file, with the tariff or the real-time LMP (default: the case's, if "
+                        "any)")
 
 
 def case_overrides(args: argparse.Namespace) -> dict[str, Any]:
@@ -452,6 +465,9 @@ def case_overrides(args: argparse.Namespace) -> dict[str, Any]:
     if getattr(args, "tariff", None) is not None:
         load_tariff(args.tariff)  # a bad name or file is refused here, before any work
         overrides["tariff"] = args.tariff
+    if getattr(args, "coincident_peak", None) is not None:
+        load_coincident_peak(args.coincident_peak)  # a bad name or file is refused here, before any work
+        overrides["coincident_peak"] = args.coincident_peak
     return overrides
 
 

@@ -40,7 +40,8 @@ from typing import Any
 
 import numpy as np
 
-from aidc_env.billing import TariffTerms, tariff_terms
+from aidc_env.billing import TariffTerms, tariff_terms, with_demand_charges
+from aidc_env.coincident import CoincidentPeak
 from aidc_env.errors import is_finite, is_integer, require, require_date, require_unique
 from aidc_env.grid import CapCurve, GridCall, check_calls
 from aidc_env.information import Forecast
@@ -184,6 +185,10 @@ class Instance:
     transfer time. None: one site, the instance's own fields (the day model). With a network, the top-level
     facility, energy, price and renewable fields are those of the first site, for readers that know no sites
     (they refuse a sites instance: :func:`require_one_site`)."""
+    coincident_peak: CoincidentPeak | None = None
+    """A coincident-peak charge (ERCOT's 4CP style, :mod:`aidc_env.coincident`) with the system's peak hours of the
+    months the horizon touches: each peak hour within the horizon is a demand charge on every site's meter, with a
+    tariff or at the real-time LMP. None: none."""
 
     def __post_init__(self) -> None:
         if self.case_name:  # it may name files and folders
@@ -217,7 +222,9 @@ class Instance:
     inference_it_kw: np.ndarray = field(init=False, repr=False)
     """IT power of every inference service per slot (kW, zeros without inference)."""
     tariff_terms: TariffTerms | None = field(init=False, repr=False)
-    """The :attr:`tariff` on the instance's slots (energy rates, demand and fixed charges of a meter); None without."""
+    """The bill's terms on the instance's slots (a meter's energy rates, demand and fixed charges): the :attr:`tariff`'s
+    with the :attr:`coincident_peak` charges within the horizon (without a tariff: energy at the prices, the real-time
+    LMP); None with neither (nor a peak within the horizon)."""
     @property
     def site_views(self) -> tuple[Instance, ...]:
         """Per site, the one-site instance of its pool, facility, plant, price and forecast (same jobs and slots): what
@@ -248,7 +255,8 @@ class Instance:
         object.__setattr__(self, "_site_views", views)  # not a field: derived, and compared through the network
 
     def _check_tariff(self, price: np.ndarray) -> None:
-        """Under a tariff, every site's prices are its energy rates; its terms (:attr:`tariff_terms`)."""
+        """Under a tariff, every site's prices are its energy rates; the bill's terms (:attr:`tariff_terms`), with the
+        coincident-peak charges."""
         terms = None
         if self.tariff is not None:
             require(isinstance(self.tariff, Tariff), "tariff", "must be an aidc_env.tariffs.Tariff")
@@ -258,6 +266,11 @@ class Instance:
                     for s, site in enumerate(self.network.sites if self.network is not None else ())]:
                 require(np.array_equal(prices, terms.energy_usd_per_mwh), name, f"must be the energy rates of the "
                         f"tariff {self.tariff.name!r} (Instance.with_tariff sets them)")
+        if self.coincident_peak is not None:
+            require(isinstance(self.coincident_peak, CoincidentPeak), "coincident_peak",
+                    "must be an aidc_env.coincident.CoincidentPeak")
+            charges = self.coincident_peak.charges(self.day, price.size, price.size // self.horizon_days)
+            terms = with_demand_charges(terms, price, charges) if charges else terms
         object.__setattr__(self, "tariff_terms", terms)
 
     def with_tariff(self, tariff: Tariff | None) -> Instance:
@@ -350,8 +363,9 @@ class Instance:
 
     @property
     def has_demand_charges(self) -> bool:
-        """A tariff with demand charges: they couple every slot of a month, which the exact day oracle and the
-        decomposition do not model (the textbook MILP does)."""
+        """A tariff's demand charges or a coincident-peak charge within the horizon: they couple the slots of a month
+        (or bill the system's peak, known only after it), which the decomposition does not model (the textbook MILP
+        does)."""
         return self.tariff_terms is not None and bool(self.tariff_terms.demand)
 
     def token_value_usd(self, job: Job) -> float:
@@ -444,10 +458,12 @@ class Instance:
                   "cap_curve": self.cap_curve and self.cap_curve.to_dict(),
                   "grid_calls": [call.to_dict() for call in self.grid_calls],
                   "tariff": self.tariff and dict(self.tariff.document),
+                  "coincident_peak": self.coincident_peak and self.coincident_peak.to_dict(),
                   **{name: getattr(self, name).tolist() for name in ("price_usd_per_mwh", "renewable_shape",
                                                                      "renewable_mw")}}
+        # written only when set: the day model's JSON unchanged
         optional = {"forecast": None, "network": None, "cap_curve": None, "grid_calls": [], "tariff": None,
-                    "training_value_usd_per_gpu_hour": 0.0}  # written only when set: the day model's JSON unchanged
+                    "coincident_peak": None, "training_value_usd_per_gpu_hour": 0.0}
         return {key: values[key] if key in values else getattr(self, key) for key in InstanceDocument.model_fields
                 if key not in optional or (values[key] if key in values else getattr(self, key)) != optional[key]}
 
@@ -474,6 +490,7 @@ class Instance:
             grid_calls=tuple(GridCall(**dict(call)) for call in doc.grid_calls),
             training_value_usd_per_gpu_hour=doc.training_value_usd_per_gpu_hour,
             tariff=None if doc.tariff is None else Tariff.from_urdb(doc.tariff, source="instance JSON"),
+            coincident_peak=None if doc.coincident_peak is None else CoincidentPeak.from_dict(doc.coincident_peak),
             network=None if network is None else SiteNetwork(
                 sites=tuple(Site(**site.model_dump(exclude={"gpus", "plant_mw", "forecast"}), n_gpus=site.gpus,
                                  forecast=site.forecast and Forecast.from_document(site.forecast))

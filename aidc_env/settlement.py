@@ -123,6 +123,8 @@ def require_wholesale(inst: Instance, who: str) -> None:
             "(settle each site's view, Instance.site_views, at its own node)")
     require(getattr(inst, "tariff", None) is None, "tariff", f"{who} settles at the wholesale LMP; this instance "
             "buys under a tariff, whose energy rates are not an LMP")
+    require(getattr(inst, "coincident_peak", None) is None, "coincident_peak", f"{who} settles the energy at the "
+            "wholesale LMP; a coincident-peak charge (on the system's peak, known only after the month) is not settled")
 
 
 def two_settlement_bill(inst: Instance, result: SimulationResult, committed_mw: Any, dayahead_price_usd_per_mwh: Any,

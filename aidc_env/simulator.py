@@ -32,7 +32,10 @@ and subtracts payments. Without caps, calls or a training value every number is 
 
 The bill (:mod:`aidc_env.billing`): under a utility tariff (``Instance.tariff``) the price of a slot is the tariff's
 energy rate, and each site's demand charges (on its meter's highest import in each charge's slots) and fixed charges
-join its operating cost (``demand_charge_usd``, ``fixed_charge_usd``; a month's charges belong to no day).
+join its operating cost (``demand_charge_usd``, ``fixed_charge_usd``; a month's charges belong to no day). A
+coincident-peak charge (``Instance.coincident_peak``, :mod:`aidc_env.coincident`) is demand charges on the system's
+peak hours, in ``demand_charge_usd`` too, with a tariff or at the LMP; the itemised bill (:func:`site_bills`) shows it
+as lines of its own.
 
 Costs in $, energy in MWh, power in MW, time in hours unless a name says otherwise.
 """
@@ -327,7 +330,7 @@ def simulate(inst: Instance, schedule: Schedule | Sequence[Sequence[int]] | Mapp
     for d, day in enumerate(inst.days):
         tokens_today = {m.name: m.tokens_by_day[d] for m in job_metrics}
         slots = inst.day_slots(d)
-        energy = energies if inst.horizon_days == 1 and inst.tariff is None else [  # monthly charges: no day's
+        energy = energies if inst.horizon_days == 1 and inst.tariff_terms is None else [  # monthly: no day's
             energy_totals(view, f.load_mw, (f.renewable_used_mw, f.grid_mw, f.curtailment_mw, f.decision_cost_usd),
                           slots) for view, f in zip(views, flows, strict=True)]
         days.append(DayMetrics(
@@ -445,7 +448,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     inst = load_instance(args.instance)
     tariff = tariff if tariff is not None else inst.tariff
     result = simulate(inst, read_schedule(args.schedule, inst))
-    bills = site_bills(inst, result, tariff) if tariff is not None else {}
+    bills = site_bills(inst, result, tariff) if tariff is not None or inst.coincident_peak is not None else {}
     if args.json:
         print(dumps_json({**result.to_dict(inst, flows=args.flows),
                           **({"bills": {name: b.to_dict() for name, b in bills.items()}} if bills else {})}, indent=1))
@@ -457,22 +460,37 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def bill_line(site: str, bill: Any) -> str:
-    """One line of a site's bill (:class:`aidc_env.tariffs.Bill`)."""
-    return (f"bill at {site} under {bill.tariff}: ${bill.total_usd:,.2f} (energy ${bill.energy_usd:,.2f}, demand "
-            f"${bill.demand_usd:,.2f}, fixed ${bill.fixed_usd:,.2f})")
+    """A site's bill in one line (:class:`aidc_env.tariffs.Bill`); with coincident-peak charges
+    (:class:`aidc_env.coincident.PeakBill`), their total in it and one more line per peak hour."""
+    coincident = f", coincident peak ${bill.coincident_usd:,.2f}" if hasattr(bill, "coincident") else ""
+    return "\n".join([f"bill at {site} under {bill.tariff}: ${bill.total_usd:,.2f} (energy ${bill.energy_usd:,.2f}, "
+                      f"demand ${bill.demand_usd:,.2f}, fixed ${bill.fixed_usd:,.2f}{coincident})",
+                      *(bill.lines() if coincident else ())])
 
 
 def site_bills(inst: Instance, result: SimulationResult, tariff: Any) -> dict[str, Any]:
     """Per site, the bill of its grid import (kW per slot, from the instance's first day) under ``tariff``
     (:func:`aidc_env.tariffs.bill`), itemised per month. Under the instance's own tariff (``inst.tariff``) its total is
-    the metrics' grid cost + demand + fixed charges; under another, a report beside the metrics."""
+    the metrics' grid cost + demand + fixed charges; under another, a report beside the metrics. With a coincident-peak
+    charge (``inst.coincident_peak``) each bill is a :class:`~aidc_env.coincident.PeakBill`: the tariff's (``tariff``
+    None: the import at the real-time LMP) with a line per peak hour of the horizon."""
     import datetime as dt
 
+    from aidc_env.coincident import PeakBill, coincident_lines
     from aidc_env.tariffs import bill
 
     start = dt.date.fromisoformat(inst.day)
-    return {site.name: bill(tariff, flows.grid_mw * 1000.0, start, slot_hours=inst.slot_hours)
-            for site, flows in zip(inst.sites, result.site_flows, strict=True)}
+    bills = {site.name: bill(tariff, flows.grid_mw * 1000.0, start, slot_hours=inst.slot_hours)
+             for site, flows in zip(inst.sites, result.site_flows, strict=True)} if tariff is not None else {}
+    peak = inst.coincident_peak
+    if peak is None:
+        return bills
+    return {site.name: PeakBill(
+        name=f"{tariff.name if tariff is not None else 'real-time LMP'} + {peak.name}", start=start,
+        tariff_bill=bills.get(site.name), lmp_energy_usd=0.0 if tariff is not None else metrics.grid_cost_usd,
+        coincident=coincident_lines(view.tariff_terms, flows.grid_mw))
+        for site, view, flows, metrics in zip(inst.sites, inst.site_views, result.site_flows, result.metrics.sites,
+                                              strict=True)}
 
 
 

@@ -101,8 +101,9 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def tariff_bills(inst: Instance, result: OracleResult) -> dict[str, Any]:
-    """Under a tariff, each site's itemised bill of the answer's schedule (the simulator's replay); else none."""
-    if inst.tariff is None or result.schedule is None:
+    """Under a tariff or a coincident-peak charge, each site's itemised bill of the answer's schedule (the simulator's
+    replay); else none."""
+    if (inst.tariff is None and inst.coincident_peak is None) or result.schedule is None:
         return {}
     replayed = simulate(inst, validate_schedule(inst, result.schedule, result.sites, result.caps))
     return site_bills(inst, replayed, inst.tariff)

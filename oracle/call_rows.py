@@ -64,7 +64,7 @@ def refusal(inst: Instance) -> str:
         ("power caps", inst.cap_curve is not None),
         ("throughput tiers", any(job.max_throughput_loss is not None for job in inst.jobs)),
         ("a training value", inst.training_value_usd_per_gpu_hour > 0),
-        ("a tariff's demand charges", inst.has_demand_charges)) if present]
+        ("a tariff's demand charges or a coincident-peak charge", inst.has_demand_charges)) if present]
     if parts:
         return (f"the decomposition does not model {', '.join(parts)} yet (grid calls it does): use 'textbook' or "
                 "'auto' (one site without fine-tuning, inference or idle-GPU value)")

@@ -200,8 +200,8 @@ class OracleModel:
     def update(self, inst: Instance) -> None:
         """Point the model at another instance (in place if the structure is the same, else rebuilt)."""
         same = structure_key(inst) == structure_key(self.inst) and self.formulation == "fast" and \
-            self.decomposition is None and not inst.has_fleet_workloads and inst.tariff is None and \
-            self.inst.tariff is None
+            self.decomposition is None and not inst.has_fleet_workloads and inst.tariff_terms is None and \
+            self.inst.tariff_terms is None
         if not same:
             spent = self._pending_build_seconds
             self._build(inst)

@@ -192,9 +192,12 @@ class DispatchEnv(gym.Env):
         self.n_jobs, self.n_sites, self.n_slots = len(t.jobs), len(t.sites), t.slots
         self.horizon_days, self.slots_per_day = t.horizon_days, t.slots_per_day
         self.grid_side = self.call_stream is not None or any(i.has_grid_side for i in self._instances.values())
-        self.demand_charges = any(i.has_demand_charges for i in self._instances.values())
-        require(not self.demand_charges or self.action_type == "joint", "action", "a tariff's demand charges are run "
-                "by the joint action (one site, pre-training jobs): use action='joint'")
+        # A coincident-peak option adds the demand entries whether or not a peak falls in an episode: their presence
+        # must not tell the system's peak day (aidc_env.coincident: known only after the month).
+        self.demand_charges = any(i.has_demand_charges or i.coincident_peak is not None
+                                  for i in self._instances.values())
+        require(not self.demand_charges or self.action_type == "joint", "action", "a tariff's demand charges and "
+                "coincident-peak charges are run by the joint action (one site, pre-training jobs): use action='joint'")
         require(not self.grid_side or self.action_type == "joint", "action", "power caps, grid calls and a training "
                 "value are run by the joint action (one site, pre-training jobs): use action='joint'")
         require(self.call_stream is None or t.cap_curve is not None, "call_stream",

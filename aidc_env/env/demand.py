@@ -7,6 +7,11 @@ sum to the simulator's objective; the tariff's fixed charges are paid in the fir
 state Markov; the observation holds two of them (:data:`DEMAND_FEATURES`), each as a share of the facility's rated
 load: the flat charge's, and the highest of the TOU charges the slot belongs to (0 in a slot outside every TOU
 demand period).
+
+A coincident-peak charge (:mod:`aidc_env.coincident`) is one-slot charges on the system's peak hour: paid in its slot
+(rate × import), and never observed before it (its running peak is 0 until its slot is paid, and no later slot
+belongs to it), since the system's peak is known only after the month. An episode of an instance with the option but
+no peak in its horizon has no charges and the same entries (all 0).
 """
 
 from __future__ import annotations
@@ -60,14 +65,15 @@ class DemandCharges:
 def _tables(inst: Instance) -> tuple:
     """The charges, fixed charges, rated load, each charge's $/MW if it has one tier (the step's fast path; None if
     tiered), and per slot its charges, its flat charge (-1: none) and its TOU charges."""
-    terms = inst.tariff_terms
-    charges = terms.demand
+    terms = inst.tariff_terms  # None: a coincident-peak option without a peak in the horizon, nothing to pay
+    charges = terms.demand if terms is not None else ()
     flat_rate = [float(c.rate_usd_per_kw[0]) * KW_PER_MW if c.rate_usd_per_kw.size == 1 else None for c in charges]
     at: list[list[int]] = [[] for _ in range(inst.slots)]
     for k, charge in enumerate(charges):
         for t in charge.slots:
             at[int(t)].append(k)
-    return (charges, terms.fixed_usd, inst.rated_facility_mw, flat_rate, [tuple(ks) for ks in at],
+    fixed_usd = terms.fixed_usd if terms is not None else 0.0
+    return (charges, fixed_usd, inst.rated_facility_mw, flat_rate, [tuple(ks) for ks in at],
             [next((k for k in ks if charges[k].flat), -1) for ks in at],
             [tuple(k for k in ks if not charges[k].flat) for ks in at])
 

@@ -182,6 +182,9 @@ class CaseDocument(Table):
     tariff: Str | None = None
     """The utility tariff that bills the grid import: a bundled name (``python -m aidc_env.tariffs --list``) or a URDB
     JSON file; None: the real-time LMP."""
+    coincident_peak: Str | None = None
+    """A coincident-peak charge (ERCOT's 4CP style): a bundled name (``ercot-4cp``) or a JSON file
+    (:mod:`aidc_env.coincident`); None: none."""
     facility: Facility = Facility()
     energy: Energy = Energy()
     migration: Migration = Migration()

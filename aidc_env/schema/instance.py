@@ -232,6 +232,8 @@ class InstanceDocument(Table):
     forecast: ForecastDocument | None = None
     tariff: dict[str, Any] | None = None
     """The URDB item of the tariff that bills the grid import (:mod:`aidc_env.tariffs` reads it)."""
+    coincident_peak: dict[str, Any] | None = None
+    """A coincident-peak charge with the system's peak hours (:mod:`aidc_env.coincident` reads it)."""
     network: NetworkDocument | None = None
 
     @model_validator(mode="after")
