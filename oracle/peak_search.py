@@ -14,11 +14,13 @@ L. A schedule's peak is one of its states' block imports, so each charge's *leve
 states over its blocks, and a box is a range of level indices per charge. Best-first branch and bound over boxes,
 from the box of all levels, splits the charge of the widest charge range at its middle value; a box whose bound
 reaches the incumbent less the gap is pruned (an early stop of the dual maximisation, :func:`lagrangian_prices`, at
-that bound saves most of its work). Every shortest path met that meets the targets is a schedule, priced exactly with
-its own peaks: the incumbents, after the starts of :func:`oracle.model.best_start`. The search proves the optimum when
-no box is left. A box whose charge range is below :data:`LEAF_RTOL` of the incumbent is a leaf: its bound is the
-Lagrangian bound of its caps, whose duality gap no split closes, so the search ends at the first leaf it takes (best
-first, no box left bounds lower) with that bound; the time limit leaves the least open bound.
+that bound saves most of its work). A charge whose slots hold another's (the flat charge over a TOU one) bills at least
+the other's lower end. Every shortest path met that meets the targets is a schedule, priced exactly with its own
+peaks: the incumbents, after the starts of :func:`oracle.model.best_start`. The search proves the optimum when no box
+is left. A box whose charge range is below :data:`LEAF_RTOL` of the incumbent is a leaf: its bound is the Lagrangian
+bound of its caps, whose duality gap no split closes. The first leaf taken therefore fixes the bound (best first: no
+box left bounds lower); the search goes on only to repair the shortest paths of :data:`LEAF_REPAIRS` leaves into
+schedules (:func:`repair`), and the time limit leaves the least open bound.
 
 It applies to one site without fleet workloads or the grid's side, one or two jobs on one checkpoint grid and no
 daily minimum (:func:`applies`): the network of :class:`PeakNetwork` lets every block after the first change both
