@@ -62,6 +62,9 @@ LABELING_TIME_SHARE = 0.5
 (``benchmarks/oracle_speed.py`` gives each phase's seconds)."""
 
 Incumbent = tuple[list[list[int]], float]
+"""A schedule and its objective ($)."""
+Answer = tuple[RunOutcome, list | None, str]
+"""A solve's outcome, its schedule (None: none) and its proof."""
 MIN_TIME_LIMIT_S = 1.0
 """The MILP after the peak-level search gets at least this long (s), to load its start."""
 PEAK_SEARCH_SHARE = 0.5
@@ -69,9 +72,6 @@ PEAK_SEARCH_SHARE = 0.5
 incumbent, takes the rest (the search usually ends sooner, at its leaves)."""
 PEAK_PROOF = "peak-level search"
 """How a result was proved when the peak-level search's bound (:mod:`oracle.peak_search`) closes its gap."""
-"""A schedule and its objective ($)."""
-Answer = tuple[RunOutcome, list | None, str]
-"""A solve's outcome, its schedule (None: none) and its proof."""
 
 
 def structure_key(inst: Instance) -> tuple:
