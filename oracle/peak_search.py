@@ -98,6 +98,15 @@ class PeakNetwork:
         term = self.charges[charge]
         return tiered_charge(peak_mw * KW_PER_MW, term.tier_max_kw, term.rate_usd_per_kw)
 
+    def block_tokens(self, path_a: np.ndarray, path_b: np.ndarray) -> np.ndarray:
+        """(blocks, 2): each block's tokens per job on a path, a restart's loss where the job's choice changed (at
+        block 0: from its initial choice)."""
+        moved = np.ones((path_a.size, 2), dtype=bool)
+        moved[0] = self.first_changed[path_a[0], path_b[0]]
+        moved[1:, 0] = path_a[1:] != path_a[:-1]
+        moved[1:, 1] = path_b[1:] != path_b[:-1]
+        return self.kept[path_a, path_b] - self.loss[path_a, path_b] * moved
+
     def schedule(self, path_a: np.ndarray, path_b: np.ndarray) -> list[list[int]]:
         """The schedule of a path (one state per block = segment)."""
         rows = []
@@ -180,12 +189,7 @@ class _Box:
         if not np.isfinite(least):  # no state fits the caps in some block
             return np.inf, np.inf, np.zeros(2)
         blocks = np.arange(path_a.size)
-        kept, loss = net.kept[path_a, path_b], net.loss[path_a, path_b]
-        moved = np.ones((path_a.size, 2), dtype=bool)
-        moved[0] = net.first_changed[path_a[0], path_b[0]]
-        moved[1:, 0] = path_a[1:] != path_a[:-1]
-        moved[1:, 1] = path_b[1:] != path_b[:-1]
-        tokens = np.sum(kept - loss * moved, axis=0)
+        tokens = net.block_tokens(path_a, path_b).sum(axis=0)
         self.last_path = (path_a, path_b)
         energy = float(self.cost[blocks, path_a, path_b].sum() + net.constant_usd)
         peaks = net.import_mw[:, blocks, path_a, path_b].max(axis=1)
@@ -315,7 +319,7 @@ def repair(net: PeakNetwork, cost_usd: np.ndarray, path_a: np.ndarray, path_b: n
         moved = np.stack([digit_a[before] != digit_a[state], digit_b[before] != digit_b[state]], axis=-1)
         return kept[state] - loss[state] * moved
 
-    made = np.array([made_in(k, path[k], path[k - 1] if k else 0) for k in range(n_blocks)])
+    made = net.block_tokens(path_a, path_b)
     change = np.empty((n_blocks, states.size, 2))  # the tokens a change of block k to each state adds
     extra = np.empty((n_blocks, states.size))  # and the cost it adds
 

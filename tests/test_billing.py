@@ -23,6 +23,7 @@ from aidc_env.instance import PAUSE, Instance
 from aidc_env.simulator import simulate, site_bills
 from aidc_env.tariffs import BUNDLED, Tariff, load_tariff
 from oracle.entry import route
+from tests.conftest import assert_day_models_equal_brute_force
 
 DAY = "2023-07-05"
 """A Wednesday of July: E-19's summer peak and part-peak demand periods apply."""
@@ -105,14 +106,7 @@ def test_demand_charge_is_the_highest_import_priced(data, small: Instance) -> No
 def test_oracle_with_demand_charges_equals_brute_force(small: Instance) -> None:
     """Both formulations prove the optimum that enumerating every schedule finds, and their objective is the
     simulator's replay (checked inside the oracle too)."""
-    best = min(simulate(small, rows).metrics.objective_usd for rows in schedules(small)
-               if simulate(small, rows).metrics.feasible)
-    for method in ("exact", "textbook"):
-        result = oracle.solve(small, method=method, mip_gap=0.0)
-        assert result.status == "optimal"
-        assert result.objective_usd == pytest.approx(best, rel=1e-9)
-        assert result.metrics.objective_usd == pytest.approx(result.objective_usd, rel=1e-9)
-        assert result.metrics.demand_charge_usd > 0
+    assert_day_models_equal_brute_force(small)
 
 
 def test_demand_charges_change_the_optimum(e19: Tariff) -> None:

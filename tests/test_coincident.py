@@ -5,7 +5,6 @@ brute force, the env's slot costs and what it reveals before the peak, the itemi
 from __future__ import annotations
 
 import dataclasses
-import itertools
 import json
 import subprocess
 import sys
@@ -13,16 +12,15 @@ import sys
 import numpy as np
 import pytest
 
-import oracle
 from aidc_env.baselines import fixed_schedule
 from aidc_env.case import build_instance
 from aidc_env.coincident import (BUNDLED, ERCOT_4CP, ERCOT_4CP_USD_PER_KW, CoincidentPeak, load_coincident_peak,
                                  monthly_peak_hours, on_days, system_peak_hours)
 from aidc_env.errors import InputError
-from aidc_env.instance import PAUSE, Instance
+from aidc_env.instance import Instance
 from aidc_env.simulator import bill_line, simulate, site_bills
 from aidc_env.tariffs import load_tariff
-from tests.conftest import dayahead_instance
+from tests.conftest import assert_day_models_equal_brute_force, dayahead_instance
 
 PEAK_DAY = "2023-07-25"
 """The day of CAISO's July 2023 system peak (19:00-20:00 local, 43,084 MW): the month's peak hour of ercot-4cp."""
@@ -209,15 +207,7 @@ def test_the_bills_study_refuses_a_bad_charge_in_one_line(tmp_path) -> None:
 def test_oracle_equals_brute_force(peak_day: Instance) -> None:
     """Both formulations prove the optimum that enumerating every schedule finds (one segment a day: the day's
     target leaves no room to move, the optimum pays the charge); its objective is the simulator's replay."""
-    per_job = [list(range(job.n_modes)) + [PAUSE] for job in peak_day.jobs]
-    scored = [simulate(peak_day, [[c] for c in choice]).metrics for choice in itertools.product(*per_job)]
-    best = min(m.objective_usd for m in scored if m.feasible)
-    for method in ("exact", "textbook"):
-        result = oracle.solve(peak_day, method=method, mip_gap=0.0)
-        assert result.status == "optimal"
-        assert result.objective_usd == pytest.approx(best, rel=1e-9)
-        assert result.metrics.objective_usd == pytest.approx(result.objective_usd, rel=1e-9)
-        assert result.metrics.demand_charge_usd > 0
+    assert_day_models_equal_brute_force(peak_day)
 
 
 def test_the_itemised_bill(peak_day: Instance) -> None:
