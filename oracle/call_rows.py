@@ -68,9 +68,15 @@ def refusal(inst: Instance) -> str:
     if parts:
         return (f"the decomposition does not model {', '.join(parts)} yet (grid calls it does): use 'textbook' or "
                 "'auto' (one site without fine-tuning, inference or idle-GPU value)")
+    return nonlinear_payment(inst, "the decomposition")
+
+
+def nonlinear_payment(inst: Instance, who: str) -> str:
+    """Why ``who`` cannot price an instance's calls ("" when it can): a call that pays per MWh below a baseline that
+    lies under its limit in some slot (its payment, rate·max(b − g, 0), is then not linear in the import g)."""
     for k, call in enumerate(inst.grid_calls):
         if call.payment_usd_per_mwh > 0 and bool(np.any(call.limit_mw > call.baseline_mw)):
-            return (f"the decomposition does not model grid call {k} ({call.program}): it pays per MWh below a "
+            return (f"{who} does not model grid call {k} ({call.program}): it pays per MWh below a "
                     "baseline that lies under its limit in some slot (the payment is then not linear in the import)")
     return ""
 

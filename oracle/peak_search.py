@@ -22,9 +22,12 @@ bound of its caps, whose duality gap no split closes. The first leaf taken there
 box left bounds lower); the search goes on only to repair the shortest paths of :data:`LEAF_REPAIRS` leaves into
 schedules (:func:`repair`), and the time limit leaves the least open bound.
 
-It applies to one site without fleet workloads or the grid's side, one or two jobs on one checkpoint grid and no
-daily minimum (:func:`applies`): the network of :class:`PeakNetwork` lets every block after the first change both
-jobs' choices.
+It applies to one site without fleet workloads, one or two jobs on one checkpoint grid and no daily minimum
+(:func:`applies`): the network of :class:`PeakNetwork` lets every block after the first change both jobs' choices. Of
+the grid's side it takes grid calls: a call holds the import of each of its slots within its limit, so in the blocks
+that hold them only the states within it remain, and what a call pays per MWh below its baseline makes a MW of import
+in its slots dearer by as much (:mod:`oracle.call_rows`; a call whose payment is not linear in the import, and power
+caps, tiers and a training value, are left to the MILP).
 """
 
 from __future__ import annotations
@@ -39,6 +42,7 @@ from aidc_env.billing import KW_PER_MW
 from aidc_env.instance import PAUSE, Instance
 from aidc_env.simulator import renewable_first
 from aidc_env.tariffs import tiered_charge
+from oracle.call_rows import FIT_TOL_MW, nonlinear_payment, pool_calls
 from oracle.data import OracleData, daily_rows, oracle_data
 from oracle.formulations import TRANCHE_MARGIN
 from oracle.kernels import grid_shortest_path
@@ -58,11 +62,14 @@ DUAL_STOP_RTOL = 1e-6
 
 
 def applies(inst: Instance) -> bool:
-    """Demand charges on one site without fleet workloads or the grid's side, one or two jobs on one checkpoint grid,
-    no daily minimum."""
-    return (inst.has_demand_charges and not inst.has_sites and not inst.has_fleet_workloads
-            and not inst.has_grid_side and 1 <= len(inst.jobs) <= 2 and len({job.segments for job in inst.jobs}) == 1
-            and not daily_rows(inst))
+    """Demand charges on one site without fleet workloads, one or two jobs on one checkpoint grid, no daily minimum, and
+    of the grid's side at most grid calls whose payment is linear in the import (no power caps, tiers or training
+    value)."""
+    grid_side = (inst.cap_curve is not None or inst.training_value_usd_per_gpu_hour > 0
+                 or any(job.max_throughput_loss is not None for job in inst.jobs))
+    return (inst.has_demand_charges and not inst.has_sites and not inst.has_fleet_workloads and not grid_side
+            and not nonlinear_payment(inst, "the peak-level search") and 1 <= len(inst.jobs) <= 2
+            and len({job.segments for job in inst.jobs}) == 1 and not daily_rows(inst))
 
 
 @dataclass(frozen=True, eq=False)
@@ -72,7 +79,8 @@ class PeakNetwork:
 
     data: OracleData
     cost_usd: np.ndarray
-    """(blocks, A, B): the exact block cost of each state (grid cost and curtailment; +inf where no state)."""
+    """(blocks, A, B): the exact block cost of each state (grid cost, curtailment and what a call's payment forgoes;
+    +inf where no state, or where a state draws more than a call allows)."""
     kept: np.ndarray
     """(A, B, 2): tokens of a segment without a restart, per job."""
     loss: np.ndarray
@@ -88,7 +96,7 @@ class PeakNetwork:
     tranche_tokens: np.ndarray
     """What the targets ask, as the other formulations ask it (less their margin)."""
     constant_usd: float
-    """The PPA term and the tariff's fixed charges."""
+    """The PPA term, the tariff's fixed charges and the calls' constant payments."""
 
     @property
     def charges(self) -> tuple:
@@ -137,23 +145,30 @@ def peak_network(inst: Instance, allow_pause: bool = True) -> PeakNetwork:
     kept, loss = on_grid(two(tokens.kept).T, 0.0), on_grid(two(tokens.loss).T, 0.0)
     initial = np.array([job.initial_mode for job in jobs])
     changed = on_grid(two((states != initial[None, :]).astype(float)).T, 0.0)
-    _, grid, _ = renewable_first(np.broadcast_to(data.joint_load_mw[:, None], (len(states), inst.slots)),
-                                 np.broadcast_to(inst.renewable_mw, (len(states), inst.slots)))
+    load = np.broadcast_to(data.joint_load_mw[:, None], (len(states), inst.slots))
+    _, grid, _ = renewable_first(load, np.broadcast_to(inst.renewable_mw, (len(states), inst.slots)))
+    cost, constant = data.block_cost_usd, data.renewable_cost_usd + inst.tariff_terms.fixed_usd
+    if inst.grid_calls:  # a call's slots keep the states within its limit, and its payment prices their import
+        calls = pool_calls(inst)
+        over = np.logical_or.reduceat(load > calls.load_limit_mw[None, :] + FIT_TOL_MW, data.block_starts, axis=1).T
+        paid = np.add.reduceat(grid * calls.payment_usd_per_mw[None, :], data.block_starts, axis=1).T
+        cost, constant = np.where(over, np.inf, cost + paid), constant + calls.constant_usd
+    allowed = np.isfinite(cost[:, keep])
     imports, levels = [], []
     for term in inst.tariff_terms.demand:
         inside = np.zeros(inst.slots, dtype=bool)
         inside[term.slots] = True
         peak = np.maximum.reduceat(np.where(inside[None, :], grid, 0.0), data.block_starts, axis=1).T  # (blocks, S)
         imports.append(on_grid(peak, 0.0))
-        levels.append(np.unique(np.append(peak[:, keep], 0.0)))
-    return PeakNetwork(data=data, cost_usd=on_grid(data.block_cost_usd, np.inf), kept=np.moveaxis(kept, 0, -1),
+        levels.append(np.unique(np.append(peak[:, keep][allowed], 0.0)))
+    return PeakNetwork(data=data, cost_usd=on_grid(cost, np.inf), kept=np.moveaxis(kept, 0, -1),
                        loss=np.moveaxis(loss, 0, -1), first_changed=np.moveaxis(changed, 0, -1) > 0,
                        import_mw=np.stack(imports), levels_mw=tuple(levels),
                        covers=np.array([[np.isin(d.slots, c.slots).all() for d in inst.tariff_terms.demand]
                                         for c in inst.tariff_terms.demand]),
                        tranche_tokens=np.array([job.tranche_tokens for job in jobs]
                                                + ([0.0] if len(jobs) == 1 else [])) * (1.0 - TRANCHE_MARGIN),
-                       constant_usd=data.renewable_cost_usd + inst.tariff_terms.fixed_usd)
+                       constant_usd=constant)
 
 
 @dataclass(frozen=True, eq=False)

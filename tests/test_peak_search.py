@@ -11,8 +11,10 @@ import numpy as np
 import pytest
 
 import oracle
+from aidc_env.calls import with_calls
 from aidc_env.case import build_instance
 from aidc_env.instance import Instance
+from aidc_env.schema.case import CallSpec
 from aidc_env.simulator import simulate
 from aidc_env.tariffs import BUNDLED, load_tariff
 from oracle.data import oracle_data
@@ -64,6 +66,24 @@ def test_bound_is_below_the_optimum_and_incumbents_are_replayed(tariff: str) -> 
     assert bound <= exact.objective_usd * (1 + 1e-9)
     assert search.best_usd >= exact.objective_usd * (1 - 1e-9)
     assert simulate(inst, search.best_schedule).metrics.objective_usd == pytest.approx(search.best_usd, rel=1e-9)
+
+
+@pytest.mark.parametrize("program", ["bip", "elrp"])
+def test_calls_keep_their_limit_and_price_their_payment(program: str) -> None:
+    """A call (4-9 pm, a quarter of the baseline) on the July day under TOU-8: the search takes it (the call's slots
+    keep only the states within its limit; ELRP's $2,000/MWh below the baseline prices their import), its bound is below
+    the textbook MILP's proven optimum, and its incumbent delivers the call at the simulator's objective."""
+    inst = with_calls(_instance("sce-tou8"), [CallSpec(program=program, start_hour=16.0, hours=5.0,
+                                                        reduction_share=0.25, notice_hours=2.0)])
+    assert applies(inst) and inst.grid_calls[0].payment_usd_per_mwh == (2000.0 if program == "elrp" else 0.0)
+    exact = oracle.solve(inst, method="textbook", mip_gap=0.0, warm_start=False, time_limit_s=120)
+    assert exact.status == "optimal" and exact.metrics.calls_delivered
+    search = PeakSearch(peak_network(inst), best_start(inst))
+    bound = search.run(1e-4, time.perf_counter() + 5)
+    assert bound <= exact.objective_usd * (1 + 1e-9) <= search.best_usd * (1 + 2e-9)
+    metrics = simulate(inst, search.best_schedule).metrics
+    assert metrics.calls_delivered and metrics.objective_usd == pytest.approx(search.best_usd, rel=1e-9)
+    assert not applies(dataclasses.replace(inst, training_value_usd_per_gpu_hour=1.0))
 
 
 def test_one_job_runs_on_a_grid_of_one_column() -> None:
