@@ -15,7 +15,8 @@
   against no response, the penalties and the tokens made; with ``--model``, also a PPO model trained on calls of
   other years (the env's call stream).
 - ``timing``: the oracle on ``--days`` held-out days (the ``weeks`` split) of the 2048 case with caps and one such call
-  over 16:00-21:00, at K = 12: seconds (median, p90, max) and the share proven optimal.
+  over 16:00-21:00, at K = 12: seconds (median, p90, max) and the share proven optimal; and the same days and call
+  without caps (the exact day oracle, which takes a call alone).
 
 - ``headroom``: flexible interconnection on the 2048 case with caps (``--headroom-case fleet``: the fleet site by the
   decomposition, without caps or tiers): the grid curtails the site in the year's hours of
@@ -278,17 +279,20 @@ def held_out_year(seeds: int, time_limit_s: float, log: Callable[[str], None],
 
 
 def timing(days: int, time_limit_s: float, log: Callable[[str], None]) -> dict[str, Any]:
-    """The oracle's seconds on held-out days with caps and a call (see the module docstring)."""
-    case = load_case("2048").with_overrides(power_caps=PowerCaps(), grid_calls=(TIMING_CALL,))
+    """The oracle's seconds on held-out days with a call, with caps and without (see the module docstring)."""
+    case = load_case("2048").with_overrides(grid_calls=(TIMING_CALL,))
     profiles = load_profiles(PROFILES)
     chosen = spread(held_out_starts(profiles.dates()), days)
     rows = []
-    for day, inst in build_instances(case, chosen, profiles).items():
-        result = solve(inst, time_limit_s=time_limit_s)
-        rows.append({"day": day, "status": result.status, "gap": result.gap,
-                     "seconds": result.build_seconds + result.solve_seconds, "objective_usd": result.objective_usd,
-                     "max_price_usd_per_mwh": float(inst.price_usd_per_mwh.max())})
-        log(f"timing {day}: {result.status} {rows[-1]['seconds']:.1f} s")
+    for caps in (True, False):
+        built = build_instances(case.with_overrides(power_caps=PowerCaps()) if caps else case, chosen, profiles)
+        for day, inst in built.items():
+            result = solve(inst, time_limit_s=time_limit_s)
+            rows.append({"day": day, "caps": caps, "method": result.method, "status": result.status,
+                         "gap": result.gap, "seconds": result.build_seconds + result.solve_seconds,
+                         "objective_usd": result.objective_usd,
+                         "max_price_usd_per_mwh": float(inst.price_usd_per_mwh.max())})
+            log(f"timing {day} {'caps' if caps else 'no caps'}: {result.status} {rows[-1]['seconds']:.1f} s")
     return {"segments": case.jobs[0].segments, "call": dataclasses.asdict(TIMING_CALL), "rows": rows}
 
 
@@ -310,11 +314,16 @@ def tables(record: dict[str, Any]) -> str:
     if "headroom" in record:
         out += _headroom_table(record["headroom"])
     if "timing" in record:
-        seconds = np.array([r["seconds"] for r in record["timing"]["rows"]])
-        proven = sum(r["status"] == "optimal" for r in record["timing"]["rows"])
-        out += ["| days | proven optimal | median s | p90 s | max s |", "|---|---|---|---|---|",
-                f"| {seconds.size} | {proven} | {np.median(seconds):.1f} | {np.percentile(seconds, 90):.1f} | "
-                f"{seconds.max():.1f} |", ""]
+        out += ["| caps | method | days | proven optimal | median s | p90 s | max s |", "|---|---|---|---|---|---|---|"]
+        for caps in (True, False):
+            rows = [r for r in record["timing"]["rows"] if r.get("caps", True) == caps]
+            if rows:
+                seconds = np.array([r["seconds"] for r in rows])
+                proven = sum(r["status"] == "optimal" for r in rows)
+                out.append(f"| {'yes' if caps else 'no'} | {rows[0].get('method', 'textbook')} | {seconds.size} | "
+                           f"{proven} | {np.median(seconds):.2f} | {np.percentile(seconds, 90):.2f} | "
+                           f"{seconds.max():.2f} |")
+        out.append("")
     return "\n".join(out)
 
 

@@ -32,10 +32,10 @@ def build_parser() -> CliParser:
                                            "case; the case options are then ignored")
     parser.add_argument("--method", choices=METHODS, default="auto",
                         help="exact: the day oracle (one site, at most two jobs, no fine-tuning, inference or idle-GPU "
-                        "value); decomposition: column generation with a proven bound (any instance); textbook: the "
-                        "day's direct MILP (one site, no fine-tuning, inference or idle-GPU value); auto (default): "
-                        "textbook for caps, calls, tiers, a training value or demand charges (which the peak-level "
-                        "search bounds first), else exact where it applies, else decomposition")
+                        "value; grid calls it takes); decomposition: column generation with a proven bound (any "
+                        "instance); textbook: the day's direct MILP (one site, no fine-tuning, inference or idle-GPU "
+                        "value); auto (default): textbook for caps, tiers, a training value or demand charges (which "
+                        "the peak-level search bounds first), else exact where it applies, else decomposition")
     parser.add_argument("--time-limit", type=float, default=DEFAULT_TIME_LIMIT_S,
                         help=f"solver time limit in seconds (default {DEFAULT_TIME_LIMIT_S:g})")
     parser.add_argument("--mip-gap", type=float, default=DEFAULT_MIP_GAP,

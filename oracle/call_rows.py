@@ -58,6 +58,13 @@ def pool_calls(view: Instance) -> PoolCalls:
     return PoolCalls(load_limit_mw=limit, payment_usd_per_mw=payment, constant_usd=float(constant))
 
 
+def joint_state_calls(inst: Instance) -> bool:
+    """Of the grid's side the instance has at most grid calls whose payment is linear in the import (no power caps,
+    tiers or training value): what the joint states' block costs (:func:`oracle.data.call_costs`) price exactly."""
+    return (inst.cap_curve is None and inst.training_value_usd_per_gpu_hour <= 0
+            and all(job.max_throughput_loss is None for job in inst.jobs) and not nonlinear_payment(inst, ""))
+
+
 def refusal(inst: Instance) -> str:
     """Why the decomposition cannot solve an instance's grid side ("" when it can: no grid side, or grid calls only)."""
     parts = [what for what, present in (

@@ -11,6 +11,8 @@ Vocabulary:
   (with equal K for every job, the blocks are the segments);
 - a *joint state* is one choice per job whose GPUs fit in the pool; its facility load is constant over a block, so its
   exact block cost (grid cost + curtailment penalty, renewable first, negative prices included) is a precomputed number.
+  Grid calls (without power caps) are priced in too: +inf where a state draws more than a call allows in a slot of the
+  block, and the import a call's payment forgoes (:func:`call_costs`).
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from aidc_env.instance import SECONDS_PER_HOUR, Instance, Job
 from aidc_env.joint_choices import joint_choices, joint_count
 from aidc_env.profiles import HOURS_PER_DAY
 from aidc_env.simulator import renewable_first, segment_productive_hours, slot_decision_cost_usd
+from oracle.call_rows import FIT_TOL_MW, joint_state_calls, pool_calls
 
 MAX_JOINT_STATES = 50_000
 """Largest number of joint choice tuples (before the capacity screen) the joint-state ("fast") formulation builds."""
@@ -88,6 +91,13 @@ class OracleData:
     renewable_cost_usd: float
     """The take-or-pay PPA term c_ppa·Σ R_t Δ: a constant of the objective."""
     joint_state_count_uncapped: int = field(default=0)
+    calls_usd: float = 0.0
+    """What the grid calls priced into ``block_cost_usd`` add whatever the schedule (:func:`call_costs`; 0 without)."""
+
+    @property
+    def constant_usd(self) -> float:
+        """The joint-state objective's constant: the PPA term and the calls' constant."""
+        return self.renewable_cost_usd + self.calls_usd
 
     @property
     def n_blocks(self) -> int:
@@ -146,6 +156,19 @@ def slot_cost_of_load(inst: Instance, load_mw: np.ndarray) -> np.ndarray:
     return slot_decision_cost_usd(inst, grid, curtailment)
 
 
+def call_costs(inst: Instance, load_mw: np.ndarray, per_slot_usd: np.ndarray) -> tuple[np.ndarray, float]:
+    """The grid calls priced into the (loads, T) slot costs of constant loads, for an instance without power caps and
+    with payments linear in the import (:func:`oracle.call_rows.joint_state_calls`). A load over a call's limit in a
+    slot costs +inf there (an answer delivers every call), and the payment per MWh below the baseline makes a MW of
+    import in the call's slots dearer by its rate; returns the costs and the constant (the baseline's part and the
+    per-MW payments, :func:`oracle.call_rows.pool_calls`)."""
+    calls = pool_calls(inst)
+    load = np.broadcast_to(np.asarray(load_mw, dtype=float)[:, None], per_slot_usd.shape)
+    _, grid, _ = renewable_first(load, np.broadcast_to(inst.renewable_mw, load.shape))
+    cost = per_slot_usd + grid * calls.payment_usd_per_mw[None, :]
+    return np.where(load > calls.load_limit_mw[None, :] + FIT_TOL_MW, np.inf, cost), calls.constant_usd
+
+
 def renewable_cost_usd(inst: Instance) -> float:
     """The take-or-pay renewable term, as the simulator computes it."""
     return float(np.sum(inst.renewable_mw) * inst.slot_hours * inst.ppa_usd_per_mwh)
@@ -155,14 +178,18 @@ def oracle_data(inst: Instance, *, joint: bool = True) -> OracleData:
     """Precompute blocks, joint states and their exact block costs (``joint=False``: skip the states)."""
     starts, segment = blocks(inst)
     states = load = cost = None
+    calls_usd = 0.0
     uncapped = joint_count(inst)
     if joint and uncapped <= MAX_JOINT_STATES:
         states, load = capacity_feasible_states(inst)
         per_slot = slot_cost_of_load(inst, load)
+        if inst.grid_calls and joint_state_calls(inst):
+            per_slot, calls_usd = call_costs(inst, load, per_slot)
         cost = np.add.reduceat(per_slot, starts, axis=1).T.copy()
     return OracleData(inst=inst, jobs=tuple(job_coefficients(inst, job) for job in inst.jobs), block_starts=starts,
                       block_segment=segment, joint_states=states, joint_load_mw=load, block_cost_usd=cost,
-                      renewable_cost_usd=renewable_cost_usd(inst), joint_state_count_uncapped=uncapped)
+                      renewable_cost_usd=renewable_cost_usd(inst), joint_state_count_uncapped=uncapped,
+                      calls_usd=calls_usd)
 
 
 def joint_path(data: OracleData, schedule: Sequence[Sequence[int]]) -> list[tuple[int, ...]]:
@@ -174,6 +201,6 @@ def joint_path(data: OracleData, schedule: Sequence[Sequence[int]]) -> list[tupl
 def joint_objective_usd(data: OracleData, schedule: Sequence[Sequence[int]]) -> float:
     """The fast model's objective of a schedule: its blocks' exact costs plus the constant PPA term."""
     index = {tuple(int(v) for v in row): i for i, row in enumerate(data.joint_states)}
-    return data.renewable_cost_usd + sum(float(data.block_cost_usd[b, index[joint]])
+    return data.constant_usd + sum(float(data.block_cost_usd[b, index[joint]])
                                          for b, joint in enumerate(joint_path(data, schedule)))
 

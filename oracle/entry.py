@@ -2,17 +2,18 @@
 :data:`~oracle.constants.METHODS`.
 
 - ``exact``: the day oracle (:class:`oracle.model.OracleModel`, fast formulation): one site, no fleet workloads
-  (fine-tuning, inference, an idle-GPU value), at most two jobs; optimality proved by label setting or branch and bound,
-  the textbook MILP raced as the guard; a tariff's demand charges (peak rows over the joint states) by branch and
-  bound alone;
+  (fine-tuning, inference, an idle-GPU value), at most two jobs, of the grid's side grid calls alone (priced into the
+  joint states' costs: :func:`oracle.data.call_costs`); optimality proved by label setting or branch and bound, the
+  textbook MILP raced as the guard; a tariff's demand charges (peak rows over the joint states) by branch and bound
+  alone;
 - ``decomposition``: column generation with a proven Lagrangian bound (:mod:`oracle.decomposition`), any instance
   without power caps, tiers or a training value (grid calls it models: :mod:`oracle.call_rows`);
 - ``textbook``: the day's direct MILP (the textbook formulation of :mod:`oracle.formulations`): one site, no fleet
   workloads, no placement or start (any number of jobs); the one method that models all the grid's side (GPU power
   caps, grid calls, throughput tiers, a training value: :mod:`oracle.grid_rows`) and a tariff's demand charges;
-- ``auto`` (the default): ``textbook`` for an instance with the grid's side (``decomposition`` for grid calls alone
-  where the textbook does not apply) or a tariff's demand charges (its model is the smaller), else ``exact`` where it
-  applies, else ``decomposition``. The exact oracle proves its days (its joint-state network is exact, its answers are
+- ``auto`` (the default): ``textbook`` for a tariff's demand charges (its model is the smaller; the peak-level search
+  first, :mod:`oracle.peak_search`) or a grid side the exact oracle does not take (``decomposition`` for grid calls
+  alone where the textbook does not apply), else ``exact`` where it applies, else ``decomposition``. The exact oracle proves its days (its joint-state network is exact, its answers are
   the regression pins), but its states multiply with every job and site; the decomposition scales to fleets and sites
   and reports its proven bound and gap.
 
@@ -28,15 +29,17 @@ from aidc_env.case import Case, build_instance
 from aidc_env.errors import require
 from aidc_env.instance import Instance
 from aidc_env.profiles import ProfileSet
-from oracle.call_rows import refusal
+from oracle.call_rows import joint_state_calls, refusal
 from oracle.constants import DEFAULT_MIP_GAP, DEFAULT_SOLVER, DEFAULT_TIME_LIMIT_S, METHODS
 from oracle.race import RACE_AFTER_S
 from oracle.result import OracleResult, Start
 
 
 def exact_applies(inst: Instance) -> bool:
-    """The exact day oracle applies: one site, no fleet workloads, no grid side, at most two jobs."""
-    return not inst.has_sites and not inst.has_fleet_workloads and not inst.has_grid_side and len(inst.jobs) <= 2
+    """The exact day oracle applies: one site, no fleet workloads, at most two jobs, and of the grid's side at most grid
+    calls whose payment is linear in the import (:func:`oracle.call_rows.joint_state_calls`)."""
+    return (not inst.has_sites and not inst.has_fleet_workloads and joint_state_calls(inst)
+            and len(inst.jobs) <= 2)
 
 
 def route(inst: Instance, method: str = "auto", placement: str = "move", start: Start | None = None) -> str:
@@ -45,7 +48,7 @@ def route(inst: Instance, method: str = "auto", placement: str = "move", start: 
     require(method in METHODS, "method", f"must be one of {', '.join(METHODS)}, got {method!r}")
     day_model = exact_applies(inst) and placement == "move" and start is None
     textbook = not inst.has_sites and not inst.has_fleet_workloads and placement == "move" and start is None
-    if method == "auto" and (inst.has_grid_side or inst.has_demand_charges):
+    if method == "auto" and (inst.has_demand_charges or (inst.has_grid_side and not day_model)):
         if not textbook and not refusal(inst):  # grid calls only, on sites or fleets
             return "decomposition"
         require(textbook, "method", "power caps, tiers, a training value and demand charges are solved by the "
@@ -57,8 +60,8 @@ def route(inst: Instance, method: str = "auto", placement: str = "move", start: 
         return "exact" if day_model else "decomposition"
     if method == "exact":
         require(day_model, "method", "exact solves one site with at most two jobs and no fine-tuning, inference, "
-                "idle-GPU value, power caps, grid calls, tiers or training value (no placement or start either): use "
-                "'decomposition', 'textbook' or 'auto'")
+                "idle-GPU value, power caps, tiers or training value (grid calls it takes when their payment is linear "
+                "in the import; no placement or start either): use 'decomposition', 'textbook' or 'auto'")
     if method == "decomposition":
         require(not refusal(inst), "method", refusal(inst))
     if method == "textbook":

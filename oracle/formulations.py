@@ -70,6 +70,8 @@ class Built:
     """fast: the joint states of the model's y columns (rows of ``data.joint_states[state_ids]``)."""
     state_ids: np.ndarray | None = None
     """fast: their indices in ``data.joint_states`` (all, or those without a pause)."""
+    disallowed: np.ndarray | None = None
+    """fast: (blocks, states) the y a grid call's limit bounds to zero (its cost is +inf: oracle.data.call_costs)."""
 
 
 def linear(coefs: Sequence[float], variables: Sequence[pyo.Var], constant: float = 0.0) -> LinearExpression:
@@ -184,6 +186,9 @@ def build_fast(data: OracleData, *, allow_pause: bool = True) -> Built:
     keep_index = [(j, s, c) for j, job in enumerate(inst.jobs) for s in range(job.segments)
                   for c in range(job.n_modes) if s > 0 or c == job.initial_mode]
     m.y = pyo.Var(range(data.n_blocks), range(len(states)), domain=pyo.UnitInterval)
+    disallowed = ~np.isfinite(data.block_cost_usd[:, state_ids])  # a grid call's limit (oracle.data.call_costs)
+    for b, i in zip(*np.nonzero(disallowed), strict=True):
+        m.y[int(b), int(i)].setub(0)
     m.x = pyo.Var(jsc, domain=pyo.Binary)
     m.k = pyo.Var(keep_index, domain=pyo.UnitInterval)
 
@@ -225,8 +230,8 @@ def build_fast(data: OracleData, *, allow_pause: bool = True) -> Built:
     # Objective: exact block costs of the joint states + the constant PPA term.
     def objective_expr(d: OracleData) -> LinearExpression:
         cost = d.block_cost_usd[:, state_ids]
-        return linear(cost.ravel(), [m.y[b, i] for b in range(d.n_blocks) for i in range(len(states))],
-                      d.renewable_cost_usd)
+        return linear(np.where(disallowed, 0.0, cost).ravel(),
+                      [m.y[b, i] for b in range(d.n_blocks) for i in range(len(states))], d.constant_usd)
 
     terms = inst.tariff_terms
     charges = _add_fast_demand_rows(m, data, state_ids) if terms is not None else 0.0
@@ -257,13 +262,15 @@ def build_fast(data: OracleData, *, allow_pause: bool = True) -> Built:
 
     def update_costs(new: OracleData) -> None:
         require(new.inst.tariff_terms is None, "tariff", "a model under a tariff is rebuilt, not re-priced")
+        require(not new.inst.grid_calls and not bool(disallowed.any()), "grid_calls",
+                "a model with grid calls is rebuilt, not re-priced")
         m.del_component(m.cost)
         m.cost = pyo.Objective(expr=objective_expr(new), sense=pyo.minimize)
         current["data"] = new
 
     return Built(model=m, formulation="fast", read_schedule=read_schedule, start_values=start_values,
                  objective_of=objective_of, set_tranches=set_tranches, update_costs=update_costs,
-                 tranche_scales=scales, joint_states=states, state_ids=state_ids)
+                 tranche_scales=scales, joint_states=states, state_ids=state_ids, disallowed=disallowed)
 
 
 # ============================================================================================ textbook

@@ -100,8 +100,10 @@ class LabelSearch:
         self.n_blocks, self.n_states = block_cost_usd.shape
         n_jobs = states.shape[1]
         self.cost = block_cost_usd
+        self._dearest = np.where(np.isfinite(block_cost_usd), block_cost_usd, -np.inf).max(axis=1)
+        """Per block its dearest state's cost (+inf marks a state a grid call does not allow there)."""
         self.tranche = np.asarray(tranche_tokens, dtype=float)
-        self.constant = data.renewable_cost_usd
+        self.constant = data.constant_usd
         tokens = joint_tokens(data, states)
         kept, lost = tokens.kept, tokens.loss
         starts = np.vstack([np.ones((1, n_jobs), dtype=bool), data.block_segment[1:] != data.block_segment[:-1]])
@@ -237,7 +239,9 @@ class LabelSearch:
             return lagrangian
         state = np.arange(self.n_states)
         tokens = np.minimum(self.gain[0][0], self.tranche)
-        strong = float((self.cost[0] + self.constant + self.completion.bound(0, state, tokens)).min())
+        bound = self.completion.bound(0, state, tokens)
+        allowed = np.isfinite(self.cost[0])  # a grid call may not allow a state (whose completion bound may be −inf)
+        strong = float((self.cost[0][allowed] + self.constant + bound[allowed]).min(initial=np.inf))
         if isinstance(self.completion, RestrictedCompletionBound):  # it bounds only schedules up to its ceiling
             strong = min(strong, self.completion.ceiling)
         return max(lagrangian, strong)
@@ -245,7 +249,7 @@ class LabelSearch:
     @property
     def most_cost_usd(self) -> float:
         """No schedule costs more than this (each block in its dearest state)."""
-        return float(self.cost.max(axis=1).sum() + self.constant)
+        return float(self._dearest.sum() + self.constant)
 
     def run(self, threshold_usd: float, *, deadline: float = np.inf, max_labels: int = MAX_LABELS,
             beam: int | None = None, stop: Callable[[], bool] | None = None) -> LabelingOutcome:
@@ -291,7 +295,8 @@ class LabelSearch:
         inside = [np.flatnonzero(self.through[b] <= limit) for b in range(self.n_blocks)]
         finite = self.backward[np.isfinite(self.backward)]
         slack = SCREEN_RTOL * max(1.0, abs(threshold_usd), float(self.mu @ need),  # the screen's terms, at most
-                                  float(np.abs(finite).max(initial=0.0)), float(np.abs(self.cost).max(axis=1).sum()))
+                                  float(np.abs(finite).max(initial=0.0)),
+                                  float(np.abs(np.where(np.isfinite(self.cost), self.cost, 0.0)).max(axis=1).sum()))
         state = inside[0]
         cost = self.cost[0, state].copy()
         tokens = np.minimum(self.gain[0][0, state], need)

@@ -201,7 +201,7 @@ class OracleModel:
         """Point the model at another instance (in place if the structure is the same, else rebuilt)."""
         same = structure_key(inst) == structure_key(self.inst) and self.formulation == "fast" and \
             self.decomposition is None and not inst.has_fleet_workloads and inst.tariff_terms is None and \
-            self.inst.tariff_terms is None
+            self.inst.tariff_terms is None and not inst.grid_calls and not self.inst.grid_calls
         if not same:
             spent = self._pending_build_seconds
             self._build(inst)
@@ -230,6 +230,15 @@ class OracleModel:
     def precheck(self) -> FeasibilityCheck:
         if self._check is None:
             self._check = precheck(self.inst, allow_pause=self.allow_pause)
+            cost = self.data.block_cost_usd if self.formulation == "fast" else None
+            if not self._check.infeasible and cost is not None:  # a grid call no joint state can deliver
+                cost = cost[:, usable_state_ids(self.data, self.allow_pause)]
+                blocked = np.flatnonzero(~np.isfinite(cost).any(axis=1))
+                if blocked.size:
+                    where = self.data.block_slots(int(blocked[0]))
+                    self._check = dataclasses.replace(self._check, infeasible=True, reason=(
+                        f"a grid call cannot be delivered: in slots {where.start}-{where.stop - 1} every schedule "
+                        "(each job in any mode or paused) draws more than the renewable output plus the call's limit"))
         return self._check
 
     # ------------------------------------------------------------------ solving
@@ -532,6 +541,7 @@ class OracleModel:
     def _restrict(self, out: np.ndarray, bounded: set) -> set:
         """Bound y[b, S] (and per-job choices left without a state) to 0 where ``out``; free the others."""
         m, data, states = self.built.model, self.data, self.built.joint_states
+        out = out | self.built.disallowed  # a grid call's limit bounds these for good
         now = set()
         for b, i in zip(*np.nonzero(out), strict=True):
             now.add(("y", int(b), int(i)))

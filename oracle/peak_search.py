@@ -24,10 +24,9 @@ schedules (:func:`repair`), and the time limit leaves the least open bound.
 
 It applies to one site without fleet workloads, one or two jobs on one checkpoint grid and no daily minimum
 (:func:`applies`): the network of :class:`PeakNetwork` lets every block after the first change both jobs' choices. Of
-the grid's side it takes grid calls: a call holds the import of each of its slots within its limit, so in the blocks
-that hold them only the states within it remain, and what a call pays per MWh below its baseline makes a MW of import
-in its slots dearer by as much (:mod:`oracle.call_rows`; a call whose payment is not linear in the import, and power
-caps, tiers and a training value, are left to the MILP).
+the grid's side it takes grid calls, priced into the joint states' block costs (:func:`oracle.data.call_costs`: in the
+blocks that hold a call's slots only the states within its limit remain, and its payment prices their import); power
+caps, tiers, a training value and a call whose payment is not linear in the import are left to the MILP.
 """
 
 from __future__ import annotations
@@ -42,7 +41,7 @@ from aidc_env.billing import KW_PER_MW
 from aidc_env.instance import PAUSE, Instance
 from aidc_env.simulator import renewable_first
 from aidc_env.tariffs import tiered_charge
-from oracle.call_rows import FIT_TOL_MW, nonlinear_payment, pool_calls
+from oracle.call_rows import joint_state_calls
 from oracle.data import OracleData, daily_rows, oracle_data
 from oracle.formulations import TRANCHE_MARGIN
 from oracle.kernels import grid_shortest_path
@@ -65,11 +64,8 @@ def applies(inst: Instance) -> bool:
     """Demand charges on one site without fleet workloads, one or two jobs on one checkpoint grid, no daily minimum, and
     of the grid's side at most grid calls whose payment is linear in the import (no power caps, tiers or training
     value)."""
-    grid_side = (inst.cap_curve is not None or inst.training_value_usd_per_gpu_hour > 0
-                 or any(job.max_throughput_loss is not None for job in inst.jobs))
-    return (inst.has_demand_charges and not inst.has_sites and not inst.has_fleet_workloads and not grid_side
-            and not nonlinear_payment(inst, "the peak-level search") and 1 <= len(inst.jobs) <= 2
-            and len({job.segments for job in inst.jobs}) == 1 and not daily_rows(inst))
+    return (inst.has_demand_charges and not inst.has_sites and not inst.has_fleet_workloads and joint_state_calls(inst)
+            and 1 <= len(inst.jobs) <= 2 and len({job.segments for job in inst.jobs}) == 1 and not daily_rows(inst))
 
 
 @dataclass(frozen=True, eq=False)
@@ -145,14 +141,9 @@ def peak_network(inst: Instance, allow_pause: bool = True) -> PeakNetwork:
     kept, loss = on_grid(two(tokens.kept).T, 0.0), on_grid(two(tokens.loss).T, 0.0)
     initial = np.array([job.initial_mode for job in jobs])
     changed = on_grid(two((states != initial[None, :]).astype(float)).T, 0.0)
-    load = np.broadcast_to(data.joint_load_mw[:, None], (len(states), inst.slots))
-    _, grid, _ = renewable_first(load, np.broadcast_to(inst.renewable_mw, (len(states), inst.slots)))
-    cost, constant = data.block_cost_usd, data.renewable_cost_usd + inst.tariff_terms.fixed_usd
-    if inst.grid_calls:  # a call's slots keep the states within its limit, and its payment prices their import
-        calls = pool_calls(inst)
-        over = np.logical_or.reduceat(load > calls.load_limit_mw[None, :] + FIT_TOL_MW, data.block_starts, axis=1).T
-        paid = np.add.reduceat(grid * calls.payment_usd_per_mw[None, :], data.block_starts, axis=1).T
-        cost, constant = np.where(over, np.inf, cost + paid), constant + calls.constant_usd
+    _, grid, _ = renewable_first(np.broadcast_to(data.joint_load_mw[:, None], (len(states), inst.slots)),
+                                 np.broadcast_to(inst.renewable_mw, (len(states), inst.slots)))
+    cost = data.block_cost_usd  # grid calls priced in (oracle.data.call_costs)
     allowed = np.isfinite(cost[:, keep])
     imports, levels = [], []
     for term in inst.tariff_terms.demand:
@@ -168,7 +159,7 @@ def peak_network(inst: Instance, allow_pause: bool = True) -> PeakNetwork:
                                         for c in inst.tariff_terms.demand]),
                        tranche_tokens=np.array([job.tranche_tokens for job in jobs]
                                                + ([0.0] if len(jobs) == 1 else [])) * (1.0 - TRANCHE_MARGIN),
-                       constant_usd=constant)
+                       constant_usd=data.constant_usd + inst.tariff_terms.fixed_usd)
 
 
 @dataclass(frozen=True, eq=False)

@@ -75,8 +75,8 @@ def through_bounds(data: OracleData, states: np.ndarray, state_cost: np.ndarray,
                    tranche_tokens: np.ndarray) -> np.ndarray:
     """(blocks, states): a lower bound on the cost of every feasible schedule that is in S during block b.
 
-    ``state_cost``: (blocks, states) exact block costs; ``mu_per_token``: μ_j ≥ 0 in $ per token; ``tranche_tokens``:
-    the W_j the model enforces. The constant PPA term is included.
+    ``state_cost``: (blocks, states) exact block costs (+inf where a state may not be); ``mu_per_token``: μ_j ≥ 0 in $
+    per token; ``tranche_tokens``: the W_j the model enforces. The constant terms are included.
     """
     inst = data.inst
     n_blocks, n_states = state_cost.shape
@@ -109,7 +109,7 @@ def through_bounds(data: OracleData, states: np.ndarray, state_cost: np.ndarray,
     backward = np.zeros((n_blocks, n_states))
     for b in range(n_blocks - 2, -1, -1):
         backward[b] = np.min(transition(b + 1) + (weight[b + 1] + backward[b + 1])[None, :], axis=1)
-    return forward + backward + data.renewable_cost_usd + float(mu @ tranche_tokens)
+    return forward + backward + data.constant_usd + float(mu @ tranche_tokens)
 
 
 def excluded(through: np.ndarray, threshold: float) -> np.ndarray:
