@@ -199,8 +199,8 @@ def joint_path(data: OracleData, schedule: Sequence[Sequence[int]]) -> list[tupl
 
 
 def joint_objective_usd(data: OracleData, schedule: Sequence[Sequence[int]]) -> float:
-    """The fast model's objective of a schedule: its blocks' exact costs plus the constant PPA term."""
+    """The fast model's objective of a schedule: its blocks' exact costs plus the constant terms."""
     index = {tuple(int(v) for v in row): i for i, row in enumerate(data.joint_states)}
     return data.constant_usd + sum(float(data.block_cost_usd[b, index[joint]])
-                                         for b, joint in enumerate(joint_path(data, schedule)))
+                                   for b, joint in enumerate(joint_path(data, schedule)))
 

@@ -13,9 +13,9 @@
   caps, grid calls, throughput tiers, a training value: :mod:`oracle.grid_rows`) and a tariff's demand charges;
 - ``auto`` (the default): ``textbook`` for a tariff's demand charges (its model is the smaller; the peak-level search
   first, :mod:`oracle.peak_search`) or a grid side the exact oracle does not take (``decomposition`` for grid calls
-  alone where the textbook does not apply), else ``exact`` where it applies, else ``decomposition``. The exact oracle proves its days (its joint-state network is exact, its answers are
-  the regression pins), but its states multiply with every job and site; the decomposition scales to fleets and sites
-  and reports its proven bound and gap.
+  alone where the textbook does not apply), else ``exact`` where it applies, else ``decomposition``. The exact oracle
+  proves its days (its joint-state network is exact, its answers are the regression pins), but its states multiply
+  with every job and site; the decomposition scales to fleets and sites and reports its proven bound and gap.
 
 Every answer is an :class:`~oracle.result.OracleResult` whose metrics are the simulator's replay of its schedule.
 """

@@ -125,7 +125,8 @@ def usable_state_ids(data: OracleData, allow_pause: bool = True) -> np.ndarray:
 
 
 def _add_token_rows(m: pyo.ConcreteModel, data: OracleData, scales: Sequence[float],
-                    segment_terms: Callable[[int, int], tuple[list[float], list[pyo.Var]]]) -> Callable[[Instance], None]:
+                    segment_terms: Callable[[int, int], tuple[list[float], list[pyo.Var]]]
+                    ) -> Callable[[Instance], None]:
     """The token rows of a formulation: per job, its tranche over the horizon (``m.tranche``), and per job and day, its
     daily minimum (``m.daily``, only with D > 1 and ``min_daily_share`` > 0). ``segment_terms(j, s)`` gives the tokens
     of job j's segment s as (coefficients, variables). Rows are scaled by the job's tranche scale; right-hand sides are
@@ -227,7 +228,7 @@ def build_fast(data: OracleData, *, allow_pause: bool = True) -> Built:
 
     set_tranches = _add_token_rows(m, data, scales, segment_terms)
 
-    # Objective: exact block costs of the joint states + the constant PPA term.
+    # Objective: exact block costs of the joint states + the constant terms (the PPA's, the calls').
     def objective_expr(d: OracleData) -> LinearExpression:
         cost = d.block_cost_usd[:, state_ids]
         return linear(np.where(disallowed, 0.0, cost).ravel(),

@@ -351,8 +351,8 @@ class LabelSearch:
             path.append(int(history[b][0][best]))
             best = int(history[b][1][best])
         objective = self.path_cost(path[::-1])
-        return LabelingOutcome("optimal" if beam is None else "found", self.schedule_of(path[::-1]), objective, threshold_usd, most,
-                               time.perf_counter() - tick)
+        return LabelingOutcome("optimal" if beam is None else "found", self.schedule_of(path[::-1]), objective,
+                               threshold_usd, most, time.perf_counter() - tick)
 
     def schedule_of(self, path: list[int]) -> list[list[int]]:
         """Per job, per segment: the choice of the joint state in the segment's first block."""

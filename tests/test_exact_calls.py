@@ -95,4 +95,4 @@ def test_a_rolling_oracle_rebuilds_a_model_with_calls() -> None:
     for day in (DAY, "2023-05-10"):
         inst = _called(day=day)
         assert rolling.solve(inst).objective_usd == pytest.approx(oracle.solve(inst).objective_usd, rel=1e-9)
-    assert OracleModel(_called("elrp")).data.calls_usd < 0 == OracleModel(_called()).data.calls_usd  # the baseline's pay
+    assert OracleModel(_called("elrp")).data.calls_usd < 0 == OracleModel(_called()).data.calls_usd
