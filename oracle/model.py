@@ -40,7 +40,7 @@ from oracle.race import PROOF as TEXTBOOK_PROOF
 from oracle.race import RACE_AFTER_S, TextbookRace, threshold_s
 from oracle.reduction import excluded, lagrangian_prices, through_bounds
 from oracle.result import OracleResult, answer, closed, modes_used, relative_gap, replay, require_at_least
-from oracle.solvers import HighsRunner, PyomoRunner, RunOutcome, make_runner
+from oracle.solvers import MIN_SOLVE_SECONDS, HighsRunner, PyomoRunner, RunOutcome, make_runner
 
 REDUCTION_DELTA0, REDUCTION_DELTA0_HORIZON = 1e-3, 2.5e-4
 """First threshold of the Lagrangian reduction, LB·(1 + this), on a day and on a horizon of several days (whose gap
@@ -51,8 +51,6 @@ REDUCTION_DELTA_GROWTH = 4.0
 TARGET_MARGIN = 1e-9
 """The tolerance stop aims its last search this much (relative to the gap) above incumbent·(1 − mip_gap), so that float
 rounding cannot leave the proven gap a hair above mip_gap."""
-MIN_SOLVE_SECONDS = 0.01
-"""Time given to a last solve when the time limit is already spent (it returns the MIP start, if any)."""
 GRID_SIDE_HIGHS_OPTIONS = {"mip_allow_restart": False}
 """HiGHS options of the textbook MILP with the grid's side: a restart after root reduced-cost fixing repeats the root's
 cut rounds, which cost more there than the smaller model saves (the 2048 case with caps and a call at K = 12: 0.6-0.9×
@@ -286,7 +284,6 @@ class OracleModel:
                               time_limit_s=time_limit_s, proof=PEAK_PROOF, build_seconds=build_seconds,
                               solve_seconds=time.perf_counter() - tick, start_objective_usd=first_usd, details=details,
                               formulation=self.formulation, solver=self.solver)
-            settings["time_limit_s"] = max(left_s, MIN_TIME_LIMIT_S)
             start_seconds = time.perf_counter() - tick  # the search is part of the start
         # The reduction's bounds and label search price slots apart: demand charges couple a month's slots.
         if (self.reduce and self.formulation == "fast" and isinstance(self._runner, HighsRunner)
@@ -299,7 +296,10 @@ class OracleModel:
             if race is not None and race.started_s is not None:
                 details["race_start"] = race.started_s
         else:
-            run = self._runner.solve(self.built.model, start=self.built.start_values(start[0]) if start else None,
+            model = self.built.model  # built now if not yet: its seconds count against the time limit
+            settings["time_limit_s"] = max(tick + time_limit_s - time.perf_counter(),
+                                           MIN_TIME_LIMIT_S if math.isfinite(peak_bound) else MIN_SOLVE_SECONDS)
+            run = self._runner.solve(model, start=self.built.start_values(start[0]) if start else None,
                                      **settings)
             schedule = self.built.read_schedule() if run.has_solution else None
         if schedule is None and math.isfinite(peak_bound) and start is not None:  # the MILP returned nothing in time

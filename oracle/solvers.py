@@ -29,6 +29,9 @@ from pyomo.opt import TerminationCondition as LegacyTermination
 from aidc_env.errors import InputError
 from oracle.constants import DEFAULT_SOLVER
 
+MIN_SOLVE_SECONDS = 0.01
+"""Time given to a solve when its time limit is already spent, loading the model included (it returns the MIP start,
+if any)."""
 TIME_LIMIT_OPTION = {"cbc": "seconds", "glpk": "tmlim", "gurobi": "TimeLimit", "gurobi_direct": "TimeLimit",
                      "gurobi_persistent": "TimeLimit", "cplex": "timelimit", "cplex_direct": "timelimit",
                      "scip": "limits/time", "appsi_highs": "time_limit", "xpress": "maxtime"}
@@ -168,6 +171,7 @@ class HighsRunner:
         """Solve the MILP; ``interrupt`` is asked at HiGHS's MIP interrupt checks and stops the solve when it answers
         True (status ``interrupted``: another path proved the day)."""
         load_seconds = self.load(model)
+        time_limit_s = max(time_limit_s - load_seconds, MIN_SOLVE_SECONDS)  # the limit holds loading the model too
         opt = self._opt
         highs = opt._solver_model  # the highspy.Highs object; the interface exposes no MIP start
         if interrupt is None:
