@@ -13,6 +13,7 @@ import argparse
 import datetime as dt
 import math
 import numbers
+import os
 import sys
 from collections.abc import Callable, Sequence
 from typing import Any, NoReturn
@@ -125,5 +126,16 @@ def run_cli(main: Callable[[Sequence[str] | None], int | None], argv: Sequence[s
     return EXIT_BAD_INPUT
 
 
-__all__ = ["EXIT_BAD_INPUT", "EXIT_INTERRUPTED", "MAX_MACHINE_INT", "CliParser", "InputError", "is_finite", "is_integer",
-           "number_text", "require", "require_date", "require_number", "require_unique", "run_cli"]
+def exit_at_once(code: int) -> NoReturn:
+    """End a CLI process with ``code``; after Ctrl-C (130) at once, its streams flushed, without the interpreter's
+    finalisation: a solver's native worker thread still alive then would abort the process (SIGABRT) instead. For a
+    command that runs no worker processes (their clean-up is the finalisation it skips)."""
+    if code == EXIT_INTERRUPTED:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
+    raise SystemExit(code)
+
+
+__all__ = ["EXIT_BAD_INPUT", "EXIT_INTERRUPTED", "MAX_MACHINE_INT", "CliParser", "InputError", "exit_at_once", "is_finite",
+           "is_integer", "number_text", "require", "require_date", "require_number", "require_unique", "run_cli"]

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 from aidc_env import limits
 from aidc_env.case import add_case_arguments, instance_from_args
-from aidc_env.errors import CliParser, require, require_number, run_cli
+from aidc_env.errors import CliParser, exit_at_once, require, require_number, run_cli
 from aidc_env.instance import Instance, load_instance
 from aidc_env.io import atomic_path, check_output_file, dumps_json
 from aidc_env.schedule import validate_schedule
@@ -131,4 +131,4 @@ def summary(result: OracleResult) -> str:
 
 
 if __name__ == "__main__":
-    raise SystemExit(run_cli(main))
+    exit_at_once(run_cli(main))  # HiGHS's threads may outlive a Ctrl-C
