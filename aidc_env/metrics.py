@@ -212,7 +212,7 @@ def format_metrics(m: Metrics) -> str:
              f"peak {m.peak_gpus} GPUs ({'within' if m.capacity_ok else 'OVER'} capacity), tranches "
              f"{'met' if m.tranches_met else 'NOT met'}"]
     if m.demand_charge_usd or m.fixed_charge_usd:
-        lines.append(f"tariff: energy ${m.grid_cost_usd:,.2f}, demand charges ${m.demand_charge_usd:,.2f}, fixed "
+        lines.append(f"bill: energy ${m.grid_cost_usd:,.2f}, demand charges ${m.demand_charge_usd:,.2f}, fixed "
                      f"${m.fixed_charge_usd:,.2f} (in the operating cost)")
     if m.inference_gpu_hours or m.idle_value_usd:
         served = "served" if m.inference_served else "NOT served"
