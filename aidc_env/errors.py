@@ -137,5 +137,6 @@ def exit_at_once(code: int) -> NoReturn:
     raise SystemExit(code)
 
 
-__all__ = ["EXIT_BAD_INPUT", "EXIT_INTERRUPTED", "MAX_MACHINE_INT", "CliParser", "InputError", "exit_at_once", "is_finite",
-           "is_integer", "number_text", "require", "require_date", "require_number", "require_unique", "run_cli"]
+__all__ = ["EXIT_BAD_INPUT", "EXIT_INTERRUPTED", "MAX_MACHINE_INT", "CliParser", "InputError", "exit_at_once",
+           "is_finite", "is_integer", "number_text", "require", "require_date", "require_number", "require_unique",
+           "run_cli"]
