@@ -9,16 +9,20 @@ import itertools
 
 import numpy as np
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 import oracle
 from aidc_env.case import build_instance, load_case
-from aidc_env.instance import PAUSE, Instance
+from aidc_env.grid import GridCall
+from aidc_env.instance import PAUSE, SECONDS_PER_HOUR, Instance
 from aidc_env.schema.case import CallSpec, PowerCaps
 from aidc_env.simulator import simulate
 from oracle.call_rows import joint_state_calls
 from oracle.entry import route
 from oracle.model import OracleModel
 from oracle.rolling import RollingOracle
+from tests.conftest import mode, tiny_instance, tiny_job
 
 DAY = "2023-05-09"
 
@@ -96,3 +100,55 @@ def test_a_rolling_oracle_rebuilds_a_model_with_calls() -> None:
         inst = _called(day=day)
         assert rolling.solve(inst).objective_usd == pytest.approx(oracle.solve(inst).objective_usd, rel=1e-9)
     assert OracleModel(_called("elrp")).data.calls_usd < 0 == OracleModel(_called()).data.calls_usd
+
+
+@st.composite
+def tiny_called_days(draw) -> Instance:
+    """A tiny day (1-2 jobs, 2 segments, 2-3 modes, 12 slots) with one call over 1-4 slots: its limit a share of the
+    highest import any schedule draws there, and 0 or $500/MWh below a baseline at that highest import."""
+    n_jobs = draw(st.integers(1, 2))
+    n_gpus = draw(st.integers(2, 6))
+    jobs = []
+    for j in range(n_jobs):
+        modes = tuple(mode(draw(st.integers(1, n_gpus)), draw(st.floats(1.0, 50.0)), draw(st.floats(50.0, 900.0)))
+                      for _ in range(draw(st.integers(2, 3))))
+        day_tokens = max(m.tokens_per_s for m in modes) * SECONDS_PER_HOUR * 24.0
+        jobs.append(tiny_job(f"J{j}", segments=2, modes=modes, restart_hours=draw(st.floats(0.0, 1.5)),
+                             initial_mode=draw(st.sampled_from([PAUSE, *range(len(modes))])),
+                             tranche_tokens=draw(st.floats(0.0, 0.4)) * day_tokens / n_jobs))
+    inst = tiny_instance(jobs, price=draw(st.lists(st.floats(-60.0, 150.0), min_size=12, max_size=12)),
+                         shape=draw(st.lists(st.floats(0.0, 1.0), min_size=12, max_size=12)), n_gpus=n_gpus,
+                         slot_hours=2.0)
+    start = draw(st.integers(0, 11))
+    end = min(12, start + draw(st.integers(1, 4)))
+    highest = max(float(simulate(inst, schedule).flows.grid_mw[start:end].max()) for schedule in _schedules(inst)
+                  if simulate(inst, schedule).metrics.capacity_ok)
+    call = GridCall(program="bip", notice_slot=0, start_slot=start, end_slot=end,
+                    baseline_mw=np.full(end - start, highest),
+                    limit_mw=np.full(end - start, draw(st.floats(0.4, 1.0)) * highest),
+                    payment_usd_per_mwh=draw(st.sampled_from([500.0, 0.0])))
+    return dataclasses.replace(inst, grid_calls=(call,))
+
+
+def _schedules(inst: Instance) -> list[list[list[int]]]:
+    rows = [list(itertools.product([*range(job.n_modes), PAUSE], repeat=job.segments)) for job in inst.jobs]
+    return [[list(row) for row in choice] for choice in itertools.product(*rows)]
+
+
+@settings(max_examples=30, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
+@given(inst=tiny_called_days())
+def test_the_exact_oracle_finds_the_brute_force_minimum_with_a_call(inst: Instance) -> None:
+    """On random tiny days with a call, the exact oracle (label search, and branch and bound alone) and the textbook
+    MILP find the least objective over every schedule that meets the targets and delivers the call, or prove that none
+    does."""
+    scored = [m.objective_usd for m in (simulate(inst, s).metrics for s in _schedules(inst))
+              if m.feasible and m.calls_delivered]
+    for name, options in {"exact": {}, "exact, branch and bound": {"labeling": False},
+                          "textbook": {"method": "textbook"}}.items():
+        result = oracle.solve(inst, mip_gap=1e-9, time_limit_s=60, **options)
+        if not scored:
+            assert result.status == "infeasible" and result.reason, (name, result.objective_usd)
+        else:
+            assert result.status == "optimal", (name, result.reason)
+            assert result.objective_usd == pytest.approx(min(scored), rel=1e-6, abs=1e-6), name
+            assert result.metrics.calls_delivered
