@@ -462,10 +462,13 @@ def main(argv: Sequence[str] | None = None) -> int:
 def bill_line(site: str, bill: Any) -> str:
     """A site's bill in one line (:class:`aidc_env.tariffs.Bill`); with coincident-peak charges
     (:class:`aidc_env.coincident.PeakBill`), their total in it and one more line per peak hour."""
-    coincident = f", coincident peak ${bill.coincident_usd:,.2f}" if hasattr(bill, "coincident") else ""
+    from aidc_env.coincident import PeakBill
+
+    peak = isinstance(bill, PeakBill)
+    coincident = f", coincident peak ${bill.coincident_usd:,.2f}" if peak else ""
     return "\n".join([f"bill at {site} under {bill.tariff}: ${bill.total_usd:,.2f} (energy ${bill.energy_usd:,.2f}, "
                       f"demand ${bill.demand_usd:,.2f}, fixed ${bill.fixed_usd:,.2f}{coincident})",
-                      *(bill.lines() if coincident else ())])
+                      *(bill.lines() if peak else ())])
 
 
 def site_bills(inst: Instance, result: SimulationResult, tariff: Any) -> dict[str, Any]:

@@ -316,11 +316,11 @@ def tables(record: dict[str, Any]) -> str:
     if "timing" in record:
         out += ["| caps | method | days | proven optimal | median s | p90 s | max s |", "|---|---|---|---|---|---|---|"]
         for caps in (True, False):
-            rows = [r for r in record["timing"]["rows"] if r.get("caps", True) == caps]
+            rows = [r for r in record["timing"]["rows"] if r["caps"] == caps]
             if rows:
                 seconds = np.array([r["seconds"] for r in rows])
                 proven = sum(r["status"] == "optimal" for r in rows)
-                out.append(f"| {'yes' if caps else 'no'} | {rows[0].get('method', 'textbook')} | {seconds.size} | "
+                out.append(f"| {'yes' if caps else 'no'} | {rows[0]['method']} | {seconds.size} | "
                            f"{proven} | {np.median(seconds):.2f} | {np.percentile(seconds, 90):.2f} | "
                            f"{seconds.max():.2f} |")
         out.append("")

@@ -149,24 +149,27 @@ def capacity_feasible_states(inst: Instance) -> tuple[np.ndarray, np.ndarray]:
     return table.choices[order], table.load_mw[order]
 
 
-def slot_cost_of_load(inst: Instance, load_mw: np.ndarray) -> np.ndarray:
-    """(loads, T): the simulator's decision cost of each constant load in every slot ($)."""
+def slot_cost_of_load(inst: Instance, load_mw: np.ndarray) -> tuple[np.ndarray, float]:
+    """(loads, T): the simulator's decision cost of each constant load in every slot ($), with the grid calls priced
+    in where the joint states price them (:func:`call_costs`); and the calls' constant ($; 0 without)."""
     load = np.broadcast_to(np.asarray(load_mw, dtype=float)[:, None], (len(load_mw), inst.slots))
     _, grid, curtailment = renewable_first(load, np.broadcast_to(inst.renewable_mw, load.shape))
-    return slot_decision_cost_usd(inst, grid, curtailment)
+    cost = slot_decision_cost_usd(inst, grid, curtailment)
+    if not inst.grid_calls or not joint_state_calls(inst):
+        return cost, 0.0
+    return call_costs(inst, load, grid, cost)
 
 
-def call_costs(inst: Instance, load_mw: np.ndarray, per_slot_usd: np.ndarray) -> tuple[np.ndarray, float]:
-    """The grid calls priced into the (loads, T) slot costs of constant loads, for an instance without power caps and
-    with payments linear in the import (:func:`oracle.call_rows.joint_state_calls`). A load over a call's limit in a
-    slot costs +inf there (an answer delivers every call), and the payment per MWh below the baseline makes a MW of
-    import in the call's slots dearer by its rate; returns the costs and the constant (the baseline's part and the
-    per-MW payments, :func:`oracle.call_rows.pool_calls`)."""
+def call_costs(inst: Instance, load_mw: np.ndarray, grid_mw: np.ndarray, per_slot_usd: np.ndarray
+               ) -> tuple[np.ndarray, float]:
+    """The grid calls priced into the (loads, T) slot costs of constant loads (their import ``grid_mw``), for an
+    instance without power caps and with payments linear in the import (:func:`oracle.call_rows.joint_state_calls`). A
+    load over a call's limit in a slot costs +inf there (an answer delivers every call), and the payment per MWh below
+    the baseline makes a MW of import in the call's slots dearer by its rate; returns the costs and the constant (the
+    baseline's part and the per-MW payments, :func:`oracle.call_rows.pool_calls`)."""
     calls = pool_calls(inst)
-    load = np.broadcast_to(np.asarray(load_mw, dtype=float)[:, None], per_slot_usd.shape)
-    _, grid, _ = renewable_first(load, np.broadcast_to(inst.renewable_mw, load.shape))
-    cost = per_slot_usd + grid * calls.payment_usd_per_mw[None, :]
-    return np.where(load > calls.load_limit_mw[None, :] + FIT_TOL_MW, np.inf, cost), calls.constant_usd
+    cost = per_slot_usd + grid_mw * calls.payment_usd_per_mw[None, :]
+    return np.where(load_mw > calls.load_limit_mw[None, :] + FIT_TOL_MW, np.inf, cost), calls.constant_usd
 
 
 def renewable_cost_usd(inst: Instance) -> float:
@@ -182,9 +185,7 @@ def oracle_data(inst: Instance, *, joint: bool = True) -> OracleData:
     uncapped = joint_count(inst)
     if joint and uncapped <= MAX_JOINT_STATES:
         states, load = capacity_feasible_states(inst)
-        per_slot = slot_cost_of_load(inst, load)
-        if inst.grid_calls and joint_state_calls(inst):
-            per_slot, calls_usd = call_costs(inst, load, per_slot)
+        per_slot, calls_usd = slot_cost_of_load(inst, load)
         cost = np.add.reduceat(per_slot, starts, axis=1).T.copy()
     return OracleData(inst=inst, jobs=tuple(job_coefficients(inst, job) for job in inst.jobs), block_starts=starts,
                       block_segment=segment, joint_states=states, joint_load_mw=load, block_cost_usd=cost,

@@ -100,8 +100,11 @@ class LabelSearch:
         self.n_blocks, self.n_states = block_cost_usd.shape
         n_jobs = states.shape[1]
         self.cost = block_cost_usd
-        self._dearest = np.where(np.isfinite(block_cost_usd), block_cost_usd, -np.inf).max(axis=1)
-        """Per block its dearest state's cost (+inf marks a state a grid call does not allow there)."""
+        finite = np.isfinite(block_cost_usd)  # +inf marks a state a grid call does not allow in a block
+        self._dearest = np.where(finite, block_cost_usd, -np.inf).max(axis=1)
+        """Per block its dearest allowed state's cost."""
+        self._cost_scale = float(np.abs(np.where(finite, block_cost_usd, 0.0)).max(axis=1).sum())
+        """Σ over blocks of the largest |cost| of an allowed state: a term of the label screen's slack."""
         self.tranche = np.asarray(tranche_tokens, dtype=float)
         self.constant = data.constant_usd
         tokens = joint_tokens(data, states)
@@ -295,8 +298,7 @@ class LabelSearch:
         inside = [np.flatnonzero(self.through[b] <= limit) for b in range(self.n_blocks)]
         finite = self.backward[np.isfinite(self.backward)]
         slack = SCREEN_RTOL * max(1.0, abs(threshold_usd), float(self.mu @ need),  # the screen's terms, at most
-                                  float(np.abs(finite).max(initial=0.0)),
-                                  float(np.abs(np.where(np.isfinite(self.cost), self.cost, 0.0)).max(axis=1).sum()))
+                                  float(np.abs(finite).max(initial=0.0)), self._cost_scale)
         state = inside[0]
         cost = self.cost[0, state].copy()
         tokens = np.minimum(self.gain[0][0, state], need)
